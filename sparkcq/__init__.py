@@ -1,0 +1,24 @@
+"""sparkcq: continuous streaming SQL with exact event-time semantics, on Apache Spark."""
+
+from sparkcq.engine import Engine
+from sparkcq.errors import (
+    AnalysisError,
+    CatalogError,
+    ExecutionError,
+    PlanError,
+    QuerySyntaxError,
+    SourceError,
+    SparkcqError,
+)
+
+__all__ = [
+    "AnalysisError",
+    "CatalogError",
+    "Engine",
+    "ExecutionError",
+    "PlanError",
+    "QuerySyntaxError",
+    "SourceError",
+    "SparkcqError",
+]
+__version__ = "0.1.0"

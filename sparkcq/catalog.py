@@ -1,0 +1,118 @@
+"""The resource catalog: streams, tables and queries by name (DESIGN 4.5)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql.types import StructType
+
+from sparkcq.errors import CatalogError
+from sparkcq.model.time import TimeKind
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from sparkcq.plan.nodes import PlanNode
+
+
+@dataclass
+class StreamInfo:
+    """A stream: a source stream (``plan`` is its scan) or a derived one (its query's root)."""
+
+    name: str
+    schema: StructType
+    time_col: str | None
+    end_col: str | None
+    time_kind: TimeKind
+    options: dict[str, str]
+    plan: PlanNode
+    derived: bool = False
+
+
+@dataclass
+class TableInfo:
+    """A static relation backed by a Spark DataFrame."""
+
+    name: str
+    schema: StructType
+    dataframe: DataFrame
+    plan: PlanNode
+
+
+@dataclass
+class QueryInfo:
+    """A continuous query: its plan root, output form and where its results go."""
+
+    name: str
+    text: str
+    plan: PlanNode
+    sink: str
+    options: dict[str, Any] = field(default_factory=dict)
+    status: str = "running"
+    log: list[str] = field(default_factory=list)
+
+
+class Catalog:
+    """Names to streams, tables and queries; one namespace for streams and tables."""
+
+    def __init__(self) -> None:
+        self.streams: dict[str, StreamInfo] = {}
+        self.tables: dict[str, TableInfo] = {}
+        self.queries: dict[str, QueryInfo] = {}
+
+    def _key(self, name: str) -> str:
+        return name.lower()
+
+    def ensure_free(self, name: str) -> None:
+        """Refuse a name already used by a stream, table or query."""
+        key = self._key(name)
+        for kind, space in (("stream", self.streams), ("table", self.tables)):
+            if key in space:
+                msg = f"a {kind} named {name!r} already exists; drop it first or pick another name"
+                raise CatalogError(msg)
+        if key in self.queries:
+            msg = f"a query named {name!r} already exists; drop it first or pick another name"
+            raise CatalogError(msg)
+
+    def add_stream(self, info: StreamInfo) -> None:
+        """Register a stream under a free name."""
+        self.ensure_free(info.name)
+        self.streams[self._key(info.name)] = info
+
+    def add_table(self, info: TableInfo) -> None:
+        """Register a table under a free name."""
+        self.ensure_free(info.name)
+        self.tables[self._key(info.name)] = info
+
+    def add_query(self, info: QueryInfo) -> None:
+        """Register a query under a free name."""
+        self.ensure_free(info.name)
+        self.queries[self._key(info.name)] = info
+
+    def relation(self, name: str) -> StreamInfo | TableInfo | None:
+        """The stream or table called ``name`` (case-insensitive), or None."""
+        key = self._key(name)
+        return self.streams.get(key) or self.tables.get(key)
+
+    def stream(self, name: str) -> StreamInfo:
+        """The stream called ``name``; CatalogError lists the known streams otherwise."""
+        info = self.streams.get(self._key(name))
+        if info is None:
+            msg = f"unknown stream {name!r}; streams: {', '.join(sorted(self.streams)) or 'none'}"
+            raise CatalogError(msg)
+        return info
+
+    def query(self, name: str) -> QueryInfo:
+        """The query called ``name``; CatalogError lists the known queries otherwise."""
+        info = self.queries.get(self._key(name))
+        if info is None:
+            known = ", ".join(sorted(self.queries)) or "none"
+            msg = f"unknown query {name!r}; queries: {known}"
+            raise CatalogError(msg)
+        return info
+
+    def known_relations(self) -> str:
+        """Comma-separated names of all streams and tables, for error messages."""
+        names = sorted([*self.streams, *self.tables])
+        return ", ".join(names) or "none"

@@ -1,0 +1,493 @@
+"""The Engine: the catalog, the global plan and the cycle loop behind one small API.
+
+    from sparkcq import Engine
+    eng = Engine()
+    eng.execute("CREATE STREAM s (k STRING, v DOUBLE, t BIGINT) WITH (event_time='t')")
+    eng.execute("CREATE QUERY q AS SELECT k, avg(v) AS a FROM s [RANGE 10] GROUP BY k")
+    eng.push("s", [{"k": "a", "v": 1.0, "t": 3}], watermark=5)
+    eng.run_until_idle()
+    eng.results("q")
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    ByteType,
+    IntegerType,
+    LongType,
+    ShortType,
+    StructField,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+    _parse_datatype_string,
+)
+
+from sparkcq.catalog import Catalog, QueryInfo, StreamInfo, TableInfo
+from sparkcq.errors import AnalysisError, CatalogError, ExecutionError, QuerySyntaxError, SourceError
+from sparkcq.io.sinks import MemorySink, QueryOutput, Sink
+from sparkcq.io.sources import MemorySource, Source
+from sparkcq.language.sql.parser import parse_script
+from sparkcq.language.sql.statements import (
+    CreateQuery,
+    CreateStream,
+    CreateStreamAs,
+    CreateTable,
+    Drop,
+    Explain,
+    OutputForm,
+    Show,
+    Statement,
+)
+from sparkcq.model.time import TIME_MAX, TimeKind, parse_duration
+from sparkcq.plan.binder import bind_select
+from sparkcq.plan.nodes import EdgeKind, PlanNode, StreamScan, TableScan, render_tree, walk
+from sparkcq.runtime.frames import Runtime
+from sparkcq.runtime.global_plan import GlobalPlan
+from sparkcq.runtime.lowering import lower
+from sparkcq.runtime.operators.base import Operator
+from sparkcq.runtime.operators.outputs import OP, TE, TS, SinkFormatter
+from sparkcq.runtime.operators.scan import ScanOperator
+from sparkcq.session import make_session
+
+_INTEGRAL = (ByteType, ShortType, IntegerType, LongType)
+
+
+@dataclass
+class CycleReport:
+    """What one cycle did: for the console, metrics and benchmarks."""
+
+    cycle: int
+    seconds: float
+    rows_in: int
+    jobs: int
+    watermarks: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class _Running:
+    info: QueryInfo
+    formatter: SinkFormatter
+    output: QueryOutput
+
+
+class Engine:
+    """A sparkcq system on one Spark session: define streams, run continuous queries."""
+
+    def __init__(self, spark: SparkSession | None = None, master: str | None = None,
+                 shuffle_partitions: int = 4):
+        self.spark = spark or make_session(master, shuffle_partitions=shuffle_partitions)
+        partitions = int(self.spark.conf.get("spark.sql.shuffle.partitions") or 4)
+        self.rt = Runtime(self.spark, partitions=partitions)
+        self.catalog = Catalog()
+        self.plan = GlobalPlan(self.rt)
+        self.sources: dict[str, Source] = {}
+        self.scans: dict[str, ScanOperator] = {}
+        self.sinks: dict[str, Sink] = {"memory": MemorySink()}
+        self.running: dict[str, _Running] = {}
+        self.cycle = 0
+        self.reports: list[CycleReport] = []
+        self._anon = 0
+        self._tables: dict[str, DataFrame] = {}
+
+    # -- statements ----------------------------------------------------------------------
+    def execute(self, sql: str) -> Any:
+        """Run one statement or a script; returns the last statement's result."""
+        result: Any = None
+        for stmt in parse_script(sql):
+            result = self._run_statement(stmt, sql)
+        return result
+
+    def _run_statement(self, stmt: Statement, text: str) -> Any:
+        if isinstance(stmt, CreateStream):
+            return self._create_stream(stmt, text)
+        if isinstance(stmt, CreateTable):
+            return self._create_table(stmt, text)
+        if isinstance(stmt, CreateQuery):
+            return self._create_query(stmt, text)
+        if isinstance(stmt, CreateStreamAs):
+            bound = bind_select(stmt.select, text, self.catalog, self.spark)
+            self.catalog.add_stream(StreamInfo(
+                stmt.name, bound.plan.schema, None, None, bound.plan.time_kind, stmt.options,
+                bound.plan, derived=True))
+            return None
+        if isinstance(stmt, Drop):
+            return self.drop(stmt.kind, stmt.name)
+        if isinstance(stmt, Explain):
+            if stmt.select is not None:
+                return render_tree(bind_select(stmt.select, text, self.catalog, self.spark).plan)
+            if stmt.glob or stmt.name is None:
+                return self.explain_global()
+            return self.explain(stmt.name)
+        if isinstance(stmt, Show):
+            return self.show(stmt.what)
+        msg = f"unsupported statement {type(stmt).__name__}"
+        raise QuerySyntaxError(msg)
+
+    def _schema(self, stmt: CreateStream | CreateTable, text: str) -> StructType:
+        fields = []
+        for c in stmt.columns:
+            type_sql = c.type_sql
+            if type_sql.upper() == "DATETIME":
+                type_sql = "TIMESTAMP"
+            try:
+                dtype = _parse_datatype_string(type_sql)
+            except Exception:  # noqa: BLE001 - Spark raises several kinds of parse errors
+                msg = f"unknown type {c.type_sql!r} for column {c.name!r}"
+                raise AnalysisError(msg, text, c.loc) from None
+            fields.append(StructField(c.name, dtype))
+        return StructType(fields)
+
+    def _create_stream(self, stmt: CreateStream, text: str) -> None:
+        schema = self._schema(stmt, text)
+        names = {f.name.lower(): f for f in schema.fields}
+        opts = stmt.options
+        time_col = opts.get("event_time")
+        if time_col is None:
+            msg = "CREATE STREAM needs WITH (event_time='column')"
+            raise AnalysisError(msg, text, stmt.loc)
+        kinds = []
+        for opt in ("event_time", "end_time"):
+            name = opts.get(opt)
+            if name is None:
+                continue
+            f = names.get(name.lower())
+            if f is None:
+                msg = f"{opt} column {name!r} is not a column of {stmt.name!r}"
+                raise AnalysisError(msg, text, stmt.loc)
+            if isinstance(f.dataType, TimestampType | TimestampNTZType):
+                kinds.append(TimeKind.TIMESTAMP)
+            elif isinstance(f.dataType, _INTEGRAL):
+                kinds.append(TimeKind.NUMERIC)
+            else:
+                msg = (f"{opt} column {name!r} is {f.dataType.simpleString()}; it must be a "
+                       "TIMESTAMP or an integral number")
+                raise AnalysisError(msg, text, stmt.loc)
+        if len(set(kinds)) > 1:
+            msg = "event_time and end_time must both be timestamps or both be numbers"
+            raise AnalysisError(msg, text, stmt.loc)
+        kind = kinds[0]
+        lateness = 0
+        if "lateness" in opts:
+            try:
+                lateness = parse_duration(opts["lateness"]).to_units(kind)
+            except ValueError as e:
+                raise AnalysisError(f"lateness: {e}", text, stmt.loc) from None
+        end_col = names[opts["end_time"].lower()].name if "end_time" in opts else None
+        node = StreamScan(stmt.name, schema, names[time_col.lower()].name, end_col, kind)
+        source_kind = opts.get("source", "memory").lower()
+        if source_kind != "memory":
+            msg = f"unknown source {source_kind!r}; available: memory"
+            raise AnalysisError(msg, text, stmt.loc)
+        self.catalog.add_stream(StreamInfo(stmt.name, schema, node.time_col, end_col, kind,
+                                           opts, node))
+        self.sources[stmt.name.lower()] = MemorySource(self.spark, stmt.name, schema)
+        self.scans[stmt.name.lower()] = ScanOperator(node, self.rt, lateness)
+
+    def _create_table(self, stmt: CreateTable, text: str) -> None:
+        schema = self._schema(stmt, text)
+        opts = stmt.options
+        fmt = opts.get("format")
+        if fmt is not None:
+            path = opts.get("path")
+            if path is None:
+                msg = f"CREATE TABLE {stmt.name} WITH (format={fmt!r}) also needs path='...'"
+                raise AnalysisError(msg, text, stmt.loc)
+            reader = self.spark.read.schema(schema)
+            if fmt.lower() == "csv":
+                reader = reader.option("header", opts.get("header", "true"))
+            df = reader.format(fmt.lower()).load(path)
+        else:
+            df = self.spark.createDataFrame([], schema)
+        self.register_table(stmt.name, df, schema)
+
+    def register_table(self, name: str, data: Any, schema: StructType | None = None) -> None:
+        """Register a static table from a Spark DataFrame, pandas frame or list of rows."""
+        df = data if isinstance(data, DataFrame) else self.spark.createDataFrame(
+            data if isinstance(data, pd.DataFrame) else pd.DataFrame.from_records(data),
+            schema=schema)
+        schema = df.schema
+        version = 0
+        existing = self.catalog.tables.get(name.lower())
+        if existing is not None:
+            used = [q for q, r in self.running.items() if existing.plan in walk(r.info.plan)]
+            if used:
+                msg = f"table {name!r} is used by running queries {used}; drop them first"
+                raise CatalogError(msg)
+            assert isinstance(existing.plan, TableScan)
+            version = existing.plan.version + 1
+            del self.catalog.tables[name.lower()]
+        node = TableScan(name, schema, version)
+        self._tables[name.lower()] = df
+        self.catalog.add_table(TableInfo(name, schema, df, node))
+
+    def load_table(self, name: str, rows: Any) -> None:
+        """Replace a table's contents (rows as pandas or a list) keeping its schema."""
+        info = self.catalog.tables.get(name.lower())
+        if info is None:
+            msg = f"unknown table {name!r}"
+            raise CatalogError(msg)
+        self.register_table(info.name, rows, info.schema)
+
+    def _create_query(self, stmt: CreateQuery, text: str) -> str:
+        name = stmt.name
+        if not name:
+            self._anon += 1
+            name = f"query_{self._anon}"
+        self.catalog.ensure_free(name)
+        bound = bind_select(stmt.select, text, self.catalog, self.spark)
+        sink = stmt.options.get("sink", "memory").lower()
+        if sink not in self.sinks:
+            msg = f"unknown sink {sink!r}; available: {', '.join(sorted(self.sinks))}"
+            raise AnalysisError(msg, text, stmt.loc)
+        info = QueryInfo(name, text, bound.plan, sink, dict(stmt.options))
+        info.options["form"] = bound.form
+        self.catalog.add_query(info)
+        self.plan.add(bound.plan, name, self._operator_for)
+        formatter = SinkFormatter(bound.plan, self.rt, bound.form, name)
+        columns = [f.name for f in bound.plan.schema.fields]
+        output = QueryOutput(name, columns, bound.plan.time_kind is TimeKind.TIMESTAMP)
+        self.running[name.lower()] = _Running(info, formatter, output)
+        info.log.append(f"cycle {self.cycle}: started")
+        return name
+
+    def _operator_for(self, node: PlanNode) -> Operator:
+        if isinstance(node, StreamScan):
+            return self.scans[node.name.lower()]
+        if isinstance(node, TableScan):
+            return lower(node, self.rt, table=self._tables[node.name.lower()])
+        return lower(node, self.rt)
+
+    def drop(self, kind: str, name: str) -> None:
+        """Drop a query (freeing operators no one else uses), a stream or a table."""
+        kind = kind.upper()
+        if kind == "QUERY":
+            info = self.catalog.query(name)
+            run = self.running.pop(info.name.lower())
+            for op in self.plan.remove(info.plan, info.name):
+                if not isinstance(op, ScanOperator):
+                    op.release()
+            run.formatter.release()
+            self.sinks[info.sink].forget(info.name)
+            del self.catalog.queries[info.name.lower()]
+            return
+        space = self.catalog.streams if kind == "STREAM" else self.catalog.tables
+        target = space.get(name.lower())
+        if target is None:
+            msg = f"unknown {kind.lower()} {name!r}"
+            raise CatalogError(msg)
+        users = [q for q, r in self.running.items() if target.plan in walk(r.info.plan)]
+        users += [s.name for s in self.catalog.streams.values()
+                  if s.derived and s is not target and target.plan in walk(s.plan)]
+        if users:
+            msg = f"{kind.lower()} {name!r} is used by {', '.join(users)}; drop them first"
+            raise CatalogError(msg)
+        del space[name.lower()]
+        if kind == "STREAM" and name.lower() in self.scans:
+            self.scans.pop(name.lower()).release()
+            self.sources.pop(name.lower()).close()
+
+    # -- input ---------------------------------------------------------------------------
+    def push(self, stream: str, rows: Any, watermark: Any = None, end: bool = False) -> None:
+        """Queue rows for a memory-source stream; ``watermark`` W promises that no later
+        event has event time < W; ``end`` marks the end of the stream's input."""
+        info = self.catalog.stream(stream)
+        source = self.sources.get(info.name.lower())
+        if not isinstance(source, MemorySource):
+            msg = f"stream {stream!r} is not fed by the memory source; it cannot be pushed to"
+            raise SourceError(msg)
+        source.push(rows, self._time_value(watermark, info.time_kind), end)
+
+    def end_input(self, stream: str) -> None:
+        """Declare a memory stream complete: its watermark becomes +inf."""
+        self.push(stream, None, end=True)
+
+    @staticmethod
+    def _time_value(value: Any, kind: TimeKind) -> int | None:
+        if value is None:
+            return None
+        if isinstance(value, dt.datetime | pd.Timestamp):
+            ts = pd.Timestamp(value)
+            ts = ts.tz_localize("UTC") if ts.tzinfo is None else ts
+            return int(ts.value // 1000)
+        return int(value)
+
+    # -- cycles --------------------------------------------------------------------------
+    def has_pending_input(self) -> bool:
+        """Whether any source has input the next cycle would take."""
+        return any(s.has_pending() for s in self.sources.values())
+
+    def run_cycle(self) -> CycleReport:
+        """Drain sources, evaluate the global plan once, commit every sink, rewind."""
+        start = time.perf_counter()
+        jobs_before = self.rt.jobs
+        rows_before = sum(s.rows_in for s in self.scans.values())
+        for key, source in self.sources.items():
+            self.scans[key].batch = source.poll()
+        extra: Counter[PlanNode] = Counter(r.info.plan for r in self.running.values())
+        for key, scan in self.scans.items():
+            if scan.node not in self.plan.ops:  # streams no query reads still track time
+                scan.step([])
+        try:
+            slices = self.plan.run_cycle(extra)
+            per_sink: dict[str, dict[str, tuple[QueryOutput, DataFrame]]] = {}
+            for name, run in self.running.items():
+                records = run.formatter.step([slices[run.info.plan]])
+                if records.df is None:
+                    continue
+                df = records.df
+                if run.output.timestamp:
+                    df = df.withColumn(TS, F.timestamp_micros(df[TS])).withColumn(
+                        TE, F.timestamp_micros(df[TE]))
+                per_sink.setdefault(run.info.sink, {})[run.info.name] = (run.output, df)
+            for sink_name, recs in per_sink.items():
+                self.sinks[sink_name].write(self.cycle, recs)
+        except Exception as e:
+            if isinstance(e, ExecutionError):
+                raise
+            msg = f"cycle {self.cycle} failed: {e}"
+            raise ExecutionError(msg) from e
+        finally:
+            self.rt.end_cycle()
+        report = CycleReport(
+            self.cycle, time.perf_counter() - start,
+            sum(s.rows_in for s in self.scans.values()) - rows_before,
+            self.rt.jobs - jobs_before,
+            {k: s.watermark for k, s in self.scans.items()})
+        self.reports.append(report)
+        self.cycle += 1
+        return report
+
+    def run_until_idle(self, max_cycles: int = 1_000_000) -> int:
+        """Run cycles while any source has pending input; returns the number of cycles."""
+        n = 0
+        while self.has_pending_input() and n < max_cycles:
+            self.run_cycle()
+            n += 1
+        return n
+
+    def run(self, duration: float | None = None, interval: float = 1.0) -> None:
+        """Run cycles every ``interval`` seconds (processing time) for ``duration`` seconds
+        or until interrupted."""
+        deadline = None if duration is None else time.monotonic() + duration
+        while deadline is None or time.monotonic() < deadline:
+            began = time.monotonic()
+            self.run_cycle()
+            rest = interval - (time.monotonic() - began)
+            if rest > 0:
+                time.sleep(rest if deadline is None else min(rest, max(0.0, deadline
+                                                                      - time.monotonic())))
+
+    # -- output --------------------------------------------------------------------------
+    def results(self, query: str) -> pd.DataFrame:
+        """A query's results so far (memory sink): user columns plus ``_ts`` and ``_te``.
+
+        Interval results show each coalesced element once, with ``_te`` null while open;
+        instant results have ``_ts`` = ``_te``; a changelog has ``_op`` '+' or '-'.
+        """
+        info = self.catalog.query(query)
+        run = self.running[info.name.lower()]
+        sink = self.sinks[info.sink]
+        if not isinstance(sink, MemorySink):
+            msg = f"query {query!r} writes to the {info.sink!r} sink; results() reads memory"
+            raise CatalogError(msg)
+        frame = sink.frame(info.name, run.output.columns)
+        cols = run.output.columns
+        form = info.options["form"]
+        if form is OutputForm.CHANGELOG and run.info.plan.kind is EdgeKind.RELATION:
+            return frame[[*cols, TS, OP]].reset_index(drop=True)
+        if run.info.plan.kind is not EdgeKind.RELATION or form is not OutputForm.INTERVALS:
+            return frame[[*cols, TS, TE]].reset_index(drop=True)
+        return close_elements(frame, cols)
+
+    def dead_letters(self, stream: str) -> pd.DataFrame:
+        """Rows of ``stream`` that were rejected (late, null time, ...) with the reason."""
+        info = self.catalog.stream(stream)
+        return self.scans[info.name.lower()].dead_letters().toPandas()
+
+    def explain(self, query: str) -> str:
+        """The plan of one query; nodes shared with other queries are marked."""
+        info = self.catalog.query(query)
+        marks = {}
+        for node in walk(info.plan):
+            users = self.plan.users.get(node, set()) - {info.name}
+            if users:
+                marks[node] = f"  (shared with {', '.join(sorted(users))})"
+        return render_tree(info.plan, marks)
+
+    def explain_global(self) -> str:
+        """The shared DAG: each operator, the queries using it and its state size."""
+        lines = []
+        ids = {node: i for i, node in enumerate(self.plan.ops)}
+        for node, op in self.plan.ops.items():
+            inputs = ", ".join(f"#{ids[c]}" for c in node.children)
+            users = ", ".join(sorted(self.plan.users.get(node, set())))
+            lines.append(f"#{ids[node]} {node.label()}  <- [{inputs}]  refs={self.plan.refs[node]}"
+                         f"  queries=[{users}]  state_rows={op.state_rows}")
+        return "\n".join(lines)
+
+    def show(self, what: str) -> pd.DataFrame:
+        """SHOW STREAMS | TABLES | QUERIES as a small table."""
+        if what == "STREAMS":
+            return pd.DataFrame([
+                {"name": s.name, "kind": "derived" if s.derived else s.options.get("source",
+                                                                                     "memory"),
+                 "schema": s.schema.simpleString(), "event_time": s.time_col,
+                 "watermark": self.scans[k].watermark if k in self.scans else None}
+                for k, s in self.catalog.streams.items()])
+        if what == "TABLES":
+            return pd.DataFrame([{"name": t.name, "schema": t.schema.simpleString()}
+                                 for t in self.catalog.tables.values()])
+        return pd.DataFrame([{"name": q.name, "status": q.status, "sink": q.sink,
+                              "form": q.options["form"].value} for q in
+                             self.catalog.queries.values()])
+
+    def metrics(self) -> dict[str, Any]:
+        """Engine metrics: cycles, state rows per operator, dead letters per stream."""
+        last = self.reports[-1] if self.reports else None
+        return {
+            "cycles": self.cycle,
+            "last_cycle_seconds": last.seconds if last else None,
+            "state_rows": {f"#{i} {n.label()}": op.state_rows
+                           for i, (n, op) in enumerate(self.plan.ops.items())},
+            "total_state_rows": sum(op.state_rows for op in self.plan.ops.values())
+            + sum(r.formatter.state_rows for r in self.running.values()),
+            "dead_letters": {s.scan.name: s.dead_count for s in self.scans.values()},
+            "watermarks": {s.scan.name: (None if s.watermark == TIME_MAX else s.watermark)
+                           for s in self.scans.values()},
+        }
+
+    def stop(self) -> None:
+        """Release every operator and stop the Spark session."""
+        for name in list(self.running):
+            self.drop("QUERY", name)
+        for source in self.sources.values():
+            source.close()
+        self.spark.stop()
+
+
+def close_elements(frame: pd.DataFrame, cols: list[str]) -> pd.DataFrame:
+    """Apply close records (C) to the open elements (I) they close: one row per element."""
+    opened = frame[frame[OP] == "I"][[*cols, TS, TE]].reset_index(drop=True)
+    closes = frame[frame[OP] == "C"]
+    if closes.empty:
+        return opened
+    key = [*cols, TS]
+    pending = opened[opened[TE].isna()].copy()
+    pending["_rank"] = pending.groupby(key, dropna=False).cumcount()
+    closes = closes[[*key, TE]].copy()
+    closes["_rank"] = closes.groupby(key, dropna=False).cumcount()
+    merged = pending.reset_index().merge(closes, on=[*key, "_rank"], how="left",
+                                         suffixes=("", "_c"))
+    idx = merged["index"][merged[f"{TE}_c"].notna()]
+    opened.loc[idx.to_numpy(), TE] = merged.loc[merged[f"{TE}_c"].notna(), f"{TE}_c"].to_numpy()
+    return opened

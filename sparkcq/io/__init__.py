@@ -1,0 +1,1 @@
+"""Sources that feed streams and sinks that receive query results."""

@@ -1,0 +1,70 @@
+"""Sinks: where a query's records go, committed once per cycle.
+
+Contract: ``write(cycle, records)`` receives the cycle's records of every query using the
+sink (user columns plus ``_ts``, ``_te``, ``_op``); a cycle's records become visible at once
+when ``write`` returns, never partly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import pandas as pd
+from pyspark.sql import DataFrame
+
+
+@dataclass
+class QueryOutput:
+    """What a sink needs to know of a query: its name, columns and time rendering."""
+
+    name: str
+    columns: list[str]
+    timestamp: bool
+
+
+class Sink:
+    """Base class of sinks."""
+
+    def write(self, cycle: int, records: dict[str, tuple[QueryOutput, DataFrame]]) -> None:
+        """Commit the cycle's records of each query."""
+        raise NotImplementedError(type(self).__name__)
+
+    def forget(self, query: str) -> None:
+        """The query was dropped."""
+
+
+@dataclass
+class MemorySink(Sink):
+    """Keeps every query's records in driver memory for ``Engine.results``."""
+
+    records: dict[str, list[pd.DataFrame]] = field(default_factory=dict)
+
+    def write(self, cycle: int, records: dict[str, tuple[QueryOutput, DataFrame]]) -> None:  # noqa: D102
+        for name, (_out, df) in records.items():
+            frame = df.toPandas()
+            if len(frame):
+                self.records.setdefault(name, []).append(frame)
+
+    def forget(self, query: str) -> None:  # noqa: D102
+        self.records.pop(query, None)
+
+    def frame(self, query: str, columns: list[str]) -> pd.DataFrame:
+        """All records of ``query`` so far, in commit order."""
+        parts = self.records.get(query, [])
+        if not parts:
+            return pd.DataFrame({c: [] for c in [*columns, "_ts", "_te", "_op"]})
+        return pd.concat(parts, ignore_index=True)
+
+
+@dataclass
+class CallbackSink(Sink):
+    """Calls a Python function with each cycle's records of a query as a pandas frame."""
+
+    callback: Callable[[str, int, pd.DataFrame], None]
+
+    def write(self, cycle: int, records: dict[str, tuple[QueryOutput, DataFrame]]) -> None:  # noqa: D102
+        for name, (_out, df) in records.items():
+            frame = df.toPandas()
+            if len(frame):
+                self.callback(name, cycle, frame)

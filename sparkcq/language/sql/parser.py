@@ -1,0 +1,522 @@
+"""Parse the streaming SQL dialect: statements around a Spark SQL SELECT with window clauses.
+
+The statement head (CREATE STREAM ..., DROP ..., EXPLAIN ...) is read from sqlglot's tokens by
+a small recursive-descent parser. A SELECT is handed to sqlglot's Spark dialect after its
+window clauses (``s [RANGE 10]``) and ``STREAM(s, '...')`` table functions are cut out and
+replaced by blanks of the same length, so every offset sqlglot reports is still an offset into
+the user's text and errors point at the right line and column.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import sqlglot
+import sqlglot.expressions as exp
+from sqlglot.errors import ParseError, TokenError
+from sqlglot.tokens import Token, TokenType
+
+from sparkcq.errors import Location, QuerySyntaxError
+from sparkcq.language.sql.statements import (
+    ColumnDef,
+    CreateQuery,
+    CreateStream,
+    CreateStreamAs,
+    CreateTable,
+    Drop,
+    Explain,
+    OutputForm,
+    SelectText,
+    Show,
+    SourceWindow,
+    Statement,
+)
+from sparkcq.model.time import DURATION_UNITS, Duration
+from sparkcq.model.windows import (
+    CutWindow,
+    NowWindow,
+    RangeWindow,
+    RowsWindow,
+    UnboundedWindow,
+    WindowSpec,
+)
+
+_DIALECT = sqlglot.Dialect.get_or_raise("spark")
+_WINDOW_WORDS = {"RANGE", "ROWS", "NOW", "UNBOUNDED", "PARTITION", "PARTITION BY", "CUT"}
+_FORM_WORDS = {form.name: form for form in OutputForm if form is not OutputForm.INTERVALS}
+_FROM_ITEM_LEADS = {TokenType.FROM, TokenType.JOIN, TokenType.COMMA}
+
+
+def parse_script(text: str) -> list[Statement]:
+    """Parse every statement of a script (statements separated by semicolons)."""
+    tokens = _tokenize(text, 0)
+    statements: list[Statement] = []
+    start = 0
+    depth = 0
+    for i, tok in enumerate(tokens):
+        if tok.token_type in (TokenType.L_PAREN, TokenType.L_BRACKET):
+            depth += 1
+        elif tok.token_type in (TokenType.R_PAREN, TokenType.R_BRACKET):
+            depth -= 1
+        elif tok.token_type is TokenType.SEMICOLON and depth <= 0:
+            if i > start:
+                statements.append(_parse_tokens(text, tokens[start:i]))
+            start = i + 1
+    if start < len(tokens):
+        statements.append(_parse_tokens(text, tokens[start:]))
+    return statements
+
+
+def _parse_tokens(text: str, tokens: list[Token]) -> Statement:
+    """Parse one statement; re-read the tail of commands sqlglot keeps as one raw string."""
+    if (
+        len(tokens) == 2
+        and tokens[0].text.upper() in ("EXPLAIN", "SHOW")
+        and tokens[1].token_type is TokenType.STRING
+    ):
+        begin, end = tokens[0].end + 1, tokens[1].end + 1
+        rest = [
+            Token(t.token_type, t.text, t.line, t.col, t.start + begin, t.end + begin)
+            for t in _tokenize(text[begin:end], begin)
+        ]
+        tokens = [tokens[0], *rest]
+    return _StatementParser(text, tokens).parse()
+
+
+def parse_statement(text: str) -> Statement:
+    """Parse exactly one statement; a trailing semicolon is allowed."""
+    statements = parse_script(text)
+    if len(statements) != 1:
+        loc = Location.of_span(text, 0, len(text))
+        msg = f"expected one statement, found {len(statements)}"
+        raise QuerySyntaxError(msg, text, loc)
+    return statements[0]
+
+
+def _tokenize(text: str, offset: int) -> list[Token]:
+    try:
+        return list(_DIALECT.tokenize(text))
+    except TokenError as e:
+        loc = Location.of_span(text, offset, len(text))
+        msg = f"cannot read the query text: {e}"
+        raise QuerySyntaxError(msg, text, loc) from None
+
+
+def _span(text: str, first: Token, last: Token | None = None) -> Location:
+    last = last or first
+    return Location.of_span(text, first.start, last.end + 1)
+
+
+@dataclass
+class _StatementParser:
+    """Recursive descent over one statement's tokens."""
+
+    text: str
+    tokens: list[Token]
+    pos: int = 0
+
+    # -- token helpers -------------------------------------------------------------------
+    def peek(self, ahead: int = 0) -> Token | None:
+        i = self.pos + ahead
+        return self.tokens[i] if i < len(self.tokens) else None
+
+    def word(self, ahead: int = 0) -> str:
+        tok = self.peek(ahead)
+        return tok.text.upper() if tok is not None and tok.token_type is not TokenType.STRING else ""
+
+    def next(self) -> Token:
+        tok = self.peek()
+        if tok is None:
+            self.fail_at_end("the statement ends too early")
+        self.pos += 1
+        return tok
+
+    def accept(self, *words: str) -> Token | None:
+        if self.word() in words:
+            return self.next()
+        return None
+
+    def expect(self, *words: str) -> Token:
+        tok = self.peek()
+        if tok is None or self.word() not in words:
+            self.fail(f"expected {' or '.join(words)}", tok)
+        return self.next()
+
+    def expect_type(self, kind: TokenType, what: str) -> Token:
+        tok = self.peek()
+        if tok is None or tok.token_type is not kind:
+            self.fail(f"expected {what}", tok)
+        return self.next()
+
+    def fail(self, message: str, tok: Token | None) -> None:
+        if tok is None:
+            self.fail_at_end(message)
+        assert tok is not None
+        found = tok.text if tok.token_type is not TokenType.STRING else repr(tok.text)
+        msg = f"{message}, found {found!r}" if message.startswith("expected") else message
+        raise QuerySyntaxError(msg, self.text, _span(self.text, tok))
+
+    def fail_at_end(self, message: str) -> None:
+        end = self.tokens[-1].end + 1 if self.tokens else len(self.text)
+        loc = Location.of_span(self.text, end, end + 1)
+        msg = f"{message}, found the end of the statement"
+        raise QuerySyntaxError(msg, self.text, loc)
+
+    def name(self, what: str) -> Token:
+        tok = self.peek()
+        if tok is None or tok.token_type in (
+            TokenType.STRING,
+            TokenType.NUMBER,
+            TokenType.L_PAREN,
+            TokenType.R_PAREN,
+            TokenType.COMMA,
+            TokenType.SEMICOLON,
+        ):
+            self.fail(f"expected {what}", tok)
+        return self.next()
+
+    def done(self) -> None:
+        tok = self.peek()
+        if tok is not None:
+            self.fail("unexpected text after the end of the statement", tok)
+
+    # -- statements ----------------------------------------------------------------------
+    def parse(self) -> Statement:
+        first = self.peek()
+        assert first is not None
+        head = self.word()
+        if head == "CREATE":
+            return self.create()
+        if head == "DROP":
+            return self.drop()
+        if head == "EXPLAIN":
+            return self.explain()
+        if head == "SHOW":
+            self.next()
+            what = self.expect("STREAMS", "TABLES", "QUERIES")
+            self.done()
+            return Show(what.text.upper())
+        if head in ("SELECT", "WITH", "(") or head in _FORM_WORDS:
+            select = self.select()
+            return CreateQuery(name="", select=select, loc=_span(self.text, first))
+        self.fail("expected CREATE, DROP, EXPLAIN, SHOW or SELECT", first)
+        raise AssertionError("unreachable")
+
+    def create(self) -> Statement:
+        first = self.next()
+        kind = self.expect("STREAM", "TABLE", "QUERY")
+        name_tok = self.name(f"a name for the {kind.text.lower()}")
+        loc = _span(self.text, first, name_tok)
+        name = name_tok.text
+        if kind.text.upper() == "QUERY":
+            options: dict[str, str] = {}
+            if self.accept("INTO"):
+                options["sink"] = self.name("a sink name after INTO").text
+            if self.accept("WITH"):
+                options.update(self.options())
+            self.expect("AS")
+            return CreateQuery(name, self.select(), options, loc)
+        if kind.text.upper() == "STREAM" and self.word() in ("AS", "WITH") and self._derived():
+            options = self.options() if self.accept("WITH") else {}
+            self.expect("AS")
+            return CreateStreamAs(name, self.select(), options, loc)
+        columns = self.columns()
+        options = self.options() if self.accept("WITH") else {}
+        self.done()
+        if kind.text.upper() == "STREAM":
+            return CreateStream(name, columns, options, loc)
+        return CreateTable(name, columns, options, loc)
+
+    def _derived(self) -> bool:
+        """Whether a CREATE STREAM continues with AS (derived) rather than a column list."""
+        depth = 0
+        for tok in self.tokens[self.pos :]:
+            if tok.token_type is TokenType.L_PAREN:
+                depth += 1
+            elif tok.token_type is TokenType.R_PAREN:
+                depth -= 1
+            elif depth == 0 and tok.text.upper() == "AS":
+                return True
+        return False
+
+    def columns(self) -> tuple[ColumnDef, ...]:
+        self.expect("(")
+        cols: list[ColumnDef] = []
+        while True:
+            name_tok = self.name("a column name")
+            type_toks: list[Token] = []
+            depth = 0
+            while True:
+                tok = self.peek()
+                if tok is None:
+                    self.fail_at_end("the column list is not closed with ')'")
+                assert tok is not None
+                if depth == 0 and tok.token_type in (TokenType.COMMA, TokenType.R_PAREN):
+                    break
+                if tok.token_type in (TokenType.L_PAREN, TokenType.LT):
+                    depth += 1
+                elif tok.token_type in (TokenType.R_PAREN, TokenType.GT):
+                    depth -= 1
+                type_toks.append(self.next())
+            if not type_toks:
+                self.fail(f"expected a type for column {name_tok.text!r}", self.peek())
+            type_sql = self.text[type_toks[0].start : type_toks[-1].end + 1]
+            cols.append(ColumnDef(name_tok.text, type_sql, _span(self.text, name_tok, type_toks[-1])))
+            if self.next().token_type is TokenType.R_PAREN:
+                return tuple(cols)
+
+    def options(self) -> dict[str, str]:
+        self.expect("(")
+        opts: dict[str, str] = {}
+        if self.peek() is not None and self.peek().token_type is TokenType.R_PAREN:  # type: ignore[union-attr]
+            self.next()
+            return opts
+        while True:
+            key = self.name("an option name")
+            self.expect_type(TokenType.EQ, f"'=' after option {key.text!r}")
+            value = self.next()
+            if value.token_type in (TokenType.COMMA, TokenType.R_PAREN):
+                self.fail(f"expected a value for option {key.text!r}", value)
+            opts[key.text.lower()] = value.text
+            end = self.next()
+            if end.token_type is TokenType.R_PAREN:
+                return opts
+            if end.token_type is not TokenType.COMMA:
+                self.fail("expected ',' or ')' in the option list", end)
+
+    def drop(self) -> Statement:
+        first = self.next()
+        kind = self.expect("QUERY", "STREAM", "TABLE")
+        if self.accept("IF"):
+            self.expect("EXISTS")
+        name_tok = self.name(f"the name of the {kind.text.lower()} to drop")
+        self.done()
+        return Drop(kind.text.upper(), name_tok.text, _span(self.text, first, name_tok))
+
+    def explain(self) -> Statement:
+        self.next()
+        glob = self.accept("GLOBAL") is not None
+        if self.peek() is None:
+            return Explain(None, glob)
+        if self.word() in ("SELECT", "(") or self.word() in _FORM_WORDS:
+            return Explain(None, glob, self.select())
+        name_tok = self.name("a query name or a SELECT")
+        self.done()
+        return Explain(name_tok.text, glob)
+
+    # -- SELECT with window clauses ------------------------------------------------------
+    def select(self) -> SelectText:
+        form = OutputForm.INTERVALS
+        if self.word() in _FORM_WORDS:
+            form = _FORM_WORDS[self.next().text.upper()]
+        if self.peek() is None:
+            self.fail_at_end("expected a SELECT")
+        tokens = self.tokens[self.pos :]
+        self.pos = len(self.tokens)
+        return cut_windows_and_parse(self.text, tokens, form)
+
+
+def cut_windows_and_parse(text: str, tokens: list[Token], form: OutputForm) -> SelectText:
+    """Blank out window clauses in the SELECT's text, parse it, and remember the windows."""
+    start, end = tokens[0].start, tokens[-1].end + 1
+    chars = list(text[start:end])
+    windows: dict[int, SourceWindow] = {}
+
+    def blank(a: int, b: int) -> None:
+        for i in range(a - start, b - start):
+            if chars[i] != "\n":
+                chars[i] = " "
+
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        prev = tokens[i - 1] if i else None
+        if (
+            tok.token_type is TokenType.L_BRACKET
+            and prev is not None
+            and i + 1 < len(tokens)
+            and _norm(tokens[i + 1].text) in _WINDOW_WORDS
+        ):
+            close = _matching_bracket(text, tokens, i)
+            spec = _WindowParser(text, tokens[i + 1 : close], tokens[close]).parse()
+            loc = _span(text, tok, tokens[close])
+            windows[prev.end - start] = SourceWindow(spec, prev.end - start, loc)
+            blank(tok.start, tokens[close].end + 1)
+            i = close + 1
+            continue
+        if (
+            tok.text.upper() == "STREAM"
+            and prev is not None
+            and prev.token_type in _FROM_ITEM_LEADS
+            and _is_stream_call(tokens, i)
+        ):
+            name_tok, spec_tok, close_tok = tokens[i + 2], tokens[i + 4], tokens[i + 5]
+            spec_tokens = _tokenize(spec_tok.text, spec_tok.start)
+            spec = _WindowParser(spec_tok.text, spec_tokens, None).parse(outer=(text, spec_tok))
+            blank(tok.start, close_tok.end + 1)
+            for j, ch in enumerate(name_tok.text):
+                chars[tok.start - start + j] = ch
+            name_end = tok.start - start + len(name_tok.text) - 1
+            windows[name_end] = SourceWindow(spec, name_end, _span(text, tok, close_tok))
+            i += 6
+            continue
+        i += 1
+    select_text = "".join(chars)
+    try:
+        parsed = sqlglot.parse_one(select_text, read="spark")
+    except ParseError as e:
+        raise _syntax_error(text, select_text, start, e) from None
+    except TokenError as e:
+        msg = f"cannot read the query text: {e}"
+        raise QuerySyntaxError(msg, text, Location.of_span(text, start, end)) from None
+    if not isinstance(parsed, exp.Select | exp.Union):
+        msg = f"expected a SELECT query, found {parsed.key.upper()}"
+        raise QuerySyntaxError(msg, text, Location.of_span(text, start, end))
+    return SelectText(select_text, parsed, form, windows, start)
+
+
+def _norm(word: str) -> str:
+    """Upper-case a token's text and collapse inner blanks ('PARTITION  BY' is one token)."""
+    return " ".join(word.split()).upper()
+
+
+def _is_stream_call(tokens: list[Token], i: int) -> bool:
+    kinds = [t.token_type for t in tokens[i + 1 : i + 6]]
+    return kinds == [
+        TokenType.L_PAREN,
+        tokens[i + 2].token_type if len(tokens) > i + 2 else None,
+        TokenType.COMMA,
+        TokenType.STRING,
+        TokenType.R_PAREN,
+    ]
+
+
+def _matching_bracket(text: str, tokens: list[Token], i: int) -> int:
+    depth = 0
+    for j in range(i, len(tokens)):
+        if tokens[j].token_type is TokenType.L_BRACKET:
+            depth += 1
+        elif tokens[j].token_type is TokenType.R_BRACKET:
+            depth -= 1
+            if depth == 0:
+                return j
+    msg = "window clause is not closed with ']'"
+    raise QuerySyntaxError(msg, text, _span(text, tokens[i]))
+
+
+def _syntax_error(text: str, select_text: str, offset: int, e: ParseError) -> QuerySyntaxError:
+    info = e.errors[0] if e.errors else {}
+    line, col = info.get("line") or 1, info.get("col") or 1
+    highlight = info.get("highlight") or ""
+    lines = select_text.split("\n")
+    line_start = sum(len(x) + 1 for x in lines[: line - 1])
+    end = line_start + col
+    start_at = max(line_start, end - max(1, len(highlight)))
+    description = str(info.get("description") or e).split(". Line")[0]
+    description = re.sub(r"<Token token_type: [^,]*, text: ([^,]*),.*?>", r"'\1'", description)
+    msg = f"syntax error: {description}"
+    return QuerySyntaxError(msg, text, Location.of_span(text, offset + start_at, offset + end))
+
+
+@dataclass
+class _WindowParser:
+    """Reads the tokens between ``[`` and ``]`` (or inside a STREAM() spec string)."""
+
+    text: str
+    tokens: list[Token]
+    close: Token | None
+    pos: int = 0
+    outer: tuple[str, Token] | None = None
+
+    def parse(self, outer: tuple[str, Token] | None = None) -> WindowSpec:
+        self.outer = outer
+        if not self.tokens:
+            self.fail("empty window clause; expected RANGE, ROWS, NOW, UNBOUNDED or CUT")
+        head = self.next_word()
+        spec: WindowSpec
+        if head == "RANGE":
+            if self.word() == "UNBOUNDED":
+                self.pos += 1
+                spec = UnboundedWindow()
+            else:
+                size = self.duration("RANGE")
+                slide = self.duration("SLIDE") if self.accept("SLIDE") else None
+                spec = RangeWindow(size, slide)
+        elif head == "NOW":
+            spec = NowWindow()
+        elif head == "UNBOUNDED":
+            spec = UnboundedWindow()
+        elif head == "ROWS":
+            spec = RowsWindow(self.count("ROWS"))
+        elif head in ("PARTITION", "PARTITION BY"):
+            if head == "PARTITION":
+                self.expect("BY")
+            cols = [self.next_token("a partition column").text]
+            while self.accept(","):
+                cols.append(self.next_token("a partition column").text)
+            self.expect("ROWS")
+            spec = RowsWindow(self.count("ROWS"), tuple(cols))
+        elif head == "CUT":
+            on = self.next_token("a time column").text if self.accept("ON") else None
+            self.expect("BY")
+            by = self.duration("CUT ... BY")
+            chunks = 1
+            if self.accept("WINDOW"):
+                chunks = self.count("WINDOW")
+                self.expect("CHUNKS", "CHUNK")
+            spec = CutWindow(by, on, chunks)
+        else:
+            self.fail(f"unknown window {head!r}; expected RANGE, ROWS, NOW, UNBOUNDED or CUT")
+        if self.pos < len(self.tokens):
+            self.fail(f"unexpected {self.tokens[self.pos].text!r} in window clause")
+        return spec
+
+    def word(self) -> str:
+        return self.tokens[self.pos].text.upper() if self.pos < len(self.tokens) else ""
+
+    def accept(self, word: str) -> bool:
+        if self.word() == word:
+            self.pos += 1
+            return True
+        return False
+
+    def expect(self, *words: str) -> None:
+        if self.word() not in words:
+            found = self.tokens[self.pos].text if self.pos < len(self.tokens) else "the end"
+            self.fail(f"expected {' or '.join(words)} in window clause, found {found!r}")
+        self.pos += 1
+
+    def next_token(self, what: str) -> Token:
+        if self.pos >= len(self.tokens):
+            self.fail(f"expected {what} in window clause")
+        self.pos += 1
+        return self.tokens[self.pos - 1]
+
+    def next_word(self) -> str:
+        return _norm(self.next_token("a window kind").text)
+
+    def count(self, after: str) -> int:
+        tok = self.next_token(f"a number after {after}")
+        if tok.token_type is not TokenType.NUMBER or not tok.text.isdigit() or int(tok.text) <= 0:
+            self.pos -= 1
+            self.fail(f"expected a positive whole number after {after}, found {tok.text!r}")
+        return int(tok.text)
+
+    def duration(self, after: str) -> Duration:
+        amount = self.count(after)
+        if self.word() in DURATION_UNITS:
+            return Duration(amount, self.next_token("a unit").text.upper())
+        return Duration(amount)
+
+    def fail(self, message: str) -> None:
+        if self.outer is not None:
+            text, tok = self.outer
+            raise QuerySyntaxError(message, text, _span(text, tok))
+        if self.pos < len(self.tokens):
+            loc = _span(self.text, self.tokens[self.pos])
+        elif self.close is not None:
+            loc = _span(self.text, self.close)
+        else:
+            loc = Location.of_span(self.text, 0, len(self.text))
+        raise QuerySyntaxError(message, self.text, loc)

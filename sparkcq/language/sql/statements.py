@@ -1,0 +1,122 @@
+"""Statements of the streaming SQL dialect, as parsed and before binding to the catalog."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+import sqlglot.expressions as exp
+
+from sparkcq.errors import Location
+from sparkcq.model.windows import WindowSpec
+
+
+class OutputForm(Enum):
+    """How a query's result relation becomes output (DESIGN 2.3)."""
+
+    INTERVALS = "intervals"
+    ISTREAM = "istream"
+    DSTREAM = "dstream"
+    RSTREAM = "rstream"
+    CHANGELOG = "changelog"
+
+
+@dataclass(frozen=True)
+class ColumnDef:
+    """A column in a CREATE STREAM/TABLE column list."""
+
+    name: str
+    type_sql: str
+    loc: Location
+
+
+@dataclass(frozen=True)
+class SourceWindow:
+    """A window clause attached to the FROM item whose name ends at ``table_end``."""
+
+    spec: WindowSpec
+    table_end: int
+    loc: Location
+
+
+@dataclass(frozen=True)
+class SelectText:
+    """A SELECT parsed by sqlglot, with the window clauses cut out of its text.
+
+    ``windows`` maps the character offset where a FROM item's name ends to its window, so
+    the binder can find the window of each ``exp.Table`` through its identifier's position.
+    """
+
+    text: str
+    expression: exp.Expression
+    form: OutputForm
+    windows: dict[int, SourceWindow]
+    offset: int
+
+
+@dataclass(frozen=True)
+class CreateStream:
+    """``CREATE STREAM name (cols) WITH (...)``: a source stream."""
+
+    name: str
+    columns: tuple[ColumnDef, ...]
+    options: dict[str, str]
+    loc: Location
+
+
+@dataclass(frozen=True)
+class CreateTable:
+    """``CREATE TABLE name (cols) WITH (format=..., path=...)``: a static relation."""
+
+    name: str
+    columns: tuple[ColumnDef, ...]
+    options: dict[str, str]
+    loc: Location
+
+
+@dataclass(frozen=True)
+class CreateQuery:
+    """``CREATE QUERY name [INTO sink] [WITH (...)] AS select``: a continuous query."""
+
+    name: str
+    select: SelectText
+    options: dict[str, str] = field(default_factory=dict)
+    loc: Location | None = None
+
+
+@dataclass(frozen=True)
+class CreateStreamAs:
+    """``CREATE STREAM name AS select``: a derived stream other queries can read."""
+
+    name: str
+    select: SelectText
+    options: dict[str, str] = field(default_factory=dict)
+    loc: Location | None = None
+
+
+@dataclass(frozen=True)
+class Drop:
+    """``DROP QUERY|STREAM|TABLE name``."""
+
+    kind: str
+    name: str
+    loc: Location
+
+
+@dataclass(frozen=True)
+class Explain:
+    """``EXPLAIN [GLOBAL] [name]`` or ``EXPLAIN SELECT ...``."""
+
+    name: str | None
+    glob: bool = False
+    select: SelectText | None = None
+
+
+@dataclass(frozen=True)
+class Show:
+    """``SHOW STREAMS|TABLES|QUERIES``."""
+
+    what: str
+
+
+Statement = CreateStream | CreateTable | CreateQuery | CreateStreamAs | Drop | Explain | Show

@@ -1,0 +1,1 @@
+"""Types, schemas and event time: the vocabulary every other stage speaks."""

@@ -1,0 +1,45 @@
+"""Window clauses as written in a query, before durations are resolved against a stream."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sparkcq.model.time import Duration
+
+
+@dataclass(frozen=True)
+class RangeWindow:
+    """``[RANGE w]`` or ``[RANGE w SLIDE s]``: an element lives for ``w``; hops by ``s``."""
+
+    size: Duration
+    slide: Duration | None = None
+
+
+@dataclass(frozen=True)
+class NowWindow:
+    """``[NOW]``: an element lives for one time unit."""
+
+
+@dataclass(frozen=True)
+class UnboundedWindow:
+    """``[UNBOUNDED]``: an element never leaves."""
+
+
+@dataclass(frozen=True)
+class RowsWindow:
+    """``[ROWS n]`` / ``[PARTITION BY k ROWS n]``: the last n rows (of each partition)."""
+
+    rows: int
+    partition_by: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CutWindow:
+    """``[CUT ON t BY d [WINDOW m CHUNKS]]``: time chunks valid from their cut point."""
+
+    by: Duration
+    on: str | None = None
+    chunks: int = 1
+
+
+WindowSpec = RangeWindow | NowWindow | UnboundedWindow | RowsWindow | CutWindow

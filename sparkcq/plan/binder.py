@@ -1,0 +1,529 @@
+"""Bind a parsed SELECT to the catalog and build its logical plan.
+
+Every name is resolved here, so an unknown stream or column, a window on a table or an
+aggregate misused fails before anything runs, with the line and column of the culprit.
+Scalar expressions stay Spark SQL: sqlglot renders them with our column names and Spark's own
+analyzer types them on an empty DataFrame, so the engine accepts exactly what Spark accepts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import sqlglot.expressions as exp
+from pyspark.errors import AnalysisException
+from pyspark.sql.types import BooleanType, StructType
+
+from sparkcq.errors import AnalysisError, Location
+from sparkcq.language.sql.statements import OutputForm, SelectText, SourceWindow
+from sparkcq.model.time import TimeKind
+from sparkcq.model.windows import CutWindow, NowWindow, RangeWindow, RowsWindow, UnboundedWindow
+from sparkcq.plan.nodes import (
+    AggCall,
+    Aggregate,
+    CutSpec,
+    EdgeKind,
+    Filter,
+    Join,
+    PlanNode,
+    Project,
+    RangeSpec,
+    ResolvedWindow,
+    RowsSpec,
+    ToStream,
+    UnboundedSpec,
+    Union,
+    Window,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from sparkcq.catalog import Catalog
+
+_AGGREGATES = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max"}
+
+
+@dataclass
+class _Source:
+    """A FROM item in scope: its alias, plan, and user column -> plan column names."""
+
+    alias: str
+    plan: PlanNode
+    columns: dict[str, str]
+    window: SourceWindow | None
+    period: int | None = None
+
+
+@dataclass
+class _Scope:
+    sources: list[_Source] = field(default_factory=list)
+
+    def resolve(self, col: exp.Column, ctx: _Binder) -> str:
+        name = col.name
+        table = col.table
+        if table:
+            for src in self.sources:
+                if src.alias.lower() == table.lower():
+                    found = _lookup(src.columns, name)
+                    if found is None:
+                        cols = ", ".join(src.columns)
+                        msg = f"unknown column {name!r} in {src.alias!r}; columns: {cols}"
+                        raise ctx.error(msg, col)
+                    return found
+            aliases = ", ".join(s.alias for s in self.sources)
+            msg = f"unknown stream or alias {table!r}; in this query: {aliases}"
+            raise ctx.error(msg, col)
+        hits = [(s, _lookup(s.columns, name)) for s in self.sources]
+        hits = [(s, c) for s, c in hits if c is not None]
+        if not hits:
+            where = " or ".join(repr(s.alias) for s in self.sources)
+            cols = ", ".join(dict.fromkeys(c for s in self.sources for c in s.columns))
+            msg = f"unknown column {name!r} in {where}; columns: {cols}"
+            raise ctx.error(msg, col)
+        if len(hits) > 1:
+            which = ", ".join(f"{s.alias}.{name}" for s, _ in hits)
+            msg = f"column {name!r} is ambiguous; write one of {which}"
+            raise ctx.error(msg, col)
+        return hits[0][1]  # type: ignore[return-value]
+
+
+def _lookup(columns: dict[str, str], name: str) -> str | None:
+    if name in columns:
+        return columns[name]
+    for user, internal in columns.items():
+        if user.lower() == name.lower():
+            return internal
+    return None
+
+
+def quote(name: str) -> str:
+    """Back-quote a column name for Spark SQL."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+@dataclass(frozen=True)
+class BoundQuery:
+    """A bound SELECT: the plan root and the period RSTREAM evaluates at, if any."""
+
+    plan: PlanNode
+    form: OutputForm
+
+
+def bind_select(
+    select: SelectText, text: str, catalog: Catalog, spark: SparkSession
+) -> BoundQuery:
+    """Bind a parsed SELECT (with its output form) into a logical plan."""
+    binder = _Binder(select, text, catalog, spark)
+    plan, period = binder.bind(select.expression)
+    if select.form is OutputForm.INTERVALS or select.form is OutputForm.CHANGELOG:
+        return BoundQuery(plan, select.form)
+    if plan.kind is not EdgeKind.RELATION:
+        what = "a table" if plan.kind is EdgeKind.TABLE else "a stream of events"
+        msg = (
+            f"{select.form.name} turns a relation into a stream, but this query yields {what}; "
+            f"add a window such as [RANGE 10 SECONDS] or drop {select.form.name}"
+        )
+        raise AnalysisError(msg, text, Location.of_span(text, select.offset, select.offset + 7))
+    return BoundQuery(ToStream(plan, select.form, period), select.form)
+
+
+class _Binder:
+    def __init__(self, select: SelectText, text: str, catalog: Catalog, spark: SparkSession):
+        self.select = select
+        self.text = text
+        self.catalog = catalog
+        self.spark = spark
+
+    # -- errors --------------------------------------------------------------------------
+    def loc(self, node: exp.Expression) -> Location:
+        starts, ends = [], []
+        for n in node.walk():
+            meta = getattr(n, "_meta", None) or {}
+            if "start" in meta:
+                starts.append(meta["start"])
+                ends.append(meta["end"] + 1)
+        if not starts:
+            return Location.of_span(self.text, self.select.offset, self.select.offset + 6)
+        off = self.select.offset
+        return Location.of_span(self.text, off + min(starts), off + max(ends))
+
+    def error(self, message: str, node: exp.Expression) -> AnalysisError:
+        return AnalysisError(message, self.text, self.loc(node))
+
+    # -- queries -------------------------------------------------------------------------
+    def bind(self, node: exp.Expression) -> tuple[PlanNode, int | None]:
+        if isinstance(node, exp.Union):
+            return self.bind_union(node)
+        if isinstance(node, exp.Subquery):
+            return self.bind(node.this)
+        if isinstance(node, exp.Select):
+            return self.bind_select(node)
+        msg = f"{node.key.upper()} is not supported here; expected SELECT or UNION ALL"
+        raise self.error(msg, node)
+
+    def bind_union(self, node: exp.Union) -> tuple[PlanNode, int | None]:
+        if node.args.get("distinct") or not isinstance(node, exp.Union) or node.key != "union":
+            msg = "only UNION ALL is supported (UNION DISTINCT, INTERSECT and EXCEPT are not)"
+            raise self.error(msg, node)
+        left, lp = self.bind(node.left)
+        right, rp = self.bind(node.right)
+        lf, rf = left.schema.fields, right.schema.fields
+        if len(lf) != len(rf):
+            msg = f"UNION ALL inputs have {len(lf)} and {len(rf)} columns; they must match"
+            raise self.error(msg, node)
+        for a, b in zip(lf, rf, strict=True):
+            if a.dataType != b.dataType:
+                msg = (
+                    f"UNION ALL column {a.name!r} is {a.dataType.simpleString()} on the left "
+                    f"but {b.dataType.simpleString()} on the right; cast one side"
+                )
+                raise self.error(msg, node)
+        kinds = {left.kind, right.kind}
+        if EdgeKind.STREAM in kinds and len(kinds) > 1:
+            msg = "UNION ALL of a raw stream and a windowed relation; add a window to both sides"
+            raise self.error(msg, node)
+        if [f.name for f in rf] != [f.name for f in lf]:
+            right = self.project(
+                right, [(a.name, quote(b.name)) for a, b in zip(lf, rf, strict=True)], node
+            )
+        inputs: list[PlanNode] = []
+        for side in (left, right):
+            inputs.extend(side.inputs if isinstance(side, Union) else (side,))
+        periods = {p for p in (lp, rp) if p}
+        return Union(tuple(inputs)), (periods.pop() if len(periods) == 1 else None)
+
+    def bind_select(self, sel: exp.Select) -> tuple[PlanNode, int | None]:
+        for unsupported in ("with", "order", "limit", "distinct", "qualify", "windows"):
+            if sel.args.get(unsupported):
+                word = unsupported.upper()
+                msg = f"{word} is not supported in a continuous query"
+                raise self.error(msg, sel.args[unsupported] if unsupported != "distinct" else sel)
+        from_ = sel.args.get("from_") or sel.args.get("from")
+        if from_ is None:
+            msg = "a continuous query needs a FROM clause naming a stream"
+            raise self.error(msg, sel)
+        items = [from_.this, *[j.this for j in sel.args.get("joins") or []]]
+        needs_relation = bool(sel.args.get("joins")) or self.has_aggregates(sel)
+        scope = _Scope([self.bind_from_item(item, needs_relation, multi=len(items) > 1)
+                        for item in items])
+        plan = scope.sources[0].plan
+        for join, src in zip(sel.args.get("joins") or [], scope.sources[1:], strict=True):
+            plan = self.bind_join(join, plan, src, scope)
+        if sel.args.get("where") is not None:
+            plan = self.filter(plan, sel.args["where"].this, scope, "WHERE")
+        if needs_relation and self.has_aggregates(sel) or sel.args.get("group"):
+            plan = self.bind_aggregate(sel, plan, scope)
+        else:
+            plan = self.project(plan, self.select_list(sel, scope), sel)
+        periods = {s.period for s in scope.sources if s.period}
+        return plan, (periods.pop() if len(periods) == 1 else None)
+
+    # -- FROM ----------------------------------------------------------------------------
+    def bind_from_item(self, item: exp.Expression, needs_relation: bool, multi: bool) -> _Source:
+        if not isinstance(item, exp.Table) or not isinstance(item.this, exp.Identifier):
+            msg = "only streams and tables may appear in FROM (no subqueries or functions yet)"
+            raise self.error(msg, item)
+        name = item.name
+        info = self.catalog.relation(name)
+        if info is None:
+            known = self.catalog.known_relations()
+            msg = f"unknown stream or table {name!r}; known: {known}"
+            raise self.error(msg, item.this)
+        alias = item.alias or name
+        window = self.select.windows.get(item.this.meta.get("end", -1))
+        plan = info.plan
+        period: int | None = None
+        if window is not None:
+            if plan.kind is EdgeKind.TABLE:
+                msg = f"{name!r} is a table; a window applies only to streams"
+                raise AnalysisError(msg, self.text, window.loc)
+            spec = self.resolve_window(window, plan)
+            plan = Window(plan, spec)
+            period = spec.slide if isinstance(spec, RangeSpec) else None
+            period = spec.by if isinstance(spec, CutSpec) else period
+        elif needs_relation and plan.kind is EdgeKind.STREAM:
+            plan = Window(plan, UnboundedSpec())
+        columns = {f.name: f.name for f in plan.schema.fields}
+        if multi:
+            exprs = [(f"{alias}__{c}", quote(c)) for c in columns]
+            plan = self.project(plan, exprs, item)
+            columns = {c: f"{alias}__{c}" for c in columns}
+        return _Source(alias, plan, columns, window, period)
+
+    def resolve_window(self, window: SourceWindow, plan: PlanNode) -> ResolvedWindow:
+        spec = window.spec
+        kind = plan.time_kind
+        try:
+            if isinstance(spec, RangeWindow):
+                size = spec.size.to_units(kind)
+                slide = spec.slide.to_units(kind) if spec.slide else None
+                return RangeSpec(size, slide if slide != 1 or kind is TimeKind.TIMESTAMP else None)
+            if isinstance(spec, NowWindow):
+                return RangeSpec(1)
+            if isinstance(spec, UnboundedWindow):
+                return UnboundedSpec()
+            if isinstance(spec, RowsWindow):
+                cols = {f.name.lower(): f.name for f in plan.schema.fields}
+                part = []
+                for c in spec.partition_by:
+                    if c.lower() not in cols:
+                        msg = f"unknown partition column {c!r}; columns: {', '.join(cols.values())}"
+                        raise AnalysisError(msg, self.text, window.loc)
+                    part.append(cols[c.lower()])
+                return RowsSpec(spec.rows, tuple(part))
+            if isinstance(spec, CutWindow):
+                return CutSpec(spec.by.to_units(kind), spec.chunks)
+        except ValueError as e:
+            raise AnalysisError(str(e), self.text, window.loc) from None
+        msg = f"unsupported window {spec}"
+        raise AnalysisError(msg, self.text, window.loc)
+
+    def bind_join(
+        self, join: exp.Join, left: PlanNode, src: _Source, scope: _Scope
+    ) -> PlanNode:
+        side = (join.args.get("side") or "").upper()
+        kind = (join.args.get("kind") or "").upper()
+        if side or kind not in ("", "INNER", "CROSS"):
+            msg = f"{side or kind} JOIN is not supported; only inner joins are"
+            raise self.error(msg, join)
+        if join.args.get("using"):
+            msg = "JOIN ... USING is not supported; write JOIN ... ON a.k = b.k"
+            raise self.error(msg, join)
+        on = join.args.get("on")
+        visible = _Scope(scope.sources[: scope.sources.index(src) + 1])
+        condition = self.render(on, visible) if on is not None else None
+        equi: list[tuple[str, str]] = []
+        if on is not None:
+            left_cols = {c for s in visible.sources[:-1] for c in s.columns.values()}
+            for conj in on.flatten() if isinstance(on, exp.And) else [on]:
+                if isinstance(conj, exp.EQ) and all(
+                    isinstance(x, exp.Column) for x in (conj.left, conj.right)
+                ):
+                    a, b = visible.resolve(conj.left, self), visible.resolve(conj.right, self)
+                    if a in left_cols and b in src.columns.values():
+                        equi.append((a, b))
+                    elif b in left_cols and a in src.columns.values():
+                        equi.append((b, a))
+        plan = Join(left, src.plan, condition, tuple(equi))
+        if condition is not None:
+            self.check_predicate(plan.schema, condition, on, "ON")
+        return plan
+
+    # -- expressions ---------------------------------------------------------------------
+    def render(self, node: exp.Expression, scope: _Scope) -> str:
+        def rewrite(n: exp.Expression) -> exp.Expression:
+            if isinstance(n, exp.Column) and not isinstance(n.this, exp.Star):
+                return exp.column(scope.resolve(n, self), quoted=True)
+            return n
+
+        for n in node.walk():
+            if isinstance(n, exp.AggFunc):
+                msg = f"aggregate {n.sql(dialect='spark')} is not allowed here"
+                raise self.error(msg, n)
+        return node.copy().transform(rewrite).sql(dialect="spark")
+
+    def check_predicate(self, schema: StructType, sql: str, node: exp.Expression, where: str) -> None:
+        try:
+            out = self.empty(schema).selectExpr(sql).schema.fields[0].dataType
+        except AnalysisException as e:
+            raise self.error(f"{where}: {_spark_reason(e)}", node) from None
+        if not isinstance(out, BooleanType):
+            msg = f"{where} condition must be BOOLEAN, found {out.simpleString()}"
+            raise self.error(msg, node)
+
+    def empty(self, schema: StructType):  # noqa: ANN201 - a Spark DataFrame
+        return self.spark.createDataFrame([], schema)
+
+    def filter(self, plan: PlanNode, cond: exp.Expression, scope: _Scope, where: str) -> PlanNode:
+        sql = self.render(cond, scope)
+        self.check_predicate(plan.schema, sql, cond, where)
+        return Filter(plan, sql)
+
+    def project(
+        self, plan: PlanNode, exprs: list[tuple[str, str]], node: exp.Expression,
+        origins: list[exp.Expression] | None = None,
+    ) -> PlanNode:
+        names = [n for n, _ in exprs]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            msg = f"duplicate output column {dupes[0]!r}; give each column a distinct alias"
+            raise self.error(msg, node)
+        df = self.empty(plan.schema)
+        for i, (name, sql) in enumerate(exprs):
+            try:
+                df.selectExpr(f"{sql} AS {quote(name)}")
+            except AnalysisException as e:
+                culprit = origins[i] if origins else node
+                raise self.error(_spark_reason(e), culprit) from None
+        schema = df.selectExpr(*[f"{sql} AS {quote(name)}" for name, sql in exprs]).schema
+        if isinstance(plan, Project) and all(sql == quote(n) for n, sql in exprs) and [
+            f.name for f in plan.schema.fields
+        ] == names:
+            return plan
+        return Project(plan, tuple(exprs), schema)
+
+    def select_list(self, sel: exp.Select, scope: _Scope) -> list[tuple[str, str]]:
+        out: list[tuple[str, str]] = []
+        self._origins: list[exp.Expression] = []
+        for e in sel.expressions:
+            if isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(e.this, exp.Star)):
+                table = e.table if isinstance(e, exp.Column) else ""
+                for src in scope.sources:
+                    if table and src.alias.lower() != table.lower():
+                        continue
+                    for user, internal in src.columns.items():
+                        out.append((user, quote(internal)))
+                        self._origins.append(e)
+                continue
+            out.append((output_name(e), self.render(e.unalias(), scope)))
+            self._origins.append(e)
+        return out
+
+    # -- aggregation ---------------------------------------------------------------------
+    def has_aggregates(self, sel: exp.Select) -> bool:
+        nodes = [*sel.expressions, sel.args.get("having")]
+        return any(n is not None and any(isinstance(x, exp.AggFunc) for x in n.walk())
+                   for n in nodes)
+
+    def bind_aggregate(self, sel: exp.Select, plan: PlanNode, scope: _Scope) -> PlanNode:
+        group_exprs = list(sel.args["group"].expressions) if sel.args.get("group") else []
+        pre: list[tuple[str, str]] = []
+        key_names: dict[str, str] = {}
+        for g in group_exprs:
+            sql = self.render(g, scope)
+            if sql not in key_names:
+                name = f"_g{len(key_names)}"
+                key_names[sql] = name
+                pre.append((name, sql))
+        calls: dict[str, AggCall] = {}
+        arg_names: dict[str, str] = {}
+
+        def agg_ref(node: exp.AggFunc) -> exp.Expression:
+            func = next((f for t, f in _AGGREGATES.items() if type(node) is t), None)
+            if func is None:
+                msg = (
+                    f"aggregate function {node.sql(dialect='spark')!r} is not supported; "
+                    "use count, sum, avg, min or max"
+                )
+                raise self.error(msg, node)
+            target = node.this
+            distinct = isinstance(target, exp.Distinct)
+            if distinct:
+                if len(target.expressions) != 1:
+                    msg = "count(DISTINCT ...) takes exactly one expression"
+                    raise self.error(msg, node)
+                target = target.expressions[0]
+                if func != "count":
+                    distinct = False  # min/max(DISTINCT x) = min/max(x); sum/avg refused below
+                    if func in ("sum", "avg"):
+                        msg = f"{func}(DISTINCT ...) is not supported; only count(DISTINCT ...)"
+                        raise self.error(msg, node)
+            for inner in target.walk() if target is not None else []:
+                if isinstance(inner, exp.AggFunc):
+                    msg = "aggregate functions cannot be nested"
+                    raise self.error(msg, inner)
+            arg: str | None = None
+            if target is not None and not isinstance(target, exp.Star):
+                sql = self.render(target, scope)
+                if sql not in arg_names:
+                    arg_names[sql] = f"_a{len(arg_names)}"
+                    pre.append((arg_names[sql], sql))
+                arg = arg_names[sql]
+            elif func != "count":
+                msg = f"{func}(*) is not valid; name a column"
+                raise self.error(msg, node)
+            call_key = f"{func}|{distinct}|{arg}"
+            if call_key not in calls:
+                calls[call_key] = AggCall(func, arg, distinct, f"_x{len(calls)}")
+            return exp.column(calls[call_key].name, quoted=True)
+
+        group_sql = {self._canon(g): key_names[self.render(g, scope)] for g in group_exprs}
+
+        def rewrite(node: exp.Expression) -> exp.Expression:
+            if isinstance(node, exp.AggFunc):
+                return agg_ref(node)
+            canon = self._canon(node) if not isinstance(node, exp.Literal) else None
+            if canon in group_sql:
+                return exp.column(group_sql[canon], quoted=True)
+            return node
+
+        def finish(node: exp.Expression) -> str:
+            out = node.copy().transform(rewrite)
+            for col in out.find_all(exp.Column):
+                if not col.name.startswith(("_g", "_x")) or col.table:
+                    msg = (
+                        f"column {col.sql(dialect='spark')!r} must appear in GROUP BY or be used "
+                        "inside an aggregate function"
+                    )
+                    raise self.error(msg, _original(node, col))
+            return out.sql(dialect="spark")
+
+        outputs: list[tuple[str, str]] = []
+        origins: list[exp.Expression] = []
+        for e in sel.expressions:
+            if isinstance(e, exp.Star):
+                msg = "SELECT * cannot be used with GROUP BY or aggregates; list the columns"
+                raise self.error(msg, e)
+            outputs.append((output_name(e), finish(e.unalias())))
+            origins.append(e)
+        having = finish(sel.args["having"].this) if sel.args.get("having") is not None else None
+        if not calls and not group_exprs:
+            msg = "GROUP BY needs at least one aggregate or key"
+            raise self.error(msg, sel)
+        pre_plan = self.project(plan, pre, sel) if pre else plan
+        agg_schema = self.aggregate_schema(pre_plan.schema, list(key_names.values()),
+                                           list(calls.values()))
+        node: PlanNode = Aggregate(pre_plan, tuple(key_names.values()), tuple(calls.values()),
+                                   agg_schema)
+        if having is not None:
+            self.check_predicate(agg_schema, having, sel.args["having"].this, "HAVING")
+            node = Filter(node, having)
+        return self.project(node, outputs, sel, origins)
+
+    def _canon(self, node: exp.Expression) -> str:
+        return node.sql(dialect="spark").lower()
+
+    def aggregate_schema(
+        self, schema: StructType, keys: list[str], calls: list[AggCall]
+    ) -> StructType:
+        df = self.empty(schema)
+        cols = [quote(k) for k in keys]
+        for c in calls:
+            arg = quote(c.arg) if c.arg else "*"
+            inner = f"DISTINCT {arg}" if c.distinct else arg
+            cols.append(f"{c.func}({inner}) AS {quote(c.name)}")
+        try:
+            return df.groupBy(*keys).agg(*[_expr(c) for c in cols[len(keys):]]).schema
+        except AnalysisException as e:
+            msg = f"aggregate: {_spark_reason(e)}"
+            raise AnalysisError(msg, self.text, None) from None
+
+
+def _expr(sql: str):  # noqa: ANN202 - a Spark Column
+    from pyspark.sql import functions as F
+
+    return F.expr(sql)
+
+
+def _original(node: exp.Expression, col: exp.Column) -> exp.Expression:
+    for c in node.find_all(exp.Column):
+        if c.name == col.name:
+            return c
+    return node
+
+
+def output_name(e: exp.Expression) -> str:
+    """The name a SELECT-list expression gets: its alias, its column name, or its text."""
+    if isinstance(e, exp.Alias):
+        return e.alias
+    if isinstance(e, exp.Column):
+        return e.name
+    return e.sql(dialect="spark")
+
+
+def _spark_reason(e: AnalysisException) -> str:
+    """The first line of Spark's analysis message, without its plan dump."""
+    text = str(e).strip().splitlines()[0] if str(e).strip() else repr(e)
+    return text.split("; line ")[0].split(" SQLSTATE")[0]

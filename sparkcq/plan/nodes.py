@@ -1,0 +1,358 @@
+"""Logical plan nodes: frozen dataclasses that compare and hash by value.
+
+Two queries that compute the same thing build equal nodes, so sharing an operator in the
+global plan is a dictionary lookup (DESIGN 4.2). Expressions are Spark SQL text over the
+child's column names (back-quoted), checked by Spark's analyzer when the node is built.
+
+Every edge carries one of three kinds of data:
+- ``STREAM``: instant events (a raw stream, ISTREAM/DSTREAM/RSTREAM output);
+- ``RELATION``: a time-varying bag of rows, carried as change events (+1 when a row enters,
+  -1 when it leaves, each at an instant);
+- ``TABLE``: a static relation, valid at all times.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from functools import cached_property
+
+from pyspark.sql.types import StructType
+
+from sparkcq.language.sql.statements import OutputForm
+from sparkcq.model.time import TimeKind
+
+
+class EdgeKind(Enum):
+    """What flows out of a node: instant events, relation changes or a static table."""
+
+    STREAM = "stream"
+    RELATION = "relation"
+    TABLE = "table"
+
+
+@dataclass(frozen=True)
+class PlanNode:
+    """Base of all plan nodes."""
+
+    @property
+    def children(self) -> tuple[PlanNode, ...]:
+        """The inputs of this node, in order."""
+        return ()
+
+    @property
+    def kind(self) -> EdgeKind:
+        """The kind of data on this node's output edge."""
+        return self.children[0].kind
+
+    @property
+    def schema(self) -> StructType:
+        """The user columns on this node's output edge (time and change columns excluded)."""
+        return self.children[0].schema
+
+    @property
+    def time_kind(self) -> TimeKind:
+        """Whether times on this edge are timestamps or numbers."""
+        kinds = {c.time_kind for c in self.children if c.kind is not EdgeKind.TABLE}
+        return kinds.pop() if kinds else TimeKind.NUMERIC
+
+    def label(self) -> str:
+        """One line for EXPLAIN."""
+        return type(self).__name__
+
+
+# -- leaves ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class StreamScan(PlanNode):
+    """The events of a source stream; instants, or intervals when it has an end-time column."""
+
+    name: str
+    stream_schema: StructType
+    time_col: str
+    end_col: str | None
+    stream_time_kind: TimeKind
+
+    @property
+    def kind(self) -> EdgeKind:  # noqa: D102
+        return EdgeKind.RELATION if self.end_col else EdgeKind.STREAM
+
+    @property
+    def schema(self) -> StructType:  # noqa: D102
+        return self.stream_schema
+
+    @property
+    def time_kind(self) -> TimeKind:  # noqa: D102
+        return self.stream_time_kind
+
+    def label(self) -> str:  # noqa: D102
+        return f"StreamScan {self.name}"
+
+
+@dataclass(frozen=True)
+class TableScan(PlanNode):
+    """A static table (a registered DataFrame, or files read once)."""
+
+    name: str
+    table_schema: StructType
+    version: int = 0
+
+    @property
+    def kind(self) -> EdgeKind:  # noqa: D102
+        return EdgeKind.TABLE
+
+    @property
+    def schema(self) -> StructType:  # noqa: D102
+        return self.table_schema
+
+    @property
+    def time_kind(self) -> TimeKind:  # noqa: D102
+        return TimeKind.NUMERIC
+
+    def label(self) -> str:  # noqa: D102
+        return f"TableScan {self.name}"
+
+
+# -- windows --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RangeSpec:
+    """Element at ts lives [ts, ts+size), or, with a slide, on the slide grid."""
+
+    size: int
+    slide: int | None = None
+
+    def __str__(self) -> str:
+        return f"RANGE {self.size}" + (f" SLIDE {self.slide}" if self.slide else "")
+
+
+@dataclass(frozen=True)
+class UnboundedSpec:
+    """Element at ts lives forever."""
+
+    def __str__(self) -> str:
+        return "UNBOUNDED"
+
+
+@dataclass(frozen=True)
+class RowsSpec:
+    """Element lives until the n-th later row of its partition arrives."""
+
+    rows: int
+    partition_by: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        part = f"PARTITION BY {', '.join(self.partition_by)} " if self.partition_by else ""
+        return f"{part}ROWS {self.rows}"
+
+
+@dataclass(frozen=True)
+class CutSpec:
+    """Element of the time chunk [k*by, (k+1)*by) is valid from its cut point for n chunks."""
+
+    by: int
+    chunks: int = 1
+
+    def __str__(self) -> str:
+        return f"CUT BY {self.by}" + (f" WINDOW {self.chunks} CHUNKS" if self.chunks > 1 else "")
+
+
+ResolvedWindow = RangeSpec | UnboundedSpec | RowsSpec | CutSpec
+
+
+@dataclass(frozen=True)
+class Window(PlanNode):
+    """Stream to relation: each event becomes an element with a validity interval."""
+
+    child: PlanNode
+    spec: ResolvedWindow
+
+    @property
+    def children(self) -> tuple[PlanNode, ...]:  # noqa: D102
+        return (self.child,)
+
+    @property
+    def kind(self) -> EdgeKind:  # noqa: D102
+        return EdgeKind.RELATION
+
+    def label(self) -> str:  # noqa: D102
+        return f"Window [{self.spec}]"
+
+
+# -- relational operators ------------------------------------------------------------------
+@dataclass(frozen=True)
+class Filter(PlanNode):
+    """Keep rows satisfying a Spark SQL predicate."""
+
+    child: PlanNode
+    predicate: str
+
+    @property
+    def children(self) -> tuple[PlanNode, ...]:  # noqa: D102
+        return (self.child,)
+
+    def label(self) -> str:  # noqa: D102
+        return f"Filter {self.predicate}"
+
+
+@dataclass(frozen=True)
+class Project(PlanNode):
+    """Compute named Spark SQL expressions; ``out_schema`` is what Spark's analyzer derived."""
+
+    child: PlanNode
+    exprs: tuple[tuple[str, str], ...]
+    out_schema: StructType = field(compare=False, hash=False)
+
+    @property
+    def children(self) -> tuple[PlanNode, ...]:  # noqa: D102
+        return (self.child,)
+
+    @property
+    def schema(self) -> StructType:  # noqa: D102
+        return self.out_schema
+
+    def label(self) -> str:  # noqa: D102
+        shown = ", ".join(e if e == f"`{n}`" else f"{e} AS {n}" for n, e in self.exprs)
+        return f"Project {shown}"
+
+
+@dataclass(frozen=True)
+class Join(PlanNode):
+    """Inner join; output rows live where both inputs' intervals overlap."""
+
+    left: PlanNode
+    right: PlanNode
+    condition: str | None
+    equi_keys: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def children(self) -> tuple[PlanNode, ...]:  # noqa: D102
+        return (self.left, self.right)
+
+    @property
+    def kind(self) -> EdgeKind:  # noqa: D102
+        if self.left.kind is EdgeKind.TABLE and self.right.kind is EdgeKind.TABLE:
+            return EdgeKind.TABLE
+        return EdgeKind.RELATION
+
+    @cached_property
+    def _schema(self) -> StructType:
+        return StructType([*self.left.schema.fields, *self.right.schema.fields])
+
+    @property
+    def schema(self) -> StructType:  # noqa: D102
+        return self._schema
+
+    def label(self) -> str:  # noqa: D102
+        return f"Join ON {self.condition}" if self.condition else "Join (cross)"
+
+
+@dataclass(frozen=True)
+class AggCall:
+    """One aggregate in an Aggregate node: function, input column, DISTINCT, output name."""
+
+    func: str
+    arg: str | None
+    distinct: bool
+    name: str
+
+    def __str__(self) -> str:
+        inner = "*" if self.arg is None else ("DISTINCT " if self.distinct else "") + self.arg
+        return f"{self.func}({inner}) AS {self.name}"
+
+
+@dataclass(frozen=True)
+class Aggregate(PlanNode):
+    """Grouped aggregation over a relation; one row per non-empty group at every instant."""
+
+    child: PlanNode
+    keys: tuple[str, ...]
+    aggs: tuple[AggCall, ...]
+    out_schema: StructType = field(compare=False, hash=False)
+
+    @property
+    def children(self) -> tuple[PlanNode, ...]:  # noqa: D102
+        return (self.child,)
+
+    @property
+    def kind(self) -> EdgeKind:  # noqa: D102
+        return EdgeKind.RELATION
+
+    @property
+    def schema(self) -> StructType:  # noqa: D102
+        return self.out_schema
+
+    def label(self) -> str:  # noqa: D102
+        keys = f" BY {', '.join(self.keys)}" if self.keys else ""
+        return f"Aggregate {', '.join(map(str, self.aggs))}{keys}"
+
+
+@dataclass(frozen=True)
+class Union(PlanNode):
+    """UNION ALL of inputs of one kind with the same column types (named by the first)."""
+
+    inputs: tuple[PlanNode, ...]
+
+    @property
+    def children(self) -> tuple[PlanNode, ...]:  # noqa: D102
+        return self.inputs
+
+    @property
+    def kind(self) -> EdgeKind:  # noqa: D102
+        kinds = {c.kind for c in self.inputs}
+        if kinds == {EdgeKind.STREAM}:
+            return EdgeKind.STREAM
+        if kinds == {EdgeKind.TABLE}:
+            return EdgeKind.TABLE
+        return EdgeKind.RELATION
+
+    def label(self) -> str:  # noqa: D102
+        return "Union ALL"
+
+
+@dataclass(frozen=True)
+class ToStream(PlanNode):
+    """Relation to stream: ISTREAM, DSTREAM or RSTREAM (snapshots every ``period``)."""
+
+    child: PlanNode
+    form: OutputForm
+    period: int | None = None
+
+    @property
+    def children(self) -> tuple[PlanNode, ...]:  # noqa: D102
+        return (self.child,)
+
+    @property
+    def kind(self) -> EdgeKind:  # noqa: D102
+        return EdgeKind.STREAM
+
+    def label(self) -> str:  # noqa: D102
+        every = f" every {self.period}" if self.period else ""
+        return f"{self.form.name}{every}"
+
+
+def walk(node: PlanNode) -> list[PlanNode]:
+    """All nodes below and including ``node``, children before parents, each once."""
+    seen: dict[PlanNode, None] = {}
+
+    def visit(n: PlanNode) -> None:
+        if n in seen:
+            return
+        for c in n.children:
+            visit(c)
+        seen[n] = None
+
+    visit(node)
+    return list(seen)
+
+
+def render_tree(node: PlanNode, marks: dict[PlanNode, str] | None = None) -> str:
+    """An indented text tree of the plan, one node per line, for EXPLAIN."""
+    lines: list[str] = []
+
+    def visit(n: PlanNode, depth: int) -> None:
+        mark = (marks or {}).get(n, "")
+        lines.append(f"{'  ' * depth}{n.label()}  [{n.kind.value}]{mark}")
+        for c in n.children:
+            visit(c, depth + 1)
+
+    visit(node, 0)
+    return "\n".join(lines)

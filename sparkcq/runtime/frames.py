@@ -1,0 +1,192 @@
+"""Spark-side building blocks every operator uses: edge slices, state and cycle-scoped caches.
+
+Edge encoding (DESIGN 3.1): the user's columns, then ``_t`` (LONG, the instant of the change)
+and ``_d`` (LONG, +n when n copies of the row enter the relation at ``_t``, -n when they
+leave). A stream edge carries instants with ``_d`` = 1. In a cycle an edge delivers exactly
+the changes with ``lo <= _t < hi``: ``hi`` is the edge's watermark, so everything before it is
+final and nothing emitted is ever taken back.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+
+
+T = "_t"
+D = "_d"
+
+
+@lru_cache(maxsize=4096)
+def col(name: str) -> Column:
+    """A column by exact name (names may hold dots); memoised, as each new Column is a round
+    trip to the JVM and operators name the same few columns over and over."""
+    return F.col("`" + name.replace("`", "``") + "`")
+
+
+def cols(names: Sequence[str]) -> list[Column]:
+    """Columns by exact names."""
+    return [col(n) for n in names]
+
+
+def null_safe_eq(left: DataFrame, right: DataFrame, names: Sequence[str]) -> Column | bool:
+    """Join condition matching equal values of ``names`` on both sides, NULL equal to NULL."""
+    conds = [left[n].eqNullSafe(right[n]) for n in names]
+    if not conds:
+        return F.lit(True)
+    out = conds[0]
+    for c in conds[1:]:
+        out = out & c
+    return out
+
+
+@dataclass
+class Slice:
+    """What an edge delivers in one cycle: changes in [lo, hi), or None when known empty."""
+
+    df: DataFrame | None
+    lo: int
+    hi: int
+
+    @property
+    def empty(self) -> bool:
+        """Whether the slice is known to hold no rows."""
+        return self.df is None
+
+
+@dataclass
+class Runtime:
+    """Shared per-engine services: the Spark session and the cycle's caches."""
+
+    spark: SparkSession
+    partitions: int = 2
+    cycle_frames: list[DataFrame] = field(default_factory=list)
+    released: list[DataFrame] = field(default_factory=list)
+    jobs: int = 0
+
+    def cache_for_cycle(self, df: DataFrame) -> DataFrame:
+        """Keep ``df`` until the end of the cycle: read twice, computed once.
+
+        A lazy local checkpoint rather than ``persist``: plans built on it start from a
+        leaf instead of the whole cycle's lineage, so Spark analyses and plans them quickly.
+        """
+        df = df.localCheckpoint(eager=False)
+        self.cycle_frames.append(df)
+        return df
+
+    def release_at_cycle_end(self, df: DataFrame) -> None:
+        """Free a checkpointed frame once this cycle no longer reads it."""
+        self.released.append(df)
+
+    def end_cycle(self) -> None:
+        """Drop the cycle's caches and the state frames replaced during the cycle."""
+        for df in self.cycle_frames:
+            _unpersist_checkpoint(df)
+        for df in self.released:
+            _unpersist_checkpoint(df)
+        self.cycle_frames.clear()
+        self.released.clear()
+
+    def empty(self, schema: StructType) -> DataFrame:
+        """An empty DataFrame of ``schema``."""
+        return self.spark.createDataFrame([], schema)
+
+
+def _unpersist_checkpoint(df: DataFrame) -> None:
+    """Free the blocks behind a locally checkpointed DataFrame (Dataset.unpersist does not)."""
+    try:
+        df._jdf.queryExecution().analyzed().rdd().unpersist(False)
+    except Exception:  # noqa: BLE001 - not a checkpointed frame: fall back to the cache manager
+        df.unpersist()
+
+
+class StateFrame:
+    """Operator state carried across cycles as a Spark DataFrame with its lineage cut.
+
+    ``set`` materialises the new state once (one Spark job, which also counts its rows) and
+    frees the previous one at the end of the cycle, when nothing reads it any more. ``save``
+    and ``load`` write and read it as Parquet for checkpoints at a cycle boundary.
+    """
+
+    def __init__(self, rt: Runtime, schema: StructType, name: str):
+        self.rt = rt
+        self.schema = schema
+        self.name = name
+        self.df: DataFrame | None = None
+        self.rows = 0
+        self.min_t: int | None = None
+
+    def get(self) -> DataFrame | None:
+        """The current state, or None when it holds no rows."""
+        return self.df
+
+    def get_or_empty(self) -> DataFrame:
+        """The current state, or an empty frame of its schema."""
+        return self.df if self.df is not None else self.rt.empty(self.schema)
+
+    def set(self, df: DataFrame | None) -> None:
+        """Replace the state by ``df`` (materialised now), releasing the old one later.
+
+        The one Spark job that materialises it also counts its rows and, when the state has
+        a ``_t`` column, finds its earliest instant, so callers know when it next matters.
+        """
+        old = self.df
+        self.min_t = None
+        if df is None:
+            self.df, self.rows = None, 0
+        else:
+            new = df.coalesce(self.rt.partitions).localCheckpoint(eager=False)
+            self.rt.jobs += 1
+            if T in new.columns:
+                n, self.min_t = new.agg(F.count(F.lit(1)), F.min(col(T))).first()  # type: ignore[misc]
+            else:
+                n = new.count()
+            self.df, self.rows = (new, n) if n else (None, 0)
+            if not n:
+                self.rt.release_at_cycle_end(new)
+        if old is not None:
+            self.rt.release_at_cycle_end(old)
+
+    def save(self, path: str) -> None:
+        """Write the state as Parquet under ``path``."""
+        self.get_or_empty().write.mode("overwrite").parquet(os.path.join(path, self.name))
+
+    def load(self, path: str) -> None:
+        """Restore the state written by ``save``."""
+        df = self.rt.spark.read.schema(self.schema).parquet(os.path.join(path, self.name))
+        self.set(df)
+
+
+def union_all(frames: Sequence[DataFrame | None]) -> DataFrame | None:
+    """Union by name of the frames that are not None; None if all are."""
+    present = [f for f in frames if f is not None]
+    if not present:
+        return None
+    out = present[0]
+    for f in present[1:]:
+        out = out.unionByName(f)
+    return out
+
+
+def split_at(df: DataFrame, hi: int) -> tuple[DataFrame, DataFrame]:
+    """Rows with ``_t < hi`` (due now) and the rest (future)."""
+    return df.where(col(T) < F.lit(hi)), df.where(col(T) >= F.lit(hi))
+
+
+def floor_to(t: Column, step: int) -> Column:
+    """The largest multiple of ``step`` not above ``t`` (exact on longs, negative t too)."""
+    return t - F.pmod(t, F.lit(step))
+
+
+def ceil_to(t: Column, step: int) -> Column:
+    """The smallest multiple of ``step`` not below ``t``."""
+    return t + F.pmod(-t, F.lit(step))
+
+

@@ -1,0 +1,1 @@
+"""Physical operators, one module each; ``lower`` picks the operator for a plan node."""

@@ -1,0 +1,71 @@
+"""The contract every physical operator follows."""
+
+from __future__ import annotations
+
+from sparkcq.plan.nodes import PlanNode
+from sparkcq.runtime.frames import D, Runtime, Slice, StateFrame, T, split_at, union_all
+
+
+class Operator:
+    """A physical operator: turns its inputs' slices of one cycle into its output slice.
+
+    Operators are created once per plan node and live across cycles; ``step`` is called once
+    per cycle in topological order. State is held in ``StateFrame``s so it lives in Spark.
+    """
+
+    def __init__(self, node: PlanNode, rt: Runtime):
+        self.node = node
+        self.rt = rt
+        self.states: list[StateFrame] = []
+        self.rows_out = 0
+        self.last_hi: int | None = None
+
+    def state(self, schema, name: str) -> StateFrame:  # noqa: ANN001 - a StructType
+        """Create a state frame owned by this operator (counted in metrics, checkpointed)."""
+        frame = StateFrame(self.rt, schema, f"{type(self).__name__}-{len(self.states)}-{name}")
+        self.states.append(frame)
+        return frame
+
+    @property
+    def state_rows(self) -> int:
+        """Rows held in this operator's state now (live elements, groups, buffers)."""
+        return sum(s.rows for s in self.states)
+
+    def step(self, inputs: list[Slice]) -> Slice:
+        """Process one cycle's input slices and return the output slice."""
+        raise NotImplementedError(type(self).__name__)
+
+    def release(self) -> None:
+        """Free all state (the operator leaves the plan)."""
+        for s in self.states:
+            s.set(None)
+
+
+class FutureBuffer:
+    """Holds changes an operator produced ahead of its watermark until their instant is due.
+
+    A window knows at insertion that an element leaves at ``ts + w``; that -1 change waits
+    here, so the buffer holds exactly the live elements and is reorganised as time passes.
+    """
+
+    def __init__(self, op: Operator, schema, name: str = "future"):  # noqa: ANN001
+        self.frame = op.state(schema, name)
+        self.rt = op.rt
+        self.next_due: int | None = None
+
+    def emit(self, produced, lo: int, hi: int) -> Slice:  # noqa: ANN001 - DataFrame | None
+        """Merge ``produced`` with buffered changes; return those due before ``hi``."""
+        buffered = self.frame.get()
+        if produced is None and (buffered is None or (self.next_due is not None
+                                                      and self.next_due >= hi)):
+            return Slice(None, lo, hi)
+        merged = union_all([buffered, produced])
+        assert merged is not None
+        merged = self.rt.cache_for_cycle(merged)
+        due, later = split_at(merged, hi)
+        self.frame.set(later)
+        self.next_due = self.frame.min_t
+        return Slice(due, lo, hi)
+
+
+__all__ = ["D", "T", "FutureBuffer", "Operator"]

@@ -1,0 +1,146 @@
+"""Inner joins: output rows live while both inputs' rows do (interval overlap)."""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StructField, StructType
+
+from sparkcq.plan.nodes import EdgeKind, Join
+from sparkcq.runtime.frames import D, Runtime, Slice, StateFrame, T, col, union_all
+from sparkcq.runtime.operators.base import Operator
+from sparkcq.runtime.operators.union import AlignedInputs
+
+TS, TE = "_ts", "_te"
+
+
+def _keys_equal(left: DataFrame, right: DataFrame, names: list[str], rkeys: list[str]) -> Column:
+    cond: Column = F.lit(True)
+    for n, k in zip(names, rkeys, strict=True):
+        cond = cond & left[f"`{n}`"].eqNullSafe(right[f"`{k}`"])
+    return cond
+
+
+def net(df: DataFrame, names: list[str]) -> DataFrame:
+    """Sum the changes of equal rows at equal instants; drop the ones that cancel."""
+    out = df.groupBy(*[col(n) for n in names], col(T)).agg(F.sum(col(D)).alias(D))
+    return out.where(col(D) != 0)
+
+
+def units(df: DataFrame, count: Column) -> DataFrame:
+    """Repeat each row ``count`` times (multiplicities become single elements)."""
+    return df.withColumn("_u", F.explode(F.array_repeat(F.lit(1), count.cast("int")))).drop("_u")
+
+
+class ElementTracker:
+    """Turns a relation's changes back into elements [ts, te) for operators that need both ends.
+
+    Open elements are state. A -1 change closes the oldest open element of the same row
+    value (first in, first out): any pairing gives the same snapshots, this one is
+    deterministic and never closes an element before it opened.
+    """
+
+    def __init__(self, op: Operator, names: list[str], schema: StructType, name: str):
+        self.names = names
+        self.open: StateFrame = op.state(
+            StructType([*schema.fields, StructField(TS, LongType())]), name)
+
+    def elements(self, changes: DataFrame | None, lo: int) -> DataFrame:
+        """Elements alive at some instant >= lo: names, _ts, _te (null: still open), _chg."""
+        names = self.names
+        old = self.open.get()
+        opens = [old] if old is not None else []
+        closes = None
+        if changes is not None:
+            d = net(changes, names)
+            opens.append(units(d.where(col(D) > 0), col(D)).select(*[col(n) for n in names],
+                                                                    col(T).alias(TS)))
+            closes = units(d.where(col(D) < 0), -col(D)).select(*[col(n) for n in names],
+                                                                 col(T).alias("_tc"))
+        cands = union_all(opens)
+        assert cands is not None
+        if closes is None:
+            return cands.withColumn(TE, F.lit(None).cast("long")).withColumn(
+                "_chg", col(TS) >= F.lit(lo))
+        part = [col(n) for n in names]
+        cands = cands.withColumn("_r", F.row_number().over(Window.partitionBy(*part)
+                                                           .orderBy(col(TS))))
+        keys = [f"_k{i}" for i in range(len(names))]
+        closes = closes.withColumn("_r", F.row_number().over(Window.partitionBy(*part)
+                                                             .orderBy(col("_tc"))))
+        closes = closes.select(*[col(n).alias(k) for n, k in zip(names, keys, strict=True)],
+                               col("_r").alias("_cr"), col("_tc"))
+        cond = _keys_equal(cands, closes, names, keys) & (cands["_r"] == closes["_cr"])
+        out = cands.join(closes, cond, "left").select(
+            *[cands[f"`{n}`"] for n in names], col(TS), col("_tc").alias(TE))
+        return out.withColumn("_chg", (col(TS) >= F.lit(lo)) | col(TE).isNotNull())
+
+    def keep_open(self, elements: DataFrame) -> None:
+        """Carry the elements still open into the next cycle."""
+        self.open.set(elements.where(col(TE).isNull()).select(*[col(n) for n in self.names],
+                                                               col(TS)))
+
+
+class JoinOperator(Operator):
+    """Inner join of two relations, or of a relation (or stream) with a static table.
+
+    With a static table the join is linear: each change joins the table. Between two
+    relations an output row lives on [max(ts), min(te)) of its inputs: it appears when the
+    later input does and leaves when the first one leaves. Only pairs where one side changed
+    in this cycle are computed; both sides' open elements are the state.
+    """
+
+    def __init__(self, node: Join, rt: Runtime):
+        super().__init__(node, rt)
+        self.join = node
+        self.lnames = [f.name for f in node.left.schema.fields]
+        self.rnames = [f.name for f in node.right.schema.fields]
+        self.cond = F.expr(node.condition) if node.condition else F.lit(True)
+        self.static = [c.kind is EdgeKind.TABLE for c in node.children]
+        if not any(self.static):
+            self.aligned = AlignedInputs(self, node.children)
+            self.left = ElementTracker(self, self.lnames, node.left.schema, "left-open")
+            self.right = ElementTracker(self, self.rnames, node.right.schema, "right-open")
+
+    def step(self, inputs: list[Slice]) -> Slice:  # noqa: D102
+        left, right = inputs
+        if all(self.static):
+            assert left.df is not None and right.df is not None
+            return Slice(left.df.join(right.df, self.cond), left.lo, left.hi)
+        if any(self.static):
+            return self.step_static(left, right)
+        left, right = self.aligned.align(inputs)
+        lo, hi = left.lo, left.hi
+        if left.df is None and right.df is None:
+            return Slice(None, lo, hi)
+        lel = self.rt.cache_for_cycle(self.left.elements(left.df, lo))
+        rel = self.rt.cache_for_cycle(self.right.elements(right.df, lo))
+        l_ = lel.select(*[col(n) for n in self.lnames], col(TS).alias("_lts"),
+                        col(TE).alias("_lte"), col("_chg").alias("_lch"))
+        r_ = rel.select(*[col(n) for n in self.rnames], col(TS).alias("_rts"),
+                        col(TE).alias("_rte"), col("_chg").alias("_rch"))
+        pairs = l_.where(col("_lch")).join(r_, self.cond).unionByName(
+            l_.where(~col("_lch")).join(r_.where(col("_rch")), self.cond))
+        s = F.greatest(col("_lts"), col("_rts"))
+        e = F.least(col("_lte"), col("_rte"))
+        pairs = pairs.select(*[col(n) for n in [*self.lnames, *self.rnames]], s.alias("_s"),
+                             e.alias("_e"))
+        pairs = pairs.where(col("_e").isNull() | (col("_s") < col("_e")))
+        names = [col(n) for n in [*self.lnames, *self.rnames]]
+        plus = pairs.where(col("_s") >= F.lit(lo)).select(*names, col("_s").alias(T),
+                                                          F.lit(1).cast("long").alias(D))
+        minus = pairs.where(col("_e").isNotNull()).select(*names, col("_e").alias(T),
+                                                          F.lit(-1).cast("long").alias(D))
+        self.left.keep_open(lel)
+        self.right.keep_open(rel)
+        return Slice(plus.unionByName(minus), lo, hi)
+
+    def step_static(self, left: Slice, right: Slice) -> Slice:
+        """Changes of the dynamic side joined with the whole static table."""
+        dyn, table = (right, left) if self.static[0] else (left, right)
+        if dyn.df is None:
+            return Slice(None, dyn.lo, dyn.hi)
+        assert table.df is not None
+        out = dyn.df.join(table.df, self.cond)
+        names = [col(n) for n in [*self.lnames, *self.rnames]]
+        return Slice(out.select(*names, col(T), col(D)), dyn.lo, dyn.hi)

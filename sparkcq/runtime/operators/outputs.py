@@ -1,0 +1,217 @@
+"""Relation to stream (ISTREAM, DSTREAM, RSTREAM) and the records sinks receive (DESIGN 2.3).
+
+Sink records are the user's columns plus ``_ts``, ``_te`` and ``_op``:
+- intervals: ``I`` for a new element (``_te`` null while open), ``C`` closing an element
+  emitted open earlier, identified by its values and ``_ts``; elements are coalesced;
+- instants (stream edges and ISTREAM/DSTREAM/RSTREAM): ``I`` with ``_ts`` = ``_te``;
+- changelog: ``+`` at ``_ts`` when a row enters, ``-`` when it leaves.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StructField, StructType
+
+from sparkcq.language.sql.statements import OutputForm
+from sparkcq.model.time import TIME_MAX
+from sparkcq.plan.nodes import PlanNode, ToStream
+from sparkcq.runtime.frames import D, Runtime, Slice, T, col, union_all
+from sparkcq.runtime.operators.base import Operator
+from sparkcq.runtime.operators.join import net, units
+
+TS, TE, OP = "_ts", "_te", "_op"
+LAYER = "_layer"
+
+
+class ToStreamOperator(Operator):
+    """ISTREAM / DSTREAM: the instants rows enter / leave; RSTREAM: snapshots.
+
+    RSTREAM evaluates the whole snapshot at every instant the relation changes, or, when the
+    query has a slide or chunk period p, at every multiple of p where the snapshot is not
+    empty (up to the relation's last change once input has ended).
+    """
+
+    def __init__(self, node: ToStream, rt: Runtime):
+        super().__init__(node, rt)
+        self.form = node.form
+        self.period = node.period
+        self.names = [f.name for f in node.schema.fields]
+        if self.form is OutputForm.RSTREAM:
+            self.live = self.state(StructType([*node.schema.fields,
+                                               StructField("_n", LongType())]), "snapshot")
+            self.last_change: int | None = None
+
+    def step(self, inputs: list[Slice]) -> Slice:  # noqa: D102
+        (inp,) = inputs
+        if self.form is OutputForm.RSTREAM:
+            return self.rstream(inp)
+        if inp.df is None:
+            return inp
+        d = net(inp.df, self.names)
+        sign = 1 if self.form is OutputForm.ISTREAM else -1
+        rows = units(d.where(col(D) * sign > 0), col(D) * sign)
+        return Slice(rows.withColumn(D, F.lit(1).cast("long")), inp.lo, inp.hi)
+
+    def rstream(self, inp: Slice) -> Slice:
+        """Snapshots at evaluation instants in [lo, hi), each row an instant."""
+        names = [col(n) for n in self.names]
+        base = self.live.get()
+        if inp.df is None and (self.period is None or base is None):
+            return Slice(None, inp.lo, inp.hi)
+        d = net(inp.df, self.names) if inp.df is not None else None
+        if d is not None:
+            d = self.rt.cache_for_cycle(d)
+            stats = d.agg(F.max(col(T))).first()
+            if stats is not None and stats[0] is not None:
+                self.last_change = stats[0]
+        part = Window.partitionBy(*names).orderBy(col(T))
+        segs = []
+        if d is not None:
+            j = d
+            if base is not None:
+                keys = [f"_k{i}" for i in range(len(self.names))]
+                b = base.select(*[col(n).alias(k) for n, k in zip(self.names, keys, strict=True)],
+                                col("_n").alias("_n0"))
+                cond = F.lit(True)
+                for n, k in zip(self.names, keys, strict=True):
+                    cond = cond & j[f"`{n}`"].eqNullSafe(b[k])
+                j = j.join(b, cond, "left").drop(*keys)
+            else:
+                j = j.withColumn("_n0", F.lit(None).cast("long"))
+            run = j.withColumn("_cnt", F.coalesce(col("_n0"), F.lit(0).cast("long"))
+                               + F.sum(col(D)).over(part.rowsBetween(Window.unboundedPreceding,
+                                                                     Window.currentRow)))
+            run = self.rt.cache_for_cycle(run)
+            segs.append(run.select(*names, col(T).alias("_from"),
+                                   F.lead(col(T)).over(part).alias("_to"), col("_cnt")))
+            firsts = run.groupBy(*names).agg(F.min(col(T)).alias("_first"),
+                                             F.max(col("_n0")).alias("_n0"))
+            segs.append(firsts.where(col("_n0") > 0).select(
+                *names, F.lit(inp.lo).alias("_from"), col("_first").alias("_to"),
+                col("_n0").alias("_cnt")))
+            if base is not None:
+                keys = [f"_k{i}" for i in range(len(self.names))]
+                f2 = firsts.select(*[col(n).alias(k) for n, k in zip(self.names, keys,
+                                                                      strict=True)])
+                cond = F.lit(True)
+                for n, k in zip(self.names, keys, strict=True):
+                    cond = cond & base[f"`{n}`"].eqNullSafe(f2[k])
+                untouched = base.join(f2, cond, "left_anti")
+                segs.append(untouched.select(*names, F.lit(inp.lo).alias("_from"),
+                                             F.lit(None).cast("long").alias("_to"),
+                                             col("_n").alias("_cnt")))
+        else:
+            assert base is not None
+            segs.append(base.select(*names, F.lit(inp.lo).alias("_from"),
+                                    F.lit(None).cast("long").alias("_to"),
+                                    col("_n").alias("_cnt")))
+        seg = union_all(segs)
+        assert seg is not None
+        seg = self.rt.cache_for_cycle(seg.where(col("_cnt") > 0))
+        hi = inp.hi
+        if hi == TIME_MAX:
+            hi = (self.last_change + 1) if self.last_change is not None else inp.lo
+        if self.period is None:
+            if d is None:
+                out = None
+            else:
+                inst = d.select(col(T).alias("_it")).distinct()
+                cond = (col("_from") <= col("_it")) & (col("_to").isNull()
+                                                        | (col("_it") < col("_to")))
+                out = seg.join(inst, cond).select(*names, col("_it").alias(T), col("_cnt"))
+        else:
+            p = self.period
+            start = F.greatest(col("_from"), F.lit(inp.lo))
+            end = F.least(F.coalesce(col("_to"), F.lit(hi)), F.lit(hi))
+            first = start + F.pmod(-start, F.lit(p))
+            rows = seg.where(first < end).select(
+                *names, F.explode(F.sequence(first, end - F.lit(1), F.lit(p))).alias(T),
+                col("_cnt"))
+            out = rows
+        if d is not None:
+            last = Window.partitionBy(*names).orderBy(col("_from").desc())
+            now = seg.withColumn("_rk", F.row_number().over(last)).where(
+                (col("_rk") == 1) & col("_to").isNull()).select(*names, col("_cnt").alias("_n"))
+            self.live.set(now)
+        if out is None:
+            return Slice(None, inp.lo, inp.hi)
+        out = units(out, col("_cnt")).drop("_cnt").withColumn(D, F.lit(1).cast("long"))
+        return Slice(out, inp.lo, inp.hi)
+
+
+class SinkFormatter(Operator):
+    """Turns a query's output edge into sink records: coalesced intervals, instants or a
+    changelog. For intervals it keeps the open layers of each row value as state."""
+
+    def __init__(self, node: PlanNode, rt: Runtime, form: OutputForm, query: str):
+        super().__init__(node, rt)
+        self.form = form
+        self.query = query
+        self.names = [f.name for f in node.schema.fields]
+        self.relation = node.kind.value == "relation"
+        if self.relation and form is OutputForm.INTERVALS:
+            self.open = self.state(StructType([*node.schema.fields, StructField(LAYER, LongType()),
+                                               StructField(TS, LongType())]), "open-elements")
+
+    def step(self, inputs: list[Slice]) -> Slice:  # noqa: D102
+        (inp,) = inputs
+        names = [col(n) for n in self.names]
+        if not self.relation:
+            if inp.df is None:
+                return inp
+            out = inp.df.select(*names, col(T).alias(TS), col(T).alias(TE), F.lit("I").alias(OP))
+            return Slice(out, inp.lo, inp.hi)
+        if self.form is OutputForm.CHANGELOG:
+            if inp.df is None:
+                return inp
+            d = net(inp.df, self.names)
+            out = units(d, F.abs(col(D))).select(
+                *names, col(T).alias(TS), F.lit(None).cast("long").alias(TE),
+                F.when(col(D) > 0, F.lit("+")).otherwise(F.lit("-")).alias(OP))
+            return Slice(out, inp.lo, inp.hi)
+        return self.coalesce(inp)
+
+    def coalesce(self, inp: Slice) -> Slice:
+        """Canonical coalescing: layer k of a row value is open while its count is >= k."""
+        if inp.df is None:
+            return inp
+        names = [col(n) for n in self.names]
+        d = net(inp.df, self.names)
+        base = self.open.get()
+        if base is not None:
+            counts = base.groupBy(*names).agg(F.max(col(LAYER)).alias("_c0"))
+            keys = [f"_k{i}" for i in range(len(self.names))]
+            c = counts.select(*[col(n).alias(k) for n, k in zip(self.names, keys, strict=True)],
+                              col("_c0"))
+            cond = F.lit(True)
+            for n, k in zip(self.names, keys, strict=True):
+                cond = cond & d[f"`{n}`"].eqNullSafe(c[k])
+            d = d.join(c, cond, "left").drop(*keys)
+        else:
+            d = d.withColumn("_c0", F.lit(None).cast("long"))
+        w = Window.partitionBy(*names).orderBy(col(T)).rowsBetween(Window.unboundedPreceding,
+                                                                   Window.currentRow)
+        run = d.withColumn("_after", F.coalesce(col("_c0"), F.lit(0).cast("long"))
+                           + F.sum(col(D)).over(w))
+        run = run.withColumn("_before", col("_after") - col(D))
+        opens = run.where(col(D) > 0).select(
+            *names, F.explode(F.sequence(col("_before") + 1, col("_after"))).alias(LAYER),
+            col(T), F.lit(True).alias("_isopen"), F.lit(True).alias("_new"))
+        closes = run.where(col(D) < 0).select(
+            *names, F.explode(F.sequence(col("_after") + 1, col("_before"))).alias(LAYER),
+            col(T), F.lit(False).alias("_isopen"), F.lit(True).alias("_new"))
+        events = opens.unionByName(closes)
+        if base is not None:
+            events = events.unionByName(base.select(*names, col(LAYER), col(TS).alias(T),
+                                                    F.lit(True).alias("_isopen"),
+                                                    F.lit(False).alias("_new")))
+        lw = Window.partitionBy(*names, col(LAYER)).orderBy(col(T))
+        paired = self.rt.cache_for_cycle(events.withColumn("_next", F.lead(col(T)).over(lw))
+                                         .where(col("_isopen")))
+        records = paired.where(col("_new") | col("_next").isNotNull()).select(
+            *names, col(T).alias(TS), col("_next").alias(TE),
+            F.when(col("_new"), F.lit("I")).otherwise(F.lit("C")).alias(OP))
+        self.open.set(paired.where(col("_next").isNull()).select(*names, col(LAYER),
+                                                                  col(T).alias(TS)))
+        return Slice(records, inp.lo, inp.hi)

@@ -1,0 +1,142 @@
+"""The entry of a source stream into the plan: event time, watermark, late data, order."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+from sparkcq.model.time import TIME_MAX, TIME_MIN, TimeKind
+from sparkcq.plan.nodes import StreamScan
+from sparkcq.runtime.frames import D, Runtime, Slice, T, col, split_at, union_all
+from sparkcq.runtime.operators.base import FutureBuffer, Operator
+
+TE = "_te"
+REASON = "_reason"
+
+
+@dataclass
+class SourceBatch:
+    """What a source delivered for one cycle: rows, an explicit watermark, end of input."""
+
+    df: DataFrame | None = None
+    watermark: int | None = None
+    end: bool = False
+
+
+class ScanOperator(Operator):
+    """Turns a source's raw rows into the stream edge every consumer of the stream reads.
+
+    Watermark ``W`` (DESIGN 2.4): the maximum event time seen minus the allowed lateness
+    (0 when events come in order), raised by explicit watermarks, +inf at end of input.
+    Events before the previous watermark are late: counted and kept in the dead-letter table
+    with the reason, never applied. Events at or after the new watermark wait in a buffer
+    (in Spark) so that each cycle releases exactly the events in [W_prev, W).
+    """
+
+    def __init__(self, node: StreamScan, rt: Runtime, lateness: int = 0):
+        super().__init__(node, rt)
+        self.scan = node
+        self.lateness = lateness
+        self.watermark = TIME_MIN
+        self.max_seen: int | None = None
+        self.batch = SourceBatch()
+        self.ended = False
+        fields = [*node.schema.fields, StructField(T, LongType())]
+        if node.end_col:
+            fields.append(StructField(TE, LongType()))
+        self.pending = self.state(StructType(fields), "pending")
+        self.dead_schema = StructType([*node.schema.fields, StructField(REASON, StringType())])
+        self.dead = self.state(self.dead_schema, "dead-letters")
+        self.dead_count = 0
+        self.rows_in = 0
+        self.future = (
+            FutureBuffer(self, StructType([*node.schema.fields, StructField(T, LongType()),
+                                           StructField(D, LongType())]))
+            if node.end_col else None
+        )
+
+    def time_expr(self, name: str):  # noqa: ANN201 - a Column
+        """The long time axis value of a time column."""
+        if self.scan.stream_time_kind is TimeKind.TIMESTAMP:
+            return F.unix_micros(col(name).cast("timestamp"))
+        return col(name).cast("long")
+
+    def step(self, inputs: list[Slice]) -> Slice:  # noqa: D102
+        batch, self.batch = self.batch, SourceBatch()
+        lo = self.watermark
+        good = None
+        if batch.df is not None:
+            good = self.accept(batch.df, lo)
+        wm = lo
+        if self.max_seen is not None:
+            wm = max(wm, self.max_seen - self.lateness)
+        if batch.watermark is not None:
+            wm = max(wm, batch.watermark)
+        if batch.end:
+            self.ended = True
+        if self.ended:
+            wm = TIME_MAX
+        self.watermark = hi = wm
+        if good is None and (self.pending.rows == 0 or (self.pending.min_t or TIME_MAX) >= hi):
+            return self.emit(None, lo, hi)
+        merged = union_all([self.pending.get(), good])
+        assert merged is not None
+        merged = self.rt.cache_for_cycle(merged)
+        ready, later = split_at(merged, hi)
+        self.pending.set(later)
+        return self.emit(ready, lo, hi)
+
+    def accept(self, raw: DataFrame, lo: int) -> DataFrame | None:
+        """Add time columns; route null, late and malformed events to the dead letters."""
+        names = [f.name for f in self.scan.schema.fields]
+        df = raw.select(*[col(n) for n in names]).withColumn(T, self.time_expr(self.scan.time_col))
+        reason = (
+            F.when(col(T).isNull(), F.lit(f"null event time in column {self.scan.time_col!r}"))
+            .when(col(T) < F.lit(lo), F.concat(
+                F.lit("late: event time "), col(T).cast("string"),
+                F.lit(f" is before the watermark {lo}")))
+        )
+        if self.scan.end_col:
+            df = df.withColumn(TE, self.time_expr(self.scan.end_col))
+            reason = reason.when(col(TE).isNull() | (col(TE) < col(T)), F.lit(
+                f"end time {self.scan.end_col!r} is null or before the event time"))
+        df = self.rt.cache_for_cycle(df.withColumn(REASON, reason))
+        self.rt.jobs += 1
+        total, bad, mx = df.agg(
+            F.count(F.lit(1)), F.count(col(REASON)), F.max(F.when(col(REASON).isNull(), col(T)))
+        ).first()  # type: ignore[misc]
+        self.rows_in += total
+        if bad:
+            self.dead_count += bad
+            new_dead = df.where(col(REASON).isNotNull()).select(*[col(n) for n in names],
+                                                                 col(REASON))
+            self.dead.set(union_all([self.dead.get(), new_dead]))
+        if mx is not None:
+            self.max_seen = mx if self.max_seen is None else max(self.max_seen, mx)
+        if total == bad:
+            return None
+        return df.where(col(REASON).isNull()).drop(REASON)
+
+    def emit(self, ready: DataFrame | None, lo: int, hi: int) -> Slice:
+        """Stream edge: instants with _d = 1; with an end time, +1 at ts and -1 at te."""
+        names = [f.name for f in self.scan.schema.fields]
+        if self.future is None:
+            if ready is None:
+                return Slice(None, lo, hi)
+            return Slice(ready.select(*[col(n) for n in names], col(T), F.lit(1).cast("long")
+                                      .alias(D)), lo, hi)
+        produced = None
+        if ready is not None:
+            live = ready.where(col(TE) > col(T))
+            starts = live.select(*[col(n) for n in names], col(T), F.lit(1).cast("long").alias(D))
+            ends = live.select(*[col(n) for n in names], col(TE).alias(T),
+                               F.lit(-1).cast("long").alias(D))
+            produced = starts.unionByName(ends)
+        return self.future.emit(produced, lo, hi)
+
+    def dead_letters(self) -> DataFrame:
+        """The stream's dead-letter table: rejected rows with the reason."""
+        return self.dead.get_or_empty()

@@ -1,0 +1,39 @@
+"""Filter and project: applied to each change as it flows, no state, fused by Spark."""
+
+from __future__ import annotations
+
+from pyspark.sql import functions as F
+
+from sparkcq.plan.nodes import EdgeKind, Filter, Project
+from sparkcq.runtime.frames import D, Runtime, Slice, T, col
+from sparkcq.runtime.operators.base import Operator
+
+
+class FilterOperator(Operator):
+    """Keeps the changes whose row satisfies the predicate (snapshot-reducible as is)."""
+
+    def __init__(self, node: Filter, rt: Runtime):
+        super().__init__(node, rt)
+        self.predicate = F.expr(node.predicate)
+
+    def step(self, inputs: list[Slice]) -> Slice:  # noqa: D102
+        (inp,) = inputs
+        if inp.df is None:
+            return inp
+        return Slice(inp.df.where(self.predicate), inp.lo, inp.hi)
+
+
+class ProjectOperator(Operator):
+    """Computes the output columns of each change; time and multiplicity pass through."""
+
+    def __init__(self, node: Project, rt: Runtime):
+        super().__init__(node, rt)
+        self.exprs = [F.expr(sql).alias(name) for name, sql in node.exprs]
+
+    def step(self, inputs: list[Slice]) -> Slice:  # noqa: D102
+        (inp,) = inputs
+        if inp.df is None:
+            return inp
+        if self.node.kind is EdgeKind.TABLE:
+            return Slice(inp.df.select(*self.exprs), inp.lo, inp.hi)
+        return Slice(inp.df.select(*self.exprs, col(T), col(D)), inp.lo, inp.hi)

@@ -1,0 +1,74 @@
+"""UNION ALL: the bag union of its inputs, released up to the slowest input's watermark."""
+
+from __future__ import annotations
+
+from pyspark.sql.types import LongType, StructField, StructType
+
+from sparkcq.plan.nodes import EdgeKind, PlanNode
+from sparkcq.runtime.frames import D, Runtime, Slice, StateFrame, T, col, split_at, union_all
+from sparkcq.runtime.operators.base import Operator
+
+
+class AlignedInputs:
+    """Per-input buffers that hold changes until every input's watermark has passed them.
+
+    An operator with several inputs may only process time below the minimum of their
+    watermarks (its safe time); changes of a faster input beyond it wait here, in Spark.
+    """
+
+    def __init__(self, op: Operator, inputs: tuple[PlanNode, ...]):
+        self.op = op
+        self.lo: int | None = None
+        self.buffers: list[StateFrame] = []
+        for i, node in enumerate(inputs):
+            schema = StructType([*node.schema.fields, StructField(T, LongType()),
+                                 StructField(D, LongType())])
+            self.buffers.append(op.state(schema, f"input-{i}"))
+
+    def align(self, inputs: list[Slice]) -> list[Slice]:
+        """Slices of all inputs cut at the common safe time [lo, hi)."""
+        hi = min(s.hi for s in inputs)
+        lo = self.lo if self.lo is not None else min(s.lo for s in inputs)
+        self.lo = hi
+        out = []
+        for s, buf in zip(inputs, self.buffers, strict=True):
+            if s.df is None and (buf.rows == 0 or (buf.min_t is not None and buf.min_t >= hi)):
+                out.append(Slice(None, lo, hi))
+                continue
+            merged = union_all([buf.get(), s.df])
+            assert merged is not None
+            if s.hi <= hi and buf.rows == 0:
+                out.append(Slice(merged, lo, hi))
+                continue
+            merged = self.op.rt.cache_for_cycle(merged)
+            due, later = split_at(merged, hi)
+            buf.set(later)
+            out.append(Slice(due, lo, hi))
+        return out
+
+
+class UnionOperator(Operator):
+    """UNION ALL of streams or relations, columns matched by position."""
+
+    def __init__(self, node: PlanNode, rt: Runtime):
+        super().__init__(node, rt)
+        self.names = [f.name for f in node.schema.fields]
+        self.aligned = AlignedInputs(self, node.children)
+
+    def step(self, inputs: list[Slice]) -> Slice:  # noqa: D102
+        parts = self.aligned.align(inputs)
+        frames = []
+        for part in parts:
+            if part.df is None:
+                continue
+            frames.append(part.df.toDF(*self.names, T, D))
+        lo, hi = parts[0].lo, parts[0].hi
+        return Slice(union_all(frames), lo, hi)
+
+
+def is_static(node: PlanNode) -> bool:
+    """Whether a node yields a static table."""
+    return node.kind is EdgeKind.TABLE
+
+
+__all__ = ["AlignedInputs", "UnionOperator", "col"]

@@ -1,0 +1,38 @@
+"""The Spark session sparkcq runs on: embedded local[*] unless told otherwise."""
+
+from __future__ import annotations
+
+import os
+
+from pyspark.sql import SparkSession
+
+
+def default_master() -> str:
+    """``SPARKCQ_MASTER`` if set, else embedded ``local[*]``."""
+    return os.environ.get("SPARKCQ_MASTER", "local[*]")
+
+
+def make_session(master: str | None = None, app_name: str = "sparkcq",
+                 shuffle_partitions: int = 4, conf: dict[str, str] | None = None) -> SparkSession:
+    """Get or create the Spark session: quiet logs, few shuffle partitions, Arrow on, UI off.
+
+    Cycles are small batches, so few shuffle partitions and no adaptive re-planning keep the
+    per-job overhead (which dominates a cycle) low.
+    """
+    builder = (
+        SparkSession.builder.master(master or default_master())
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+        .config("spark.default.parallelism", str(shuffle_partitions))
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.sql.adaptive.enabled", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.memory", os.environ.get("SPARKCQ_DRIVER_MEMORY", "2g"))
+    )
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
