@@ -1,12 +1,12 @@
 """The Engine: the catalog, the global plan and the cycle loop behind one small API.
 
-    from sparkcq import Engine
-    eng = Engine()
-    eng.execute("CREATE STREAM s (k STRING, v DOUBLE, t BIGINT) WITH (event_time='t')")
-    eng.execute("CREATE QUERY q AS SELECT k, avg(v) AS a FROM s [RANGE 10] GROUP BY k")
-    eng.push("s", [{"k": "a", "v": 1.0, "t": 3}], watermark=5)
-    eng.run_until_idle()
-    eng.results("q")
+from sparkcq import Engine
+eng = Engine()
+eng.execute("CREATE STREAM s (k STRING, v DOUBLE, t BIGINT) WITH (event_time='t')")
+eng.execute("CREATE QUERY q AS SELECT k, avg(v) AS a FROM s [RANGE 10] GROUP BY k")
+eng.push("s", [{"k": "a", "v": 1.0, "t": 3}], watermark=5)
+eng.run_until_idle()
+eng.results("q")
 """
 
 from __future__ import annotations
@@ -33,7 +33,13 @@ from pyspark.sql.types import (
 )
 
 from sparkcq.catalog import Catalog, QueryInfo, StreamInfo, TableInfo
-from sparkcq.errors import AnalysisError, CatalogError, ExecutionError, QuerySyntaxError, SourceError
+from sparkcq.errors import (
+    AnalysisError,
+    CatalogError,
+    ExecutionError,
+    QuerySyntaxError,
+    SourceError,
+)
 from sparkcq.io.sinks import MemorySink, QueryOutput, Sink
 from sparkcq.io.sources import MemorySource, Source
 from sparkcq.language.sql.parser import parse_script
@@ -181,7 +187,8 @@ class Engine:
             try:
                 lateness = parse_duration(opts["lateness"]).to_units(kind)
             except ValueError as e:
-                raise AnalysisError(f"lateness: {e}", text, stmt.loc) from None
+                msg = f"lateness: {e}"
+                raise AnalysisError(msg, text, stmt.loc) from None
         end_col = names[opts["end_time"].lower()].name if "end_time" in opts else None
         node = StreamScan(stmt.name, schema, names[time_col.lower()].name, end_col, kind)
         source_kind = opts.get("source", "memory").lower()
@@ -212,9 +219,11 @@ class Engine:
 
     def register_table(self, name: str, data: Any, schema: StructType | None = None) -> None:
         """Register a static table from a Spark DataFrame, pandas frame or list of rows."""
-        df = data if isinstance(data, DataFrame) else self.spark.createDataFrame(
-            data if isinstance(data, pd.DataFrame) else pd.DataFrame.from_records(data),
-            schema=schema)
+        if isinstance(data, DataFrame):
+            df = data
+        else:
+            frame = data if isinstance(data, pd.DataFrame) else pd.DataFrame.from_records(data)
+            df = self.spark.createDataFrame(frame, schema=schema)  # type: ignore[arg-type,type-var]
         schema = df.schema
         version = 0
         existing = self.catalog.tables.get(name.lower())
@@ -296,10 +305,28 @@ class Engine:
             self.scans.pop(name.lower()).release()
             self.sources.pop(name.lower()).close()
 
+    # -- sources and sinks ---------------------------------------------------------------
+    def attach_source(self, stream: str, source: Source) -> None:
+        """Feed a source stream from ``source`` instead of its current one."""
+        info = self.catalog.stream(stream)
+        if info.derived:
+            msg = f"stream {stream!r} is derived from a query; it takes no source"
+            raise SourceError(msg)
+        attach = getattr(source, "attach", None)
+        if attach is not None:
+            attach(self.spark, info.schema, info.name)
+        self.sources.pop(info.name.lower()).close()
+        self.sources[info.name.lower()] = source
+
+    def register_sink(self, name: str, sink: Sink) -> None:
+        """Make ``sink`` available to queries as ``INTO name``."""
+        self.sinks[name.lower()] = sink
+
     # -- input ---------------------------------------------------------------------------
     def push(self, stream: str, rows: Any, watermark: Any = None, end: bool = False) -> None:
         """Queue rows for a memory-source stream; ``watermark`` W promises that no later
-        event has event time < W; ``end`` marks the end of the stream's input."""
+        event has event time < W; ``end`` marks the end of the stream's input.
+        """
         info = self.catalog.stream(stream)
         source = self.sources.get(info.name.lower())
         if not isinstance(source, MemorySource):
@@ -334,13 +361,13 @@ class Engine:
         for key, source in self.sources.items():
             self.scans[key].batch = source.poll()
         extra: Counter[PlanNode] = Counter(r.info.plan for r in self.running.values())
-        for key, scan in self.scans.items():
+        for scan in self.scans.values():
             if scan.node not in self.plan.ops:  # streams no query reads still track time
                 scan.step([])
         try:
             slices = self.plan.run_cycle(extra)
             per_sink: dict[str, dict[str, tuple[QueryOutput, DataFrame]]] = {}
-            for name, run in self.running.items():
+            for run in self.running.values():
                 records = run.formatter.step([slices[run.info.plan]])
                 if records.df is None:
                     continue
@@ -377,7 +404,8 @@ class Engine:
 
     def run(self, duration: float | None = None, interval: float = 1.0) -> None:
         """Run cycles every ``interval`` seconds (processing time) for ``duration`` seconds
-        or until interrupted."""
+        or until interrupted.
+        """
         deadline = None if duration is None else time.monotonic() + duration
         while deadline is None or time.monotonic() < deadline:
             began = time.monotonic()

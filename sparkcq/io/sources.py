@@ -37,7 +37,8 @@ class Source:
 
 def to_pandas(rows: Any, schema: StructType, stream: str) -> pd.DataFrame:
     """Rows given as a DataFrame, dicts or tuples, as a pandas frame with the stream's
-    columns in order; SourceError names a missing or unknown column."""
+    columns in order; SourceError names a missing or unknown column.
+    """
     names = [f.name for f in schema.fields]
     if isinstance(rows, pd.DataFrame):
         frame = rows

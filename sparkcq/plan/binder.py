@@ -9,7 +9,7 @@ analyzer types them on an empty DataFrame, so the engine accepts exactly what Sp
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import sqlglot.expressions as exp
 from pyspark.errors import AnalysisException
@@ -60,7 +60,7 @@ class _Source:
 class _Scope:
     sources: list[_Source] = field(default_factory=list)
 
-    def resolve(self, col: exp.Column, ctx: _Binder) -> str:
+    def resolve(self, col: Any, ctx: _Binder) -> str:
         name = col.name
         table = col.table
         if table:
@@ -137,7 +137,7 @@ class _Binder:
         self.spark = spark
 
     # -- errors --------------------------------------------------------------------------
-    def loc(self, node: exp.Expression) -> Location:
+    def loc(self, node: Any) -> Location:
         starts, ends = [], []
         for n in node.walk():
             meta = getattr(n, "_meta", None) or {}
@@ -149,11 +149,11 @@ class _Binder:
         off = self.select.offset
         return Location.of_span(self.text, off + min(starts), off + max(ends))
 
-    def error(self, message: str, node: exp.Expression) -> AnalysisError:
+    def error(self, message: str, node: Any) -> AnalysisError:
         return AnalysisError(message, self.text, self.loc(node))
 
     # -- queries -------------------------------------------------------------------------
-    def bind(self, node: exp.Expression) -> tuple[PlanNode, int | None]:
+    def bind(self, node: Any) -> tuple[PlanNode, int | None]:
         if isinstance(node, exp.Union):
             return self.bind_union(node)
         if isinstance(node, exp.Subquery):
@@ -213,7 +213,7 @@ class _Binder:
             plan = self.bind_join(join, plan, src, scope)
         if sel.args.get("where") is not None:
             plan = self.filter(plan, sel.args["where"].this, scope, "WHERE")
-        if needs_relation and self.has_aggregates(sel) or sel.args.get("group"):
+        if self.has_aggregates(sel) or sel.args.get("group"):
             plan = self.bind_aggregate(sel, plan, scope)
         else:
             plan = self.project(plan, self.select_list(sel, scope), sel)
@@ -324,11 +324,12 @@ class _Binder:
                 raise self.error(msg, n)
         return node.copy().transform(rewrite).sql(dialect="spark")
 
-    def check_predicate(self, schema: StructType, sql: str, node: exp.Expression, where: str) -> None:
+    def check_predicate(self, schema: StructType, sql: str, node: Any, where: str) -> None:
         try:
             out = self.empty(schema).selectExpr(sql).schema.fields[0].dataType
         except AnalysisException as e:
-            raise self.error(f"{where}: {_spark_reason(e)}", node) from None
+            msg = f"{where}: {_spark_reason(e)}"
+            raise self.error(msg, node) from None
         if not isinstance(out, BooleanType):
             msg = f"{where} condition must be BOOLEAN, found {out.simpleString()}"
             raise self.error(msg, node)
@@ -368,7 +369,8 @@ class _Binder:
         out: list[tuple[str, str]] = []
         self._origins: list[exp.Expression] = []
         for e in sel.expressions:
-            if isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(e.this, exp.Star)):
+            star = isinstance(e, exp.Column) and isinstance(e.this, exp.Star)
+            if isinstance(e, exp.Star) or star:
                 table = e.table if isinstance(e, exp.Column) else ""
                 for src in scope.sources:
                     if table and src.alias.lower() != table.lower():

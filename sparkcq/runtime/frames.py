@@ -10,15 +10,13 @@ final and nothing emitted is ever taken back.
 from __future__ import annotations
 
 import os
-from functools import lru_cache
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
-
-
 
 T = "_t"
 D = "_d"
@@ -27,7 +25,8 @@ D = "_d"
 @lru_cache(maxsize=4096)
 def col(name: str) -> Column:
     """A column by exact name (names may hold dots); memoised, as each new Column is a round
-    trip to the JVM and operators name the same few columns over and over."""
+    trip to the JVM and operators name the same few columns over and over.
+    """
     return F.col("`" + name.replace("`", "``") + "`")
 
 

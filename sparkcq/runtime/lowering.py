@@ -5,6 +5,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 
 from sparkcq.errors import PlanError
+from sparkcq.model.time import TIME_MAX, TIME_MIN
 from sparkcq.plan.nodes import (
     Aggregate,
     Filter,
@@ -27,7 +28,6 @@ from sparkcq.runtime.operators.scan import ScanOperator
 from sparkcq.runtime.operators.stateless import FilterOperator, ProjectOperator
 from sparkcq.runtime.operators.union import UnionOperator
 from sparkcq.runtime.operators.window import RowsWindowOperator, TimeWindowOperator
-from sparkcq.model.time import TIME_MAX, TIME_MIN
 
 
 class TableOperator(Operator):

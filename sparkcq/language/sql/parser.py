@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import NoReturn
 
 import sqlglot
 import sqlglot.expressions as exp
@@ -123,7 +124,9 @@ class _StatementParser:
 
     def word(self, ahead: int = 0) -> str:
         tok = self.peek(ahead)
-        return tok.text.upper() if tok is not None and tok.token_type is not TokenType.STRING else ""
+        if tok is None or tok.token_type is TokenType.STRING:
+            return ""
+        return tok.text.upper()
 
     def next(self) -> Token:
         tok = self.peek()
@@ -149,15 +152,14 @@ class _StatementParser:
             self.fail(f"expected {what}", tok)
         return self.next()
 
-    def fail(self, message: str, tok: Token | None) -> None:
+    def fail(self, message: str, tok: Token | None) -> NoReturn:
         if tok is None:
             self.fail_at_end(message)
-        assert tok is not None
         found = tok.text if tok.token_type is not TokenType.STRING else repr(tok.text)
         msg = f"{message}, found {found!r}" if message.startswith("expected") else message
         raise QuerySyntaxError(msg, self.text, _span(self.text, tok))
 
-    def fail_at_end(self, message: str) -> None:
+    def fail_at_end(self, message: str) -> NoReturn:
         end = self.tokens[-1].end + 1 if self.tokens else len(self.text)
         loc = Location.of_span(self.text, end, end + 1)
         msg = f"{message}, found the end of the statement"
@@ -201,7 +203,6 @@ class _StatementParser:
             select = self.select()
             return CreateQuery(name="", select=select, loc=_span(self.text, first))
         self.fail("expected CREATE, DROP, EXPLAIN, SHOW or SELECT", first)
-        raise AssertionError("unreachable")
 
     def create(self) -> Statement:
         first = self.next()
@@ -262,7 +263,8 @@ class _StatementParser:
             if not type_toks:
                 self.fail(f"expected a type for column {name_tok.text!r}", self.peek())
             type_sql = self.text[type_toks[0].start : type_toks[-1].end + 1]
-            cols.append(ColumnDef(name_tok.text, type_sql, _span(self.text, name_tok, type_toks[-1])))
+            loc = _span(self.text, name_tok, type_toks[-1])
+            cols.append(ColumnDef(name_tok.text, type_sql, loc))
             if self.next().token_type is TokenType.R_PAREN:
                 return tuple(cols)
 
@@ -509,7 +511,7 @@ class _WindowParser:
             return Duration(amount, self.next_token("a unit").text.upper())
         return Duration(amount)
 
-    def fail(self, message: str) -> None:
+    def fail(self, message: str) -> NoReturn:
         if self.outer is not None:
             text, tok = self.outer
             raise QuerySyntaxError(message, text, _span(text, tok))

@@ -94,7 +94,8 @@ class AggregateOperator(Operator):
 
     def value_changes(self, inp: DataFrame, a: AggCall) -> DataFrame:
         """Per (group, value, instant): the change in the value's multiplicity and its count
-        after the change, on top of the multiset state."""
+        after the change, on top of the multiset state.
+        """
         assert a.arg is not None
         md = inp.where(col(a.arg).isNotNull()).groupBy(
             *[col(k) for k in self.keys], col(a.arg).alias("_v"), col(T)
@@ -117,7 +118,7 @@ class AggregateOperator(Operator):
     def extreme_at_instants(
         self, instants: DataFrame, changes: DataFrame, a: AggCall
     ) -> DataFrame:
-        """min or max of the live values of each group at each instant the group changed."""
+        """Min or max of the live values of each group at each instant the group changed."""
         keys = [col(k) for k in self.keys]
         seg_w = Window.partitionBy(*keys, col("_v")).orderBy(col(T))
         segs = changes.select(*keys, col("_v"), col(T).alias("_from"),
@@ -235,7 +236,7 @@ class AggregateOperator(Operator):
         return j.withColumn("_pn", col(N) - col("_dn"))
 
     def value(self, a: AggCall, j: DataFrame) -> Column:
-        """sum or avg from its accumulators (NULL over no non-null values)."""
+        """Sum or avg from its accumulators (NULL over no non-null values)."""
         c, s = col(f"{a.name}_c"), col(f"{a.name}_s")
         out_type = self.out_types[a.name]
         if a.func == "sum":

@@ -9,7 +9,7 @@ Sink records are the user's columns plus ``_ts``, ``_te`` and ``_op``:
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
@@ -142,7 +142,8 @@ class ToStreamOperator(Operator):
 
 class SinkFormatter(Operator):
     """Turns a query's output edge into sink records: coalesced intervals, instants or a
-    changelog. For intervals it keeps the open layers of each row value as state."""
+    changelog. For intervals it keeps the open layers of each row value as state.
+    """
 
     def __init__(self, node: PlanNode, rt: Runtime, form: OutputForm, query: str):
         super().__init__(node, rt)

@@ -1,0 +1,90 @@
+"""Helpers that make a stream test a few lines: a list-backed source and a collecting sink.
+
+from sparkcq.testing import ListSource, Watermark, EndOfInput, CollectingSink
+eng.attach_source("s", ListSource([{"k": "a", "t": 1}, Watermark(5), EndOfInput()]))
+eng.register_sink("out", sink := CollectingSink())
+eng.execute("CREATE QUERY q INTO out AS SELECT * FROM s")
+eng.run_until_idle()
+sink.frame("q")
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+from pyspark.sql import DataFrame
+
+from sparkcq.io.sinks import QueryOutput, Sink
+from sparkcq.io.sources import Source, to_pandas
+from sparkcq.runtime.operators.scan import SourceBatch
+
+
+@dataclass(frozen=True)
+class Watermark:
+    """A marker in a ListSource: no later event has event time below ``time``."""
+
+    time: int
+
+
+@dataclass(frozen=True)
+class EndOfInput:
+    """A marker in a ListSource: the stream is complete (watermark +inf)."""
+
+
+class ListSource(Source):
+    """Delivers a list of rows and markers: one cycle takes the rows up to the next marker
+    (or ``rows_per_cycle`` rows), so tests choose exactly how input is cut into cycles.
+    """
+
+    def __init__(self, items: list[Any], rows_per_cycle: int | None = None):
+        self.items = list(items)
+        self.rows_per_cycle = rows_per_cycle
+        self.pos = 0
+        self.attached: tuple[Any, Any, str] | None = None
+
+    def attach(self, spark: Any, schema: Any, name: str) -> None:
+        """Called by the engine with the stream it feeds."""
+        self.attached = (spark, schema, name)
+
+    def has_pending(self) -> bool:  # noqa: D102
+        return self.pos < len(self.items)
+
+    def poll(self) -> SourceBatch:  # noqa: D102
+        assert self.attached is not None, "attach the ListSource with Engine.attach_source"
+        spark, schema, name = self.attached
+        rows: list[Any] = []
+        watermark, end = None, False
+        while self.pos < len(self.items):
+            item = self.items[self.pos]
+            self.pos += 1
+            if isinstance(item, Watermark):
+                watermark = item.time
+                break
+            if isinstance(item, EndOfInput):
+                end = True
+                break
+            rows.append(item)
+            if self.rows_per_cycle and len(rows) >= self.rows_per_cycle:
+                break
+        df = spark.createDataFrame(to_pandas(rows, schema, name), schema) if rows else None
+        return SourceBatch(df, watermark, end)
+
+
+@dataclass
+class CollectingSink(Sink):
+    """Collects every committed record, per query and per cycle."""
+
+    cycles: dict[str, list[tuple[int, pd.DataFrame]]] = field(default_factory=dict)
+
+    def write(self, cycle: int, records: dict[str, tuple[QueryOutput, DataFrame]]) -> None:  # noqa: D102
+        for name, (_out, df) in records.items():
+            frame = df.toPandas()
+            if len(frame):
+                self.cycles.setdefault(name, []).append((cycle, frame))
+
+    def frame(self, query: str) -> pd.DataFrame:
+        """All records of ``query`` in commit order."""
+        parts = [f for _, f in self.cycles.get(query, [])]
+        return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
