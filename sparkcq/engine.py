@@ -366,7 +366,7 @@ class Engine:
                 scan.step([])
         try:
             slices = self.plan.run_cycle(extra)
-            per_sink: dict[str, dict[str, tuple[QueryOutput, DataFrame]]] = {}
+            outputs: dict[str, DataFrame] = {}
             for run in self.running.values():
                 records = run.formatter.step([slices[run.info.plan]])
                 if records.df is None:
@@ -375,7 +375,14 @@ class Engine:
                 if run.output.timestamp:
                     df = df.withColumn(TS, F.timestamp_micros(df[TS])).withColumn(
                         TE, F.timestamp_micros(df[TE]))
-                per_sink.setdefault(run.info.sink, {})[run.info.name] = (run.output, df)
+                outputs[run.info.name] = df
+            tables = self.rt.commit_cycle(outputs)
+            per_sink: dict[str, dict[str, tuple[QueryOutput, pd.DataFrame]]] = {}
+            for run in self.running.values():
+                table = tables.get(run.info.name)
+                if table is not None and table.num_rows:
+                    per_sink.setdefault(run.info.sink, {})[run.info.name] = (
+                        run.output, table.to_pandas())
             for sink_name, recs in per_sink.items():
                 self.sinks[sink_name].write(self.cycle, recs)
         except Exception as e:

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
-from pyspark.sql import DataFrame
 
 from sparkcq.io.sinks import QueryOutput, Sink
 from sparkcq.io.sources import Source, to_pandas
@@ -78,11 +77,9 @@ class CollectingSink(Sink):
 
     cycles: dict[str, list[tuple[int, pd.DataFrame]]] = field(default_factory=dict)
 
-    def write(self, cycle: int, records: dict[str, tuple[QueryOutput, DataFrame]]) -> None:  # noqa: D102
-        for name, (_out, df) in records.items():
-            frame = df.toPandas()
-            if len(frame):
-                self.cycles.setdefault(name, []).append((cycle, frame))
+    def write(self, cycle: int, records: dict[str, tuple[QueryOutput, pd.DataFrame]]) -> None:  # noqa: D102
+        for name, (_out, frame) in records.items():
+            self.cycles.setdefault(name, []).append((cycle, frame))
 
     def frame(self, query: str) -> pd.DataFrame:
         """All records of ``query`` in commit order."""

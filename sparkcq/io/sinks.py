@@ -1,8 +1,9 @@
 """Sinks: where a query's records go, committed once per cycle.
 
-Contract: ``write(cycle, records)`` receives the cycle's records of every query using the
-sink (user columns plus ``_ts``, ``_te``, ``_op``); a cycle's records become visible at once
-when ``write`` returns, never partly.
+Contract: ``write(cycle, records)`` receives the cycle's non-empty records of every query
+using the sink (pandas frames of the user columns plus ``_ts``, ``_te``, ``_op``), collected
+by the cycle's single commit action; a cycle's records become visible at once when
+``write`` returns, never partly.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pandas as pd
-from pyspark.sql import DataFrame
 
 
 @dataclass
@@ -26,7 +26,7 @@ class QueryOutput:
 class Sink:
     """Base class of sinks."""
 
-    def write(self, cycle: int, records: dict[str, tuple[QueryOutput, DataFrame]]) -> None:
+    def write(self, cycle: int, records: dict[str, tuple[QueryOutput, pd.DataFrame]]) -> None:
         """Commit the cycle's records of each query."""
         raise NotImplementedError(type(self).__name__)
 
@@ -40,11 +40,9 @@ class MemorySink(Sink):
 
     records: dict[str, list[pd.DataFrame]] = field(default_factory=dict)
 
-    def write(self, cycle: int, records: dict[str, tuple[QueryOutput, DataFrame]]) -> None:  # noqa: D102
-        for name, (_out, df) in records.items():
-            frame = df.toPandas()
-            if len(frame):
-                self.records.setdefault(name, []).append(frame)
+    def write(self, cycle: int, records: dict[str, tuple[QueryOutput, pd.DataFrame]]) -> None:  # noqa: D102
+        for name, (_out, frame) in records.items():
+            self.records.setdefault(name, []).append(frame)
 
     def forget(self, query: str) -> None:  # noqa: D102
         self.records.pop(query, None)
@@ -63,8 +61,6 @@ class CallbackSink(Sink):
 
     callback: Callable[[str, int, pd.DataFrame], None]
 
-    def write(self, cycle: int, records: dict[str, tuple[QueryOutput, DataFrame]]) -> None:  # noqa: D102
-        for name, (_out, df) in records.items():
-            frame = df.toPandas()
-            if len(frame):
-                self.callback(name, cycle, frame)
+    def write(self, cycle: int, records: dict[str, tuple[QueryOutput, pd.DataFrame]]) -> None:  # noqa: D102
+        for name, (_out, frame) in records.items():
+            self.callback(name, cycle, frame)

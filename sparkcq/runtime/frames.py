@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
@@ -62,12 +64,21 @@ class Slice:
 
 @dataclass
 class Runtime:
-    """Shared per-engine services: the Spark session and the cycle's caches."""
+    """Shared per-engine services: the Spark session, the cycle's caches and its commit.
+
+    A cycle builds lazy plans only. Every state an operator replaced and every query's sink
+    records are then computed by one Spark action (``commit_cycle``): a union of small
+    per-state summaries (row count, earliest instant) and of the records, each query's in
+    its own struct column. That action also materialises the new states, whose lineage is
+    cut by their local checkpoints, so the number of Spark jobs per cycle does not grow
+    with the number of operators or queries.
+    """
 
     spark: SparkSession
     partitions: int = 2
     cycle_frames: list[DataFrame] = field(default_factory=list)
     released: list[DataFrame] = field(default_factory=list)
+    changed_states: list[StateFrame] = field(default_factory=list)
     jobs: int = 0
 
     def cache_for_cycle(self, df: DataFrame) -> DataFrame:
@@ -83,6 +94,46 @@ class Runtime:
     def release_at_cycle_end(self, df: DataFrame) -> None:
         """Free a checkpointed frame once this cycle no longer reads it."""
         self.released.append(df)
+
+    def commit_cycle(self, outputs: dict[str, DataFrame]) -> dict[str, pa.Table]:
+        """Run the cycle's one Spark action: materialise changed states, collect records."""
+        parts: list[DataFrame] = []
+        states = list(dict.fromkeys(self.changed_states))
+        for i, st in enumerate(states):
+            assert st.df is not None
+            least = F.min(col(T)) if T in st.df.columns else F.lit(None).cast("long")
+            parts.append(st.df.agg(F.count(F.lit(1)).alias("_n"), least.alias("_m"))
+                         .select(F.lit(i).alias("_sid"), "_n", "_m"))
+        names = list(outputs)
+        for j, name in enumerate(names):
+            df = outputs[name]
+            parts.append(df.select(F.lit(-1 - j).alias("_sid"),
+                                   F.struct(*[col(c) for c in df.columns]).alias(f"_q{j}")))
+        self.changed_states.clear()
+        if not parts:
+            return {}
+        merged = parts[0]
+        for part in parts[1:]:
+            merged = merged.unionByName(part, allowMissingColumns=True)
+        self.jobs += 1
+        # the raw Arrow batches: toArrow() would re-cast them to the Spark schema, which
+        # rejects the null structs the union pads other parts with
+        batches = merged._collect_as_arrow()
+        if not batches:
+            for st in states:
+                st.committed(0, None)
+            return {}
+        table = pa.Table.from_batches(batches)
+        sid = table.column("_sid")
+        for i, st in enumerate(states):
+            row = table.filter(pc.equal(sid, i))
+            n = row.column("_n")[0].as_py() if row.num_rows else 0
+            st.committed(n, row.column("_m")[0].as_py() if row.num_rows else None)
+        out: dict[str, pa.Table] = {}
+        for j, name in enumerate(names):
+            rows = table.filter(pc.equal(sid, -1 - j)).column(f"_q{j}").combine_chunks()
+            out[name] = pa.Table.from_arrays(rows.flatten(), names=[f.name for f in rows.type])
+        return out
 
     def end_cycle(self) -> None:
         """Drop the cycle's caches and the state frames replaced during the cycle."""
@@ -109,9 +160,10 @@ def _unpersist_checkpoint(df: DataFrame) -> None:
 class StateFrame:
     """Operator state carried across cycles as a Spark DataFrame with its lineage cut.
 
-    ``set`` materialises the new state once (one Spark job, which also counts its rows) and
-    frees the previous one at the end of the cycle, when nothing reads it any more. ``save``
-    and ``load`` write and read it as Parquet for checkpoints at a cycle boundary.
+    ``set`` installs the new state as a lazy local checkpoint; the cycle's commit action
+    materialises it and reports its row count and earliest instant (``committed``). The
+    previous state is freed at the end of the cycle, when nothing reads it any more.
+    ``save`` and ``load`` write and read it as Parquet for checkpoints at a cycle boundary.
     """
 
     def __init__(self, rt: Runtime, schema: StructType, name: str):
@@ -131,34 +183,29 @@ class StateFrame:
         return self.df if self.df is not None else self.rt.empty(self.schema)
 
     def set(self, df: DataFrame | None) -> None:
-        """Replace the state by ``df`` (materialised now), releasing the old one later.
-
-        The one Spark job that materialises it also counts its rows and, when the state has
-        a ``_t`` column, finds its earliest instant, so callers know when it next matters.
-        """
+        """Replace the state by ``df``; it is materialised by the cycle's commit."""
         old = self.df
-        self.min_t = None
         if df is None:
-            self.df, self.rows = None, 0
+            self.df, self.rows, self.min_t = None, 0, None
         else:
-            new = df.coalesce(self.rt.partitions).localCheckpoint(eager=False)
-            self.rt.jobs += 1
-            if T in new.columns:
-                n, self.min_t = new.agg(F.count(F.lit(1)), F.min(col(T))).first()  # type: ignore[misc]
-            else:
-                n = new.count()
-            self.df, self.rows = (new, n) if n else (None, 0)
-            if not n:
-                self.rt.release_at_cycle_end(new)
+            self.df = df.coalesce(self.rt.partitions).localCheckpoint(eager=False)
+            self.rt.changed_states.append(self)
         if old is not None:
             self.rt.release_at_cycle_end(old)
+
+    def committed(self, rows: int, min_t: int | None) -> None:
+        """The commit materialised the state: remember its size; drop it if empty."""
+        self.rows, self.min_t = rows, min_t
+        if rows == 0 and self.df is not None:
+            self.rt.release_at_cycle_end(self.df)
+            self.df = None
 
     def save(self, path: str) -> None:
         """Write the state as Parquet under ``path``."""
         self.get_or_empty().write.mode("overwrite").parquet(os.path.join(path, self.name))
 
     def load(self, path: str) -> None:
-        """Restore the state written by ``save``."""
+        """Restore the state written by ``save`` (materialised by the next commit)."""
         df = self.rt.spark.read.schema(self.schema).parquet(os.path.join(path, self.name))
         self.set(df)
 

@@ -51,20 +51,18 @@ class FutureBuffer:
     def __init__(self, op: Operator, schema, name: str = "future"):  # noqa: ANN001
         self.frame = op.state(schema, name)
         self.rt = op.rt
-        self.next_due: int | None = None
 
     def emit(self, produced, lo: int, hi: int) -> Slice:  # noqa: ANN001 - DataFrame | None
         """Merge ``produced`` with buffered changes; return those due before ``hi``."""
         buffered = self.frame.get()
-        if produced is None and (buffered is None or (self.next_due is not None
-                                                      and self.next_due >= hi)):
+        due_later = self.frame.min_t is not None and self.frame.min_t >= hi
+        if produced is None and (buffered is None or due_later):
             return Slice(None, lo, hi)
         merged = union_all([buffered, produced])
         assert merged is not None
         merged = self.rt.cache_for_cycle(merged)
         due, later = split_at(merged, hi)
         self.frame.set(later)
-        self.next_due = self.frame.min_t
         return Slice(due, lo, hi)
 
 
