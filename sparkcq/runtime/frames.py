@@ -118,7 +118,7 @@ class Runtime:
         self.jobs += 1
         # the raw Arrow batches: toArrow() would re-cast them to the Spark schema, which
         # rejects the null structs the union pads other parts with
-        batches = merged._collect_as_arrow()
+        batches = merged._collect_as_arrow()  # type: ignore[operator]
         if not batches:
             for st in states:
                 st.committed(0, None)
