@@ -40,7 +40,9 @@ from sparkcq.errors import (
     QuerySyntaxError,
     SourceError,
 )
-from sparkcq.io.sinks import MemorySink, QueryOutput, Sink
+from sparkcq.io.files import FilesSource
+from sparkcq.io.generator import GeneratorSource
+from sparkcq.io.sinks import ConsoleSink, MemorySink, QueryOutput, Sink
 from sparkcq.io.sources import MemorySource, Source
 from sparkcq.language.sql.parser import parse_script
 from sparkcq.language.sql.statements import (
@@ -98,7 +100,7 @@ class Engine:
         self.plan = GlobalPlan(self.rt)
         self.sources: dict[str, Source] = {}
         self.scans: dict[str, ScanOperator] = {}
-        self.sinks: dict[str, Sink] = {"memory": MemorySink()}
+        self.sinks: dict[str, Sink] = {"memory": MemorySink(), "console": ConsoleSink()}
         self.running: dict[str, _Running] = {}
         self.cycle = 0
         self.reports: list[CycleReport] = []
@@ -192,12 +194,23 @@ class Engine:
         end_col = names[opts["end_time"].lower()].name if "end_time" in opts else None
         node = StreamScan(stmt.name, schema, names[time_col.lower()].name, end_col, kind)
         source_kind = opts.get("source", "memory").lower()
-        if source_kind != "memory":
-            msg = f"unknown source {source_kind!r}; available: memory"
-            raise AnalysisError(msg, text, stmt.loc)
+        source: Source
+        try:
+            if source_kind == "memory":
+                source = MemorySource(self.spark, stmt.name, schema)
+            elif source_kind == "generator":
+                source = GeneratorSource(self.spark, stmt.name, schema, node.time_col, opts,
+                                         numeric_time=kind is TimeKind.NUMERIC)
+            elif source_kind == "files":
+                source = FilesSource(self.spark, stmt.name, schema, opts)
+            else:
+                msg = f"unknown source {source_kind!r}; available: memory, generator, files"
+                raise AnalysisError(msg, text, stmt.loc)
+        except SourceError as e:
+            raise AnalysisError(str(e), text, stmt.loc) from None
         self.catalog.add_stream(StreamInfo(stmt.name, schema, node.time_col, end_col, kind,
                                            opts, node))
-        self.sources[stmt.name.lower()] = MemorySource(self.spark, stmt.name, schema)
+        self.sources[stmt.name.lower()] = source
         self.scans[stmt.name.lower()] = ScanOperator(node, self.rt, lateness)
 
     def _create_table(self, stmt: CreateTable, text: str) -> None:

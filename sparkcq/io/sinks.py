@@ -9,6 +9,7 @@ by the cycle's single commit action; a cycle's records become visible at once wh
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -64,3 +65,38 @@ class CallbackSink(Sink):
     def write(self, cycle: int, records: dict[str, tuple[QueryOutput, pd.DataFrame]]) -> None:  # noqa: D102
         for name, (_out, frame) in records.items():
             self.callback(name, cycle, frame)
+
+
+@dataclass
+class ConsoleSink(Sink):
+    """Prints each query's new records per cycle as a rich table (at most ``max_rows``)."""
+
+    max_rows: int = 8
+    console: Any = None
+
+    def write(self, cycle: int, records: dict[str, tuple[QueryOutput, pd.DataFrame]]) -> None:  # noqa: D102
+        from rich.console import Console
+        from rich.table import Table
+
+        console = self.console or Console()
+        for name, (out, frame) in records.items():
+            table = Table(title=f"{name} · cycle {cycle} · {len(frame)} new record(s)",
+                          title_justify="left")
+            shown = [c for c in [*out.columns, "_ts", "_te", "_op"] if c in frame.columns]
+            for c in shown:
+                table.add_column(c)
+            for rec in frame[shown].head(self.max_rows).itertuples(index=False):
+                table.add_row(*[_fmt(v) for v in rec])
+            if len(frame) > self.max_rows:
+                table.caption = f"... and {len(frame) - self.max_rows} more"
+            console.print(table)
+
+
+def _fmt(value: Any) -> str:
+    if value is None or (not isinstance(value, str | bytes | list | dict) and pd.isna(value)):
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    if isinstance(value, pd.Timestamp):
+        return value.strftime("%H:%M:%S.%f")[:-3]
+    return str(value)

@@ -1,0 +1,133 @@
+"""A deterministic synthetic stream generated inside Spark, for demos and benchmarks.
+
+Row ``i`` of the stream is a pure function of ``i`` (and the seed): its event time is
+``start + i * (1 s / rate)`` and every other column is computed by a Spark SQL expression over
+``id``, so the same settings always give the same stream, whatever the cycle sizes, and no
+data passes through Python. Options (``CREATE STREAM ... WITH (source='generator', ...)``):
+
+- ``rate``: events per second of event time (default 1000);
+- ``keys``: number of distinct keys for generated key columns (default 100);
+- ``skew``: 0 for uniform keys; s > 0 draws key k with weight ~ 1/(k+1)^s (default 0);
+- ``pace``: ``realtime`` (event time follows the wall clock, the default) or ``fast``
+  (each cycle produces ``batch`` events as fast as it can);
+- ``batch``: events per cycle when ``pace='fast'`` (default = rate);
+- ``limit``: stop after this many events (then the stream ends);
+- ``expr_<column>``: a Spark SQL expression over ``id`` (and ``rnd``, a uniform [0, 1)
+  number derived from id and column) giving that column.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+from pyspark.sql import Column, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    BooleanType,
+    DataType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    StringType,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
+
+from sparkcq.errors import SourceError
+from sparkcq.io.sources import Source
+from sparkcq.runtime.operators.scan import SourceBatch
+
+START_MICROS = 1_767_225_600_000_000  # 2026-01-01T00:00:00Z
+
+
+class GeneratorSource(Source):
+    """Generates rows with ``spark.range`` at a configured rate and key skew."""
+
+    def __init__(self, spark: SparkSession, name: str, schema: StructType, time_col: str,
+                 options: dict[str, str], numeric_time: bool = False):
+        self.spark = spark
+        self.name = name
+        self.schema = schema
+        self.time_col = time_col
+        self.numeric_time = numeric_time
+        try:
+            self.rate = float(options.get("rate", "1000"))
+            self.keys = int(options.get("keys", "100"))
+            self.skew = float(options.get("skew", "0"))
+            self.batch = int(options.get("batch", str(max(1, int(self.rate)))))
+            self.limit = int(options["limit"]) if "limit" in options else None
+            self.seed = int(options.get("seed", "42"))
+        except ValueError as e:
+            msg = f"generator stream {name!r}: bad option value ({e})"
+            raise SourceError(msg) from None
+        self.pace = options.get("pace", "realtime").lower()
+        if self.pace not in ("realtime", "fast"):
+            msg = f"generator stream {name!r}: pace must be 'realtime' or 'fast'"
+            raise SourceError(msg)
+        self.exprs = {k[len("expr_"):].lower(): v for k, v in options.items()
+                      if k.startswith("expr_")}
+        self.own_time = time_col.lower() in self.exprs  # then watermarks come from lateness
+        self.step = 1 if numeric_time else max(1, int(round(1_000_000 / self.rate)))
+        self.next_id = 0
+        self.started: float | None = None
+        self.ended = False
+
+    def has_pending(self) -> bool:  # noqa: D102
+        return not self.ended and (self.limit is None or self.pace == "fast")
+
+    def _due(self) -> int:
+        if self.pace == "fast":
+            return self.next_id + self.batch
+        now = time.monotonic()
+        if self.started is None:
+            self.started = now
+        return int((now - self.started) * self.rate)
+
+    def poll(self) -> SourceBatch:  # noqa: D102
+        if self.ended:
+            return SourceBatch()
+        end = self._due()
+        if self.limit is not None:
+            end = min(end, self.limit)
+        if end <= self.next_id:
+            return SourceBatch(None, self._time_at(self.next_id))
+        df = self.spark.range(self.next_id, end).select(
+            *[self.column(f.name, f.dataType).alias(f.name) for f in self.schema.fields])
+        self.next_id = end
+        done = self.limit is not None and end >= self.limit
+        self.ended = done
+        return SourceBatch(df, self._time_at(end), done)
+
+    def _time_at(self, i: int) -> int | None:
+        if self.own_time:
+            return None
+        return i * self.step if self.numeric_time else START_MICROS + i * self.step
+
+    def column(self, name: str, dtype: DataType) -> Column:
+        """The expression generating column ``name`` from ``id``."""
+        rnd = (F.abs(F.xxhash64(F.col("id"), F.lit(self.seed), F.lit(name))) % F.lit(1_000_003)
+               ) / F.lit(1_000_003.0)
+        if name.lower() in self.exprs:
+            with_rnd = re.sub(r"\brnd\b", f"({_rnd_sql(self.seed, name)})",
+                              self.exprs[name.lower()])
+            return F.expr(with_rnd).cast(dtype)
+        if name == self.time_col:
+            micros = F.col("id") * F.lit(self.step) + F.lit(0 if self.numeric_time
+                                                             else START_MICROS)
+            return micros.cast(dtype) if self.numeric_time else F.timestamp_micros(micros)
+        key = F.floor(F.lit(self.keys) * F.pow(rnd, F.lit(1.0 + self.skew))).cast("long")
+        if isinstance(dtype, StringType):
+            return F.concat(F.lit(f"{name}_"), key.cast("string"))
+        if isinstance(dtype, DoubleType | FloatType | DecimalType):
+            return (rnd * F.lit(100.0)).cast(dtype)
+        if isinstance(dtype, BooleanType):
+            return rnd < F.lit(0.5)
+        if isinstance(dtype, TimestampType | TimestampNTZType):
+            return F.timestamp_micros(F.lit(START_MICROS) + F.col("id") * F.lit(self.step))
+        return key.cast(dtype)
+
+
+def _rnd_sql(seed: int, name: str) -> str:
+    return f"abs(xxhash64(id, {seed}, '{name}')) % 1000003 / 1000003.0"
