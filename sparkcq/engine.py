@@ -449,6 +449,9 @@ class Engine:
             msg = f"query {query!r} writes to the {info.sink!r} sink; results() reads memory"
             raise CatalogError(msg)
         frame = sink.frame(info.name, run.output.columns)
+        if not run.output.timestamp:  # integral times; keep them integral next to nulls
+            for c in (TS, TE):
+                frame[c] = frame[c].astype("Int64")
         cols = run.output.columns
         form = info.options["form"]
         if form is OutputForm.CHANGELOG and run.info.plan.kind is EdgeKind.RELATION:

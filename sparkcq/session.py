@@ -35,4 +35,20 @@ def make_session(master: str | None = None, app_name: str = "sparkcq",
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    _quiet_metric_updates(spark)
     return spark
+
+
+def _quiet_metric_updates(spark: SparkSession) -> None:
+    """Silence 'Failed to update accumulator' logs.
+
+    Cycle intermediates are local checkpoints computed by the cycle's single commit job,
+    after the Python objects of the plans that created them (and so their SQL metrics) may
+    be gone; the scheduler then logs each metric update it cannot deliver. The data is
+    unaffected and job failures still raise in the driver.
+    """
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    level = jvm.org.apache.logging.log4j.Level.FATAL
+    jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
+        "org.apache.spark.scheduler.DAGScheduler", level)
