@@ -45,10 +45,9 @@ class FilesSource(Source):
         assert self.path is not None
         if not os.path.isdir(self.path):
             return []
-        names = sorted(n for n in os.listdir(self.path)
-                       if not n.startswith((".", "_")) and os.path.isfile(os.path.join(self.path, n)))
-        return [os.path.join(self.path, n) for n in names if os.path.join(self.path, n)
-                not in self.seen]
+        paths = sorted(os.path.join(self.path, n) for n in os.listdir(self.path)
+                       if not n.startswith((".", "_")))
+        return [p for p in paths if os.path.isfile(p) and p not in self.seen]
 
     def has_pending(self) -> bool:  # noqa: D102
         return not self.ended and (self.bounded or bool(self._new_files()))

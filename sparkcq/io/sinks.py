@@ -9,8 +9,8 @@ by the cycle's single commit action; a cycle's records become visible at once wh
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 from dataclasses import dataclass, field
+from typing import Any
 
 import pandas as pd
 
