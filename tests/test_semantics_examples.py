@@ -9,8 +9,7 @@ Expected results are worked out by hand in the comments.
 
 from __future__ import annotations
 
-import math
-
+import pandas as pd
 import pytest
 
 from sparkcq import Engine
@@ -67,7 +66,7 @@ def rows(frame, *cols, time=("_ts", "_te")):
     for rec in frame[[*cols, *time]].itertuples(index=False):
         vals = []
         for x in rec:
-            if x is None or (isinstance(x, float) and math.isnan(x)):
+            if x is None or pd.isna(x):
                 vals.append(None)
             elif isinstance(x, float) and x.is_integer():
                 vals.append(int(x))

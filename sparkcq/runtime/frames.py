@@ -24,6 +24,37 @@ T = "_t"
 D = "_d"
 
 
+def q(name: str) -> str:
+    """A back-quoted identifier for SQL text."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+class SqlViews:
+    """Runs one operator's SQL over temporary views named uniquely for that operator.
+
+    Operators compile to Spark SQL text built once; each cycle only re-binds the views to
+    that cycle's DataFrames, so building a cycle's plan costs a few calls into the JVM per
+    operator instead of one per expression. Spark resolves a view when a query is analysed
+    (at once), so re-binding a view later does not change frames already built.
+    """
+
+    _count = 0
+
+    def __init__(self, spark: SparkSession, kind: str):
+        SqlViews._count += 1
+        self.spark = spark
+        self.prefix = f"sparkcq_{kind.lower()}_{SqlViews._count}"
+
+    def sql(self, template: str, **views: DataFrame) -> DataFrame:
+        """Run ``template`` with each ``{name}`` replaced by a view bound to ``views[name]``."""
+        text = template
+        for key, df in views.items():
+            name = f"{self.prefix}_{key}"
+            df.createOrReplaceTempView(name)
+            text = text.replace("{" + key + "}", name)
+        return self.spark.sql(text)
+
+
 @lru_cache(maxsize=4096)
 def col(name: str) -> Column:
     """A column by exact name (names may hold dots); memoised, as each new Column is a round

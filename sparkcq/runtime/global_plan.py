@@ -7,6 +7,7 @@ the operators no other query uses.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -58,7 +59,9 @@ class GlobalPlan:
         readers = self.consumers() + extra_readers
         out: dict[PlanNode, Slice] = {}
         for node, op in self.ops.items():
+            began = time.perf_counter()
             result = op.step([out[c] for c in node.children])
+            op.plan_seconds = time.perf_counter() - began
             if result.df is not None and readers[node] > 1:
                 result = Slice(self.rt.cache_for_cycle(result.df), result.lo, result.hi)
             op.last_hi = result.hi

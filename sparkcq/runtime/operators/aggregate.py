@@ -1,18 +1,19 @@
 """Grouped aggregation over a relation, incremental and exact (DESIGN 2.1, 4.5).
 
 Per group and per instant at which the group's input changes, the operator computes the
-aggregate of the snapshot with Spark window functions: running sums of the changes on top
-of the group's state. The result relation changes exactly at those instants: -1 for the old
-row, +1 for the new one. count/sum/avg are invertible and kept as running accumulators;
+aggregate of the snapshot with Spark SQL window functions: running sums of the changes on
+top of the group's state. The result relation changes exactly at those instants: -1 for the
+old row, +1 for the new one. count/sum/avg are invertible and kept as running accumulators;
 count(DISTINCT), min and max keep the multiset of live values per group, so they stay
 correct when elements leave. DOUBLE sums accumulate in DECIMAL(38, 10): exact under
 retraction, so results do not depend on how input was cut into cycles.
+
+The SQL text is built once per operator; each cycle binds its views and runs it.
 """
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame, Window
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame
 from pyspark.sql.types import (
     ByteType,
     DataType,
@@ -26,7 +27,7 @@ from pyspark.sql.types import (
 )
 
 from sparkcq.plan.nodes import AggCall, Aggregate
-from sparkcq.runtime.frames import D, Runtime, Slice, T, col, union_all
+from sparkcq.runtime.frames import Runtime, Slice, SqlViews, q, union_all
 from sparkcq.runtime.operators.base import Operator
 
 N = "_n"
@@ -43,11 +44,30 @@ def accumulator_type(arg: DataType) -> DataType:
     return EXACT_DOUBLE
 
 
-def _keys_cond(left: DataFrame, right: DataFrame, keys: list[str], rkeys: list[str]) -> Column:
-    cond: Column = F.lit(True)
-    for k, rk in zip(keys, rkeys, strict=True):
-        cond = cond & left[f"`{k}`"].eqNullSafe(right[f"`{rk}`"])
-    return cond
+class _Keys:
+    """SQL fragments over the group keys (which may be none: a global aggregate)."""
+
+    def __init__(self, keys: list[str]):
+        self.keys = keys
+
+    def cols(self, alias: str = "") -> str:
+        """``k1, k2, `` (with a trailing comma) or empty."""
+        pre = f"{alias}." if alias else ""
+        return "".join(f"{pre}{q(k)}, " for k in self.keys)
+
+    def on(self, a: str, b: str) -> str:
+        """Null-safe equality of the keys of two relations."""
+        return " AND ".join(f"{a}.{q(k)} <=> {b}.{q(k)}" for k in self.keys) or "TRUE"
+
+    def partition(self, *extra: str) -> str:
+        """A PARTITION BY clause over the keys and ``extra`` columns, or nothing."""
+        cols = [*map(q, self.keys), *extra]
+        return f"PARTITION BY {', '.join(cols)} " if cols else ""
+
+    def group(self, *extra: str, alias: str = "") -> str:
+        """A GROUP BY list over the keys and ``extra`` columns."""
+        pre = f"{alias}." if alias else ""
+        return ", ".join([*[pre + q(k) for k in self.keys], *extra])
 
 
 class AggregateOperator(Operator):
@@ -55,7 +75,9 @@ class AggregateOperator(Operator):
 
     def __init__(self, node: Aggregate, rt: Runtime):
         super().__init__(node, rt)
+        self.views = SqlViews(rt.spark, "aggregate")
         self.keys = list(node.keys)
+        self.k = _Keys(self.keys)
         self.aggs = list(node.aggs)
         child_types = {f.name: f.dataType for f in node.child.schema.fields}
         self.out_types = {f.name: f.dataType for f in node.schema.fields}
@@ -77,215 +99,185 @@ class AggregateOperator(Operator):
             for a in self.multiset_aggs if a.arg
         }
 
-    # -- per-instant deltas ------------------------------------------------------------------
-    def deltas(self, inp: DataFrame) -> DataFrame:
+    # -- SQL text ----------------------------------------------------------------------------
+    def deltas_sql(self) -> str:
         """Per (group, instant): the change in row count and in each accumulator."""
-        aggs = [F.sum(col(D)).alias("_dn")]
+        cols = ["sum(`_d`) AS `_dn`"]
         for a in self.aggs:
             if a.arg is None or a.distinct or a.func in ("min", "max"):
                 continue
-            present = col(a.arg).isNotNull()
-            aggs.append(F.sum(F.when(present, col(D)).otherwise(0)).alias(f"{a.name}_dc"))
+            arg = q(a.arg)
+            cols.append(f"sum(CASE WHEN {arg} IS NOT NULL THEN `_d` ELSE 0 END) AS "
+                        f"{q(a.name + '_dc')}")
             if a.func in ("sum", "avg"):
-                acc = accumulator_type(self.arg_types[a.name])
-                aggs.append(F.coalesce(F.sum(col(a.arg).cast(acc) * col(D).cast(acc)),
-                                       F.lit(0).cast(acc)).alias(f"{a.name}_ds"))
-        return inp.groupBy(*[col(k) for k in self.keys], col(T)).agg(*aggs)
+                acc = accumulator_type(self.arg_types[a.name]).simpleString()
+                cols.append(f"coalesce(sum(CAST({arg} AS {acc}) * CAST(`_d` AS {acc})), "
+                            f"CAST(0 AS {acc})) AS {q(a.name + '_ds')}")
+        return (f"SELECT {self.k.cols()}`_t`, {', '.join(cols)} FROM {{inp}} "
+                f"GROUP BY {self.k.group('`_t`')}")
 
-    def value_changes(self, inp: DataFrame, a: AggCall) -> DataFrame:
-        """Per (group, value, instant): the change in the value's multiplicity and its count
-        after the change, on top of the multiset state.
-        """
+    def value_changes_sql(self, a: AggCall, with_base: bool) -> str:
+        """Per (group, value, instant): the value's change in multiplicity and its count
+        before (``_nb``) and after (``_na``) the instant."""
         assert a.arg is not None
-        md = inp.where(col(a.arg).isNotNull()).groupBy(
-            *[col(k) for k in self.keys], col(a.arg).alias("_v"), col(T)
-        ).agg(F.sum(col(D)).alias("_dv")).where(col("_dv") != 0)
-        base = self.multisets[a.name].get()
-        if base is None:
-            md = md.withColumn("_n0", F.lit(0).cast("long"))
+        arg = q(a.arg)
+        changes = (f"SELECT {self.k.cols()}{arg} AS `_v`, `_t`, sum(`_d`) AS `_dv` FROM {{inp}} "
+                   f"WHERE {arg} IS NOT NULL GROUP BY {self.k.group(arg, '`_t`')} "
+                   f"HAVING sum(`_d`) <> 0")
+        if with_base:
+            based = (f"SELECT c.*, coalesce(b.`_n`, CAST(0 AS BIGINT)) AS `_n0` FROM ({changes}) c "
+                     f"LEFT JOIN {{ms}} b ON {self.k.on('c', 'b')} AND c.`_v` <=> b.`_v`")
         else:
-            bkeys = [f"_b{i}" for i in range(len(self.keys))]
-            b = base.select(*[col(k).alias(bk) for k, bk in zip(self.keys, bkeys, strict=True)],
-                            col("_v").alias("_bv"), col(N).alias("_n0"))
-            cond = _keys_cond(md, b, self.keys, bkeys) & md["_v"].eqNullSafe(b["_bv"])
-            md = md.join(b, cond, "left").drop(*bkeys, "_bv").withColumn(
-                "_n0", F.coalesce(col("_n0"), F.lit(0).cast("long")))
-        w = (Window.partitionBy(*[col(k) for k in self.keys], col("_v")).orderBy(col(T))
-             .rowsBetween(Window.unboundedPreceding, Window.currentRow))
-        md = md.withColumn("_na", col("_n0") + F.sum(col("_dv")).over(w))
-        return md.withColumn("_nb", col("_na") - col("_dv"))
+            based = f"SELECT c.*, CAST(0 AS BIGINT) AS `_n0` FROM ({changes}) c"
+        running = (f"m.`_n0` + sum(m.`_dv`) OVER ({self.k.partition('`_v`')}ORDER BY `_t` "
+                   "ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)")
+        return (f"SELECT r.*, r.`_na` - r.`_dv` AS `_nb` FROM "
+                f"(SELECT m.*, {running} AS `_na` FROM ({based}) m) r")
 
-    def extreme_at_instants(
-        self, instants: DataFrame, changes: DataFrame, a: AggCall
-    ) -> DataFrame:
-        """Min or max of the live values of each group at each instant the group changed."""
-        keys = [col(k) for k in self.keys]
-        seg_w = Window.partitionBy(*keys, col("_v")).orderBy(col(T))
-        segs = changes.select(*keys, col("_v"), col(T).alias("_from"),
-                              F.lead(col(T)).over(seg_w).alias("_to"), col("_na").alias("_cnt"))
-        firsts = changes.groupBy(*keys, col("_v")).agg(F.min(col(T)).alias("_first"))
-        base = self.multisets[a.name].get()
-        if base is not None:
-            touched = instants.select(*keys).distinct()
-            bkeys = [f"_b{i}" for i in range(len(self.keys))]
-            t = touched.select(*[col(k).alias(bk) for k, bk in zip(self.keys, bkeys, strict=True)])
-            live = base.join(t, _keys_cond(base, t, self.keys, bkeys), "left_semi")
-            fk = [f"_f{i}" for i in range(len(self.keys))]
-            f = firsts.select(*[col(k).alias(x) for k, x in zip(self.keys, fk, strict=True)],
-                              col("_v").alias("_fv"), col("_first"))
-            cond = _keys_cond(live, f, self.keys, fk) & live["_v"].eqNullSafe(f["_fv"])
-            old = live.join(f, cond, "left").select(
-                *keys, col("_v"), F.lit(None).cast("long").alias("_from"),
-                col("_first").alias("_to"), col(N).alias("_cnt"))
-            segs = segs.unionByName(old)
-        segs = segs.where(col("_cnt") > 0)
-        ikeys = [f"_i{i}" for i in range(len(self.keys))]
-        inst = instants.select(*[col(k).alias(ik) for k, ik in zip(self.keys, ikeys, strict=True)],
-                               col(T).alias("_it"))
-        cond = (_keys_cond(segs, inst, self.keys, ikeys)
-                & (col("_from").isNull() | (col("_from") <= col("_it")))
-                & (col("_to").isNull() | (col("_it") < col("_to"))))
-        pick = F.min if a.func == "min" else F.max
-        return segs.join(inst, cond).groupBy(*[col(k) for k in ikeys], col("_it")).agg(
-            pick(col("_v")).alias(a.name)).select(
-            *[col(ik).alias(k) for k, ik in zip(self.keys, ikeys, strict=True)],
-            col("_it").alias(T), col(a.name))
+    def extreme_sql(self, a: AggCall, with_base: bool) -> str:
+        """min or max of the live values of each group at each instant the group changed."""
+        segs = (f"SELECT {self.k.cols()}`_v`, `_t` AS `_from`, lead(`_t`) OVER "
+                f"({self.k.partition('`_v`')}ORDER BY `_t`) AS `_to`, `_na` AS `_cnt` FROM {{ch}}")
+        if with_base:
+            touched = (f"SELECT x.* FROM {{ms}} x LEFT SEMI JOIN (SELECT DISTINCT "
+                       f"{self.k.cols()}1 AS `_one` FROM {{d}}) t ON {self.k.on('x', 't')}")
+            firsts = (f"SELECT {self.k.cols()}`_v`, min(`_t`) AS `_first` FROM {{ch}} "
+                      f"GROUP BY {self.k.group('`_v`')}")
+            segs += (f" UNION ALL SELECT {self.k.cols('b')}b.`_v`, CAST(NULL AS BIGINT), "
+                     f"f.`_first`, b.`_n` FROM ({touched}) b LEFT JOIN ({firsts}) f "
+                     f"ON {self.k.on('b', 'f')} AND b.`_v` <=> f.`_v`")
+        pick = "min" if a.func == "min" else "max"
+        return (f"WITH segs AS ({segs}), inst AS (SELECT DISTINCT {self.k.cols()}`_t` FROM {{d}}) "
+                f"SELECT {self.k.cols('i')}i.`_t`, {pick}(s.`_v`) AS {q('_ext' + a.name)} "
+                f"FROM inst i JOIN segs s ON {self.k.on('i', 's')} "
+                "AND (s.`_from` IS NULL OR s.`_from` <= i.`_t`) "
+                "AND (s.`_to` IS NULL OR i.`_t` < s.`_to`) "
+                f"WHERE s.`_cnt` > 0 GROUP BY {self.k.group('i.`_t`', alias='i')}")
+
+    def join_on_instant_sql(self, right_cols: list[str]) -> str:
+        """Left join of the per-instant deltas with more per-instant columns."""
+        picked = "".join(f", r.{q(c)}" for c in right_cols)
+        return (f"SELECT l.*{picked} FROM {{l}} l LEFT JOIN {{r}} r "
+                f"ON {self.k.on('l', 'r')} AND l.`_t` = r.`_t`")
+
+    def running_sql(self, with_base: bool, d_cols: set[str]) -> str:
+        """Each (group, instant) with the aggregate values before and after the instant."""
+        base = [f for f in self.groups.schema.fields if f.name not in self.keys]
+        if with_base:
+            picked = ", ".join(f"b.{q(f.name)} AS {q('_b' + f.name)}" for f in base)
+            joined = f"SELECT d.*, {picked} FROM {{d}} d LEFT JOIN {{st}} b ON {self.k.on('d', 'b')}"
+        else:
+            picked = ", ".join(f"CAST(NULL AS {f.dataType.simpleString()}) AS {q('_b' + f.name)}"
+                               for f in base)
+            joined = f"SELECT d.*, {picked} FROM {{d}} d"
+        w = (f"OVER ({self.k.partition()}ORDER BY `_t` "
+             "ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)")
+        run = [f"coalesce(`_b_n`, CAST(0 AS BIGINT)) + sum(`_dn`) {w} AS `_n`"]
+        values = []
+        for a in self.aggs:
+            name = a.name
+            c, s = q(name + "_c"), q(name + "_s")
+            if not (a.func == "count" and a.arg is None):
+                if f"{name}_dc" in d_cols:
+                    run.append(f"coalesce({q('_b' + name + '_c')}, CAST(0 AS BIGINT)) + "
+                               f"sum(coalesce({q(name + '_dc')}, CAST(0 AS BIGINT))) {w} AS {c}")
+                else:
+                    run.append(f"coalesce({q('_b' + name + '_c')}, CAST(0 AS BIGINT)) AS {c}")
+            if a.func in ("sum", "avg"):
+                acc = accumulator_type(self.arg_types[name]).simpleString()
+                run.append(f"coalesce({q('_b' + name + '_s')}, CAST(0 AS {acc})) + "
+                           f"sum({q(name + '_ds')}) {w} AS {s}")
+            out = self.out_types[name].simpleString()
+            if a.func == "count":
+                value = "`_n`" if a.arg is None else c
+            elif a.func == "sum":
+                value = f"CASE WHEN {c} > 0 THEN CAST({s} AS {out}) END"
+            elif a.func == "avg" and isinstance(self.out_types[name], DoubleType):
+                value = f"CASE WHEN {c} > 0 THEN CAST({s} AS DOUBLE) / CAST({c} AS DOUBLE) END"
+            elif a.func == "avg":
+                value = f"CASE WHEN {c} > 0 THEN CAST({s} / {c} AS {out}) END"
+            else:
+                value = q("_ext" + name)
+            values.append(f"CASE WHEN `_n` > 0 THEN CAST({value} AS {out}) END AS {q(name)}")
+        lw = f"OVER ({self.k.partition()}ORDER BY `_t`)"
+        prev = [f"CASE WHEN row_number() {lw} = 1 THEN {q('_b' + a.name)} "
+                f"ELSE lag({q(a.name)}) {lw} END AS {q('_p' + a.name)}" for a in self.aggs]
+        return (f"SELECT v.*, {', '.join(prev)}, v.`_n` - v.`_dn` AS `_pn` FROM ("
+                f"SELECT r.*, {', '.join(values)} FROM ("
+                f"SELECT j.*, {', '.join(run)} FROM ({joined}) j) r) v")
+
+    def output_sql(self) -> str:
+        """-1 for a group's old row and +1 for its new row where the row changed."""
+        names = [a.name for a in self.aggs]
+        changed = " OR ".join(["(`_pn` > 0) <> (`_n` > 0)",
+                               *[f"NOT ({q('_p' + n)} <=> {q(n)})" for n in names]])
+        order = [f.name for f in self.node.schema.fields]
+        old = ", ".join(q(c) if c in self.keys else f"{q('_p' + c)} AS {q(c)}" for c in order)
+        new = ", ".join(q(c) for c in order)
+        return (f"SELECT {old}, `_t`, CAST(-1 AS BIGINT) AS `_d` FROM {{run}} "
+                f"WHERE ({changed}) AND `_pn` > 0 UNION ALL "
+                f"SELECT {new}, `_t`, CAST(1 AS BIGINT) AS `_d` FROM {{run}} "
+                f"WHERE ({changed}) AND `_n` > 0")
 
     # -- the cycle ---------------------------------------------------------------------------
     def step(self, inputs: list[Slice]) -> Slice:  # noqa: D102
         (inp,) = inputs
         if inp.df is None:
             return inp
+        sql = self.views.sql
         src = self.rt.cache_for_cycle(inp.df)
-        d = self.deltas(src)
-        changes = {a.name: self.rt.cache_for_cycle(self.value_changes(src, a))
-                   for a in self.multiset_aggs if a.arg}
+        d = sql(self.deltas_sql(), inp=src)
+        changes: dict[str, DataFrame] = {}
         for a in self.multiset_aggs:
+            ms = self.multisets[a.name].get()
+            text = self.value_changes_sql(a, ms is not None)
+            views = {"inp": src, "ms": ms} if ms is not None else {"inp": src}
+            changes[a.name] = self.rt.cache_for_cycle(sql(text, **views))
             if a.distinct:
-                flips = changes[a.name].groupBy(*[col(k) for k in self.keys], col(T)).agg(
-                    F.sum((col("_na") > 0).cast("long") - (col("_nb") > 0).cast("long"))
-                    .alias(f"{a.name}_dc"))
-                d = self.join_on_instant(d, flips)
+                flips = sql(f"SELECT {self.k.cols()}`_t`, sum(CAST(`_na` > 0 AS BIGINT) - "
+                            f"CAST(`_nb` > 0 AS BIGINT)) AS {q(a.name + '_dc')} FROM {{ch}} "
+                            f"GROUP BY {self.k.group('`_t`')}", ch=changes[a.name])
+                d = sql(self.join_on_instant_sql([f"{a.name}_dc"]), l=d, r=flips)
         d = self.rt.cache_for_cycle(d)
         for a in self.multiset_aggs:
             if not a.distinct:
-                d = self.join_on_instant(d, self.extreme_at_instants(
-                    d.select(*[col(k) for k in self.keys], col(T)), changes[a.name], a))
-        run = self.rt.cache_for_cycle(self.running(d))
-        out = self.output_changes(run)
+                ms = self.multisets[a.name].get()
+                views = {"ch": changes[a.name], "d": d}
+                if ms is not None:
+                    views["ms"] = ms
+                ext = sql(self.extreme_sql(a, ms is not None), **views)
+                d = sql(self.join_on_instant_sql([f"_ext{a.name}"]), l=d, r=ext)
+        st = self.groups.get()
+        views = {"d": d, "st": st} if st is not None else {"d": d}
+        run = self.rt.cache_for_cycle(sql(self.running_sql(st is not None, set(d.columns)),
+                                          **views))
+        out = sql(self.output_sql(), run=run)
         self.update_state(run, changes)
         return Slice(out, inp.lo, inp.hi)
 
-    def join_on_instant(self, left: DataFrame, right: DataFrame) -> DataFrame:
-        """Left join on (group keys, instant), null keys equal."""
-        rk = [f"_j{i}" for i in range(len(self.keys))]
-        r = right.select(*[col(k).alias(x) for k, x in zip(self.keys, rk, strict=True)],
-                         col(T).alias("_jt"),
-                         *[col(c) for c in right.columns if c not in (*self.keys, T)])
-        cond = _keys_cond(left, r, self.keys, rk) & (left[T] == r["_jt"])
-        return left.join(r, cond, "left").drop(*rk, "_jt")
-
-    def running(self, d: DataFrame) -> DataFrame:
-        """Each (group, instant) with the aggregate values before and after the instant."""
-        st = self.groups.get()
-        base_names = [f.name for f in self.groups.schema.fields if f.name not in self.keys]
-        if st is None:
-            j = d
-            for f in self.groups.schema.fields:
-                if f.name not in self.keys:
-                    j = j.withColumn(f"_b{f.name}", F.lit(None).cast(f.dataType))
-        else:
-            bk = [f"_bk{i}" for i in range(len(self.keys))]
-            b = st.select(*[col(k).alias(x) for k, x in zip(self.keys, bk, strict=True)],
-                          *[col(n).alias(f"_b{n}") for n in base_names])
-            j = d.join(b, _keys_cond(d, b, self.keys, bk), "left").drop(*bk)
-        w = (Window.partitionBy(*[col(k) for k in self.keys]).orderBy(col(T))
-             .rowsBetween(Window.unboundedPreceding, Window.currentRow))
-        lag_w = Window.partitionBy(*[col(k) for k in self.keys]).orderBy(col(T))
-        zero = F.lit(0).cast("long")
-        j = j.withColumn(N, F.coalesce(col(f"_b{N}"), zero) + F.sum(col("_dn")).over(w))
-        for a in self.aggs:
-            if a.func == "count" and a.arg is None:
-                continue
-            c = f"{a.name}_c"
-            dc = col(f"{a.name}_dc") if f"{a.name}_dc" in j.columns else None
-            if dc is not None:
-                j = j.withColumn(c, F.coalesce(col(f"_b{c}"), zero)
-                                 + F.sum(F.coalesce(dc, zero)).over(w))
-            else:  # min/max: number of non-null live values is not needed, keep it as is
-                j = j.withColumn(c, F.coalesce(col(f"_b{c}"), zero))
-            if a.func in ("sum", "avg"):
-                acc = accumulator_type(self.arg_types[a.name])
-                s = f"{a.name}_s"
-                j = j.withColumn(s, F.coalesce(col(f"_b{s}"), F.lit(0).cast(acc))
-                                 + F.sum(col(f"{a.name}_ds")).over(w))
-            if a.func in ("sum", "avg"):
-                j = j.withColumn(a.name, self.value(a, j))
-            elif a.func == "count":
-                j = j.withColumn(a.name, col(c))
-        for a in self.aggs:
-            if a.func == "count" and a.arg is None:
-                j = j.withColumn(a.name, col(N))
-            if a.name in self.out_types:
-                j = j.withColumn(a.name, F.when(col(N) > 0, col(a.name).cast(
-                    self.out_types[a.name])))
-        first = F.row_number().over(lag_w) == 1
-        for a in self.aggs:
-            j = j.withColumn(f"_p{a.name}", F.when(first, col(f"_b{a.name}")).otherwise(
-                F.lag(col(a.name)).over(lag_w)))
-        return j.withColumn("_pn", col(N) - col("_dn"))
-
-    def value(self, a: AggCall, j: DataFrame) -> Column:
-        """Sum or avg from its accumulators (NULL over no non-null values)."""
-        c, s = col(f"{a.name}_c"), col(f"{a.name}_s")
-        out_type = self.out_types[a.name]
-        if a.func == "sum":
-            return F.when(c > 0, s.cast(out_type))
-        if isinstance(out_type, DoubleType):
-            return F.when(c > 0, s.cast("double") / c.cast("double"))
-        return F.when(c > 0, (s / c).cast(out_type))
-
-    def output_changes(self, run: DataFrame) -> DataFrame:
-        """-1 for the group's old row and +1 for its new row where the row changed."""
-        names = [a.name for a in self.aggs]
-        changed = (col("_pn") > 0) != (col(N) > 0)
-        for n in names:
-            changed = changed | ~col(f"_p{n}").eqNullSafe(col(n))
-        run = run.where(changed)
-        keys = [col(k) for k in self.keys]
-        order = [f.name for f in self.node.schema.fields]
-        old = run.where(col("_pn") > 0).select(
-            *keys, *[col(f"_p{n}").alias(n) for n in names], col(T),
-            F.lit(-1).cast("long").alias(D))
-        new = run.where(col(N) > 0).select(*keys, *[col(n) for n in names], col(T),
-                                           F.lit(1).cast("long").alias(D))
-        return old.unionByName(new).select(*[col(n) for n in order], col(T), col(D))
-
     def update_state(self, run: DataFrame, changes: dict[str, DataFrame]) -> None:
         """Keep each touched group's values after its last instant; drop emptied groups."""
-        keys = [col(k) for k in self.keys]
-        last = Window.partitionBy(*keys).orderBy(col(T).desc())
-        names = [f.name for f in self.groups.schema.fields]
-        latest = run.withColumn("_rk", F.row_number().over(last)).where(
-            (col("_rk") == 1) & (col(N) > 0)).select(*[col(n) for n in names])
+        sql = self.views.sql
+        names = ", ".join(q(f.name) for f in self.groups.schema.fields)
+        latest = sql(f"SELECT {names} FROM (SELECT *, row_number() OVER "
+                     f"({self.k.partition()}ORDER BY `_t` DESC) AS `_rk` FROM {{run}}) "
+                     f"WHERE `_rk` = 1 AND `_n` > 0", run=run)
         old = self.groups.get()
         if old is not None and self.keys:
-            bk = [f"_u{i}" for i in range(len(self.keys))]
-            touched = run.select(*[col(k).alias(x) for k, x in zip(self.keys, bk, strict=True)])
-            old = old.join(touched, _keys_cond(old, touched, self.keys, bk), "left_anti")
+            old = sql(f"SELECT s.* FROM {{st}} s LEFT ANTI JOIN (SELECT DISTINCT "
+                      f"{self.k.cols()}1 AS `_one` FROM {{run}}) t ON {self.k.on('s', 't')}",
+                      st=old, run=run)
         elif old is not None:
             old = None
         self.groups.set(union_all([old, latest]))
         for name, ch in changes.items():
             ms = self.multisets[name]
-            totals = ch.groupBy(*keys, col("_v")).agg(F.max(col("_n0")).alias("_n0"),
-                                                     F.sum(col("_dv")).alias("_dv"))
-            updated = totals.select(*keys, col("_v"), (col("_n0") + col("_dv")).alias(N))
+            updated = sql(f"SELECT {self.k.cols()}`_v`, max(`_n0`) + sum(`_dv`) AS `_n` "
+                          f"FROM {{ch}} GROUP BY {self.k.group('`_v`')} "
+                          "HAVING max(`_n0`) + sum(`_dv`) > 0", ch=ch)
             base = ms.get()
             if base is not None:
-                bk = [f"_u{i}" for i in range(len(self.keys))]
-                t = ch.select(*[col(k).alias(x) for k, x in zip(self.keys, bk, strict=True)],
-                              col("_v").alias("_uv"))
-                cond = _keys_cond(base, t, self.keys, bk) & base["_v"].eqNullSafe(t["_uv"])
-                base = base.join(t, cond, "left_anti")
-            ms.set(union_all([base, updated.where(col(N) > 0)]))
+                base = sql(f"SELECT b.* FROM {{ms}} b LEFT ANTI JOIN (SELECT DISTINCT "
+                           f"{self.k.cols()}`_v` FROM {{ch}}) t ON {self.k.on('b', 't')} "
+                           "AND b.`_v` <=> t.`_v`", ms=base, ch=ch)
+            ms.set(union_all([base, updated]))
