@@ -118,7 +118,8 @@ class AggregateOperator(Operator):
 
     def value_changes_sql(self, a: AggCall, with_base: bool) -> str:
         """Per (group, value, instant): the value's change in multiplicity and its count
-        before (``_nb``) and after (``_na``) the instant."""
+        before (``_nb``) and after (``_na``) the instant.
+        """
         assert a.arg is not None
         arg = q(a.arg)
         changes = (f"SELECT {self.k.cols()}{arg} AS `_v`, `_t`, sum(`_d`) AS `_dv` FROM {{inp}} "
@@ -135,7 +136,7 @@ class AggregateOperator(Operator):
                 f"(SELECT m.*, {running} AS `_na` FROM ({based}) m) r")
 
     def extreme_sql(self, a: AggCall, with_base: bool) -> str:
-        """min or max of the live values of each group at each instant the group changed."""
+        """Min or max of the live values of each group at each instant the group changed."""
         segs = (f"SELECT {self.k.cols()}`_v`, `_t` AS `_from`, lead(`_t`) OVER "
                 f"({self.k.partition('`_v`')}ORDER BY `_t`) AS `_to`, `_na` AS `_cnt` FROM {{ch}}")
         if with_base:
@@ -165,7 +166,8 @@ class AggregateOperator(Operator):
         base = [f for f in self.groups.schema.fields if f.name not in self.keys]
         if with_base:
             picked = ", ".join(f"b.{q(f.name)} AS {q('_b' + f.name)}" for f in base)
-            joined = f"SELECT d.*, {picked} FROM {{d}} d LEFT JOIN {{st}} b ON {self.k.on('d', 'b')}"
+            joined = (f"SELECT d.*, {picked} FROM {{d}} d LEFT JOIN {{st}} b "
+                      f"ON {self.k.on('d', 'b')}")
         else:
             picked = ", ".join(f"CAST(NULL AS {f.dataType.simpleString()}) AS {q('_b' + f.name)}"
                                for f in base)
