@@ -18,10 +18,10 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import strategies as st
+from oracle import AGGS, AggQuery, FilterQuery, JoinQuery, UnionQuery, Win
 
 from sparkcq import Engine
 from sparkcq.testing import EndOfInput, ListSource, Watermark
-from oracle import AGGS, AggQuery, FilterQuery, JoinQuery, UnionQuery, Win
 
 EXAMPLES = 200
 SETTINGS = settings(max_examples=1, deadline=None, database=None,

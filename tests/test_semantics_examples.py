@@ -27,6 +27,7 @@ QUERIES = {
     "q_istream": "ISTREAM SELECT k, sum(v) AS s FROM s [RANGE 10] GROUP BY k",
     "q_dstream": "DSTREAM SELECT k, sum(v) AS s FROM s [RANGE 10] GROUP BY k",
     "q_rstream": "RSTREAM SELECT k, count(*) AS c FROM s [RANGE 10 SLIDE 5] GROUP BY k",
+    "q_rstream_changes": "RSTREAM SELECT k, count(*) AS c FROM s [RANGE 10] GROUP BY k",
     "q_changelog": "CHANGELOG SELECT k, count(*) AS c FROM s [RANGE 10 SLIDE 5] GROUP BY k",
     "q_filter": "SELECT k, v FROM s WHERE v > 2",
     "q_join": "SELECT s.k AS k, s.v AS v, r.w AS w FROM s [RANGE 10] JOIN r [RANGE 5] "
@@ -140,6 +141,16 @@ def test_rstream_snapshots_at_every_slide(results):
     assert rows(results["q_rstream"], "k", "c", time=("_ts",)) == [
         ("a", 1, 15), ("a", 1, 20), ("a", 2, 5), ("a", 2, 10),
         ("b", 1, 5), ("b", 1, 10), ("b", 1, 15), ("b", 1, 20),
+    ]
+
+
+def test_rstream_without_slide_snapshots_at_every_change(results):
+    # the relation changes at 1, 4, 5, 11, 12, 13, 14, 15, 22, 23 (empty from 23 on)
+    assert rows(results["q_rstream_changes"], "k", "c", time=("_ts",)) == [
+        ("a", 1, 1), ("a", 1, 11), ("a", 1, 14), ("a", 1, 15),
+        ("a", 2, 4), ("a", 2, 5), ("a", 2, 12), ("a", 2, 13),
+        ("b", 1, 5), ("b", 1, 11), ("b", 1, 12), ("b", 1, 15), ("b", 1, 22),
+        ("b", 2, 13), ("b", 2, 14),
     ]
 
 
