@@ -12,6 +12,9 @@ eng.results("q")
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import json
+import os
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -42,7 +45,7 @@ from sparkcq.errors import (
 )
 from sparkcq.io.files import FilesSource
 from sparkcq.io.generator import GeneratorSource
-from sparkcq.io.sinks import ConsoleSink, MemorySink, QueryOutput, Sink
+from sparkcq.io.sinks import ConsoleSink, FilesSink, MemorySink, QueryOutput, Sink
 from sparkcq.io.sources import MemorySource, Source
 from sparkcq.language.sql.parser import parse_script
 from sparkcq.language.sql.statements import (
@@ -93,6 +96,8 @@ class Engine:
 
     def __init__(self, spark: SparkSession | None = None, master: str | None = None,
                  shuffle_partitions: int = 4):
+        # stop() stops Spark only if this engine started it (not a session it was given)
+        self.owns_session = spark is None and SparkSession.getActiveSession() is None
         self.spark = spark or make_session(master, shuffle_partitions=shuffle_partitions)
         partitions = int(self.spark.conf.get("spark.sql.shuffle.partitions") or 4)
         self.rt = Runtime(self.spark, partitions=partitions)
@@ -100,7 +105,8 @@ class Engine:
         self.plan = GlobalPlan(self.rt)
         self.sources: dict[str, Source] = {}
         self.scans: dict[str, ScanOperator] = {}
-        self.sinks: dict[str, Sink] = {"memory": MemorySink(), "console": ConsoleSink()}
+        self.sinks: dict[str, Sink] = {"memory": MemorySink(), "console": ConsoleSink(),
+                                        "files": FilesSink()}
         self.running: dict[str, _Running] = {}
         self.cycle = 0
         self.reports: list[CycleReport] = []
@@ -271,13 +277,16 @@ class Engine:
         if sink not in self.sinks:
             msg = f"unknown sink {sink!r}; available: {', '.join(sorted(self.sinks))}"
             raise AnalysisError(msg, text, stmt.loc)
+        if sink == "files" and (problem := FilesSink.check(stmt.options)):
+            raise AnalysisError(problem, text, stmt.loc)
         info = QueryInfo(name, text, bound.plan, sink, dict(stmt.options))
         info.options["form"] = bound.form
         self.catalog.add_query(info)
         self.plan.add(bound.plan, name, self._operator_for)
         formatter = SinkFormatter(bound.plan, self.rt, bound.form, name)
         columns = [f.name for f in bound.plan.schema.fields]
-        output = QueryOutput(name, columns, bound.plan.time_kind is TimeKind.TIMESTAMP)
+        output = QueryOutput(name, columns, bound.plan.time_kind is TimeKind.TIMESTAMP,
+                             dict(stmt.options))
         self.running[name.lower()] = _Running(info, formatter, output)
         info.log.append(f"cycle {self.cycle}: started")
         return name
@@ -435,6 +444,51 @@ class Engine:
                 time.sleep(rest if deadline is None else min(rest, max(0.0, deadline
                                                                       - time.monotonic())))
 
+    # -- state at a cycle boundary --------------------------------------------------------
+    def save_state(self, path: str) -> None:
+        """Write every operator's state and every stream's watermark under ``path``.
+
+        Call between cycles. Operators are named by a fingerprint of their plan node, so an
+        engine given the same statements can ``restore_state`` and go on where this one was.
+        """
+        os.makedirs(path, exist_ok=True)
+        for key, op in self._stateful():
+            for frame in op.states:
+                frame.save(os.path.join(path, key))
+        marks = {name: {"watermark": s.watermark, "max_seen": s.max_seen, "ended": s.ended}
+                 for name, s in self.scans.items()}
+        with open(os.path.join(path, "streams.json"), "w", encoding="utf-8") as f:
+            json.dump({"cycle": self.cycle, "streams": marks}, f)
+
+    def restore_state(self, path: str) -> None:
+        """Load what ``save_state`` wrote; the same streams and queries must exist."""
+        with open(os.path.join(path, "streams.json"), encoding="utf-8") as f:
+            saved = json.load(f)
+        for key, op in self._stateful():
+            folder = os.path.join(path, key)
+            if not os.path.isdir(folder):
+                msg = f"no saved state for operator {op.node.label()!r} under {path!r}"
+                raise CatalogError(msg)
+            for frame in op.states:
+                frame.load(folder)
+        for name, marks in saved["streams"].items():
+            scan = self.scans[name]
+            scan.watermark, scan.max_seen, scan.ended = (marks["watermark"], marks["max_seen"],
+                                                         marks["ended"])
+        self.cycle = saved["cycle"]
+
+    def _stateful(self) -> list[tuple[str, Operator]]:
+        ops: list[tuple[str, Operator]] = []
+        for node, op in self.plan.ops.items():
+            ops.append((fingerprint(node), op))
+        for scan in self.scans.values():
+            if scan.node not in self.plan.ops:
+                ops.append((fingerprint(scan.node), scan))
+        for run in self.running.values():
+            ops.append((f"sink-{run.info.name.lower()}-{fingerprint(run.info.plan)}",
+                        run.formatter))
+        return [(key, op) for key, op in ops if op.states]
+
     # -- output --------------------------------------------------------------------------
     def results(self, query: str) -> pd.DataFrame:
         """A query's results so far (memory sink): user columns plus ``_ts`` and ``_te``.
@@ -518,12 +572,18 @@ class Engine:
         }
 
     def stop(self) -> None:
-        """Release every operator and stop the Spark session."""
+        """Release every operator; stop the Spark session if this engine started it."""
         for name in list(self.running):
             self.drop("QUERY", name)
         for source in self.sources.values():
             source.close()
-        self.spark.stop()
+        if self.owns_session:
+            self.spark.stop()
+
+
+def fingerprint(node: PlanNode) -> str:
+    """A name for a plan node that is the same in every process (for saved state)."""
+    return hashlib.sha1(repr(node).encode()).hexdigest()[:16]
 
 
 def close_elements(frame: pd.DataFrame, cols: list[str]) -> pd.DataFrame:

@@ -8,6 +8,7 @@ by the cycle's single commit action; a cycle's records become visible at once wh
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,11 +18,12 @@ import pandas as pd
 
 @dataclass
 class QueryOutput:
-    """What a sink needs to know of a query: its name, columns and time rendering."""
+    """What a sink needs to know of a query: its name, columns, time rendering, options."""
 
     name: str
     columns: list[str]
     timestamp: bool
+    options: dict[str, str] = field(default_factory=dict)
 
 
 class Sink:
@@ -100,3 +102,38 @@ def _fmt(value: Any) -> str:
     if isinstance(value, pd.Timestamp):
         return value.strftime("%H:%M:%S.%f")[:-3]
     return str(value)
+
+
+@dataclass
+class FilesSink(Sink):
+    """Writes each cycle's records of a query as one file, atomically.
+
+    ``CREATE QUERY q INTO files WITH (path='/out', format='parquet' | 'json')``: cycle n of
+    query q becomes ``/out/q/cycle-000000n.parquet`` (or ``.jsonl``, JSON lines). The file is
+    written under a hidden temporary name and renamed into place, so a reader sees a cycle's
+    file whole or not at all.
+    """
+
+    def write(self, cycle: int, records: dict[str, tuple[QueryOutput, pd.DataFrame]]) -> None:  # noqa: D102
+        for name, (out, frame) in records.items():
+            fmt = out.options.get("format", "parquet").lower()
+            folder = os.path.join(out.options["path"], name)
+            os.makedirs(folder, exist_ok=True)
+            ext = "parquet" if fmt == "parquet" else "jsonl"
+            final = os.path.join(folder, f"cycle-{cycle:08d}.{ext}")
+            tmp = os.path.join(folder, f".cycle-{cycle:08d}.{ext}.tmp")
+            if fmt == "parquet":
+                frame.to_parquet(tmp, index=False)
+            else:
+                frame.to_json(tmp, orient="records", lines=True, date_format="iso",
+                              date_unit="us")
+            os.replace(tmp, final)
+
+    @staticmethod
+    def check(options: dict[str, str]) -> str | None:
+        """What is wrong with a query's files-sink options, or None."""
+        if not options.get("path"):
+            return "the files sink needs WITH (path='<directory>')"
+        if options.get("format", "parquet").lower() not in ("parquet", "json"):
+            return "the files sink writes format='parquet' or format='json'"
+        return None

@@ -129,7 +129,7 @@ class Runtime:
     def commit_cycle(self, outputs: dict[str, DataFrame]) -> dict[str, pa.Table]:
         """Run the cycle's one Spark action: materialise changed states, collect records."""
         parts: list[DataFrame] = []
-        states = list(dict.fromkeys(self.changed_states))
+        states = [st for st in dict.fromkeys(self.changed_states) if st.df is not None]
         for i, st in enumerate(states):
             assert st.df is not None
             least = F.min(col(T)) if T in st.df.columns else F.lit(None).cast("long")
@@ -236,9 +236,13 @@ class StateFrame:
         self.get_or_empty().write.mode("overwrite").parquet(os.path.join(path, self.name))
 
     def load(self, path: str) -> None:
-        """Restore the state written by ``save`` (materialised by the next commit)."""
+        """Restore the state written by ``save``, with its size known at once."""
         df = self.rt.spark.read.schema(self.schema).parquet(os.path.join(path, self.name))
         self.set(df)
+        assert self.df is not None
+        least = F.min(col(T)) if T in self.df.columns else F.lit(None).cast("long")
+        n, m = self.df.agg(F.count(F.lit(1)), least).first()  # type: ignore[misc]
+        self.committed(n, m)
 
 
 def union_all(frames: Sequence[DataFrame | None]) -> DataFrame | None:
