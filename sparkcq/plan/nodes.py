@@ -112,6 +112,17 @@ class TableScan(PlanNode):
         return f"TableScan {self.name}"
 
 
+@dataclass(frozen=True)
+class UnaryNode(PlanNode):
+    """A node with one input."""
+
+    child: PlanNode
+
+    @property
+    def children(self) -> tuple[PlanNode, ...]:  # noqa: D102
+        return (self.child,)
+
+
 # -- windows --------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class RangeSpec:
@@ -159,15 +170,10 @@ ResolvedWindow = RangeSpec | UnboundedSpec | RowsSpec | CutSpec
 
 
 @dataclass(frozen=True)
-class Window(PlanNode):
+class Window(UnaryNode):
     """Stream to relation: each event becomes an element with a validity interval."""
 
-    child: PlanNode
     spec: ResolvedWindow
-
-    @property
-    def children(self) -> tuple[PlanNode, ...]:  # noqa: D102
-        return (self.child,)
 
     @property
     def kind(self) -> EdgeKind:  # noqa: D102
@@ -179,31 +185,21 @@ class Window(PlanNode):
 
 # -- relational operators ------------------------------------------------------------------
 @dataclass(frozen=True)
-class Filter(PlanNode):
+class Filter(UnaryNode):
     """Keep rows satisfying a Spark SQL predicate."""
 
-    child: PlanNode
     predicate: str
-
-    @property
-    def children(self) -> tuple[PlanNode, ...]:  # noqa: D102
-        return (self.child,)
 
     def label(self) -> str:  # noqa: D102
         return f"Filter {self.predicate}"
 
 
 @dataclass(frozen=True)
-class Project(PlanNode):
+class Project(UnaryNode):
     """Compute named Spark SQL expressions; ``out_schema`` is what Spark's analyzer derived."""
 
-    child: PlanNode
     exprs: tuple[tuple[str, str], ...]
     out_schema: StructType = field(compare=False, hash=False)
-
-    @property
-    def children(self) -> tuple[PlanNode, ...]:  # noqa: D102
-        return (self.child,)
 
     @property
     def schema(self) -> StructType:  # noqa: D102
@@ -260,17 +256,12 @@ class AggCall:
 
 
 @dataclass(frozen=True)
-class Aggregate(PlanNode):
+class Aggregate(UnaryNode):
     """Grouped aggregation over a relation; one row per non-empty group at every instant."""
 
-    child: PlanNode
     keys: tuple[str, ...]
     aggs: tuple[AggCall, ...]
     out_schema: StructType = field(compare=False, hash=False)
-
-    @property
-    def children(self) -> tuple[PlanNode, ...]:  # noqa: D102
-        return (self.child,)
 
     @property
     def kind(self) -> EdgeKind:  # noqa: D102
@@ -309,16 +300,11 @@ class Union(PlanNode):
 
 
 @dataclass(frozen=True)
-class ToStream(PlanNode):
+class ToStream(UnaryNode):
     """Relation to stream: ISTREAM, DSTREAM or RSTREAM (snapshots every ``period``)."""
 
-    child: PlanNode
     form: OutputForm
     period: int | None = None
-
-    @property
-    def children(self) -> tuple[PlanNode, ...]:  # noqa: D102
-        return (self.child,)
 
     @property
     def kind(self) -> EdgeKind:  # noqa: D102

@@ -9,7 +9,7 @@ Sink records are the user's columns plus ``_ts``, ``_te`` and ``_op``:
 
 from __future__ import annotations
 
-from pyspark.sql import Window
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
@@ -22,6 +22,19 @@ from sparkcq.runtime.operators.join import net, units
 
 TS, TE, OP = "_ts", "_te", "_op"
 LAYER = "_layer"
+
+
+def join_on_values(left: DataFrame, right: DataFrame, names: list[str],
+                   how: str = "left") -> DataFrame:
+    """Join on equal row values (NULL equal to NULL), keeping ``right``'s other columns."""
+    keys = [f"_k{i}" for i in range(len(names))]
+    extra = [c for c in right.columns if c not in names]
+    r = right.select(*[col(n).alias(k) for n, k in zip(names, keys, strict=True)],
+                     *[col(c) for c in extra])
+    cond = F.lit(True)
+    for n, k in zip(names, keys, strict=True):
+        cond = cond & left[f"`{n}`"].eqNullSafe(r[k])
+    return left.join(r, cond, how).drop(*keys)
 
 
 class ToStreamOperator(Operator):
@@ -70,13 +83,7 @@ class ToStreamOperator(Operator):
         if d is not None:
             j = d
             if base is not None:
-                keys = [f"_k{i}" for i in range(len(self.names))]
-                b = base.select(*[col(n).alias(k) for n, k in zip(self.names, keys, strict=True)],
-                                col("_n").alias("_n0"))
-                cond = F.lit(True)
-                for n, k in zip(self.names, keys, strict=True):
-                    cond = cond & j[f"`{n}`"].eqNullSafe(b[k])
-                j = j.join(b, cond, "left").drop(*keys)
+                j = join_on_values(j, base.select(*names, col("_n").alias("_n0")), self.names)
             else:
                 j = j.withColumn("_n0", F.lit(None).cast("long"))
             run = j.withColumn("_cnt", F.coalesce(col("_n0"), F.lit(0).cast("long"))
@@ -91,13 +98,8 @@ class ToStreamOperator(Operator):
                 *names, F.lit(inp.lo).alias("_from"), col("_first").alias("_to"),
                 col("_n0").alias("_cnt")))
             if base is not None:
-                keys = [f"_k{i}" for i in range(len(self.names))]
-                f2 = firsts.select(*[col(n).alias(k) for n, k in zip(self.names, keys,
-                                                                      strict=True)])
-                cond = F.lit(True)
-                for n, k in zip(self.names, keys, strict=True):
-                    cond = cond & base[f"`{n}`"].eqNullSafe(f2[k])
-                untouched = base.join(f2, cond, "left_anti")
+                untouched = join_on_values(base, firsts.select(*names), self.names,
+                                           "left_anti")
                 segs.append(untouched.select(*names, F.lit(inp.lo).alias("_from"),
                                              F.lit(None).cast("long").alias("_to"),
                                              col("_n").alias("_cnt")))
@@ -182,13 +184,7 @@ class SinkFormatter(Operator):
         base = self.open.get()
         if base is not None:
             counts = base.groupBy(*names).agg(F.max(col(LAYER)).alias("_c0"))
-            keys = [f"_k{i}" for i in range(len(self.names))]
-            c = counts.select(*[col(n).alias(k) for n, k in zip(self.names, keys, strict=True)],
-                              col("_c0"))
-            cond = F.lit(True)
-            for n, k in zip(self.names, keys, strict=True):
-                cond = cond & d[f"`{n}`"].eqNullSafe(c[k])
-            d = d.join(c, cond, "left").drop(*keys)
+            d = join_on_values(d, counts, self.names)
         else:
             d = d.withColumn("_c0", F.lit(None).cast("long"))
         w = Window.partitionBy(*names).orderBy(col(T)).rowsBetween(Window.unboundedPreceding,
