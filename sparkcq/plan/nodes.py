@@ -13,6 +13,7 @@ Every edge carries one of three kinds of data:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import cached_property
@@ -112,6 +113,16 @@ class TableScan(PlanNode):
         return f"TableScan {self.name}"
 
 
+def show_micros(micros: int) -> str:
+    """A duration in microseconds in the largest unit that divides it: '60 SECONDS'."""
+    for unit, size in (("DAYS", 86_400_000_000), ("HOURS", 3_600_000_000),
+                       ("MINUTES", 60_000_000), ("SECONDS", 1_000_000), ("MILLISECONDS", 1000)):
+        if micros % size == 0:
+            n = micros // size
+            return f"{n} {unit[:-1] if n == 1 else unit}"
+    return f"{micros} MICROSECONDS"
+
+
 @dataclass(frozen=True)
 class UnaryNode(PlanNode):
     """A node with one input."""
@@ -180,7 +191,11 @@ class Window(UnaryNode):
         return EdgeKind.RELATION
 
     def label(self) -> str:  # noqa: D102
-        return f"Window [{self.spec}]"
+        text = str(self.spec)
+        if self.child.time_kind is TimeKind.TIMESTAMP:
+            text = re.sub(r"(?<=RANGE |SLIDE |CUT BY )(\d+)", lambda m: show_micros(int(m[1])),
+                          text)
+        return f"Window [{text}]"
 
 
 # -- relational operators ------------------------------------------------------------------
