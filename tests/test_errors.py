@@ -82,3 +82,17 @@ def test_late_and_null_time_events_go_to_dead_letters_and_queries_go_on(eng):
     assert "null event time" in dead["_reason"].iloc[1]
     assert eng.metrics()["dead_letters"]["sensors"] == 2
     assert sorted(eng.results("q")["sector"]) == ["a", "d"]
+
+
+def test_explain_shows_plans_and_timestamp_windows_in_units(engine):
+    engine.execute("""
+        CREATE STREAM r (sensor STRING, value DOUBLE, t TIMESTAMP) WITH (event_time='t');
+        CREATE QUERY a AS SELECT sensor, avg(value) AS m FROM r [RANGE 1 MINUTE SLIDE 10 SECONDS]
+          GROUP BY sensor;
+        CREATE QUERY b AS SELECT sensor, value FROM r WHERE value > 3;
+    """)
+    plan = engine.explain("a")
+    assert "Window [RANGE 1 MINUTE SLIDE 10 SECONDS]" in plan
+    assert "StreamScan r  [stream]  (shared with b)" in plan
+    assert "refs=2" in engine.explain_global()
+    assert "#1 Window [RANGE 1 MINUTE SLIDE 10 SECONDS]" in engine.metrics()["state_rows"]

@@ -193,8 +193,8 @@ class Window(UnaryNode):
     def label(self) -> str:  # noqa: D102
         text = str(self.spec)
         if self.child.time_kind is TimeKind.TIMESTAMP:
-            text = re.sub(r"(?<=RANGE |SLIDE |CUT BY )(\d+)", lambda m: show_micros(int(m[1])),
-                          text)
+            text = re.sub(r"(RANGE |SLIDE |CUT BY )(\d+)",
+                          lambda m: m[1] + show_micros(int(m[2])), text)
         return f"Window [{text}]"
 
 
