@@ -63,22 +63,6 @@ def col(name: str) -> Column:
     return F.col("`" + name.replace("`", "``") + "`")
 
 
-def cols(names: Sequence[str]) -> list[Column]:
-    """Columns by exact names."""
-    return [col(n) for n in names]
-
-
-def null_safe_eq(left: DataFrame, right: DataFrame, names: Sequence[str]) -> Column | bool:
-    """Join condition matching equal values of ``names`` on both sides, NULL equal to NULL."""
-    conds = [left[n].eqNullSafe(right[n]) for n in names]
-    if not conds:
-        return F.lit(True)
-    out = conds[0]
-    for c in conds[1:]:
-        out = out & c
-    return out
-
-
 @dataclass
 class Slice:
     """What an edge delivers in one cycle: changes in [lo, hi), or None when known empty."""
@@ -86,11 +70,6 @@ class Slice:
     df: DataFrame | None
     lo: int
     hi: int
-
-    @property
-    def empty(self) -> bool:
-        """Whether the slice is known to hold no rows."""
-        return self.df is None
 
 
 @dataclass

@@ -64,6 +64,5 @@ class GlobalPlan:
             op.plan_seconds = time.perf_counter() - began
             if result.df is not None and readers[node] > 1:
                 result = Slice(self.rt.cache_for_cycle(result.df), result.lo, result.hi)
-            op.last_hi = result.hi
             out[node] = result
         return out

@@ -17,8 +17,6 @@ class Operator:
         self.node = node
         self.rt = rt
         self.states: list[StateFrame] = []
-        self.rows_out = 0
-        self.last_hi: int | None = None
         self.plan_seconds = 0.0  # time spent building this cycle's plan (driver side)
 
     def state(self, schema, name: str) -> StateFrame:  # noqa: ANN001 - a StructType

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pyspark.sql.types import LongType, StructField, StructType
 
-from sparkcq.plan.nodes import EdgeKind, PlanNode
-from sparkcq.runtime.frames import D, Runtime, Slice, StateFrame, T, col, split_at, union_all
+from sparkcq.plan.nodes import PlanNode
+from sparkcq.runtime.frames import D, Runtime, Slice, StateFrame, T, split_at, union_all
 from sparkcq.runtime.operators.base import Operator
 
 
@@ -66,9 +66,3 @@ class UnionOperator(Operator):
         return Slice(union_all(frames), lo, hi)
 
 
-def is_static(node: PlanNode) -> bool:
-    """Whether a node yields a static table."""
-    return node.kind is EdgeKind.TABLE
-
-
-__all__ = ["AlignedInputs", "UnionOperator", "col"]
