@@ -53,6 +53,15 @@ class QueryInfo:
     log: list[str] = field(default_factory=list)
 
 
+@dataclass
+class FunctionInfo:
+    """A user's Python scalar function, callable from query text by ``name``."""
+
+    name: str
+    signature: str
+    origin: str  # where the code lives: ``module.fn line N``
+
+
 class Catalog:
     """Names to streams, tables and queries; one namespace for streams and tables."""
 
@@ -60,6 +69,7 @@ class Catalog:
         self.streams: dict[str, StreamInfo] = {}
         self.tables: dict[str, TableInfo] = {}
         self.queries: dict[str, QueryInfo] = {}
+        self.functions: dict[str, FunctionInfo] = {}
 
     def _key(self, name: str) -> str:
         return name.lower()

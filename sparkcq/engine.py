@@ -13,18 +13,23 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import inspect
 import json
 import os
+import re
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ByteType,
+    DataType,
     IntegerType,
     LongType,
     ShortType,
@@ -35,7 +40,7 @@ from pyspark.sql.types import (
     _parse_datatype_string,
 )
 
-from sparkcq.catalog import Catalog, QueryInfo, StreamInfo, TableInfo
+from sparkcq.catalog import Catalog, FunctionInfo, QueryInfo, StreamInfo, TableInfo
 from sparkcq.errors import (
     AnalysisError,
     CatalogError,
@@ -63,11 +68,17 @@ from sparkcq.model.time import TIME_MAX, TimeKind, parse_duration
 from sparkcq.plan.binder import bind_select
 from sparkcq.plan.nodes import EdgeKind, PlanNode, StreamScan, TableScan, render_tree, walk
 from sparkcq.runtime.frames import Runtime
+from sparkcq.runtime.functions import (
+    ensure_data_type,
+    function_origin,
+    register_python_function,
+)
 from sparkcq.runtime.global_plan import GlobalPlan
 from sparkcq.runtime.lowering import lower
 from sparkcq.runtime.operators.base import Operator
 from sparkcq.runtime.operators.outputs import OP, TE, TS, SinkFormatter
-from sparkcq.runtime.operators.scan import ScanOperator
+from sparkcq.runtime.operators.scan import ScanOperator, merge_batches
+from sparkcq.runtime.transaction import CycleTransaction
 from sparkcq.session import make_session
 
 _INTEGRAL = (ByteType, ShortType, IntegerType, LongType)
@@ -108,6 +119,7 @@ class Engine:
         self.sinks: dict[str, Sink] = {"memory": MemorySink(), "console": ConsoleSink(),
                                         "files": FilesSink()}
         self.running: dict[str, _Running] = {}
+        self.stopped: dict[str, _Running] = {}  # failed queries, kept for their logs
         self.cycle = 0
         self.reports: list[CycleReport] = []
         self._anon = 0
@@ -282,7 +294,11 @@ class Engine:
         info = QueryInfo(name, text, bound.plan, sink, dict(stmt.options))
         info.options["form"] = bound.form
         self.catalog.add_query(info)
+        nodes = walk(bound.plan)
+        shared = [n for n in nodes if n in self.plan.ops]
         self.plan.add(bound.plan, name, self._operator_for)
+        info.log.append(f"cycle {self.cycle}: compiled: {len(nodes)} operators, "
+                        f"{len(shared)} shared with running queries")
         formatter = SinkFormatter(bound.plan, self.rt, bound.form, name)
         columns = [f.name for f in bound.plan.schema.fields]
         output = QueryOutput(name, columns, bound.plan.time_kind is TimeKind.TIMESTAMP,
@@ -303,13 +319,13 @@ class Engine:
         kind = kind.upper()
         if kind == "QUERY":
             info = self.catalog.query(name)
-            run = self.running.pop(info.name.lower())
-            for op in self.plan.remove(info.plan, info.name):
-                if not isinstance(op, ScanOperator):
-                    op.release()
-            run.formatter.release()
+            key = info.name.lower()
+            run = self.running.get(key)
+            if run is not None:
+                self._release_query(run)
+            self.stopped.pop(key, None)
             self.sinks[info.sink].forget(info.name)
-            del self.catalog.queries[info.name.lower()]
+            del self.catalog.queries[key]
             return
         space = self.catalog.streams if kind == "STREAM" else self.catalog.tables
         target = space.get(name.lower())
@@ -339,6 +355,30 @@ class Engine:
             attach(self.spark, info.schema, info.name)
         self.sources.pop(info.name.lower()).close()
         self.sources[info.name.lower()] = source
+
+    def create_function(self, name: str, fn: Callable[..., Any], return_type: str | DataType,
+                        vectorized: bool = False) -> None:
+        """Make the Python function ``fn`` callable from queries as ``name(...)``.
+
+        ``fn`` takes and returns plain values (``vectorized=False``; Spark still ships the
+        rows through Arrow) or pandas Series (``vectorized=True``). Queries submitted from
+        now on may call it; an exception it raises fails only the queries calling it.
+        """
+        if not name.isidentifier():
+            msg = f"function name {name!r} must be an identifier"
+            raise CatalogError(msg)
+        key = name.lower()
+        used = [q.name for q in self.catalog.queries.values()
+                if q.status == "running" and re.search(rf"\b{re.escape(key)}\s*\(", q.text,
+                                                       re.IGNORECASE)]
+        if key in self.catalog.functions and used:
+            msg = f"function {name!r} is used by queries {used}; drop them before replacing it"
+            raise CatalogError(msg)
+        dtype = ensure_data_type(return_type)
+        register_python_function(self.spark, name, fn, dtype, vectorized)
+        params = ", ".join(inspect.signature(fn).parameters)
+        self.catalog.functions[key] = FunctionInfo(
+            name, f"{name}({params}) -> {dtype.simpleString()}", function_origin(fn))
 
     def register_sink(self, name: str, sink: Sink) -> None:
         """Make ``sink`` available to queries as ``INTO name``."""
@@ -376,42 +416,33 @@ class Engine:
         return any(s.has_pending() for s in self.sources.values())
 
     def run_cycle(self) -> CycleReport:
-        """Drain sources, evaluate the global plan once, commit every sink, rewind."""
+        """Drain sources, evaluate the global plan once, commit every sink, rewind.
+
+        The cycle is a transaction: if its evaluation fails, every operator is rolled back,
+        each query is tried alone to find the ones that fail, those are stopped (status
+        ``failed``, the reason in their log) and the cycle is redone for the others with
+        the same input. Only a failure no single query explains is raised; the input then
+        stays queued for the next cycle.
+        """
         start = time.perf_counter()
         jobs_before = self.rt.jobs
         rows_before = sum(s.rows_in for s in self.scans.values())
-        for key, source in self.sources.items():
-            self.scans[key].batch = source.poll()
-        extra: Counter[PlanNode] = Counter(r.info.plan for r in self.running.values())
-        for scan in self.scans.values():
-            if scan.node not in self.plan.ops:  # streams no query reads still track time
-                scan.step([])
+        self._take_input()
+        runs = list(self.running.values())
         try:
-            slices = self.plan.run_cycle(extra)
-            outputs: dict[str, DataFrame] = {}
-            for run in self.running.values():
-                records = run.formatter.step([slices[run.info.plan]])
-                if records.df is None:
-                    continue
-                df = records.df
-                if run.output.timestamp:
-                    df = df.withColumn(TS, F.timestamp_micros(df[TS])).withColumn(
-                        TE, F.timestamp_micros(df[TE]))
-                outputs[run.info.name] = df
-            tables = self.rt.commit_cycle(outputs)
-            per_sink: dict[str, dict[str, tuple[QueryOutput, pd.DataFrame]]] = {}
-            for run in self.running.values():
-                table = tables.get(run.info.name)
-                if table is not None and table.num_rows:
-                    per_sink.setdefault(run.info.sink, {})[run.info.name] = (
-                        run.output, table.to_pandas())
-            for sink_name, recs in per_sink.items():
-                self.sinks[sink_name].write(self.cycle, recs)
-        except Exception as e:
-            if isinstance(e, ExecutionError):
-                raise
-            msg = f"cycle {self.cycle} failed: {e}"
-            raise ExecutionError(msg) from e
+            try:
+                tables = self._attempt(runs, full=True)
+            except Exception as first:  # noqa: BLE001 - any failure is isolated per query
+                failed = self._isolate_failures(runs)
+                if not failed:
+                    msg = f"cycle {self.cycle} failed (input kept for the next cycle): " \
+                          f"{describe_failure(first)}"
+                    raise ExecutionError(msg) from first
+                for run, error in failed:
+                    self._fail_query(run, error)
+                runs = [r for r in runs if r.info.name.lower() in self.running]
+                tables = self._attempt(runs, full=True)
+            self._write_sinks(runs, tables)
         finally:
             self.rt.end_cycle()
         report = CycleReport(
@@ -422,6 +453,82 @@ class Engine:
         self.reports.append(report)
         self.cycle += 1
         return report
+
+    def _take_input(self) -> None:
+        """Give each scan its source's new batch (after any batch a failed cycle kept)."""
+        for key, source in self.sources.items():
+            self.scans[key].batch = merge_batches(self.scans[key].batch, source.poll())
+
+    def _attempt(self, runs: list[_Running], full: bool) -> dict[str, pa.Table]:
+        """Evaluate the plan for ``runs`` and commit it; on failure roll back and raise.
+
+        ``full`` also advances streams no query reads; a partial attempt (one query, to
+        find who fails) evaluates just that query's operators.
+        """
+        nodes = {n for r in runs for n in walk(r.info.plan)}
+        idle = [s for s in self.scans.values() if s.node not in self.plan.ops] if full else []
+        ops = [self.plan.ops[n] for n in nodes] + idle + [r.formatter for r in runs]
+        tx = CycleTransaction.begin(self.rt, ops)
+        try:
+            for scan in idle:
+                scan.step([])
+            slices = self.plan.run_cycle(Counter(r.info.plan for r in runs), only=nodes)
+            outputs: dict[str, DataFrame] = {}
+            for run in runs:
+                records = run.formatter.step([slices[run.info.plan]])
+                if records.df is None:
+                    continue
+                df = records.df
+                if run.output.timestamp:
+                    df = df.withColumn(TS, F.timestamp_micros(df[TS])).withColumn(
+                        TE, F.timestamp_micros(df[TE]))
+                outputs[run.info.name] = df
+            return self.rt.commit_cycle(outputs)
+        except BaseException:
+            tx.rollback()
+            raise
+
+    def _isolate_failures(self, runs: list[_Running]) -> list[tuple[_Running, BaseException]]:
+        """Try each query's part of the cycle alone (rolled back after) to find who fails."""
+        failed: list[tuple[_Running, BaseException]] = []
+        for run in runs:
+            try:
+                tx = CycleTransaction.begin(self.rt, [*(self.plan.ops[n] for n in
+                                                        walk(run.info.plan)), run.formatter])
+                try:
+                    self._attempt([run], full=False)
+                finally:
+                    tx.rollback()
+            except Exception as e:  # noqa: BLE001 - user code may raise anything
+                failed.append((run, e))
+        return failed
+
+    def _fail_query(self, run: _Running, error: BaseException) -> None:
+        """Stop one query after a failure; its log says why, the others keep running."""
+        info = run.info
+        info.status = "failed"
+        info.log.append(f"cycle {self.cycle}: failed: {describe_failure(error)}")
+        self._release_query(run)
+        self.stopped[info.name.lower()] = run
+
+    def _release_query(self, run: _Running) -> None:
+        """Take a query out of the running plan and free what only it used."""
+        self.running.pop(run.info.name.lower(), None)
+        for op in self.plan.remove(run.info.plan, run.info.name):
+            if not isinstance(op, ScanOperator):
+                op.release()
+        run.formatter.release()
+
+    def _write_sinks(self, runs: list[_Running], tables: dict[str, pa.Table]) -> None:
+        """Hand each sink the cycle's records of all its queries at once."""
+        per_sink: dict[str, dict[str, tuple[QueryOutput, pd.DataFrame]]] = {}
+        for run in runs:
+            table = tables.get(run.info.name)
+            if table is not None and table.num_rows:
+                per_sink.setdefault(run.info.sink, {})[run.info.name] = (
+                    run.output, table.to_pandas())
+        for sink_name, recs in per_sink.items():
+            self.sinks[sink_name].write(self.cycle, recs)
 
     def run_until_idle(self, max_cycles: int = 1_000_000) -> int:
         """Run cycles while any source has pending input; returns the number of cycles."""
@@ -497,7 +604,7 @@ class Engine:
         instant results have ``_ts`` = ``_te``; a changelog has ``_op`` '+' or '-'.
         """
         info = self.catalog.query(query)
-        run = self.running[info.name.lower()]
+        run = self.running.get(info.name.lower()) or self.stopped[info.name.lower()]
         sink = self.sinks[info.sink]
         if not isinstance(sink, MemorySink):
             msg = f"query {query!r} writes to the {info.sink!r} sink; results() reads memory"
@@ -513,6 +620,10 @@ class Engine:
         if run.info.plan.kind is not EdgeKind.RELATION or form is not OutputForm.INTERVALS:
             return frame[[*cols, TS, TE]].reset_index(drop=True)
         return close_elements(frame, cols)
+
+    def query_log(self, query: str) -> list[str]:
+        """The query's log: compile, start, failures (with the reason), in order."""
+        return list(self.catalog.query(query).log)
 
     def dead_letters(self, stream: str) -> pd.DataFrame:
         """Rows of ``stream`` that were rejected (late, null time, ...) with the reason."""
@@ -541,7 +652,7 @@ class Engine:
         return "\n".join(lines)
 
     def show(self, what: str) -> pd.DataFrame:
-        """SHOW STREAMS | TABLES | QUERIES as a small table."""
+        """SHOW STREAMS | TABLES | QUERIES | FUNCTIONS as a small table."""
         if what == "STREAMS":
             return pd.DataFrame([
                 {"name": s.name, "kind": "derived" if s.derived else s.options.get("source",
@@ -549,6 +660,10 @@ class Engine:
                  "schema": s.schema.simpleString(), "event_time": s.time_col,
                  "watermark": self.scans[k].watermark if k in self.scans else None}
                 for k, s in self.catalog.streams.items()])
+        if what == "FUNCTIONS":
+            return pd.DataFrame([{"name": f.name, "signature": f.signature, "code": f.origin}
+                                 for f in self.catalog.functions.values()],
+                                columns=["name", "signature", "code"])
         if what == "TABLES":
             return pd.DataFrame([{"name": t.name, "schema": t.schema.simpleString()}
                                  for t in self.catalog.tables.values()])
@@ -584,6 +699,22 @@ class Engine:
 def fingerprint(node: PlanNode) -> str:
     """A name for a plan node that is the same in every process (for saved state)."""
     return hashlib.sha1(repr(node).encode()).hexdigest()[:16]
+
+
+def describe_failure(error: BaseException) -> str:
+    """One line a user can act on from a Spark or Python failure (whose text may be a page).
+
+    A Python worker's traceback yields its last line (``ValueError: ...``) and the user's
+    frame (``File "mod.py", line 3, in fn``); a Spark error its first line.
+    """
+    text = str(error).strip()
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    if "Traceback (most recent call last)" in text:
+        errors = [ln for ln in lines if re.match(r"^[\w.]+(Error|Exception|Exit)\b", ln)]
+        frames = [ln for ln in lines if ln.startswith("File ") and "/pyspark/" not in ln]
+        where = f" ({frames[-1]})" if frames else ""
+        return (errors[-1] if errors else lines[-1]) + where
+    return lines[0] if lines else type(error).__name__
 
 
 def close_elements(frame: pd.DataFrame, cols: list[str]) -> pd.DataFrame:

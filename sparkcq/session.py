@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 from pyspark.sql import SparkSession
 
@@ -19,6 +20,9 @@ def make_session(master: str | None = None, app_name: str = "sparkcq",
     Cycles are small batches, so few shuffle partitions and no adaptive re-planning keep the
     per-job overhead (which dominates a cycle) low.
     """
+    # Python workers (user functions, aggregates) run the driver's interpreter, so they see
+    # the same packages (pyarrow, pandas) as the driver, whatever `python3` on PATH is
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = (
         SparkSession.builder.master(master or default_master())
         .appName(app_name)

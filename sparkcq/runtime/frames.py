@@ -148,18 +148,26 @@ class Runtime:
     def end_cycle(self) -> None:
         """Drop the cycle's caches and the state frames replaced during the cycle."""
         for df in self.cycle_frames:
-            _unpersist_checkpoint(df)
+            unpersist_checkpoint(df)
         for df in self.released:
-            _unpersist_checkpoint(df)
+            unpersist_checkpoint(df)
         self.cycle_frames.clear()
         self.released.clear()
+
+    def abort_cycle(self) -> None:
+        """Forget a failed cycle: free its caches, keep the states it meant to replace."""
+        for df in self.cycle_frames:
+            unpersist_checkpoint(df)
+        self.cycle_frames.clear()
+        self.released.clear()
+        self.changed_states.clear()
 
     def empty(self, schema: StructType) -> DataFrame:
         """An empty DataFrame of ``schema``."""
         return self.spark.createDataFrame([], schema)
 
 
-def _unpersist_checkpoint(df: DataFrame) -> None:
+def unpersist_checkpoint(df: DataFrame) -> None:
     """Free the blocks behind a locally checkpointed DataFrame (Dataset.unpersist does not)."""
     try:
         df._jdf.queryExecution().analyzed().rdd().unpersist(False)

@@ -54,11 +54,16 @@ class GlobalPlan:
                 count[child] += 1
         return count
 
-    def run_cycle(self, extra_readers: Counter[PlanNode]) -> dict[PlanNode, Slice]:
-        """Step every operator once, in order; cache outputs read more than once."""
+    def run_cycle(self, extra_readers: Counter[PlanNode],
+                  only: set[PlanNode] | None = None) -> dict[PlanNode, Slice]:
+        """Step every operator (or those of ``only``) once, in order; cache outputs read
+        more than once.
+        """
         readers = self.consumers() + extra_readers
         out: dict[PlanNode, Slice] = {}
         for node, op in self.ops.items():
+            if only is not None and node not in only:
+                continue
             began = time.perf_counter()
             result = op.step([out[c] for c in node.children])
             op.plan_seconds = time.perf_counter() - began

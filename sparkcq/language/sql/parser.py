@@ -196,7 +196,7 @@ class _StatementParser:
             return self.explain()
         if head == "SHOW":
             self.next()
-            what = self.expect("STREAMS", "TABLES", "QUERIES")
+            what = self.expect("STREAMS", "TABLES", "QUERIES", "FUNCTIONS")
             self.done()
             return Show(what.text.upper())
         if head in ("SELECT", "WITH", "(") or head in _FORM_WORDS:

@@ -114,7 +114,7 @@ class Explain:
 
 @dataclass(frozen=True)
 class Show:
-    """``SHOW STREAMS|TABLES|QUERIES``."""
+    """``SHOW STREAMS|TABLES|QUERIES|FUNCTIONS``."""
 
     what: str
 

@@ -26,6 +26,15 @@ class SourceBatch:
     end: bool = False
 
 
+def merge_batches(kept: SourceBatch, new: SourceBatch) -> SourceBatch:
+    """A batch a failed cycle kept, followed by the source's next one."""
+    if kept.df is None and kept.watermark is None and not kept.end:
+        return new
+    df = union_all([kept.df, new.df])
+    marks = [w for w in (kept.watermark, new.watermark) if w is not None]
+    return SourceBatch(df, max(marks) if marks else None, kept.end or new.end)
+
+
 class ScanOperator(Operator):
     """Turns a source's raw rows into the stream edge every consumer of the stream reads.
 
