@@ -73,7 +73,7 @@ from sparkcq.runtime.functions import (
     function_origin,
     register_python_function,
 )
-from sparkcq.runtime.global_plan import GlobalPlan
+from sparkcq.runtime.global_plan import GlobalPlan, with_start
 from sparkcq.runtime.lowering import lower
 from sparkcq.runtime.operators.base import Operator
 from sparkcq.runtime.operators.outputs import OP, TE, TS, SinkFormatter
@@ -296,10 +296,15 @@ class Engine:
         self.catalog.add_query(info)
         nodes = walk(bound.plan)
         shared = [n for n in nodes if n in self.plan.ops]
-        self.plan.add(bound.plan, name, self._operator_for)
+        root_shared = bound.plan in self.plan.ops
+        notes = self.plan.add(bound.plan, name, self._operator_for)
         info.log.append(f"cycle {self.cycle}: compiled: {len(nodes)} operators, "
                         f"{len(shared)} shared with running queries")
         formatter = SinkFormatter(bound.plan, self.rt, bound.form, name)
+        if root_shared:
+            formatter.seeded_inputs, missing = self.plan.seedable([bound.plan])
+            notes += missing
+        info.log += [f"cycle {self.cycle}: {note}" for note in notes]
         columns = [f.name for f in bound.plan.schema.fields]
         output = QueryOutput(name, columns, bound.plan.time_kind is TimeKind.TIMESTAMP,
                              dict(stmt.options))
@@ -472,10 +477,17 @@ class Engine:
         try:
             for scan in idle:
                 scan.step([])
-            slices = self.plan.run_cycle(Counter(r.info.plan for r in runs), only=nodes)
+            seeded = [(self.plan.ops[n], n.children) for n in nodes
+                      if self.plan.ops[n].seeded_inputs]
+            seeded += [(r.formatter, (r.info.plan,)) for r in runs if r.formatter.seeded_inputs]
+            starts = self.plan.starts(seeded)
+            slices = self.plan.run_cycle(Counter(r.info.plan for r in runs), only=nodes,
+                                         starts=starts)
             outputs: dict[str, DataFrame] = {}
             for run in runs:
-                records = run.formatter.step([slices[run.info.plan]])
+                records = run.formatter.step([with_start(slices[run.info.plan], run.formatter,
+                                                         0, starts)])
+                run.formatter.seeded_inputs = frozenset()
                 if records.df is None:
                     continue
                 df = records.df

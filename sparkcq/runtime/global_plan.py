@@ -2,19 +2,25 @@
 
 Plan nodes compare by value, so a query's node equal to one already running is the same
 operator: it is computed once per cycle and reference-counted; dropping a query frees only
-the operators no other query uses.
+the operators no other query uses. An operator added above a shared relation (a window, an
+aggregate) starts from that relation's current contents, so a new query's first results are
+already complete; above a plain stream it sees only events after its start.
 """
 
 from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from sparkcq.plan.nodes import PlanNode, walk
-from sparkcq.runtime.frames import Runtime, Slice
-from sparkcq.runtime.operators.base import Operator
+from pyspark.sql import DataFrame
+
+from sparkcq.plan.nodes import EdgeKind, PlanNode, walk
+from sparkcq.runtime.frames import Runtime, Slice, union_all
+from sparkcq.runtime.operators.base import ContentsUnknownError, Operator
+
+Starts = dict[tuple[int, int], DataFrame | None]
 
 
 @dataclass
@@ -26,13 +32,59 @@ class GlobalPlan:
     refs: Counter[PlanNode] = field(default_factory=Counter)
     users: dict[PlanNode, set[str]] = field(default_factory=dict)
 
-    def add(self, root: PlanNode, query: str, make: Callable[[PlanNode], Operator]) -> None:
-        """Merge a query's plan bottom-up, sharing every node already present."""
+    def add(self, root: PlanNode, query: str,
+            make: Callable[[PlanNode], Operator]) -> list[str]:
+        """Merge a query's plan bottom-up, sharing every node already present.
+
+        Returns notes for the query's log about new operators that cannot start from a
+        shared relation's contents (they then see only changes after their start).
+        """
+        notes = []
         for node in walk(root):
             if node not in self.ops:
-                self.ops[node] = make(node)
+                op = make(node)
+                op.seeded_inputs, missing = self.seedable(node.children)
+                notes += missing
+                self.ops[node] = op
             self.refs[node] += 1
             self.users.setdefault(node, set()).add(query)
+        return notes
+
+    def seedable(self, children: Iterable[PlanNode]) -> tuple[frozenset[int], list[str]]:
+        """Which inputs (running relations) a new consumer starts from, and which it cannot."""
+        seeded, notes = set(), []
+        for i, child in enumerate(children):
+            op = self.ops.get(child)
+            if op is None or child.kind is not EdgeKind.RELATION or op.position is None:
+                continue
+            try:
+                self.contents(child, op.position)
+            except ContentsUnknownError as e:
+                notes.append(f"starts with the changes after its start: {e}")
+                continue
+            seeded.add(i)
+        return frozenset(seeded), notes
+
+    def contents(self, node: PlanNode, at: int) -> DataFrame | None:
+        """The current contents of a running relation node as +n changes at ``at``."""
+        op = self.ops[node]
+        kids: list[DataFrame | None] = []
+        if op.contents_from_inputs:
+            kids = [self.contents(c, at) if c.kind is EdgeKind.RELATION else None
+                    for c in node.children]
+        return op.contents(kids, at)
+
+    def starts(self, consumers: Iterable[tuple[Operator, tuple[PlanNode, ...]]]) -> Starts:
+        """Contents for every seeded input, taken before any operator steps this cycle."""
+        out: Starts = {}
+        for op, children in consumers:
+            for i in op.seeded_inputs:
+                child = children[i]
+                position = self.ops[child].position
+                assert position is not None
+                df = self.contents(child, position)
+                out[(id(op), i)] = None if df is None else self.rt.cache_for_cycle(df)
+        return out
 
     def remove(self, root: PlanNode, query: str) -> list[Operator]:
         """Lower the query's reference counts; return (and forget) operators left unused."""
@@ -54,10 +106,10 @@ class GlobalPlan:
                 count[child] += 1
         return count
 
-    def run_cycle(self, extra_readers: Counter[PlanNode],
-                  only: set[PlanNode] | None = None) -> dict[PlanNode, Slice]:
+    def run_cycle(self, extra_readers: Counter[PlanNode], only: set[PlanNode] | None = None,
+                  starts: Starts | None = None) -> dict[PlanNode, Slice]:
         """Step every operator (or those of ``only``) once, in order; cache outputs read
-        more than once.
+        more than once; seeded inputs get their ``starts`` before the cycle's changes.
         """
         readers = self.consumers() + extra_readers
         out: dict[PlanNode, Slice] = {}
@@ -65,9 +117,21 @@ class GlobalPlan:
             if only is not None and node not in only:
                 continue
             began = time.perf_counter()
-            result = op.step([out[c] for c in node.children])
+            inputs = [with_start(out[c], op, i, starts) for i, c in enumerate(node.children)]
+            result = op.step(inputs)
             op.plan_seconds = time.perf_counter() - began
+            op.position, op.seeded_inputs = result.hi, frozenset()
             if result.df is not None and readers[node] > 1:
                 result = Slice(self.rt.cache_for_cycle(result.df), result.lo, result.hi)
             out[node] = result
         return out
+
+
+def with_start(inp: Slice, op: Operator, i: int, starts: Starts | None) -> Slice:
+    """``inp`` preceded by the contents input ``i`` of ``op`` starts from, if it is seeded."""
+    if starts is None or i not in op.seeded_inputs:
+        return inp
+    start = starts.get((id(op), i))
+    if start is None:
+        return inp
+    return Slice(union_all([start, inp.df]), inp.lo, inp.hi)

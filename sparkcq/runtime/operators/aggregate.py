@@ -28,7 +28,7 @@ from pyspark.sql.types import (
 
 from sparkcq.plan.nodes import AggCall, Aggregate
 from sparkcq.runtime.frames import Runtime, Slice, SqlViews, q, union_all
-from sparkcq.runtime.operators.base import Operator
+from sparkcq.runtime.operators.base import Operator, as_changes_at
 
 N = "_n"
 _INTEGRAL = (ByteType, ShortType, IntegerType, LongType)
@@ -256,6 +256,13 @@ class AggregateOperator(Operator):
         out = sql(self.output_sql(), run=run)
         self.update_state(run, changes)
         return Slice(out, inp.lo, inp.hi)
+
+    def contents(self, children: list[DataFrame | None], at: int) -> DataFrame | None:
+        """Each live group's current row (the state keeps only groups with elements)."""
+        groups = self.groups.get()
+        if groups is None:
+            return None
+        return as_changes_at(groups, [f.name for f in self.node.schema.fields], None, at)
 
     def update_state(self, run: DataFrame, changes: dict[str, DataFrame]) -> None:
         """Keep each touched group's values after its last instant; drop emptied groups."""

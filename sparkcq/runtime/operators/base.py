@@ -2,8 +2,23 @@
 
 from __future__ import annotations
 
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from sparkcq.errors import PlanError
 from sparkcq.plan.nodes import PlanNode
-from sparkcq.runtime.frames import D, Runtime, Slice, StateFrame, T, split_at, union_all
+from sparkcq.runtime.frames import D, Runtime, Slice, StateFrame, T, col, split_at, union_all
+
+
+class ContentsUnknownError(PlanError):
+    """An operator keeps no state from which its current output relation can be rebuilt."""
+
+
+def as_changes_at(df: DataFrame, names: list[str], count: str | None, at: int) -> DataFrame:
+    """Rows (with a multiplicity column ``count``, or 1 each) as +n changes at ``at``."""
+    n = col(count) if count else F.lit(1)
+    return df.select(*[col(c) for c in names], F.lit(at).cast("long").alias(T),
+                     n.cast("long").alias(D))
 
 
 class Operator:
@@ -13,11 +28,16 @@ class Operator:
     per cycle in topological order. State is held in ``StateFrame``s so it lives in Spark.
     """
 
+    contents_from_inputs = False  # ``contents`` maps its inputs' contents (stateless ops)
+
     def __init__(self, node: PlanNode, rt: Runtime):
         self.node = node
         self.rt = rt
         self.states: list[StateFrame] = []
         self.plan_seconds = 0.0  # time spent building this cycle's plan (driver side)
+        self.position: int | None = None  # hi of the last slice this operator emitted
+        # inputs a newly added operator starts from the (shared) child's current contents
+        self.seeded_inputs: frozenset[int] = frozenset()
 
     def state(self, schema, name: str) -> StateFrame:  # noqa: ANN001 - a StructType
         """Create a state frame owned by this operator (counted in metrics, checkpointed)."""
@@ -33,6 +53,16 @@ class Operator:
     def step(self, inputs: list[Slice]) -> Slice:
         """Process one cycle's input slices and return the output slice."""
         raise NotImplementedError(type(self).__name__)
+
+    def contents(self, children: list[DataFrame | None], at: int) -> DataFrame | None:
+        """The output relation's current contents as +n changes at instant ``at``.
+
+        ``children`` are the inputs' contents in the same form (None: empty). A stateful
+        operator answers from its state; a stateless one maps its inputs' contents. The
+        global plan uses it to start a new query above a shared relation (DESIGN 4.2).
+        """
+        msg = f"{self.node.label()} cannot tell its current contents"
+        raise ContentsUnknownError(msg)
 
     def release(self) -> None:
         """Free all state (the operator leaves the plan)."""
@@ -65,4 +95,4 @@ class FutureBuffer:
         return Slice(due, lo, hi)
 
 
-__all__ = ["D", "T", "FutureBuffer", "Operator"]
+__all__ = ["D", "T", "ContentsUnknownError", "FutureBuffer", "Operator", "as_changes_at"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from sparkcq.plan.nodes import EdgeKind, Filter, Project
@@ -11,6 +12,8 @@ from sparkcq.runtime.operators.base import Operator
 
 class FilterOperator(Operator):
     """Keeps the changes whose row satisfies the predicate (snapshot-reducible as is)."""
+
+    contents_from_inputs = True
 
     def __init__(self, node: Filter, rt: Runtime):
         super().__init__(node, rt)
@@ -22,9 +25,14 @@ class FilterOperator(Operator):
             return inp
         return Slice(inp.df.where(self.predicate), inp.lo, inp.hi)
 
+    def contents(self, children: list[DataFrame | None], at: int) -> DataFrame | None:  # noqa: D102
+        return self.step([Slice(children[0], at, at + 1)]).df
+
 
 class ProjectOperator(Operator):
     """Computes the output columns of each change; time and multiplicity pass through."""
+
+    contents_from_inputs = True
 
     def __init__(self, node: Project, rt: Runtime):
         super().__init__(node, rt)
@@ -37,3 +45,6 @@ class ProjectOperator(Operator):
         if self.node.kind is EdgeKind.TABLE:
             return Slice(inp.df.select(*self.exprs), inp.lo, inp.hi)
         return Slice(inp.df.select(*self.exprs, col(T), col(D)), inp.lo, inp.hi)
+
+    def contents(self, children: list[DataFrame | None], at: int) -> DataFrame | None:  # noqa: D102
+        return self.step([Slice(children[0], at, at + 1)]).df

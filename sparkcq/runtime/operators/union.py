@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pyspark.sql import DataFrame
 from pyspark.sql.types import LongType, StructField, StructType
 
 from sparkcq.plan.nodes import PlanNode
@@ -50,6 +51,8 @@ class AlignedInputs:
 class UnionOperator(Operator):
     """UNION ALL of streams or relations, columns matched by position."""
 
+    contents_from_inputs = True
+
     def __init__(self, node: PlanNode, rt: Runtime):
         super().__init__(node, rt)
         self.names = [f.name for f in node.schema.fields]
@@ -64,5 +67,9 @@ class UnionOperator(Operator):
             frames.append(part.df.toDF(*self.names, T, D))
         lo, hi = parts[0].lo, parts[0].hi
         return Slice(union_all(frames), lo, hi)
+
+    def contents(self, children: list[DataFrame | None], at: int) -> DataFrame | None:
+        """The bag union of the inputs' contents."""
+        return union_all([c.toDF(*self.names, T, D) for c in children if c is not None])
 
 

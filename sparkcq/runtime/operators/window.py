@@ -9,7 +9,7 @@ from pyspark.sql.types import BooleanType, LongType, StructField, StructType
 from sparkcq.plan.nodes import CutSpec, RangeSpec, RowsSpec, UnboundedSpec
 from sparkcq.plan.nodes import Window as WindowNode
 from sparkcq.runtime.frames import D, Runtime, Slice, T, ceil_to, col, floor_to, union_all
-from sparkcq.runtime.operators.base import FutureBuffer, Operator
+from sparkcq.runtime.operators.base import FutureBuffer, Operator, as_changes_at
 
 _NEW = "_new"
 
@@ -72,6 +72,17 @@ class TimeWindowOperator(Operator):
                 produced = plus.unionByName(minus)
         return self.future.emit(produced, inp.lo, inp.hi)
 
+    def contents(self, children: list[DataFrame | None], at: int) -> DataFrame | None:
+        """Live elements: every one of them still has its -1 waiting in the future buffer."""
+        if isinstance(self.spec, UnboundedSpec):
+            return super().contents(children, at)
+        buffered = self.future.frame.get()
+        if buffered is None:
+            return None
+        names = [col(f.name) for f in self.node.schema.fields]
+        live = buffered.groupBy(*names).agg((-F.sum(col(D))).alias(D)).where(col(D) > 0)
+        return live.select(*names, F.lit(at).cast("long").alias(T), col(D))
+
 
 class RowsWindowOperator(Operator):
     """``[ROWS n]`` and ``[PARTITION BY k ROWS n]``: an element leaves when the n-th later
@@ -116,3 +127,8 @@ class RowsWindowOperator(Operator):
         # a row whose n-th successor has the same instant lives for an empty interval
         out = out.groupBy(*[col(n) for n in self.names], col(T)).agg(F.sum(col(D)).alias(D))
         return Slice(out.where(col(D) != 0), inp.lo, inp.hi)
+
+    def contents(self, children: list[DataFrame | None], at: int) -> DataFrame | None:
+        """The last n rows of each partition are the live elements."""
+        last = self.last.get()
+        return None if last is None else as_changes_at(last, self.names, None, at)
