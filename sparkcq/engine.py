@@ -67,6 +67,7 @@ from sparkcq.language.sql.statements import (
 from sparkcq.model.time import TIME_MAX, TimeKind, parse_duration
 from sparkcq.plan.binder import bind_select
 from sparkcq.plan.nodes import EdgeKind, PlanNode, StreamScan, TableScan, render_tree, walk
+from sparkcq.runtime.explain import explain_global_dot, explain_global_text
 from sparkcq.runtime.frames import Runtime
 from sparkcq.runtime.functions import (
     ensure_data_type,
@@ -106,7 +107,7 @@ class Engine:
     """A sparkcq system on one Spark session: define streams, run continuous queries."""
 
     def __init__(self, spark: SparkSession | None = None, master: str | None = None,
-                 shuffle_partitions: int = 4):
+                 shuffle_partitions: int = 4, count_rows: bool = True):
         # stop() stops Spark only if this engine started it (not a session it was given)
         self.owns_session = spark is None and SparkSession.getActiveSession() is None
         self.spark = spark or make_session(master, shuffle_partitions=shuffle_partitions)
@@ -123,6 +124,9 @@ class Engine:
         self.cycle = 0
         self.reports: list[CycleReport] = []
         self._anon = 0
+        # count every operator's output rows per cycle (in the cycle's one action) for
+        # EXPLAIN GLOBAL; benchmarks may turn it off
+        self.count_rows = count_rows
         self._tables: dict[str, DataFrame] = {}
 
     # -- statements ----------------------------------------------------------------------
@@ -152,7 +156,7 @@ class Engine:
             if stmt.select is not None:
                 return render_tree(bind_select(stmt.select, text, self.catalog, self.spark).plan)
             if stmt.glob or stmt.name is None:
-                return self.explain_global()
+                return self.explain_global(stmt.fmt)
             return self.explain(stmt.name)
         if isinstance(stmt, Show):
             return self.show(stmt.what)
@@ -331,6 +335,7 @@ class Engine:
             self.stopped.pop(key, None)
             self.sinks[info.sink].forget(info.name)
             del self.catalog.queries[key]
+            self.rt.end_cycle()  # between cycles: free the dropped state now
             return
         space = self.catalog.streams if kind == "STREAM" else self.catalog.tables
         target = space.get(name.lower())
@@ -495,7 +500,17 @@ class Engine:
                     df = df.withColumn(TS, F.timestamp_micros(df[TS])).withColumn(
                         TE, F.timestamp_micros(df[TE]))
                 outputs[run.info.name] = df
-            return self.rt.commit_cycle(outputs)
+            stepped = [self.plan.ops[n] for n in nodes]
+            counted: dict[int, DataFrame] = {}
+            for i, op in enumerate(stepped):
+                out_df = slices[op.node].df
+                if out_df is not None and self.count_rows:
+                    counted[i] = out_df
+            tables, counts = self.rt.commit_cycle(outputs, counted)
+            if self.count_rows:
+                for i, op in enumerate(stepped):
+                    op.counted(counts.get(i, 0))
+            return tables
         except BaseException:
             tx.rollback()
             raise
@@ -652,16 +667,16 @@ class Engine:
                 marks[node] = f"  (shared with {', '.join(sorted(users))})"
         return render_tree(info.plan, marks)
 
-    def explain_global(self) -> str:
-        """The shared DAG: each operator, the queries using it and its state size."""
-        lines = []
-        ids = {node: i for i, node in enumerate(self.plan.ops)}
-        for node, op in self.plan.ops.items():
-            inputs = ", ".join(f"#{ids[c]}" for c in node.children)
-            users = ", ".join(sorted(self.plan.users.get(node, set())))
-            lines.append(f"#{ids[node]} {node.label()}  <- [{inputs}]  refs={self.plan.refs[node]}"
-                         f"  queries=[{users}]  state_rows={op.state_rows}")
-        return "\n".join(lines)
+    def explain_global(self, fmt: str = "text") -> str:
+        """The shared DAG: each operator, the queries using it, its reference count, state
+        rows, rows per cycle and plan-building time; ``fmt='dot'`` gives Graphviz DOT.
+        """
+        if fmt == "dot":
+            return explain_global_dot(self.plan)
+        if fmt != "text":
+            msg = f"unknown EXPLAIN format {fmt!r}; use 'text' or 'dot'"
+            raise CatalogError(msg)
+        return explain_global_text(self.plan)
 
     def show(self, what: str) -> pd.DataFrame:
         """SHOW STREAMS | TABLES | QUERIES | FUNCTIONS as a small table."""

@@ -22,6 +22,7 @@ from pyspark.sql.types import StructType
 
 T = "_t"
 D = "_d"
+_COUNT_BASE = 1 << 30  # ids of counted frames in the commit's union, apart from states
 
 
 def q(name: str) -> str:
@@ -105,9 +106,20 @@ class Runtime:
         """Free a checkpointed frame once this cycle no longer reads it."""
         self.released.append(df)
 
-    def commit_cycle(self, outputs: dict[str, DataFrame]) -> dict[str, pa.Table]:
-        """Run the cycle's one Spark action: materialise changed states, collect records."""
+    def commit_cycle(self, outputs: dict[str, DataFrame],
+                     counted: dict[int, DataFrame] | None = None,
+                     ) -> tuple[dict[str, pa.Table], dict[int, int]]:
+        """Run the cycle's one Spark action: materialise changed states, collect records.
+
+        ``counted`` frames (operator outputs, for EXPLAIN GLOBAL's rows per cycle) are
+        counted by the same action; their counts come back by key.
+        """
         parts: list[DataFrame] = []
+        counted = counted or {}
+        count_ids = {key: _COUNT_BASE + i for i, key in enumerate(counted)}
+        for key, df in counted.items():
+            parts.append(df.agg(F.count(F.lit(1)).alias("_n"))
+                         .select(F.lit(count_ids[key]).alias("_sid"), "_n"))
         states = [st for st in dict.fromkeys(self.changed_states) if st.df is not None]
         for i, st in enumerate(states):
             assert st.df is not None
@@ -121,7 +133,7 @@ class Runtime:
                                    F.struct(*[col(c) for c in df.columns]).alias(f"_q{j}")))
         self.changed_states.clear()
         if not parts:
-            return {}
+            return {}, {}
         merged = parts[0]
         for part in parts[1:]:
             merged = merged.unionByName(part, allowMissingColumns=True)
@@ -132,7 +144,7 @@ class Runtime:
         if not batches:
             for st in states:
                 st.committed(0, None)
-            return {}
+            return {}, dict.fromkeys(counted, 0)
         table = pa.Table.from_batches(batches)
         sid = table.column("_sid")
         for i, st in enumerate(states):
@@ -143,7 +155,11 @@ class Runtime:
         for j, name in enumerate(names):
             rows = table.filter(pc.equal(sid, -1 - j)).column(f"_q{j}").combine_chunks()
             out[name] = pa.Table.from_arrays(rows.flatten(), names=[f.name for f in rows.type])
-        return out
+        counts = {}
+        for key, i in count_ids.items():
+            row = table.filter(pc.equal(sid, i))
+            counts[key] = row.column("_n")[0].as_py() if row.num_rows else 0
+        return out, counts
 
     def end_cycle(self) -> None:
         """Drop the cycle's caches and the state frames replaced during the cycle."""

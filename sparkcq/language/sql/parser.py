@@ -299,6 +299,9 @@ class _StatementParser:
     def explain(self) -> Statement:
         self.next()
         glob = self.accept("GLOBAL") is not None
+        if glob and self.accept("DOT") is not None:
+            self.done()
+            return Explain(None, glob, fmt="dot")
         if self.peek() is None:
             return Explain(None, glob)
         if self.word() in ("SELECT", "(") or self.word() in _FORM_WORDS:

@@ -105,11 +105,12 @@ class Drop:
 
 @dataclass(frozen=True)
 class Explain:
-    """``EXPLAIN [GLOBAL] [name]`` or ``EXPLAIN SELECT ...``."""
+    """``EXPLAIN [GLOBAL [DOT]] [name]`` or ``EXPLAIN SELECT ...``."""
 
     name: str | None
     glob: bool = False
     select: SelectText | None = None
+    fmt: str = "text"
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,9 @@ class Operator:
         self.rt = rt
         self.states: list[StateFrame] = []
         self.plan_seconds = 0.0  # time spent building this cycle's plan (driver side)
+        self.rows_out = 0  # rows of the last cycle's output slice
+        self.rows_out_total = 0
+        self.cycles = 0
         self.position: int | None = None  # hi of the last slice this operator emitted
         # inputs a newly added operator starts from the (shared) child's current contents
         self.seeded_inputs: frozenset[int] = frozenset()
@@ -44,6 +47,12 @@ class Operator:
         frame = StateFrame(self.rt, schema, f"{type(self).__name__}-{len(self.states)}-{name}")
         self.states.append(frame)
         return frame
+
+    def counted(self, rows: int) -> None:
+        """The commit counted this cycle's output rows."""
+        self.rows_out = rows
+        self.rows_out_total += rows
+        self.cycles += 1
 
     @property
     def state_rows(self) -> int:

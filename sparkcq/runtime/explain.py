@@ -1,0 +1,54 @@
+"""EXPLAIN GLOBAL: the shared DAG as text and as Graphviz DOT (DESIGN 4.2)."""
+
+from __future__ import annotations
+
+import json
+
+from sparkcq.runtime.global_plan import GlobalPlan
+
+
+def explain_global_text(plan: GlobalPlan) -> str:
+    """One line per operator: id, kind, what it does, inputs, users, state and work."""
+    ids = {node: i for i, node in enumerate(plan.ops)}
+    lines = []
+    for node, op in plan.ops.items():
+        inputs = ", ".join(f"#{ids[c]}" for c in node.children)
+        users = ", ".join(sorted(plan.users.get(node, set())))
+        avg = op.rows_out_total / op.cycles if op.cycles else 0.0
+        lines.append(
+            f"#{ids[node]} {node.label()}  [{node.kind.value}]  <- [{inputs}]  "
+            f"refs={plan.refs[node]}  queries=[{users}]  state_rows={op.state_rows}  "
+            f"rows/cycle={op.rows_out} (avg {avg:.0f})  plan_ms/cycle={op.plan_seconds * 1e3:.1f}")
+    return "\n".join(lines)
+
+
+def explain_global_dot(plan: GlobalPlan) -> str:
+    """The shared DAG for Graphviz: operators as boxes, queries as ellipses reading them."""
+    ids = {node: i for i, node in enumerate(plan.ops)}
+    roots: dict[str, int] = {}
+    out = ["digraph sparkcq {", "  rankdir=BT;", "  node [shape=box, fontname=Helvetica];"]
+    for node, op in plan.ops.items():
+        users = sorted(plan.users.get(node, set()))
+        label = (f"#{ids[node]} {node.label()}\\nrefs={plan.refs[node]} "
+                 f"state_rows={op.state_rows} rows/cycle={op.rows_out}")
+        shared = ", style=filled, fillcolor=lightblue" if len(users) > 1 else ""
+        out.append(f"  n{ids[node]} [label={_quote(label)}{shared}];")
+        for child in node.children:
+            out.append(f"  n{ids[child]} -> n{ids[node]};")
+        for query in users:
+            if not any(node in parent.children and query in plan.users.get(parent, set())
+                       for parent in plan.ops):
+                roots[query] = ids[node]
+    for query, node_id in sorted(roots.items()):
+        out.append(f"  q_{_ident(query)} [label={_quote(query)}, shape=ellipse];")
+        out.append(f"  n{node_id} -> q_{_ident(query)};")
+    out.append("}")
+    return "\n".join(out)
+
+
+def _quote(text: str) -> str:
+    return json.dumps(text).replace("\\\\n", "\\n")
+
+
+def _ident(name: str) -> str:
+    return "".join(ch if ch.isalnum() else "_" for ch in name)
