@@ -1,8 +1,9 @@
-"""The ``sparkcq`` command: run a script of statements, or the live demo."""
+"""The ``sparkcq`` command: run a script, the live demo, the server, and verbs that talk to it."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from importlib import resources
@@ -11,6 +12,7 @@ from rich.console import Console
 
 from sparkcq.engine import Engine
 from sparkcq.errors import SparkcqError
+from sparkcq.server.commands import REMOTE_VERBS, add_remote_verbs, run_remote
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -27,9 +29,22 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--duration", type=float, default=None, help="seconds to run")
     demo.add_argument("--rate", type=int, default=2000, help="events per second per stream")
     demo.add_argument("--interval", type=float, default=1.0, help="seconds between cycles")
+    serve = sub.add_parser("serve", help="run the engine with its control API (HTTP/JSON)")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8765)
+    serve.add_argument("--interval", type=float, default=1.0, help="seconds between cycles")
+    serve.add_argument("--token", default=os.environ.get("SPARKCQ_TOKEN"),
+                       help="API token; required to bind beyond localhost")
+    add_remote_verbs(sub)
     args = parser.parse_args(argv)
     console = Console()
     try:
+        if args.command == "serve":
+            from sparkcq.server.serve import serve as run_server
+
+            return run_server(args.host, args.port, args.master, args.interval, args.token)
+        if args.command in REMOTE_VERBS:
+            return run_remote(args, console)
         if args.command == "run":
             with open(args.file, encoding="utf-8") as f:
                 script = f.read()

@@ -1,0 +1,57 @@
+"""``sparkcq serve``: the engine loop plus the control API under uvicorn."""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import socket
+
+from sparkcq.engine import Engine
+from sparkcq.errors import SparkcqError
+
+
+class ServerSetupError(SparkcqError):
+    """The service cannot start as configured."""
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` only accepts connections from this machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(socket.gethostbyname(host)).is_loopback
+    except (OSError, ValueError):
+        return False
+
+
+def serve(host: str = "127.0.0.1", port: int = 8765, master: str | None = None,
+          interval: float = 1.0, token: str | None = None) -> int:
+    """Run the service until SIGINT/SIGTERM or ``POST /shutdown``; returns an exit code."""
+    if not is_loopback(host) and not token:
+        msg = f"binding to {host!r} exposes the control API; pass --token (or SPARKCQ_TOKEN)"
+        raise ServerSetupError(msg)
+    try:
+        import uvicorn
+
+        from sparkcq.server.app import build_app
+    except ImportError as e:
+        msg = f"the server needs its extra: pip install 'sparkcq[server]' ({e})"
+        raise ServerSetupError(msg) from None
+    from sparkcq.server.loop import EngineLoop
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    loop = EngineLoop(Engine(master=master), interval=interval)
+    loop.start()
+    server: uvicorn.Server | None = None
+
+    def request_exit() -> None:
+        if server is not None:
+            server.should_exit = True
+
+    app = build_app(loop, token=token, on_shutdown=request_exit)
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
+    try:
+        server.run()  # returns on SIGINT/SIGTERM or should_exit
+    finally:
+        loop.stop()
+    return 0

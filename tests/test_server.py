@@ -1,0 +1,111 @@
+"""The service end to end: `sparkcq serve` in a subprocess, driven over HTTP."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+
+from sparkcq.engine import close_elements
+from sparkcq.server.client import Client, ServerError
+
+pytestmark = pytest.mark.slow
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    port = free_port()
+    log = open(tmp_path_factory.mktemp("server") / "server.log", "w+")  # noqa: SIM115
+    env = {**os.environ, "SPARKCQ_DRIVER_MEMORY": "1g"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sparkcq.cli", "--master", "local[2]", "serve", "--port",
+         str(port), "--interval", "0.5"], stdout=log, stderr=subprocess.STDOUT, env=env)
+    client = Client(f"http://127.0.0.1:{port}")
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            client.status()
+            break
+        except ServerError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                log.seek(0)
+                pytest.fail(f"server did not start:\n{log.read()[-3000:]}")
+            time.sleep(0.5)
+    yield client, proc
+    if proc.poll() is None:
+        proc.kill()
+
+
+def wait_for(predicate, timeout=90):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value is not None and value is not False:
+            return value
+        time.sleep(0.3)
+    pytest.fail("timed out")
+
+
+def elements(client, name, cols):
+    frame, _ = client.results(name)
+    if frame.empty:
+        return frame
+    frame["_te"] = frame["_te"].astype("Int64")
+    out = close_elements(frame, cols)
+    return out.sort_values(["_ts", *cols]).reset_index(drop=True)
+
+
+def test_submit_push_drop_explain_and_shutdown(server):
+    client, proc = server
+    client.submit("CREATE STREAM s (k STRING, v DOUBLE, t BIGINT) WITH (event_time='t')")
+    assert client.submit("CREATE QUERY avg_v AS SELECT k, avg(v) AS a FROM s [RANGE 10] "
+                         "GROUP BY k") == "avg_v"
+    client.submit("CREATE QUERY max_v AS SELECT k, max(v) AS m FROM s [RANGE 10] GROUP BY k")
+    assert {q["name"] for q in client.queries()} == {"avg_v", "max_v"}
+
+    # data flows in batches while the loop cycles
+    client.push("s", [{"k": "a", "v": 1.0, "t": 1}, {"k": "a", "v": 3.0, "t": 4}], watermark=5)
+    client.push("s", [{"k": "a", "v": 8.0, "t": 12}], watermark=20)
+    client.push("s", [], watermark=30)
+    want = pd.DataFrame({"k": ["a"] * 5, "a": [1.0, 2.0, 3.0, 5.5, 8.0],
+                         "_ts": [1, 4, 11, 12, 14], "_te": [4, 11, 12, 14, 22]})
+    got = wait_for(lambda: (lambda f: f if len(f) == 5 and f["_te"].notna().all() else None)(
+        elements(client, "avg_v", ["k", "a"])))
+    pd.testing.assert_frame_equal(got, want, check_dtype=False)
+    mx = elements(client, "max_v", ["k", "m"])
+    assert mx["m"].tolist() == [1.0, 3.0, 8.0] and mx["_te"].tolist() == [4, 12, 22]
+
+    plan = client.explain(global_=True)
+    window = next(line for line in plan.splitlines() if "Window" in line)
+    assert "refs=2" in window and "queries=[avg_v, max_v]" in window
+    assert client.explain(global_=True, fmt="dot").startswith("digraph")
+    assert "shared with max_v" in client.explain("avg_v")
+
+    client.drop("max_v")
+    plan = client.explain(global_=True)
+    assert "max_v" not in plan and "avg_v" in plan
+    with pytest.raises(ServerError) as err:
+        client.logs("max_v")
+    assert err.value.status == 404
+
+    with pytest.raises(ServerError) as err:
+        client.submit("CREATE QUERY bad AS SELECT k, avg(vv) FROM s [RANGE 10] GROUP BY k")
+    assert err.value.status == 400 and "line 1, col" in str(err.value)
+    assert "vv" in str(err.value)
+    assert client.query("avg_v")["status"] == "running"
+    assert any("compiled" in line for line in client.logs("avg_v"))
+    assert client.status()["cycles"] > 0
+
+    client.shutdown()
+    assert proc.wait(timeout=60) == 0
