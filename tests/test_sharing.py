@@ -134,3 +134,35 @@ def test_drop_frees_exactly_what_no_other_query_uses(engine, spark):
     engine.run_until_idle()
     assert cached_blocks(spark) - others == live_frames(engine)
     assert "mx" not in engine.explain_global() and "pairs" not in engine.explain_global()
+
+
+def test_late_query_over_shared_join_starts_complete(engine):
+    join = ("SELECT x.k, x.v, y.v AS w FROM s [RANGE 10] AS x JOIN s [RANGE 8] AS y "
+            "ON x.k = y.k AND x.v < y.v")
+    engine.register_table("names", [{"k": "a", "name": "alpha"}, {"k": "b", "name": "beta"}])
+    engine.execute(f"""
+        CREATE STREAM s (k STRING, v DOUBLE, t BIGINT) WITH (event_time='t');
+        CREATE QUERY early AS {join};
+        CREATE QUERY early_named AS SELECT x.k, n.name, x.v FROM s [RANGE 6] AS x
+            JOIN names AS n ON x.k = n.k;
+    """)
+    added = {}
+
+    def add_late(i):
+        if i == 4:
+            added["t"] = engine.metrics()["watermarks"]["s"]
+            engine.execute(f"CREATE QUERY late AS {join}")
+            engine.execute("CREATE QUERY late_named AS SELECT x.k, n.name, x.v FROM "
+                           "s [RANGE 6] AS x JOIN names AS n ON x.k = n.k")
+            assert not any("starts with the changes" in line
+                           for q in ("late", "late_named") for line in engine.query_log(q))
+
+    run_in_batches(engine, EVENTS, add_late)
+    engine.end_input("s")
+    engine.run_until_idle()
+    for late, early, cols in [("late", "early", ["k", "v", "w"]),
+                              ("late_named", "early_named", ["k", "name", "v"])]:
+        want = coalesce_from(engine.results(early), cols, added["t"])
+        got = engine.results(late)
+        assert len(got) > 0 and got["_ts"].min() == added["t"]
+        pd.testing.assert_frame_equal(sorted_frame(got), sorted_frame(want), check_dtype=False)

@@ -70,9 +70,15 @@ class GlobalPlan:
         op = self.ops[node]
         kids: list[DataFrame | None] = []
         if op.contents_from_inputs:
-            kids = [self.contents(c, at) if c.kind is EdgeKind.RELATION else None
-                    for c in node.children]
+            kids = [self.contents(c, at) if c.kind is EdgeKind.RELATION else
+                    self.table(c) if c.kind is EdgeKind.TABLE else None for c in node.children]
         return op.contents(kids, at)
+
+    def table(self, node: PlanNode) -> DataFrame | None:
+        """The rows of a static (table-kind) node; its operators are stateless maps."""
+        op = self.ops[node]
+        inputs = [Slice(self.table(c), 0, 0) for c in node.children]
+        return op.step(inputs).df
 
     def starts(self, consumers: Iterable[tuple[Operator, tuple[PlanNode, ...]]]) -> Starts:
         """Contents for every seeded input, taken before any operator steps this cycle."""

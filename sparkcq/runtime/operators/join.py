@@ -97,6 +97,8 @@ class JoinOperator(Operator):
         self.rnames = [f.name for f in node.right.schema.fields]
         self.cond = F.expr(node.condition) if node.condition else F.lit(True)
         self.static = [c.kind is EdgeKind.TABLE for c in node.children]
+        # with a table, contents come from the dynamic input; else from the open elements
+        self.contents_from_inputs = any(self.static)
         if not any(self.static):
             self.aligned = AlignedInputs(self, node.children)
             self.left = ElementTracker(self, self.lnames, node.left.schema, "left-open")
@@ -134,6 +136,23 @@ class JoinOperator(Operator):
         self.left.keep_open(lel)
         self.right.keep_open(rel)
         return Slice(plus.unionByName(minus), lo, hi)
+
+    def contents(self, children: list[DataFrame | None], at: int) -> DataFrame | None:
+        """Pairs of live elements (both still open) meeting the condition; with a static
+        table, the dynamic side's contents joined with the table.
+        """
+        names = [col(n) for n in [*self.lnames, *self.rnames]]
+        if any(self.static):
+            dyn, table = (children[1], children[0]) if self.static[0] else children
+            if dyn is None or table is None:
+                return None
+            return dyn.join(table, self.cond).select(*names, col(T), col(D))
+        left, right = self.left.open.get(), self.right.open.get()
+        if left is None or right is None:
+            return None
+        pairs = left.drop(TS).join(right.drop(TS), self.cond)
+        return pairs.select(*names, F.lit(at).cast("long").alias(T),
+                            F.lit(1).cast("long").alias(D))
 
     def step_static(self, left: Slice, right: Slice) -> Slice:
         """Changes of the dynamic side joined with the whole static table."""
