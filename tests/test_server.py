@@ -27,7 +27,7 @@ def free_port() -> int:
 def server(tmp_path_factory):
     port = free_port()
     log = open(tmp_path_factory.mktemp("server") / "server.log", "w+")  # noqa: SIM115
-    env = {**os.environ, "SPARKCQ_DRIVER_MEMORY": "1g"}
+    env = {**os.environ, "SPARKCQ_DRIVER_MEMORY": "1g", "PYTHONFAULTHANDLER": "1"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "sparkcq.cli", "--master", "local[2]", "serve", "--port",
          str(port), "--interval", "0.5"], stdout=log, stderr=subprocess.STDOUT, env=env)
@@ -42,7 +42,7 @@ def server(tmp_path_factory):
                 log.seek(0)
                 pytest.fail(f"server did not start:\n{log.read()[-3000:]}")
             time.sleep(0.5)
-    yield client, proc
+    yield client, proc, log
     if proc.poll() is None:
         proc.kill()
 
@@ -67,7 +67,7 @@ def elements(client, name, cols):
 
 
 def test_submit_push_drop_explain_and_shutdown(server):
-    client, proc = server
+    client, proc, log = server
     client.submit("CREATE STREAM s (k STRING, v DOUBLE, t BIGINT) WITH (event_time='t')")
     assert client.submit("CREATE QUERY avg_v AS SELECT k, avg(v) AS a FROM s [RANGE 10] "
                          "GROUP BY k") == "avg_v"
@@ -107,5 +107,14 @@ def test_submit_push_drop_explain_and_shutdown(server):
     assert any("compiled" in line for line in client.logs("avg_v"))
     assert client.status()["cycles"] > 0
 
+    began = time.monotonic()
     client.shutdown()
-    assert proc.wait(timeout=60) == 0
+    try:
+        code = proc.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(6)  # SIGABRT: faulthandler prints every thread's stack
+        time.sleep(3)
+        log.seek(0)
+        pytest.fail(f"server still running after shutdown:\n{log.read()[-3000:]}")
+    assert code == 0, log.seek(0) or log.read()[-3000:]
+    print(f"shutdown took {time.monotonic() - began:.1f} s")

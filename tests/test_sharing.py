@@ -83,18 +83,21 @@ def test_late_query_over_shared_window_and_aggregate_starts_complete(engine):
         pd.testing.assert_frame_equal(sorted_frame(got), sorted_frame(want), check_dtype=False)
 
 
-def cached_blocks(spark):
-    return spark.sparkContext._jsc.getPersistentRDDs().size()
+def persisted(spark):
+    """Ids of the RDDs Spark keeps persisted (state frames are local checkpoints)."""
+    return {int(i) for i in spark.sparkContext._jsc.getPersistentRDDs().keySet().toArray()}
 
 
 def live_frames(engine):
+    """Ids of the RDDs behind the engine's current state frames."""
     ops = [*engine.plan.ops.values(), *(r.formatter for r in engine.running.values())]
     ops += [s for s in engine.scans.values() if s.node not in engine.plan.ops]
-    return sum(f.df is not None for op in ops for f in op.states)
+    return {f.df._jdf.queryExecution().analyzed().rdd().id()
+            for op in ops for f in op.states if f.df is not None}
 
 
 def test_drop_frees_exactly_what_no_other_query_uses(engine, spark):
-    others = cached_blocks(spark)  # earlier tests' engines on the shared session
+    before = persisted(spark)  # other engines' frames on the shared session
     engine.execute("""
         CREATE STREAM s (k STRING, v DOUBLE, t BIGINT) WITH (event_time='t');
         CREATE QUERY keep AS SELECT k, avg(v) AS a FROM s [RANGE 10] GROUP BY k;
@@ -102,7 +105,7 @@ def test_drop_frees_exactly_what_no_other_query_uses(engine, spark):
     engine.push("s", rows(EVENTS[:4]), watermark=10)
     engine.run_until_idle()
     keep_nodes = set(engine.plan.ops)
-    assert cached_blocks(spark) - others == live_frames(engine) > 0
+    assert persisted(spark) - before == live_frames(engine) != set()
     engine.execute("""
         CREATE QUERY mx AS SELECT k, max(v) AS m FROM s [RANGE 10] GROUP BY k;
         CREATE QUERY pairs AS SELECT x.k, x.v, y.v AS w FROM s [RANGE 5] AS x
@@ -118,21 +121,21 @@ def test_drop_frees_exactly_what_no_other_query_uses(engine, spark):
     assert dot.startswith("digraph sparkcq {") and "q_pairs" in dot and "->" in dot
     assert engine.execute("EXPLAIN GLOBAL DOT") == dot
     assert "shared with mx" in engine.explain("keep")
-    with_all = cached_blocks(spark) - others
-    assert with_all == live_frames(engine) > 0
+    with_all = persisted(spark) - before
+    assert with_all == live_frames(engine) != set()
 
     engine.drop("QUERY", "mx")
     engine.drop("QUERY", "pairs")
     assert set(engine.plan.ops) == keep_nodes
     assert all(engine.plan.refs[n] == 1 for n in keep_nodes)
-    assert cached_blocks(spark) - others == live_frames(engine) < with_all
+    assert persisted(spark) - before == live_frames(engine) < with_all
     assert engine.metrics()["total_state_rows"] == sum(
         op.state_rows for op in engine.plan.ops.values()) + sum(
         r.formatter.state_rows for r in engine.running.values())
     # and the remaining query goes on, its results unaffected by the others
     engine.push("s", rows(EVENTS[8:]), watermark=30)
     engine.run_until_idle()
-    assert cached_blocks(spark) - others == live_frames(engine)
+    assert persisted(spark) - before == live_frames(engine)
     assert "mx" not in engine.explain_global() and "pairs" not in engine.explain_global()
 
 

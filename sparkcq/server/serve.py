@@ -9,6 +9,8 @@ import socket
 from sparkcq.engine import Engine
 from sparkcq.errors import SparkcqError
 
+log = logging.getLogger("sparkcq.server")
+
 
 class ServerSetupError(SparkcqError):
     """The service cannot start as configured."""
@@ -45,13 +47,18 @@ def serve(host: str = "127.0.0.1", port: int = 8765, master: str | None = None,
     server: uvicorn.Server | None = None
 
     def request_exit() -> None:
+        log.info("shutdown requested")
         if server is not None:
             server.should_exit = True
 
     app = build_app(loop, token=token, on_shutdown=request_exit)
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
+    # open connections (a `tail` client) get 5 s to finish before the server closes them
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning",
+                                           timeout_graceful_shutdown=5))
     try:
         server.run()  # returns on SIGINT/SIGTERM or should_exit
     finally:
+        log.info("control API closed; stopping queries and Spark")
         loop.stop()
+        log.info("stopped" if loop.stopped.is_set() else "engine thread did not stop in time")
     return 0
