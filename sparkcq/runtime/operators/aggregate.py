@@ -22,6 +22,7 @@ from pyspark.sql.types import (
     IntegerType,
     LongType,
     ShortType,
+    StringType,
     StructField,
     StructType,
 )
@@ -31,6 +32,7 @@ from sparkcq.runtime.frames import Runtime, Slice, SqlViews, q, union_all
 from sparkcq.runtime.operators.base import Operator, as_changes_at
 
 N = "_n"
+AID = "_aid"  # which argument a stacked multiset row belongs to
 _INTEGRAL = (ByteType, ShortType, IntegerType, LongType)
 EXACT_DOUBLE = DecimalType(38, 10)
 
@@ -93,11 +95,22 @@ class AggregateOperator(Operator):
                 fields.append(StructField(f"{a.name}_s", accumulator_type(self.arg_types[a.name])))
         fields += [f for f in node.schema.fields if f.name not in self.keys]
         self.groups = self.state(StructType(fields), "groups")
+        # the live values of every argument of min, max and DISTINCT, one multiset per type:
+        # rows (keys, argument, value, count), so any number of such aggregates costs the
+        # same few Spark stages
+        self.stacks: dict[str, list[str]] = {}
+        for a in self.multiset_aggs:
+            assert a.arg is not None
+            args = self.stacks.setdefault(child_types[a.arg].simpleString(), [])
+            if a.arg not in args:
+                args.append(a.arg)
         self.multisets = {
-            a.name: self.state(StructType([*key_fields, StructField("_v", child_types[a.arg]),
-                                           StructField(N, LongType())]), f"values-{a.name}")
-            for a in self.multiset_aggs if a.arg
+            tname: self.state(StructType([*key_fields, StructField(AID, StringType()),
+                                          StructField("_v", child_types[args[0]]),
+                                          StructField(N, LongType())]), f"values-{tname}")
+            for tname, args in self.stacks.items()
         }
+        self.mk = _Keys([*self.keys, AID])
 
     # -- SQL text ----------------------------------------------------------------------------
     def deltas_sql(self) -> str:
@@ -116,44 +129,73 @@ class AggregateOperator(Operator):
         return (f"SELECT {self.k.cols()}`_t`, {', '.join(cols)} FROM {{inp}} "
                 f"GROUP BY {self.k.group('`_t`')}")
 
-    def value_changes_sql(self, a: AggCall, with_base: bool) -> str:
-        """Per (group, value, instant): the value's change in multiplicity and its count
-        before (``_nb``) and after (``_na``) the instant.
+    def stacked_sql(self, tname: str) -> str:
+        """The changes of every multiset argument of type ``tname`` as (keys, argument,
+        value) rows: one relation however many aggregates need multisets.
         """
-        assert a.arg is not None
-        arg = q(a.arg)
-        changes = (f"SELECT {self.k.cols()}{arg} AS `_v`, `_t`, sum(`_d`) AS `_dv` FROM {{inp}} "
-                   f"WHERE {arg} IS NOT NULL GROUP BY {self.k.group(arg, '`_t`')} "
-                   f"HAVING sum(`_d`) <> 0")
+        args = self.stacks[tname]
+        if len(args) == 1:
+            return (f"SELECT {self.k.cols()}'{args[0]}' AS {q(AID)}, {q(args[0])} AS `_v`, "
+                    "`_t`, `_d` FROM {inp}")
+        pairs = ", ".join(f"'{arg}', {q(arg)}" for arg in args)
+        return (f"SELECT {self.k.cols('i')}s.{q(AID)}, s.`_v`, i.`_t`, i.`_d` FROM {{inp}} i "
+                f"LATERAL VIEW stack({len(args)}, {pairs}) s AS {q(AID)}, `_v`")
+
+    def value_changes_sql(self, tname: str, with_base: bool) -> str:
+        """Per (group, argument, value, instant): the value's change in multiplicity and its
+        count before (``_nb``) and after (``_na``) the instant.
+        """
+        mk = self.mk
+        changes = (f"SELECT {mk.cols()}`_v`, `_t`, sum(`_d`) AS `_dv` "
+                   f"FROM ({self.stacked_sql(tname)}) WHERE `_v` IS NOT NULL "
+                   f"GROUP BY {mk.group('`_v`', '`_t`')} HAVING sum(`_d`) <> 0")
         if with_base:
             based = (f"SELECT c.*, coalesce(b.`_n`, CAST(0 AS BIGINT)) AS `_n0` FROM ({changes}) c "
-                     f"LEFT JOIN {{ms}} b ON {self.k.on('c', 'b')} AND c.`_v` <=> b.`_v`")
+                     f"LEFT JOIN {{ms}} b ON {mk.on('c', 'b')} AND c.`_v` <=> b.`_v`")
         else:
             based = f"SELECT c.*, CAST(0 AS BIGINT) AS `_n0` FROM ({changes}) c"
-        running = (f"m.`_n0` + sum(m.`_dv`) OVER ({self.k.partition('`_v`')}ORDER BY `_t` "
+        running = (f"m.`_n0` + sum(m.`_dv`) OVER ({mk.partition('`_v`')}ORDER BY `_t` "
                    "ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)")
         return (f"SELECT r.*, r.`_na` - r.`_dv` AS `_nb` FROM "
                 f"(SELECT m.*, {running} AS `_na` FROM ({based}) m) r")
 
-    def extreme_sql(self, a: AggCall, with_base: bool) -> str:
-        """Min or max of the live values of each group at each instant the group changed."""
-        segs = (f"SELECT {self.k.cols()}`_v`, `_t` AS `_from`, lead(`_t`) OVER "
-                f"({self.k.partition('`_v`')}ORDER BY `_t`) AS `_to`, `_na` AS `_cnt` FROM {{ch}}")
+    def distinct_counts_sql(self, calls: list[AggCall]) -> str:
+        """Per (group, instant): the change in the number of distinct values of each call."""
+        flip = "CAST(`_na` > 0 AS BIGINT) - CAST(`_nb` > 0 AS BIGINT)"
+        cols = ", ".join(f"sum(CASE WHEN {q(AID)} = '{a.arg}' THEN {flip} ELSE 0 END) AS "
+                         f"{q(a.name + '_dc')}" for a in calls)
+        return (f"SELECT {self.k.cols()}`_t`, {cols} FROM {{ch}} "
+                f"GROUP BY {self.k.group('`_t`')}")
+
+    def extreme_sql(self, calls: list[AggCall], with_base: bool) -> str:
+        """Min and max of the live values of each argument of each group at each instant
+        the group changed.
+        """
+        mk = self.mk
+        segs = (f"SELECT {mk.cols()}`_v`, `_t` AS `_from`, lead(`_t`) OVER "
+                f"({mk.partition('`_v`')}ORDER BY `_t`) AS `_to`, `_na` AS `_cnt` FROM {{ch}}")
         if with_base:
             touched = (f"SELECT x.* FROM {{ms}} x LEFT SEMI JOIN (SELECT DISTINCT "
                        f"{self.k.cols()}1 AS `_one` FROM {{d}}) t ON {self.k.on('x', 't')}")
-            firsts = (f"SELECT {self.k.cols()}`_v`, min(`_t`) AS `_first` FROM {{ch}} "
-                      f"GROUP BY {self.k.group('`_v`')}")
-            segs += (f" UNION ALL SELECT {self.k.cols('b')}b.`_v`, CAST(NULL AS BIGINT), "
+            firsts = (f"SELECT {mk.cols()}`_v`, min(`_t`) AS `_first` FROM {{ch}} "
+                      f"GROUP BY {mk.group('`_v`')}")
+            segs += (f" UNION ALL SELECT {mk.cols('b')}b.`_v`, CAST(NULL AS BIGINT), "
                      f"f.`_first`, b.`_n` FROM ({touched}) b LEFT JOIN ({firsts}) f "
-                     f"ON {self.k.on('b', 'f')} AND b.`_v` <=> f.`_v`")
-        pick = "min" if a.func == "min" else "max"
+                     f"ON {mk.on('b', 'f')} AND b.`_v` <=> f.`_v`")
+        picks = []
+        for a in calls:
+            stat = "`_mn`" if a.func == "min" else "`_mx`"
+            picks.append(f"max(CASE WHEN {q(AID)} = '{a.arg}' THEN {stat} END) "
+                         f"AS {q('_ext' + a.name)}")
+        per_arg = (f"SELECT {self.k.cols('i')}i.`_t`, s.{q(AID)}, min(s.`_v`) AS `_mn`, "
+                   "max(s.`_v`) AS `_mx` FROM inst i JOIN segs s ON "
+                   f"{self.k.on('i', 's')} AND (s.`_from` IS NULL OR s.`_from` <= i.`_t`) "
+                   "AND (s.`_to` IS NULL OR i.`_t` < s.`_to`) "
+                   "WHERE s.`_cnt` > 0 GROUP BY "
+                   f"{self.k.group('i.`_t`', f's.{q(AID)}', alias='i')}")
         return (f"WITH segs AS ({segs}), inst AS (SELECT DISTINCT {self.k.cols()}`_t` FROM {{d}}) "
-                f"SELECT {self.k.cols('i')}i.`_t`, {pick}(s.`_v`) AS {q('_ext' + a.name)} "
-                f"FROM inst i JOIN segs s ON {self.k.on('i', 's')} "
-                "AND (s.`_from` IS NULL OR s.`_from` <= i.`_t`) "
-                "AND (s.`_to` IS NULL OR i.`_t` < s.`_to`) "
-                f"WHERE s.`_cnt` > 0 GROUP BY {self.k.group('i.`_t`', alias='i')}")
+                f"SELECT {self.k.cols()}`_t`, {', '.join(picks)} FROM ({per_arg}) "
+                f"GROUP BY {self.k.group('`_t`')}")
 
     def join_on_instant_sql(self, right_cols: list[str]) -> str:
         """Left join of the per-instant deltas with more per-instant columns."""
@@ -230,25 +272,27 @@ class AggregateOperator(Operator):
         src = self.rt.cache_for_cycle(inp.df)
         d = sql(self.deltas_sql(), inp=src)
         changes: dict[str, DataFrame] = {}
-        for a in self.multiset_aggs:
-            ms = self.multisets[a.name].get()
-            text = self.value_changes_sql(a, ms is not None)
+        for tname in self.stacks:
+            ms = self.multisets[tname].get()
             views = {"inp": src, "ms": ms} if ms is not None else {"inp": src}
-            changes[a.name] = self.rt.cache_for_cycle(sql(text, **views))
-            if a.distinct:
-                flips = sql(f"SELECT {self.k.cols()}`_t`, sum(CAST(`_na` > 0 AS BIGINT) - "
-                            f"CAST(`_nb` > 0 AS BIGINT)) AS {q(a.name + '_dc')} FROM {{ch}} "
-                            f"GROUP BY {self.k.group('`_t`')}", ch=changes[a.name])
-                d = sql(self.join_on_instant_sql([f"{a.name}_dc"]), l=d, r=flips)
+            changes[tname] = self.rt.cache_for_cycle(
+                sql(self.value_changes_sql(tname, ms is not None), **views))
+            distinct = self.stack_calls(tname, distinct=True)
+            if distinct:
+                flips = sql(self.distinct_counts_sql(distinct), ch=changes[tname])
+                d = sql(self.join_on_instant_sql([f"{a.name}_dc" for a in distinct]),
+                        l=d, r=flips)
         d = self.rt.cache_for_cycle(d)
-        for a in self.multiset_aggs:
-            if not a.distinct:
-                ms = self.multisets[a.name].get()
-                views = {"ch": changes[a.name], "d": d}
-                if ms is not None:
-                    views["ms"] = ms
-                ext = sql(self.extreme_sql(a, ms is not None), **views)
-                d = sql(self.join_on_instant_sql([f"_ext{a.name}"]), l=d, r=ext)
+        extremes = {t: self.stack_calls(t, distinct=False) for t in self.stacks}
+        for tname, calls in extremes.items():
+            if not calls:
+                continue
+            ms = self.multisets[tname].get()
+            views = {"ch": changes[tname], "d": d}
+            if ms is not None:
+                views["ms"] = ms
+            ext = sql(self.extreme_sql(calls, ms is not None), **views)
+            d = sql(self.join_on_instant_sql([f"_ext{a.name}" for a in calls]), l=d, r=ext)
         st = self.groups.get()
         views = {"d": d, "st": st} if st is not None else {"d": d}
         run = self.rt.cache_for_cycle(sql(self.running_sql(st is not None, set(d.columns)),
@@ -256,6 +300,11 @@ class AggregateOperator(Operator):
         out = sql(self.output_sql(), run=run)
         self.update_state(run, changes)
         return Slice(out, inp.lo, inp.hi)
+
+    def stack_calls(self, tname: str, distinct: bool) -> list[AggCall]:
+        """The DISTINCT calls (or the min/max calls) whose argument is in stack ``tname``."""
+        args = self.stacks[tname]
+        return [a for a in self.multiset_aggs if a.arg in args and a.distinct == distinct]
 
     def contents(self, children: list[DataFrame | None], at: int) -> DataFrame | None:
         """Each live group's current row (the state keeps only groups with elements)."""
@@ -279,14 +328,15 @@ class AggregateOperator(Operator):
         elif old is not None:
             old = None
         self.groups.set(union_all([old, latest]))
-        for name, ch in changes.items():
-            ms = self.multisets[name]
-            updated = sql(f"SELECT {self.k.cols()}`_v`, max(`_n0`) + sum(`_dv`) AS `_n` "
-                          f"FROM {{ch}} GROUP BY {self.k.group('`_v`')} "
+        mk = self.mk
+        for tname, ch in changes.items():
+            ms = self.multisets[tname]
+            updated = sql(f"SELECT {mk.cols()}`_v`, max(`_n0`) + sum(`_dv`) AS `_n` "
+                          f"FROM {{ch}} GROUP BY {mk.group('`_v`')} "
                           "HAVING max(`_n0`) + sum(`_dv`) > 0", ch=ch)
             base = ms.get()
             if base is not None:
                 base = sql(f"SELECT b.* FROM {{ms}} b LEFT ANTI JOIN (SELECT DISTINCT "
-                           f"{self.k.cols()}`_v` FROM {{ch}}) t ON {self.k.on('b', 't')} "
+                           f"{mk.cols()}`_v` FROM {{ch}}) t ON {mk.on('b', 't')} "
                            "AND b.`_v` <=> t.`_v`", ms=base, ch=ch)
             ms.set(union_all([base, updated]))
