@@ -107,14 +107,16 @@ class Engine:
     """A sparkcq system on one Spark session: define streams, run continuous queries."""
 
     def __init__(self, spark: SparkSession | None = None, master: str | None = None,
-                 shuffle_partitions: int = 4, count_rows: bool = True):
+                 shuffle_partitions: int = 4, count_rows: bool = True,
+                 fuse_aggregates: bool = True):
         # stop() stops Spark only if this engine started it (not a session it was given)
         self.owns_session = spark is None and SparkSession.getActiveSession() is None
         self.spark = spark or make_session(master, shuffle_partitions=shuffle_partitions)
         partitions = int(self.spark.conf.get("spark.sql.shuffle.partitions") or 4)
         self.rt = Runtime(self.spark, partitions=partitions)
         self.catalog = Catalog()
-        self.plan = GlobalPlan(self.rt)
+        # aggregates over one input with the same keys run as one (runtime/fusion.py)
+        self.plan = GlobalPlan(self.rt, fuse=fuse_aggregates)
         self.sources: dict[str, Source] = {}
         self.scans: dict[str, ScanOperator] = {}
         self.sinks: dict[str, Sink] = {"memory": MemorySink(), "console": ConsoleSink(),
@@ -477,7 +479,7 @@ class Engine:
         """
         nodes = {n for r in runs for n in walk(r.info.plan)}
         idle = [s for s in self.scans.values() if s.node not in self.plan.ops] if full else []
-        ops = [self.plan.ops[n] for n in nodes] + idle + [r.formatter for r in runs]
+        ops = self.plan.operators(nodes) + idle + [r.formatter for r in runs]
         tx = CycleTransaction.begin(self.rt, ops)
         try:
             for scan in idle:
@@ -485,7 +487,7 @@ class Engine:
             seeded = [(self.plan.ops[n], n.children) for n in nodes
                       if self.plan.ops[n].seeded_inputs]
             seeded += [(r.formatter, (r.info.plan,)) for r in runs if r.formatter.seeded_inputs]
-            starts = self.plan.starts(seeded)
+            starts = self.plan.starts(seeded, nodes)
             slices = self.plan.run_cycle(Counter(r.info.plan for r in runs), only=nodes,
                                          starts=starts)
             outputs: dict[str, DataFrame] = {}
@@ -520,8 +522,8 @@ class Engine:
         failed: list[tuple[_Running, BaseException]] = []
         for run in runs:
             try:
-                tx = CycleTransaction.begin(self.rt, [*(self.plan.ops[n] for n in
-                                                        walk(run.info.plan)), run.formatter])
+                tx = CycleTransaction.begin(self.rt, [*self.plan.operators(walk(run.info.plan)),
+                                                      run.formatter])
                 try:
                     self._attempt([run], full=False)
                 finally:
@@ -615,6 +617,9 @@ class Engine:
         ops: list[tuple[str, Operator]] = []
         for node, op in self.plan.ops.items():
             ops.append((fingerprint(node), op))
+        for family in self.plan.all_families():
+            for op in family.operators():
+                ops.append((f"family-{fingerprint(op.node)}", op))
         for scan in self.scans.values():
             if scan.node not in self.plan.ops:
                 ops.append((fingerprint(scan.node), scan))
@@ -706,7 +711,7 @@ class Engine:
             "last_cycle_seconds": last.seconds if last else None,
             "state_rows": {f"#{i} {n.label()}": op.state_rows
                            for i, (n, op) in enumerate(self.plan.ops.items())},
-            "total_state_rows": sum(op.state_rows for op in self.plan.ops.values())
+            "total_state_rows": sum(op.state_rows for op in self.plan.state_holders())
             + sum(r.formatter.state_rows for r in self.running.values()),
             "dead_letters": {s.scan.name: s.dead_count for s in self.scans.values()},
             "watermarks": {s.scan.name: (None if s.watermark == TIME_MAX else s.watermark)

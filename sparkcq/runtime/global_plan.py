@@ -18,6 +18,7 @@ from pyspark.sql import DataFrame
 
 from sparkcq.plan.nodes import EdgeKind, PlanNode, walk
 from sparkcq.runtime.frames import Runtime, Slice, union_all
+from sparkcq.runtime.fusion import AggregateFamily, FamilyMemberOperator, FusionKey, fusion_key
 from sparkcq.runtime.operators.base import ContentsUnknownError, Operator
 
 Starts = dict[tuple[int, int], DataFrame | None]
@@ -31,6 +32,8 @@ class GlobalPlan:
     ops: dict[PlanNode, Operator] = field(default_factory=dict)
     refs: Counter[PlanNode] = field(default_factory=Counter)
     users: dict[PlanNode, set[str]] = field(default_factory=dict)
+    families: dict[FusionKey, list[AggregateFamily]] = field(default_factory=dict)
+    fuse: bool = True  # fuse aggregates over one input and keys into families
 
     def add(self, root: PlanNode, query: str,
             make: Callable[[PlanNode], Operator]) -> list[str]:
@@ -42,13 +45,59 @@ class GlobalPlan:
         notes = []
         for node in walk(root):
             if node not in self.ops:
-                op = make(node)
-                op.seeded_inputs, missing = self.seedable(node.children)
-                notes += missing
+                key = fusion_key(node) if self.fuse else None
+                op: Operator
+                if key is not None:
+                    family = self.family_for(key)
+                    op = FamilyMemberOperator(node, family)  # type: ignore[arg-type]
+                    family.add(node)  # type: ignore[arg-type]
+                else:
+                    op = make(node)
+                    op.seeded_inputs, missing = self.seedable(node.children)
+                    notes += missing
                 self.ops[node] = op
             self.refs[node] += 1
             self.users.setdefault(node, set()).add(query)
         return notes
+
+    def family_for(self, key: FusionKey) -> AggregateFamily:
+        """The family a new aggregate joins: one that can take it in, or a new one."""
+        families = self.families.setdefault(key, [])
+        for family in families:
+            if not family.has_run or self.can_seed(family.base):
+                return family
+        families.append(AggregateFamily(key, self.rt))
+        return families[-1]
+
+    def can_seed(self, node: PlanNode) -> bool:
+        """Whether a running node can tell its contents (a rebuilt family starts from them)."""
+        op = self.ops.get(node)
+        if op is None or op.position is None:
+            return True
+        try:
+            self.contents(node, op.position)
+        except ContentsUnknownError:
+            return False
+        return True
+
+    def all_families(self) -> list[AggregateFamily]:
+        """Every aggregate family in the plan."""
+        return [f for fams in self.families.values() for f in fams]
+
+    def state_holders(self) -> list[Operator]:
+        """Every operator holding state, each once (family members share their family's)."""
+        own = [op for op in self.ops.values() if not isinstance(op, FamilyMemberOperator)]
+        return own + [op for f in self.all_families() for op in f.operators()]
+
+    def operators(self, nodes: Iterable[PlanNode]) -> list[Operator]:
+        """The operators of ``nodes`` and the family operators behind any members."""
+        out: list[Operator] = []
+        for node in nodes:
+            op = self.ops[node]
+            out.append(op)
+            if isinstance(op, FamilyMemberOperator):
+                out += op.family.operators()
+        return out
 
     def seedable(self, children: Iterable[PlanNode]) -> tuple[frozenset[int], list[str]]:
         """Which inputs (running relations) a new consumer starts from, and which it cannot."""
@@ -80,9 +129,20 @@ class GlobalPlan:
         inputs = [Slice(self.table(c), 0, 0) for c in node.children]
         return op.step(inputs).df
 
-    def starts(self, consumers: Iterable[tuple[Operator, tuple[PlanNode, ...]]]) -> Starts:
-        """Contents for every seeded input, taken before any operator steps this cycle."""
+    def starts(self, consumers: Iterable[tuple[Operator, tuple[PlanNode, ...]]],
+               nodes: set[PlanNode] | None = None) -> Starts:
+        """Contents for every seeded input (and every rebuilt family among ``nodes``), taken
+        before any operator steps this cycle.
+        """
         out: Starts = {}
+        for family in self.all_families():
+            if not family.needs_seed or (nodes is not None and not set(family.members) & nodes):
+                continue
+            position = self.ops[family.base].position
+            if position is not None:
+                family.seed_at = position
+                df = self.contents(family.base, position)
+                out[(id(family), 0)] = None if df is None else self.rt.cache_for_cycle(df)
         for op, children in consumers:
             for i in op.seeded_inputs:
                 child = children[i]
@@ -99,10 +159,25 @@ class GlobalPlan:
             self.refs[node] -= 1
             self.users.get(node, set()).discard(query)
             if self.refs[node] <= 0:
-                freed.append(self.ops.pop(node))
+                op = self.ops.pop(node)
+                if isinstance(op, FamilyMemberOperator):
+                    self.leave_family(op)
+                freed.append(op)
                 del self.refs[node]
                 self.users.pop(node, None)
         return freed
+
+    def leave_family(self, member: FamilyMemberOperator) -> None:
+        """Take a dropped aggregate out of its family (rebuilt without its calls if the
+        family's input can tell its contents); forget the family once empty.
+        """
+        family = member.family
+        family.remove(member.node, self.can_seed(family.base))  # type: ignore[arg-type]
+        if not family.members:
+            for fams in self.families.values():
+                if family in fams:
+                    fams.remove(family)
+            self.families = {k: v for k, v in self.families.items() if v}
 
     def consumers(self) -> Counter[PlanNode]:
         """How many operators (and queries, counted by the caller) read each node."""
@@ -123,13 +198,20 @@ class GlobalPlan:
             if only is not None and node not in only:
                 continue
             began = time.perf_counter()
-            inputs = [with_start(out[c], op, i, starts) for i, c in enumerate(node.children)]
-            result = op.step(inputs)
+            if isinstance(op, FamilyMemberOperator):
+                family = op.family
+                seed = (starts or {}).get((id(family), 0))
+                result = op.output(family.evaluate(out[family.base], seed, only))
+            else:
+                inputs = [with_start(out[c], op, i, starts) for i, c in enumerate(node.children)]
+                result = op.step(inputs)
             op.plan_seconds = time.perf_counter() - began
             op.position, op.seeded_inputs = result.hi, frozenset()
             if result.df is not None and readers[node] > 1:
                 result = Slice(self.rt.cache_for_cycle(result.df), result.lo, result.hi)
             out[node] = result
+        for family in self.all_families():
+            family.finish_cycle()
         return out
 
 

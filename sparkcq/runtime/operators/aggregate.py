@@ -250,22 +250,45 @@ class AggregateOperator(Operator):
                 f"SELECT r.*, {', '.join(values)} FROM ("
                 f"SELECT j.*, {', '.join(run)} FROM ({joined}) j) r) v")
 
-    def output_sql(self) -> str:
-        """-1 for a group's old row and +1 for its new row where the row changed."""
-        names = [a.name for a in self.aggs]
+    def output_sql(self, columns: list[tuple[str, str]] | None = None,
+                   seed_at: int | None = None, fresh: bool = False) -> str:
+        """-1 for a group's old row and +1 for its new row where the row changed.
+
+        ``columns`` picks (output name, column of this operator) pairs: a view of some of the
+        aggregates, as a member of a fused family sees it (all columns by default).
+        ``seed_at``: the operator started this cycle from its input's contents, given as
+        changes just before ``seed_at``; a ``fresh`` view gets them as its own start at
+        ``seed_at``, a view that ran before drops them (it has seen that state already).
+        """
+        if columns is None:
+            columns = [(f.name, f.name) for f in self.node.schema.fields]
+        calls = [src for _out, src in columns if src not in self.keys]
         changed = " OR ".join(["(`_pn` > 0) <> (`_n` > 0)",
-                               *[f"NOT ({q('_p' + n)} <=> {q(n)})" for n in names]])
-        order = [f.name for f in self.node.schema.fields]
-        old = ", ".join(q(c) if c in self.keys else f"{q('_p' + c)} AS {q(c)}" for c in order)
-        new = ", ".join(q(c) for c in order)
-        return (f"SELECT {old}, `_t`, CAST(-1 AS BIGINT) AS `_d` FROM {{run}} "
-                f"WHERE ({changed}) AND `_pn` > 0 UNION ALL "
-                f"SELECT {new}, `_t`, CAST(1 AS BIGINT) AS `_d` FROM {{run}} "
-                f"WHERE ({changed}) AND `_n` > 0")
+                               *[f"NOT ({q('_p' + c)} <=> {q(c)})" for c in calls]])
+        old = ", ".join(f"{q(src)} AS {q(out)}" if src in self.keys else
+                        f"{q('_p' + src)} AS {q(out)}" for out, src in columns)
+        new = ", ".join(f"{q(src)} AS {q(out)}" for out, src in columns)
+        t, when = "`_t`", ""
+        if seed_at is not None and fresh:
+            t = f"CASE WHEN `_t` < {seed_at} THEN CAST({seed_at} AS BIGINT) ELSE `_t` END AS `_t`"
+        elif seed_at is not None:
+            when = f" AND `_t` >= {seed_at}"
+        return (f"SELECT {old}, {t}, CAST(-1 AS BIGINT) AS `_d` FROM {{run}} "
+                f"WHERE ({changed}) AND `_pn` > 0{when} UNION ALL "
+                f"SELECT {new}, {t}, CAST(1 AS BIGINT) AS `_d` FROM {{run}} "
+                f"WHERE ({changed}) AND `_n` > 0{when}")
 
     # -- the cycle ---------------------------------------------------------------------------
     def step(self, inputs: list[Slice]) -> Slice:  # noqa: D102
-        (inp,) = inputs
+        run = self.evaluate(inputs[0])
+        if run.df is None:
+            return run
+        return Slice(self.views.sql(self.output_sql(), run=run.df), run.lo, run.hi)
+
+    def evaluate(self, inp: Slice) -> Slice:
+        """Each (group, instant) of the slice with every aggregate before and after it
+        (cached for the cycle); updates the state.
+        """
         if inp.df is None:
             return inp
         sql = self.views.sql
@@ -297,9 +320,8 @@ class AggregateOperator(Operator):
         views = {"d": d, "st": st} if st is not None else {"d": d}
         run = self.rt.cache_for_cycle(sql(self.running_sql(st is not None, set(d.columns)),
                                           **views))
-        out = sql(self.output_sql(), run=run)
         self.update_state(run, changes)
-        return Slice(out, inp.lo, inp.hi)
+        return Slice(run, inp.lo, inp.hi)
 
     def stack_calls(self, tname: str, distinct: bool) -> list[AggCall]:
         """The DISTINCT calls (or the min/max calls) whose argument is in stack ``tname``."""

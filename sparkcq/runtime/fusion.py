@@ -1,0 +1,266 @@
+"""Aggregate families: the aggregates of many queries over one input, computed as one.
+
+Fifty queries that group one shared filtered window by the same keys and differ only in
+their aggregates would each run an aggregation of a dozen Spark stages per cycle. A family
+gathers every aggregate node over the same input (below its argument projection) with the
+same group-key expressions and computes the union of their aggregate calls, each distinct
+call once (``count(*)`` is shared by all), with one ``AggregateOperator`` over one projection
+of the input. Each member then reads its own columns from the family's per-cycle result:
+its changes are the rows where one of its own values (or the group's presence) changed, so
+a member's output is exactly what its own operator would emit (DESIGN 3.1, 6).
+
+Members come and go at run time. A family whose call set changes is rebuilt between cycles:
+the new operator starts from the input's current contents, given as changes just before the
+seed instant; members that ran before drop those (they have seen that state), new members
+take them as their start, so a late query's first results are complete (DESIGN 4.2). The
+previous operator is kept until the rebuilt one has run, so a member's contents can still be
+read in between. When the input cannot tell its contents, a running family is not rebuilt: a
+new member starts a family of its own, and a dropped member's calls are computed until the
+family empties.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import DataType, StructField, StructType
+
+from sparkcq.plan.nodes import AggCall, Aggregate, EdgeKind, PlanNode, Project
+from sparkcq.runtime.frames import D, Runtime, Slice, SqlViews, T, col, q, union_all
+from sparkcq.runtime.operators.aggregate import AggregateOperator
+from sparkcq.runtime.operators.base import Operator, as_changes_at
+
+FusionKey = tuple[PlanNode, tuple[str, ...]]
+CallKey = tuple[str, str | None, bool]  # function, argument expression, DISTINCT
+
+
+def split_aggregate(node: Aggregate) -> tuple[PlanNode, dict[str, str], StructType]:
+    """The input below an aggregate's argument projection, the projection's expressions by
+    column name (SQL over that input) and its output schema.
+    """
+    child = node.child
+    if isinstance(child, Project) and child.child.kind is EdgeKind.RELATION:
+        return child.child, dict(child.exprs), child.schema
+    return child, {f.name: q(f.name) for f in child.schema.fields}, child.schema
+
+
+def fusion_key(node: PlanNode) -> FusionKey | None:
+    """What aggregates must share to be fused: input and group-key expressions."""
+    if not isinstance(node, Aggregate) or node.child.kind is not EdgeKind.RELATION:
+        return None
+    base, exprs, _schema = split_aggregate(node)
+    return base, tuple(exprs[k] for k in node.keys)
+
+
+@dataclass
+class _Columns:
+    """Stable names of the family's projected arguments and calls: a name is never reused,
+    so members keep their columns when the family is rebuilt.
+    """
+
+    args: dict[str, str] = field(default_factory=dict)  # argument SQL -> column
+    calls: dict[CallKey, str] = field(default_factory=dict)  # call -> column
+    made: int = 0
+
+    def name(self, table: dict, key: object, prefix: str) -> str:  # noqa: ANN001
+        if key not in table:
+            table[key] = f"{prefix}{self.made}"
+            self.made += 1
+        return table[key]
+
+
+class AggregateFamily:
+    """The fused aggregates over one input and key list; see the module docstring."""
+
+    def __init__(self, key: FusionKey, rt: Runtime):
+        self.base, self.key_sqls = key
+        self.rt = rt
+        self.members: dict[Aggregate, list[tuple[str, str]]] = {}  # output col -> family col
+        self.names = _Columns()
+        self.arg_types: dict[str, DataType] = {}
+        self.op: AggregateOperator | None = None
+        self.previous: AggregateOperator | None = None  # the running one, until op has run
+        self.fresh: frozenset[Aggregate] = frozenset()  # members that have not run yet
+        self.needs_seed = False
+        self.seed_at: int | None = None  # this cycle's seed instant, if seeded
+        self.run: Slice | None = None  # this cycle's evaluation
+
+    # -- membership (between cycles) ---------------------------------------------------------
+    @property
+    def has_run(self) -> bool:
+        """Whether the family holds state a rebuild would have to carry over."""
+        return self.previous is not None or (self.op is not None and self.op.position is not None)
+
+    def add(self, node: Aggregate) -> None:
+        """Take ``node`` in; it starts from the family's input contents at the next cycle."""
+        self.members = {**self.members, node: []}
+        self.fresh = self.fresh | {node}
+        self.rebuild()
+
+    def remove(self, node: Aggregate, rebuild: bool) -> None:
+        """Let ``node`` go; ``rebuild`` drops its calls (needs the input's contents)."""
+        self.members = {m: c for m, c in self.members.items() if m != node}
+        self.fresh = self.fresh - {node}
+        if not self.members:
+            self.release()
+        elif rebuild:
+            self.rebuild()
+
+    def rebuild(self) -> None:
+        """A new operator over the union of the members' calls, seeded at its first cycle."""
+        key_cols = [f"_k{i}" for i in range(len(self.key_sqls))]
+        exprs = dict(zip(key_cols, self.key_sqls, strict=True))
+        fields: dict[str, StructField] = {}
+        calls: dict[str, AggCall] = {}
+        out_fields: dict[str, StructField] = {}
+        used_args: set[str] = set()
+        used_calls: set[CallKey] = set()
+        for node in self.members:
+            _base, node_exprs, node_schema = split_aggregate(node)
+            in_types = {f.name: f.dataType for f in node_schema.fields}
+            out_types = {f.name: f for f in node.schema.fields}
+            for k, kc in zip(node.keys, key_cols, strict=True):
+                fields[kc] = StructField(kc, in_types[k])
+                out_fields[kc] = StructField(kc, out_types[k].dataType)
+            columns = [(k, kc) for k, kc in zip(node.keys, key_cols, strict=True)]
+            for call in node.aggs:
+                arg_sql = node_exprs[call.arg] if call.arg is not None else None
+                arg_col = None
+                if arg_sql is not None:
+                    arg_col = self.names.name(self.names.args, arg_sql, "_f")
+                    used_args.add(arg_sql)
+                    exprs[arg_col] = arg_sql
+                    fields[arg_col] = StructField(arg_col, in_types[call.arg])  # type: ignore[index]
+                    self.arg_types[arg_sql] = in_types[call.arg]  # type: ignore[index]
+                ckey = (call.func, arg_sql, call.distinct)
+                used_calls.add(ckey)
+                name = self.names.name(self.names.calls, ckey, "_c")
+                calls[name] = AggCall(call.func, arg_col, call.distinct, name)
+                out_fields[name] = StructField(name, out_types[call.name].dataType)
+            self.members[node] = [(c, dict(columns).get(c) or _call_column(node, c, node_exprs,
+                                                                           self.names))
+                                  for c in [f.name for f in node.schema.fields]]
+        self.names.args = {a: n for a, n in self.names.args.items() if a in used_args}
+        self.names.calls = {c: n for c, n in self.names.calls.items() if c in used_calls}
+        project = Project(self.base, tuple(exprs.items()), StructType(list(fields.values())))
+        node = Aggregate(project, tuple(key_cols), tuple(calls.values()),
+                         StructType([*[out_fields[k] for k in key_cols],
+                                     *[out_fields[c] for c in calls]]))
+        if self.op is not None:
+            if self.previous is None and self.op.position is not None:
+                self.previous = self.op  # read until the new operator has run
+            else:
+                self.op.release()
+        self.op = AggregateOperator(node, self.rt)
+        self.needs_seed = True
+
+    def release(self) -> None:
+        """Free every state the family holds."""
+        for op in (self.op, self.previous):
+            if op is not None:
+                op.release()
+        self.op = self.previous = None
+
+    def operators(self) -> list[Operator]:
+        """The physical operators whose state the family holds (for transactions, metrics)."""
+        return [op for op in (self.op, self.previous) if op is not None]
+
+    # -- the cycle ---------------------------------------------------------------------------
+    def evaluate(self, base: Slice, seed: DataFrame | None,
+                 active: set[PlanNode] | None) -> Slice:
+        """Per (group, instant) of the cycle: the values of every call, computed once.
+
+        ``active``: evaluate only these members' arguments (the others read NULL), to find
+        which query fails without others' expressions failing it (never committed).
+        """
+        if self.run is not None:
+            return self.run
+        assert self.op is not None and isinstance(self.op.node, Aggregate)
+        proj = self.op.node.child
+        assert isinstance(proj, Project)
+        live = None
+        if active is not None and not set(self.members) <= active:
+            live = {e for m in self.members if m in active for e in _arg_sqls(m)}
+        cols = []
+        for name, sql in proj.exprs:
+            if live is not None and name.startswith("_f") and sql not in live:
+                dtype = self.arg_types[sql].simpleString()
+                sql = f"CAST(NULL AS {dtype})"
+            cols.append(F.expr(sql).alias(name))
+        inp = base.df
+        if seed is not None and self.seed_at is not None:
+            inp = union_all([seed.withColumn(T, F.lit(self.seed_at - 1).cast("long")), inp])
+        if inp is None:
+            self.run = Slice(None, base.lo, base.hi)
+        else:
+            self.run = self.op.evaluate(Slice(inp.select(*cols, col(T), col(D)),
+                                              base.lo, base.hi))
+        self.op.position = base.hi
+        return self.run
+
+    def finish_cycle(self) -> None:
+        """The cycle was built: members have run, the seed is spent, the previous operator
+        is no longer needed.
+        """
+        if self.run is None:
+            return
+        self.run, self.fresh, self.needs_seed, self.seed_at = None, frozenset(), False, None
+        if self.previous is not None:
+            self.previous.release()
+            self.previous = None
+
+
+def _arg_sqls(node: Aggregate) -> set[str]:
+    _base, exprs, _schema = split_aggregate(node)
+    return {exprs[a.arg] for a in node.aggs if a.arg is not None}
+
+
+def _call_column(node: Aggregate, name: str, exprs: dict[str, str], names: _Columns) -> str:
+    call = next(a for a in node.aggs if a.name == name)
+    arg_sql = exprs[call.arg] if call.arg is not None else None
+    return names.calls[(call.func, arg_sql, call.distinct)]
+
+
+class FamilyMemberOperator(Operator):
+    """One query's aggregate node, answered from its family's per-cycle evaluation."""
+
+    def __init__(self, node: Aggregate, family: AggregateFamily):
+        super().__init__(node, family.rt)
+        self.family = family
+        self.views = SqlViews(family.rt.spark, "member")
+
+    @property
+    def state_rows(self) -> int:
+        """The rows of the family's state this member shares (counted once in totals)."""
+        return sum(op.state_rows for op in self.family.operators())
+
+    def step(self, inputs: list[Slice]) -> Slice:  # noqa: D102
+        msg = "a family member is stepped through its family (GlobalPlan.run_cycle)"
+        raise NotImplementedError(msg)
+
+    def output(self, run: Slice) -> Slice:
+        """The member's changes: rows where one of its values or the group's presence
+        changed.
+        """
+        if run.df is None:
+            return run
+        fam = self.family
+        assert fam.op is not None
+        node = self.node
+        assert isinstance(node, Aggregate)
+        text = fam.op.output_sql(fam.members[node], fam.seed_at, node in fam.fresh)
+        return Slice(self.views.sql(text, run=run.df), run.lo, run.hi)
+
+    def contents(self, children: list[DataFrame | None], at: int) -> DataFrame | None:
+        """The member's current rows, from the family's state (the running operator's)."""
+        fam = self.family
+        op = fam.previous if fam.previous is not None else fam.op
+        assert op is not None and isinstance(self.node, Aggregate)
+        groups = op.groups.get()
+        if groups is None:
+            return None
+        columns = fam.members[self.node]
+        picked = groups.select(*[col(src).alias(out) for out, src in columns])
+        return as_changes_at(picked, [out for out, _src in columns], None, at)
