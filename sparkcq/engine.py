@@ -74,11 +74,19 @@ from sparkcq.runtime.functions import (
     function_origin,
     register_python_function,
 )
+from sparkcq.runtime.fused_outputs import QueryTail, find_tail, tail_changes
+from sparkcq.runtime.fusion import AggregateFamily
 from sparkcq.runtime.global_plan import GlobalPlan, with_start
 from sparkcq.runtime.lowering import lower
 from sparkcq.runtime.operators.base import Operator
 from sparkcq.runtime.operators.outputs import OP, TE, TS, SinkFormatter
 from sparkcq.runtime.operators.scan import ScanOperator, merge_batches
+from sparkcq.runtime.operators.shared_output import (
+    SharedIntervalFormatter,
+    decode,
+    encodable,
+    encode,
+)
 from sparkcq.runtime.transaction import CycleTransaction
 from sparkcq.session import make_session
 
@@ -99,8 +107,9 @@ class CycleReport:
 @dataclass
 class _Running:
     info: QueryInfo
-    formatter: SinkFormatter
+    formatter: SinkFormatter  # its own records, or just its start when ``qid`` is set
     output: QueryOutput
+    qid: int | None = None  # interval records formatted by the shared formatter
 
 
 class Engine:
@@ -122,6 +131,8 @@ class Engine:
         self.sinks: dict[str, Sink] = {"memory": MemorySink(), "console": ConsoleSink(),
                                         "files": FilesSink()}
         self.running: dict[str, _Running] = {}
+        self.intervals = SharedIntervalFormatter(self.rt)  # most queries' sink records
+        self._qids = 0
         self.stopped: dict[str, _Running] = {}  # failed queries, kept for their logs
         self.cycle = 0
         self.reports: list[CycleReport] = []
@@ -314,7 +325,12 @@ class Engine:
         columns = [f.name for f in bound.plan.schema.fields]
         output = QueryOutput(name, columns, bound.plan.time_kind is TimeKind.TIMESTAMP,
                              dict(stmt.options))
-        self.running[name.lower()] = _Running(info, formatter, output)
+        qid = None
+        if (bound.plan.kind is EdgeKind.RELATION and bound.form is OutputForm.INTERVALS
+                and encodable(bound.plan.schema)):
+            self._qids += 1
+            qid = self._qids
+        self.running[name.lower()] = _Running(info, formatter, output, qid)
         info.log.append(f"cycle {self.cycle}: started")
         return name
 
@@ -480,7 +496,7 @@ class Engine:
         nodes = {n for r in runs for n in walk(r.info.plan)}
         idle = [s for s in self.scans.values() if s.node not in self.plan.ops] if full else []
         ops = self.plan.operators(nodes) + idle + [r.formatter for r in runs]
-        tx = CycleTransaction.begin(self.rt, ops)
+        tx = CycleTransaction.begin(self.rt, [*ops, self.intervals])
         try:
             for scan in idle:
                 scan.step([])
@@ -491,10 +507,23 @@ class Engine:
             slices = self.plan.run_cycle(Counter(r.info.plan for r in runs), only=nodes,
                                          starts=starts)
             outputs: dict[str, DataFrame] = {}
+            encoded: list[DataFrame] = []
+            tails: dict[int, list[QueryTail]] = {}  # by family, see runtime/fused_outputs.py
+            families: dict[int, AggregateFamily] = {}
             for run in runs:
-                records = run.formatter.step([with_start(slices[run.info.plan], run.formatter,
-                                                         0, starts)])
+                changes = with_start(slices[run.info.plan], run.formatter, 0, starts)
+                starting = bool(run.formatter.seeded_inputs)
                 run.formatter.seeded_inputs = frozenset()
+                if run.qid is not None:
+                    tail = None if starting else find_tail(run.info.plan, self.plan.ops, run.qid)
+                    if tail is not None and tail.member.family.run is not None:
+                        family = tail.member.family
+                        families[id(family)] = family
+                        tails.setdefault(id(family), []).append(tail)
+                    elif changes.df is not None:
+                        encoded.append(encode(changes.df, run.info.plan.schema, run.qid))
+                    continue
+                records = run.formatter.step([changes])
                 if records.df is None:
                     continue
                 df = records.df
@@ -508,7 +537,19 @@ class Engine:
                 out_df = slices[op.node].df
                 if out_df is not None and self.count_rows:
                     counted[i] = out_df
-            tables, counts = self.rt.commit_cycle(outputs, counted)
+            for key, family in families.items():
+                assert family.run is not None
+                if family.run.df is not None:
+                    encoded.append(tail_changes(family, family.run.df, tails[key]))
+            self.plan.finish_families()
+            bundled = [r for r in runs if r.qid is not None]
+            shared = self.intervals.step(encoded, [r.qid for r in bundled if r.qid is not None])
+            bundle = None
+            if shared is not None:
+                bundle = shared.select(*[
+                    decode(shared, r.qid, r.info.plan.schema, r.output.timestamp)
+                    .alias(r.info.name) for r in bundled if r.qid is not None])
+            tables, counts = self.rt.commit_cycle(outputs, counted, bundle)
             if self.count_rows:
                 for i, op in enumerate(stepped):
                     op.counted(counts.get(i, 0))
@@ -523,7 +564,7 @@ class Engine:
         for run in runs:
             try:
                 tx = CycleTransaction.begin(self.rt, [*self.plan.operators(walk(run.info.plan)),
-                                                      run.formatter])
+                                                      run.formatter, self.intervals])
                 try:
                     self._attempt([run], full=False)
                 finally:
@@ -617,6 +658,7 @@ class Engine:
         ops: list[tuple[str, Operator]] = []
         for node, op in self.plan.ops.items():
             ops.append((fingerprint(node), op))
+        ops.append(("sink-shared-intervals", self.intervals))  # type: ignore[arg-type]
         for family in self.plan.all_families():
             for op in family.operators():
                 ops.append((f"family-{fingerprint(op.node)}", op))
@@ -642,6 +684,8 @@ class Engine:
             msg = f"query {query!r} writes to the {info.sink!r} sink; results() reads memory"
             raise CatalogError(msg)
         frame = sink.frame(info.name, run.output.columns)
+        # in time order (records of one cycle come in Spark's partition order)
+        frame = frame.sort_values(TS, kind="mergesort", na_position="first")
         if not run.output.timestamp:  # integral times; keep them integral next to nulls
             for c in (TS, TE):
                 frame[c] = frame[c].astype("Int64")
@@ -712,7 +756,8 @@ class Engine:
             "state_rows": {f"#{i} {n.label()}": op.state_rows
                            for i, (n, op) in enumerate(self.plan.ops.items())},
             "total_state_rows": sum(op.state_rows for op in self.plan.state_holders())
-            + sum(r.formatter.state_rows for r in self.running.values()),
+            + sum(r.formatter.state_rows for r in self.running.values())
+            + self.intervals.state_rows,
             "dead_letters": {s.scan.name: s.dead_count for s in self.scans.values()},
             "watermarks": {s.scan.name: (None if s.watermark == TIME_MAX else s.watermark)
                            for s in self.scans.values()},

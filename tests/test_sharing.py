@@ -90,7 +90,8 @@ def persisted(spark):
 
 def live_frames(engine):
     """Ids of the RDDs behind the engine's current state frames."""
-    ops = [*engine.plan.state_holders(), *(r.formatter for r in engine.running.values())]
+    ops = [*engine.plan.state_holders(), *(r.formatter for r in engine.running.values()),
+           engine.intervals]
     ops += [s for s in engine.scans.values() if s.node not in engine.plan.ops]
     return {f.df._jdf.queryExecution().analyzed().rdd().id()
             for op in ops for f in op.states if f.df is not None}
@@ -131,7 +132,7 @@ def test_drop_frees_exactly_what_no_other_query_uses(engine, spark):
     assert persisted(spark) - before == live_frames(engine) < with_all
     assert engine.metrics()["total_state_rows"] == sum(
         op.state_rows for op in engine.plan.state_holders()) + sum(
-        r.formatter.state_rows for r in engine.running.values())
+        r.formatter.state_rows for r in engine.running.values()) + engine.intervals.state_rows
     # and the remaining query goes on, its results unaffected by the others
     engine.push("s", rows(EVENTS[8:]), watermark=30)
     engine.run_until_idle()

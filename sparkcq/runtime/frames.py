@@ -23,6 +23,7 @@ from pyspark.sql.types import StructType
 T = "_t"
 D = "_d"
 _COUNT_BASE = 1 << 30  # ids of counted frames in the commit's union, apart from states
+_BUNDLE_SID = -(1 << 30)  # id of the bundled records of several queries
 
 
 def q(name: str) -> str:
@@ -108,11 +109,14 @@ class Runtime:
 
     def commit_cycle(self, outputs: dict[str, DataFrame],
                      counted: dict[int, DataFrame] | None = None,
+                     bundle: DataFrame | None = None,
                      ) -> tuple[dict[str, pa.Table], dict[int, int]]:
         """Run the cycle's one Spark action: materialise changed states, collect records.
 
         ``counted`` frames (operator outputs, for EXPLAIN GLOBAL's rows per cycle) are
-        counted by the same action; their counts come back by key.
+        counted by the same action; their counts come back by key. ``bundle`` holds the
+        records of several queries in one frame, one struct column per query (NULL on the
+        others' rows), each a row struct ``_r`` and the record's own columns.
         """
         parts: list[DataFrame] = []
         counted = counted or {}
@@ -131,6 +135,9 @@ class Runtime:
             df = outputs[name]
             parts.append(df.select(F.lit(-1 - j).alias("_sid"),
                                    F.struct(*[col(c) for c in df.columns]).alias(f"_q{j}")))
+        if bundle is not None:
+            parts.append(bundle.select(F.lit(_BUNDLE_SID).alias("_sid"),
+                                       *[col(c) for c in bundle.columns]))
         self.changed_states.clear()
         if not parts:
             return {}, {}
@@ -155,6 +162,11 @@ class Runtime:
         for j, name in enumerate(names):
             rows = table.filter(pc.equal(sid, -1 - j)).column(f"_q{j}").combine_chunks()
             out[name] = pa.Table.from_arrays(rows.flatten(), names=[f.name for f in rows.type])
+        if bundle is not None:
+            rows_of = table.filter(pc.equal(sid, _BUNDLE_SID))
+            for name in bundle.columns:
+                column = rows_of.column(name).combine_chunks()
+                out[name] = _flatten_record(column.filter(column.is_valid()))
         counts = {}
         for key, i in count_ids.items():
             row = table.filter(pc.equal(sid, i))
@@ -181,6 +193,15 @@ class Runtime:
     def empty(self, schema: StructType) -> DataFrame:
         """An empty DataFrame of ``schema``."""
         return self.spark.createDataFrame([], schema)
+
+
+def _flatten_record(column: pa.StructArray) -> pa.Table:
+    """A bundled query's records (struct of row ``_r`` and record columns) as a table."""
+    row = column.field("_r")
+    names = [f.name for f in row.type] + [f.name for f in column.type if f.name != "_r"]
+    arrays = [row.field(i) for i in range(row.type.num_fields)]
+    arrays += [column.field(f.name) for f in column.type if f.name != "_r"]
+    return pa.Table.from_arrays(arrays, names=names)
 
 
 def unpersist_checkpoint(df: DataFrame) -> None:

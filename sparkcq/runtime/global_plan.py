@@ -191,6 +191,7 @@ class GlobalPlan:
                   starts: Starts | None = None) -> dict[PlanNode, Slice]:
         """Step every operator (or those of ``only``) once, in order; cache outputs read
         more than once; seeded inputs get their ``starts`` before the cycle's changes.
+        Families keep their evaluation for the caller until ``finish_families``.
         """
         readers = self.consumers() + extra_readers
         out: dict[PlanNode, Slice] = {}
@@ -210,9 +211,12 @@ class GlobalPlan:
             if result.df is not None and readers[node] > 1:
                 result = Slice(self.rt.cache_for_cycle(result.df), result.lo, result.hi)
             out[node] = result
+        return out
+
+    def finish_families(self) -> None:
+        """The cycle's plans are built: families forget this cycle's evaluation and seed."""
         for family in self.all_families():
             family.finish_cycle()
-        return out
 
 
 def with_start(inp: Slice, op: Operator, i: int, starts: Starts | None) -> Slice:

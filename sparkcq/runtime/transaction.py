@@ -12,13 +12,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from pyspark.sql import DataFrame
 
 from sparkcq.plan.nodes import PlanNode
 from sparkcq.runtime.frames import Runtime, SqlViews, StateFrame, unpersist_checkpoint
 from sparkcq.runtime.operators.base import Operator
+
+
+class HasStates(Protocol):
+    """Anything holding state frames across cycles (operators, the shared formatter)."""
+
+    states: list[StateFrame]
+
 
 _SHARED_TYPES = (Runtime, SqlViews, StateFrame, Operator, PlanNode, DataFrame)
 
@@ -44,7 +51,7 @@ class CycleTransaction:
         default_factory=list)
 
     @classmethod
-    def begin(cls, rt: Runtime, operators: Iterable[Operator]) -> CycleTransaction:
+    def begin(cls, rt: Runtime, operators: Iterable[Operator | HasStates]) -> CycleTransaction:
         """Record the state of ``operators`` (each once) before the cycle changes it."""
         tx = cls(rt)
         seen: set[int] = set()

@@ -9,14 +9,14 @@ Sink records are the user's columns plus ``_ts``, ``_te`` and ``_op``:
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
 from sparkcq.language.sql.statements import OutputForm
 from sparkcq.model.time import TIME_MAX
 from sparkcq.plan.nodes import PlanNode, ToStream
-from sparkcq.runtime.frames import D, Runtime, Slice, T, col, union_all
+from sparkcq.runtime.frames import D, Runtime, Slice, StateFrame, T, col, union_all
 from sparkcq.runtime.operators.base import Operator
 from sparkcq.runtime.operators.join import net, units
 
@@ -176,39 +176,53 @@ class SinkFormatter(Operator):
         return self.coalesce(inp)
 
     def coalesce(self, inp: Slice) -> Slice:
-        """Canonical coalescing: layer k of a row value is open while its count is >= k."""
+        """Canonical coalescing of the query's rows (see ``coalesce_changes``)."""
         if inp.df is None:
             return inp
-        names = [col(n) for n in self.names]
-        d = net(inp.df, self.names)
-        base = self.open.get()
-        if base is not None:
-            counts = base.groupBy(*names).agg(F.max(col(LAYER)).alias("_c0"))
-            d = join_on_values(d, counts, self.names)
-        else:
-            d = d.withColumn("_c0", F.lit(None).cast("long"))
-        w = Window.partitionBy(*names).orderBy(col(T)).rowsBetween(Window.unboundedPreceding,
-                                                                   Window.currentRow)
-        run = d.withColumn("_after", F.coalesce(col("_c0"), F.lit(0).cast("long"))
-                           + F.sum(col(D)).over(w))
-        run = run.withColumn("_before", col("_after") - col(D))
-        opens = run.where(col(D) > 0).select(
-            *names, F.explode(F.sequence(col("_before") + 1, col("_after"))).alias(LAYER),
-            col(T), F.lit(True).alias("_isopen"), F.lit(True).alias("_new"))
-        closes = run.where(col(D) < 0).select(
-            *names, F.explode(F.sequence(col("_after") + 1, col("_before"))).alias(LAYER),
-            col(T), F.lit(False).alias("_isopen"), F.lit(True).alias("_new"))
-        events = opens.unionByName(closes)
-        if base is not None:
-            events = events.unionByName(base.select(*names, col(LAYER), col(TS).alias(T),
-                                                    F.lit(True).alias("_isopen"),
-                                                    F.lit(False).alias("_new")))
-        lw = Window.partitionBy(*names, col(LAYER)).orderBy(col(T))
-        paired = self.rt.cache_for_cycle(events.withColumn("_next", F.lead(col(T)).over(lw))
-                                         .where(col("_isopen")))
-        records = paired.where(col("_new") | col("_next").isNotNull()).select(
-            *names, col(T).alias(TS), col("_next").alias(TE),
-            F.when(col("_new"), F.lit("I")).otherwise(F.lit("C")).alias(OP))
-        self.open.set(paired.where(col("_next").isNull()).select(*names, col(LAYER),
-                                                                  col(T).alias(TS)))
+        records = coalesce_changes(self.rt, self.open, inp.df, self.names)
         return Slice(records, inp.lo, inp.hi)
+
+
+def coalesce_changes(rt: Runtime, open_state: StateFrame, changes: DataFrame,
+                     names: list[str], keep: Column | None = None) -> DataFrame:
+    """Interval records from a relation's changes; ``open_state`` keeps the open layers
+    (only those satisfying ``keep``, if given).
+
+    Canonical coalescing: layer k of a row value is open while its count is >= k, so
+    value-equal elements whose intervals meet are one element, whatever the cycle cuts.
+    """
+    cols = [col(n) for n in names]
+    d = net(changes, names)
+    base = open_state.get()
+    if base is not None and keep is not None:
+        base = base.where(keep)
+    if base is not None:
+        counts = base.groupBy(*cols).agg(F.max(col(LAYER)).alias("_c0"))
+        d = join_on_values(d, counts, names)
+    else:
+        d = d.withColumn("_c0", F.lit(None).cast("long"))
+    w = Window.partitionBy(*cols).orderBy(col(T)).rowsBetween(Window.unboundedPreceding,
+                                                              Window.currentRow)
+    run = d.withColumn("_after", F.coalesce(col("_c0"), F.lit(0).cast("long"))
+                       + F.sum(col(D)).over(w))
+    run = run.withColumn("_before", col("_after") - col(D))
+    opens = run.where(col(D) > 0).select(
+        *cols, F.explode(F.sequence(col("_before") + 1, col("_after"))).alias(LAYER),
+        col(T), F.lit(True).alias("_isopen"), F.lit(True).alias("_new"))
+    closes = run.where(col(D) < 0).select(
+        *cols, F.explode(F.sequence(col("_after") + 1, col("_before"))).alias(LAYER),
+        col(T), F.lit(False).alias("_isopen"), F.lit(True).alias("_new"))
+    events = opens.unionByName(closes)
+    if base is not None:
+        events = events.unionByName(base.select(*cols, col(LAYER), col(TS).alias(T),
+                                                F.lit(True).alias("_isopen"),
+                                                F.lit(False).alias("_new")))
+    lw = Window.partitionBy(*cols, col(LAYER)).orderBy(col(T))
+    paired = rt.cache_for_cycle(events.withColumn("_next", F.lead(col(T)).over(lw))
+                                .where(col("_isopen")))
+    records = paired.where(col("_new") | col("_next").isNotNull()).select(
+        *cols, col(T).alias(TS), col("_next").alias(TE),
+        F.when(col("_new"), F.lit("I")).otherwise(F.lit("C")).alias(OP))
+    open_state.set(paired.where(col("_next").isNull()).select(*cols, col(LAYER),
+                                                              col(T).alias(TS)))
+    return records
