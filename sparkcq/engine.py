@@ -117,15 +117,18 @@ class Engine:
 
     def __init__(self, spark: SparkSession | None = None, master: str | None = None,
                  shuffle_partitions: int = 4, count_rows: bool = True,
-                 fuse_aggregates: bool = True):
+                 fuse: bool = True):
         # stop() stops Spark only if this engine started it (not a session it was given)
         self.owns_session = spark is None and SparkSession.getActiveSession() is None
         self.spark = spark or make_session(master, shuffle_partitions=shuffle_partitions)
         partitions = int(self.spark.conf.get("spark.sql.shuffle.partitions") or 4)
         self.rt = Runtime(self.spark, partitions=partitions)
         self.catalog = Catalog()
-        # aggregates over one input with the same keys run as one (runtime/fusion.py)
-        self.plan = GlobalPlan(self.rt, fuse=fuse_aggregates)
+        # aggregates over one input with the same keys run as one (runtime/fusion.py) and
+        # interval records of all queries are formatted together (shared_output.py); off
+        # only to compare against the one-operator-per-query path
+        self.fuse = fuse
+        self.plan = GlobalPlan(self.rt, fuse=fuse)
         self.sources: dict[str, Source] = {}
         self.scans: dict[str, ScanOperator] = {}
         self.sinks: dict[str, Sink] = {"memory": MemorySink(), "console": ConsoleSink(),
@@ -326,8 +329,8 @@ class Engine:
         output = QueryOutput(name, columns, bound.plan.time_kind is TimeKind.TIMESTAMP,
                              dict(stmt.options))
         qid = None
-        if (bound.plan.kind is EdgeKind.RELATION and bound.form is OutputForm.INTERVALS
-                and encodable(bound.plan.schema)):
+        if (self.fuse and bound.plan.kind is EdgeKind.RELATION
+                and bound.form is OutputForm.INTERVALS and encodable(bound.plan.schema)):
             self._qids += 1
             qid = self._qids
         self.running[name.lower()] = _Running(info, formatter, output, qid)

@@ -19,6 +19,13 @@ def explain_global_text(plan: GlobalPlan) -> str:
             f"#{ids[node]} {node.label()}  [{node.kind.value}]  <- [{inputs}]  "
             f"refs={plan.refs[node]}  queries=[{users}]  state_rows={op.state_rows}  "
             f"rows/cycle={op.rows_out} (avg {avg:.0f})  plan_ms/cycle={op.plan_seconds * 1e3:.1f}")
+    for n, family in enumerate(plan.all_families()):
+        members = ", ".join(f"#{ids[m]}" for m in family.members)
+        calls = len(family.op.aggs) if family.op is not None else 0
+        keys = ", ".join(family.key_sqls) or "()"
+        rows = sum(op.state_rows for op in family.operators())
+        lines.append(f"family F{n} <- [#{ids[family.base]}] BY {keys}: {calls} distinct "
+                     f"aggregates computed once for members [{members}]  state_rows={rows}")
     return "\n".join(lines)
 
 

@@ -1,0 +1,117 @@
+"""Fusion: aggregate families and the shared interval formatter give exactly what one
+operator per query gives, through adds, drops and values JSON must carry exactly.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import random
+from decimal import Decimal
+
+import pandas as pd
+
+from sparkcq import Engine
+
+STREAM = "CREATE STREAM s (k STRING, v DOUBLE, w BIGINT, t BIGINT) WITH (event_time='t')"
+QUERIES = {
+    "a": "SELECT k, sum(v) AS x, min(v) AS lo FROM s [RANGE 10] GROUP BY k",
+    "b": "SELECT k, max(w * 2) AS hi, count(DISTINCT w) AS dw, count(*) AS n "
+         "FROM s [RANGE 10] GROUP BY k HAVING count(*) > 1",
+    "d": "SELECT k, max(v) AS hi, min(w) AS lw FROM s [RANGE 10] GROUP BY k",
+    # added while the others run (joins the running family) ...
+    "c": "SELECT k, avg(v) AS m, min(v) AS lo FROM s [RANGE 10] GROUP BY k",
+    # ... and after d is dropped (the family is rebuilt without d's calls)
+    "e": "SELECT k, max(w) AS m, sum(w) + 1 AS s1 FROM s [RANGE 10] GROUP BY k "
+         "HAVING max(w) > 1",
+}
+
+
+def sorted_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame.sort_values(list(frame.columns)).reset_index(drop=True)
+
+
+def run_scenario(spark, fuse: bool) -> tuple[dict[str, pd.DataFrame], str]:
+    eng = Engine(spark=spark, fuse=fuse)
+    eng.execute(STREAM)
+    for name in "abd":
+        eng.execute(f"CREATE QUERY {name} AS {QUERIES[name]}")
+    rng = random.Random(7)
+    events = [{"k": rng.choice("ab"), "v": float(rng.randint(0, 9)), "w": rng.randint(0, 5),
+               "t": t} for t in range(0, 60)]
+    eng.push("s", events[:10], watermark=10)
+    eng.run_until_idle()
+    eng.execute(f"CREATE QUERY c AS {QUERIES['c']}")
+    eng.push("s", events[10:30], watermark=30)
+    eng.run_until_idle()
+    eng.execute("DROP QUERY d")
+    eng.execute(f"CREATE QUERY e AS {QUERIES['e']}")
+    eng.push("s", events[30:], watermark=100)
+    eng.end_input("s")
+    eng.run_until_idle()
+    out = {q: sorted_frame(eng.results(q)) for q in "abce"}
+    explain = eng.explain_global()
+    for q in "abce":
+        eng.drop("QUERY", q)
+    assert eng.metrics()["total_state_rows"] == 0
+    assert not eng.plan.all_families()
+    return out, explain
+
+
+def test_families_give_what_one_operator_per_query_gives(spark):
+    fused, explain = run_scenario(spark, fuse=True)
+    alone, _ = run_scenario(spark, fuse=False)
+    for q in fused:
+        assert len(fused[q]) > 5, q
+        pd.testing.assert_frame_equal(fused[q], alone[q], check_dtype=False)
+    families = [line for line in explain.splitlines() if line.startswith("family")]
+    assert len(families) == 1, explain
+    # a, b, c, e fused: sum v, min v, max w*2, count(DISTINCT w), count(*), avg v, max w,
+    # sum w (d's max v and min w left with d)
+    assert "8 distinct aggregates" in families[0], families[0]
+
+
+def test_shared_formatter_keeps_every_value_exact(spark):
+    values = [0.1 + 0.2, -0.0, 1e300, 5e-324, 2.5, float("nan")]
+    names = ["it's", 'say "hi"', "Zürich", "back\\slash", "", None]
+    stamp = dt.datetime(2026, 1, 2, 3, 4, 5, 123456)
+    rows = [{"k": names[i % len(names)], "v": values[i % len(values)],
+             "d": Decimal("12.345") * i, "ts": stamp + dt.timedelta(microseconds=7 * i),
+             "t": i} for i in range(18)]
+    results = {}
+    for fuse in (True, False):
+        eng = Engine(spark=spark, fuse=fuse)
+        eng.execute("""
+            CREATE STREAM r (k STRING, v DOUBLE, d DECIMAL(10,3), ts TIMESTAMP, t BIGINT)
+                WITH (event_time='t');
+            CREATE QUERY plain AS SELECT k, v, d, ts, named_struct('v', v, 'k', k) AS nested
+                FROM r [RANGE 4];
+            CREATE QUERY agg AS SELECT k, max(ts) AS last, sum(d) AS total, count(*) AS n
+                FROM r [RANGE 4] GROUP BY k;
+        """)
+        eng.push("r", rows, watermark=100)
+        eng.end_input("r")
+        eng.run_until_idle()
+        results[fuse] = {q: eng.results(q) for q in ("plain", "agg")}
+        for q in ("plain", "agg"):
+            eng.drop("QUERY", q)
+    for q in ("plain", "agg"):
+        got, want = results[True][q], results[False][q]
+        assert len(got) == len(want) > 5
+        key = ["_ts", "_te", "k", "v"] if q == "plain" else ["_ts", "_te", "k"]
+        got = got.sort_values(key, na_position="first").reset_index(drop=True)
+        want = want.sort_values(key, na_position="first").reset_index(drop=True)
+        pd.testing.assert_frame_equal(got.drop(columns=["nested"], errors="ignore"),
+                                      want.drop(columns=["nested"], errors="ignore"),
+                                      check_dtype=False)
+    plain = results[True]["plain"]
+    assert plain["ts"].max() == pd.Timestamp(stamp + dt.timedelta(microseconds=7 * 17), tz="UTC")
+    assert any(math.isnan(v) for v in plain["v"]) and 0.1 + 0.2 in set(plain["v"])
+    assert set(plain["k"].dropna()) == {n for n in names if n is not None}
+    for rec in plain.to_dict("records"):  # the struct column came through JSON too
+        inner = rec["nested"]
+        assert inner["k"] == rec["k"] or (inner["k"] is None and rec["k"] is None)
+        if math.isnan(rec["v"]):  # pandas shows a NaN inside a struct as None
+            assert inner["v"] is None or math.isnan(inner["v"])
+        else:
+            assert inner["v"] == rec["v"]
