@@ -9,8 +9,9 @@ records back to its column types in the same Spark action (``decode``).
 JSON keeps values exactly: doubles print their shortest round-trip form, timestamps are
 written with microseconds, decimals with their scale; a top-level ``-0.0`` is written as
 ``0.0`` as Spark's grouping treats them as one value (inside a struct or array it is not:
-such a row may then coalesce as two value-equal elements). Types JSON cannot carry (binary, maps with
-non-string keys, intervals) keep a formatter of their own (``encodable``).
+such a row may then coalesce as two value-equal elements). Types JSON cannot carry
+(binary, maps with non-string keys, intervals) keep a formatter of their own
+(``encodable``).
 """
 
 from __future__ import annotations
