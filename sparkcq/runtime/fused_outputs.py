@@ -19,12 +19,13 @@ from dataclasses import dataclass
 import sqlglot
 import sqlglot.expressions as exp
 from pyspark.sql import DataFrame
-from pyspark.sql.types import DataType, DoubleType, FloatType, StructType
+from pyspark.sql.types import StructType
 
 from sparkcq.plan.nodes import Aggregate, Filter, PlanNode, Project
 from sparkcq.runtime.frames import D, T, q
 from sparkcq.runtime.fusion import AggregateFamily, FamilyMemberOperator
-from sparkcq.runtime.operators.shared_output import JSON_OPTIONS, QID, ROW
+from sparkcq.runtime.operators.aggregate import seed_time_sql
+from sparkcq.runtime.operators.shared_output import QID, ROW, json_options_sql, normalised_sql
 
 
 @dataclass(frozen=True)
@@ -62,43 +63,18 @@ def substitute(sql: str, mapping: dict[str, str]) -> str:
     return tree.transform(replace).sql(dialect="spark")
 
 
-def _normalised(sql: str, dtype: DataType) -> str:
-    """``-0.0`` as ``0.0``: Spark's grouping holds them equal, so must their text."""
-    if isinstance(dtype, DoubleType | FloatType):
-        return f"CASE WHEN ({sql}) = 0 THEN CAST(0 AS {dtype.simpleString()}) ELSE ({sql}) END"
-    return sql
-
-
-def _literal(text: str) -> str:
-    """A Spark SQL string literal."""
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def _json_options() -> str:
-    pairs = ", ".join(f"{_literal(k)}, {_literal(v)}" for k, v in JSON_OPTIONS.items())
-    return f"map({pairs})"
-
-
 def tail_changes_sql(family: AggregateFamily, tails: list[QueryTail]) -> str:
     """One generator expression producing (query, row text, instant, change) for ``tails``."""
     assert family.op is not None
     parts = []
-    options = _json_options()
+    options = json_options_sql()
     for tail in tails:
         member = tail.member.node
         assert isinstance(member, Aggregate)
         columns = family.members[member]
         keys = set(family.op.keys)
-        calls = [src for _out, src in columns if src not in keys]
-        changed = " OR ".join(["(`_pn` > 0) <> (`_n` > 0)",
-                               *[f"NOT ({q('_p' + c)} <=> {q(c)})" for c in calls]])
-        t = "`_t`"
-        when_time = ""
-        if family.seed_at is not None and member in family.fresh:
-            t = f"CASE WHEN `_t` < {family.seed_at} THEN CAST({family.seed_at} AS BIGINT) " \
-                "ELSE `_t` END"
-        elif family.seed_at is not None:
-            when_time = f" AND `_t` >= {family.seed_at}"
+        changed = family.op.changed_sql([src for _out, src in columns if src not in keys])
+        t, when_time = seed_time_sql(family.seed_at, member in family.fresh)
         for sign, present, prefix in ((-1, "`_pn` > 0", "_p"), (1, "`_n` > 0", "")):
             mapping = {out: q(src) if src in keys else q(prefix + src) for out, src in columns}
             conds = [f"({changed})", present]
@@ -107,7 +83,7 @@ def tail_changes_sql(family: AggregateFamily, tails: list[QueryTail]) -> str:
                     conds.append(f"coalesce({substitute(step.predicate, mapping)}, false)")
                 else:
                     mapping = {name: substitute(e, mapping) for name, e in step.exprs}
-            row = ", ".join(f"{_normalised(mapping[f.name], f.dataType)} AS {q(f.name)}"
+            row = ", ".join(f"{normalised_sql(mapping[f.name], f.dataType)} AS {q(f.name)}"
                             for f in tail.schema.fields)
             record = (f"named_struct('{QID}', {tail.qid}, '{ROW}', "
                       f"to_json(struct({row}), {options}), '{T}', {t}, "

@@ -85,6 +85,8 @@ class AggregateFamily:
         self.fresh: frozenset[Aggregate] = frozenset()  # members that have not run yet
         self.needs_seed = False
         self.seed_at: int | None = None  # this cycle's seed instant, if seeded
+        self.seed: DataFrame | None = None  # the input's contents at seed_at
+        self.active: set[PlanNode] | None = None  # members this cycle evaluates (None: all)
         self.run: Slice | None = None  # this cycle's evaluation
 
     # -- membership (between cycles) ---------------------------------------------------------
@@ -168,19 +170,19 @@ class AggregateFamily:
         return [op for op in (self.op, self.previous) if op is not None]
 
     # -- the cycle ---------------------------------------------------------------------------
-    def evaluate(self, base: Slice, seed: DataFrame | None,
-                 active: set[PlanNode] | None) -> Slice:
+    def evaluate(self, base: Slice) -> Slice:
         """Per (group, instant) of the cycle: the values of every call, computed once.
 
-        ``active``: evaluate only these members' arguments (the others read NULL), to find
-        which query fails without others' expressions failing it (never committed).
+        With ``active`` set, only those members' arguments are evaluated (the others read
+        NULL), to find which query fails without others' expressions failing it (such a
+        cycle is never committed).
         """
         if self.run is not None:
             return self.run
         assert self.op is not None and isinstance(self.op.node, Aggregate)
         proj = self.op.node.child
         assert isinstance(proj, Project)
-        live = None
+        live, active, seed = None, self.active, self.seed
         if active is not None and not set(self.members) <= active:
             live = {e for m in self.members if m in active for e in _arg_sqls(m)}
         cols = []
@@ -206,7 +208,8 @@ class AggregateFamily:
         """
         if self.run is None:
             return
-        self.run, self.fresh, self.needs_seed, self.seed_at = None, frozenset(), False, None
+        self.run, self.fresh, self.needs_seed = None, frozenset(), False
+        self.seed_at, self.seed, self.active = None, None, None
         if self.previous is not None:
             self.previous.release()
             self.previous = None
@@ -236,9 +239,12 @@ class FamilyMemberOperator(Operator):
         """The rows of the family's state this member shares (counted once in totals)."""
         return sum(op.state_rows for op in self.family.operators())
 
+    def input_nodes(self) -> tuple[PlanNode, ...]:
+        """The family's input: the family evaluates it once for all members."""
+        return (self.family.base,)
+
     def step(self, inputs: list[Slice]) -> Slice:  # noqa: D102
-        msg = "a family member is stepped through its family (GlobalPlan.run_cycle)"
-        raise NotImplementedError(msg)
+        return self.output(self.family.evaluate(inputs[0]))
 
     def output(self, run: Slice) -> Slice:
         """The member's changes: rows where one of its values or the group's presence

@@ -131,8 +131,8 @@ class GlobalPlan:
 
     def starts(self, consumers: Iterable[tuple[Operator, tuple[PlanNode, ...]]],
                nodes: set[PlanNode] | None = None) -> Starts:
-        """Contents for every seeded input (and every rebuilt family among ``nodes``), taken
-        before any operator steps this cycle.
+        """Contents for every seeded input, taken before any operator steps this cycle;
+        rebuilt families among ``nodes`` get theirs as ``family.seed``.
         """
         out: Starts = {}
         for family in self.all_families():
@@ -142,7 +142,7 @@ class GlobalPlan:
             if position is not None:
                 family.seed_at = position
                 df = self.contents(family.base, position)
-                out[(id(family), 0)] = None if df is None else self.rt.cache_for_cycle(df)
+                family.seed = None if df is None else self.rt.cache_for_cycle(df)
         for op, children in consumers:
             for i in op.seeded_inputs:
                 child = children[i]
@@ -195,17 +195,14 @@ class GlobalPlan:
         """
         readers = self.consumers() + extra_readers
         out: dict[PlanNode, Slice] = {}
+        for family in self.all_families():
+            family.active = only
         for node, op in self.ops.items():
             if only is not None and node not in only:
                 continue
             began = time.perf_counter()
-            if isinstance(op, FamilyMemberOperator):
-                family = op.family
-                seed = (starts or {}).get((id(family), 0))
-                result = op.output(family.evaluate(out[family.base], seed, only))
-            else:
-                inputs = [with_start(out[c], op, i, starts) for i, c in enumerate(node.children)]
-                result = op.step(inputs)
+            inputs = [with_start(out[c], op, i, starts) for i, c in enumerate(op.input_nodes())]
+            result = op.step(inputs)
             op.plan_seconds = time.perf_counter() - began
             op.position, op.seeded_inputs = result.hi, frozenset()
             if result.df is not None and readers[node] > 1:

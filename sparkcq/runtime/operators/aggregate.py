@@ -46,6 +46,20 @@ def accumulator_type(arg: DataType) -> DataType:
     return EXACT_DOUBLE
 
 
+def seed_time_sql(seed_at: int | None, fresh: bool) -> tuple[str, str]:
+    """The instant of a run row as a view sees it, and a condition on it (`` AND ...``).
+
+    ``seed_at``: the operator started this cycle from its input's contents, given as changes
+    just before ``seed_at``; a ``fresh`` view takes them as its own start at ``seed_at``, a
+    view that ran before drops them (it has seen that state already).
+    """
+    if seed_at is None:
+        return "`_t`", ""
+    if fresh:
+        return f"CASE WHEN `_t` < {seed_at} THEN CAST({seed_at} AS BIGINT) ELSE `_t` END", ""
+    return "`_t`", f" AND `_t` >= {seed_at}"
+
+
 class _Keys:
     """SQL fragments over the group keys (which may be none: a global aggregate)."""
 
@@ -256,27 +270,25 @@ class AggregateOperator(Operator):
 
         ``columns`` picks (output name, column of this operator) pairs: a view of some of the
         aggregates, as a member of a fused family sees it (all columns by default).
-        ``seed_at``: the operator started this cycle from its input's contents, given as
-        changes just before ``seed_at``; a ``fresh`` view gets them as its own start at
-        ``seed_at``, a view that ran before drops them (it has seen that state already).
+        ``seed_at`` and ``fresh``: see ``seed_time_sql``.
         """
         if columns is None:
             columns = [(f.name, f.name) for f in self.node.schema.fields]
-        calls = [src for _out, src in columns if src not in self.keys]
-        changed = " OR ".join(["(`_pn` > 0) <> (`_n` > 0)",
-                               *[f"NOT ({q('_p' + c)} <=> {q(c)})" for c in calls]])
+        changed = self.changed_sql([src for _out, src in columns if src not in self.keys])
         old = ", ".join(f"{q(src)} AS {q(out)}" if src in self.keys else
                         f"{q('_p' + src)} AS {q(out)}" for out, src in columns)
         new = ", ".join(f"{q(src)} AS {q(out)}" for out, src in columns)
-        t, when = "`_t`", ""
-        if seed_at is not None and fresh:
-            t = f"CASE WHEN `_t` < {seed_at} THEN CAST({seed_at} AS BIGINT) ELSE `_t` END AS `_t`"
-        elif seed_at is not None:
-            when = f" AND `_t` >= {seed_at}"
+        t, when = seed_time_sql(seed_at, fresh)
+        t = f"{t} AS `_t`"
         return (f"SELECT {old}, {t}, CAST(-1 AS BIGINT) AS `_d` FROM {{run}} "
                 f"WHERE ({changed}) AND `_pn` > 0{when} UNION ALL "
                 f"SELECT {new}, {t}, CAST(1 AS BIGINT) AS `_d` FROM {{run}} "
                 f"WHERE ({changed}) AND `_n` > 0{when}")
+
+    def changed_sql(self, calls: list[str]) -> str:
+        """Whether a run row changes the group's presence or one of the ``calls``' values."""
+        return " OR ".join(["(`_pn` > 0) <> (`_n` > 0)",
+                            *[f"NOT ({q('_p' + c)} <=> {q(c)})" for c in calls]])
 
     # -- the cycle ---------------------------------------------------------------------------
     def step(self, inputs: list[Slice]) -> Slice:  # noqa: D102

@@ -59,6 +59,12 @@ class Operator:
         """Rows held in this operator's state now (live elements, groups, buffers)."""
         return sum(s.rows for s in self.states)
 
+    def input_nodes(self) -> tuple[PlanNode, ...]:
+        """The plan nodes whose slices ``step`` receives: the node's children, unless the
+        operator reads past them (a fused aggregate reads its family's input).
+        """
+        return self.node.children
+
     def step(self, inputs: list[Slice]) -> Slice:
         """Process one cycle's input slices and return the output slice."""
         raise NotImplementedError(type(self).__name__)

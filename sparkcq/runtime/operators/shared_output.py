@@ -32,7 +32,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from sparkcq.runtime.frames import D, Runtime, StateFrame, T, col
+from sparkcq.runtime.frames import D, Runtime, StateFrame, T, col, q
 from sparkcq.runtime.operators.outputs import LAYER, OP, TE, TS, coalesce_changes
 
 QID, ROW = "_qid", "_row"
@@ -52,18 +52,31 @@ def encodable(dtype: DataType) -> bool:
     return isinstance(dtype, AtomicType) and not isinstance(dtype, BinaryType)
 
 
-def _normalised(name: str, dtype: DataType) -> Column:
-    c = col(name)
+def normalised_sql(sql: str, dtype: DataType) -> str:
+    """``sql`` with ``-0.0`` as ``0.0``: Spark's grouping holds them equal, so must their text."""
     if isinstance(dtype, DoubleType | FloatType):
-        return F.when(c == 0, F.lit(0.0).cast(dtype)).otherwise(c).alias(name)
-    return c
+        return f"CASE WHEN ({sql}) = 0 THEN CAST(0 AS {dtype.simpleString()}) ELSE ({sql}) END"
+    return sql
+
+
+def _literal(text: str) -> str:
+    """A Spark SQL string literal."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def json_options_sql() -> str:
+    """``JSON_OPTIONS`` as a SQL map for ``to_json``."""
+    pairs = ", ".join(f"{_literal(k)}, {_literal(v)}" for k, v in JSON_OPTIONS.items())
+    return f"map({pairs})"
 
 
 def encode(changes: DataFrame, schema: StructType, qid: int) -> DataFrame:
     """A query's changes as (query id, row text, instant, change)."""
-    row = F.struct(*[_normalised(f.name, f.dataType) for f in schema.fields])
-    return changes.select(F.lit(qid).cast("int").alias(QID),
-                          F.to_json(row, JSON_OPTIONS).alias(ROW), col(T), col(D))
+    row = ", ".join(f"{normalised_sql(q(f.name), f.dataType)} AS {q(f.name)}"
+                    for f in schema.fields)
+    return changes.selectExpr(f"CAST({qid} AS INT) AS {QID}",
+                              f"to_json(struct({row}), {json_options_sql()}) AS {ROW}",
+                              q(T), q(D))
 
 
 def decode(records: DataFrame, qid: int, schema: StructType, timestamps: bool) -> Column:
