@@ -4,9 +4,10 @@ Per group and per instant at which the group's input changes, the operator compu
 aggregate of the snapshot with Spark SQL window functions: running sums of the changes on
 top of the group's state. The result relation changes exactly at those instants: -1 for the
 old row, +1 for the new one. count/sum/avg are invertible and kept as running accumulators;
-count(DISTINCT), min and max keep the multiset of live values per group, so they stay
-correct when elements leave. DOUBLE sums accumulate in DECIMAL(38, 10): exact under
-retraction, so results do not depend on how input was cut into cycles.
+min and max keep the live rows of their arguments per group, count(DISTINCT) the live
+values of its argument (``multiset.py``), so they stay correct when elements leave. DOUBLE
+sums accumulate in DECIMAL(38, 10): exact under retraction, so results do not depend on how
+input was cut into cycles.
 
 The SQL text is built once per operator; each cycle binds its views and runs it.
 """
@@ -30,9 +31,9 @@ from pyspark.sql.types import (
 from sparkcq.plan.nodes import AggCall, Aggregate
 from sparkcq.runtime.frames import Runtime, Slice, SqlViews, q, union_all
 from sparkcq.runtime.operators.base import Operator, as_changes_at
+from sparkcq.runtime.operators.multiset import AID, GroupKeys, Multiset
 
 N = "_n"
-AID = "_aid"  # which argument a stacked multiset row belongs to
 _INTEGRAL = (ByteType, ShortType, IntegerType, LongType)
 EXACT_DOUBLE = DecimalType(38, 10)
 
@@ -60,32 +61,6 @@ def seed_time_sql(seed_at: int | None, fresh: bool) -> tuple[str, str]:
     return "`_t`", f" AND `_t` >= {seed_at}"
 
 
-class _Keys:
-    """SQL fragments over the group keys (which may be none: a global aggregate)."""
-
-    def __init__(self, keys: list[str]):
-        self.keys = keys
-
-    def cols(self, alias: str = "") -> str:
-        """``k1, k2, `` (with a trailing comma) or empty."""
-        pre = f"{alias}." if alias else ""
-        return "".join(f"{pre}{q(k)}, " for k in self.keys)
-
-    def on(self, a: str, b: str) -> str:
-        """Null-safe equality of the keys of two relations."""
-        return " AND ".join(f"{a}.{q(k)} <=> {b}.{q(k)}" for k in self.keys) or "TRUE"
-
-    def partition(self, *extra: str) -> str:
-        """A PARTITION BY clause over the keys and ``extra`` columns, or nothing."""
-        cols = [*map(q, self.keys), *extra]
-        return f"PARTITION BY {', '.join(cols)} " if cols else ""
-
-    def group(self, *extra: str, alias: str = "") -> str:
-        """A GROUP BY list over the keys and ``extra`` columns."""
-        pre = f"{alias}." if alias else ""
-        return ", ".join([*[pre + q(k) for k in self.keys], *extra])
-
-
 class AggregateOperator(Operator):
     """GROUP BY with count, count(DISTINCT), sum, avg, min and max over a relation."""
 
@@ -93,12 +68,13 @@ class AggregateOperator(Operator):
         super().__init__(node, rt)
         self.views = SqlViews(rt.spark, "aggregate")
         self.keys = list(node.keys)
-        self.k = _Keys(self.keys)
+        self.k = GroupKeys(self.keys)
         self.aggs = list(node.aggs)
         child_types = {f.name: f.dataType for f in node.child.schema.fields}
         self.out_types = {f.name: f.dataType for f in node.schema.fields}
         self.arg_types = {a.name: child_types[a.arg] for a in self.aggs if a.arg}
-        self.multiset_aggs = [a for a in self.aggs if a.distinct or a.func in ("min", "max")]
+        self.extreme_aggs = [a for a in self.aggs if a.func in ("min", "max")]
+        self.distinct_aggs = [a for a in self.aggs if a.distinct]
         key_fields = [f for f in node.schema.fields if f.name in self.keys]
         fields = [*key_fields, StructField(N, LongType())]
         for a in self.aggs:
@@ -109,22 +85,28 @@ class AggregateOperator(Operator):
                 fields.append(StructField(f"{a.name}_s", accumulator_type(self.arg_types[a.name])))
         fields += [f for f in node.schema.fields if f.name not in self.keys]
         self.groups = self.state(StructType(fields), "groups")
-        # the live values of every argument of min, max and DISTINCT, one multiset per type:
-        # rows (keys, argument, value, count), so any number of such aggregates costs the
-        # same few Spark stages
+        self.multisets: dict[str, Multiset] = {}
+        # min and max: one multiset of the live rows of all their arguments, so any number
+        # of them costs one state row per distinct live row and the same few Spark stages
+        extreme_args = list(dict.fromkeys(a.arg for a in self.extreme_aggs if a.arg))
+        if extreme_args:
+            frame = self.state(StructType([*key_fields,
+                                           *[StructField(a, child_types[a]) for a in extreme_args],
+                                           StructField(N, LongType())]), "live-rows")
+            self.multisets["rows"] = Multiset.rows(frame, self.keys, extreme_args)
+        # count(DISTINCT): the live values of every argument, one multiset per type, rows
+        # (keys, argument, value, count)
         self.stacks: dict[str, list[str]] = {}
-        for a in self.multiset_aggs:
+        for a in self.distinct_aggs:
             assert a.arg is not None
             args = self.stacks.setdefault(child_types[a.arg].simpleString(), [])
             if a.arg not in args:
                 args.append(a.arg)
-        self.multisets = {
-            tname: self.state(StructType([*key_fields, StructField(AID, StringType()),
-                                          StructField("_v", child_types[args[0]]),
-                                          StructField(N, LongType())]), f"values-{tname}")
-            for tname, args in self.stacks.items()
-        }
-        self.mk = _Keys([*self.keys, AID])
+        for tname, args in self.stacks.items():
+            frame = self.state(StructType([*key_fields, StructField(AID, StringType()),
+                                           StructField("_v", child_types[args[0]]),
+                                           StructField(N, LongType())]), f"values-{tname}")
+            self.multisets[tname] = Multiset.stacked(frame, self.keys, args)
 
     # -- SQL text ----------------------------------------------------------------------------
     def deltas_sql(self) -> str:
@@ -143,36 +125,6 @@ class AggregateOperator(Operator):
         return (f"SELECT {self.k.cols()}`_t`, {', '.join(cols)} FROM {{inp}} "
                 f"GROUP BY {self.k.group('`_t`')}")
 
-    def stacked_sql(self, tname: str) -> str:
-        """The changes of every multiset argument of type ``tname`` as (keys, argument,
-        value) rows: one relation however many aggregates need multisets.
-        """
-        args = self.stacks[tname]
-        if len(args) == 1:
-            return (f"SELECT {self.k.cols()}'{args[0]}' AS {q(AID)}, {q(args[0])} AS `_v`, "
-                    "`_t`, `_d` FROM {inp}")
-        pairs = ", ".join(f"'{arg}', {q(arg)}" for arg in args)
-        return (f"SELECT {self.k.cols('i')}s.{q(AID)}, s.`_v`, i.`_t`, i.`_d` FROM {{inp}} i "
-                f"LATERAL VIEW stack({len(args)}, {pairs}) s AS {q(AID)}, `_v`")
-
-    def value_changes_sql(self, tname: str, with_base: bool) -> str:
-        """Per (group, argument, value, instant): the value's change in multiplicity and its
-        count before (``_nb``) and after (``_na``) the instant.
-        """
-        mk = self.mk
-        changes = (f"SELECT {mk.cols()}`_v`, `_t`, sum(`_d`) AS `_dv` "
-                   f"FROM ({self.stacked_sql(tname)}) WHERE `_v` IS NOT NULL "
-                   f"GROUP BY {mk.group('`_v`', '`_t`')} HAVING sum(`_d`) <> 0")
-        if with_base:
-            based = (f"SELECT c.*, coalesce(b.`_n`, CAST(0 AS BIGINT)) AS `_n0` FROM ({changes}) c "
-                     f"LEFT JOIN {{ms}} b ON {mk.on('c', 'b')} AND c.`_v` <=> b.`_v`")
-        else:
-            based = f"SELECT c.*, CAST(0 AS BIGINT) AS `_n0` FROM ({changes}) c"
-        running = (f"m.`_n0` + sum(m.`_dv`) OVER ({mk.partition('`_v`')}ORDER BY `_t` "
-                   "ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)")
-        return (f"SELECT r.*, r.`_na` - r.`_dv` AS `_nb` FROM "
-                f"(SELECT m.*, {running} AS `_na` FROM ({based}) m) r")
-
     def distinct_counts_sql(self, calls: list[AggCall]) -> str:
         """Per (group, instant): the change in the number of distinct values of each call."""
         flip = "CAST(`_na` > 0 AS BIGINT) - CAST(`_nb` > 0 AS BIGINT)"
@@ -181,35 +133,18 @@ class AggregateOperator(Operator):
         return (f"SELECT {self.k.cols()}`_t`, {cols} FROM {{ch}} "
                 f"GROUP BY {self.k.group('`_t`')}")
 
-    def extreme_sql(self, calls: list[AggCall], with_base: bool) -> str:
-        """Min and max of the live values of each argument of each group at each instant
-        the group changed.
+    def extreme_sql(self, segments: str) -> str:
+        """Min and max of every min/max call at each instant its group changed, over the
+        live rows' ``segments`` (``Multiset.live_segments_sql``).
         """
-        mk = self.mk
-        segs = (f"SELECT {mk.cols()}`_v`, `_t` AS `_from`, lead(`_t`) OVER "
-                f"({mk.partition('`_v`')}ORDER BY `_t`) AS `_to`, `_na` AS `_cnt` FROM {{ch}}")
-        if with_base:
-            touched = (f"SELECT x.* FROM {{ms}} x LEFT SEMI JOIN (SELECT DISTINCT "
-                       f"{self.k.cols()}1 AS `_one` FROM {{d}}) t ON {self.k.on('x', 't')}")
-            firsts = (f"SELECT {mk.cols()}`_v`, min(`_t`) AS `_first` FROM {{ch}} "
-                      f"GROUP BY {mk.group('`_v`')}")
-            segs += (f" UNION ALL SELECT {mk.cols('b')}b.`_v`, CAST(NULL AS BIGINT), "
-                     f"f.`_first`, b.`_n` FROM ({touched}) b LEFT JOIN ({firsts}) f "
-                     f"ON {mk.on('b', 'f')} AND b.`_v` <=> f.`_v`")
-        picks = []
-        for a in calls:
-            stat = "`_mn`" if a.func == "min" else "`_mx`"
-            picks.append(f"max(CASE WHEN {q(AID)} = '{a.arg}' THEN {stat} END) "
-                         f"AS {q('_ext' + a.name)}")
-        per_arg = (f"SELECT {self.k.cols('i')}i.`_t`, s.{q(AID)}, min(s.`_v`) AS `_mn`, "
-                   "max(s.`_v`) AS `_mx` FROM inst i JOIN segs s ON "
-                   f"{self.k.on('i', 's')} AND (s.`_from` IS NULL OR s.`_from` <= i.`_t`) "
-                   "AND (s.`_to` IS NULL OR i.`_t` < s.`_to`) "
-                   "WHERE s.`_cnt` > 0 GROUP BY "
-                   f"{self.k.group('i.`_t`', f's.{q(AID)}', alias='i')}")
-        return (f"WITH segs AS ({segs}), inst AS (SELECT DISTINCT {self.k.cols()}`_t` FROM {{d}}) "
-                f"SELECT {self.k.cols()}`_t`, {', '.join(picks)} FROM ({per_arg}) "
-                f"GROUP BY {self.k.group('`_t`')}")
+        picks = ", ".join(f"{a.func}(s.{q(a.arg)}) AS {q('_ext' + a.name)}"  # type: ignore[arg-type]
+                          for a in self.extreme_aggs)
+        k = self.k
+        return (f"WITH segs AS ({segments}), inst AS (SELECT DISTINCT {k.cols()}`_t` FROM {{d}}) "
+                f"SELECT {k.cols('i')}i.`_t`, {picks} FROM inst i JOIN segs s ON "
+                f"{k.on('i', 's')} AND (s.`_from` IS NULL OR s.`_from` <= i.`_t`) "
+                "AND (s.`_to` IS NULL OR i.`_t` < s.`_to`) WHERE s.`_cnt` > 0 "
+                f"GROUP BY {k.group('i.`_t`', alias='i')}")
 
     def join_on_instant_sql(self, right_cols: list[str]) -> str:
         """Left join of the per-instant deltas with more per-instant columns."""
@@ -306,39 +241,27 @@ class AggregateOperator(Operator):
         sql = self.views.sql
         src = self.rt.cache_for_cycle(inp.df)
         d = sql(self.deltas_sql(), inp=src)
-        changes: dict[str, DataFrame] = {}
-        for tname in self.stacks:
-            ms = self.multisets[tname].get()
-            views = {"inp": src, "ms": ms} if ms is not None else {"inp": src}
-            changes[tname] = self.rt.cache_for_cycle(
-                sql(self.value_changes_sql(tname, ms is not None), **views))
-            distinct = self.stack_calls(tname, distinct=True)
-            if distinct:
-                flips = sql(self.distinct_counts_sql(distinct), ch=changes[tname])
-                d = sql(self.join_on_instant_sql([f"{a.name}_dc" for a in distinct]),
-                        l=d, r=flips)
+        changes = {name: self.rt.cache_for_cycle(ms.changes(self.views, src))
+                   for name, ms in self.multisets.items()}
+        for tname, args in self.stacks.items():
+            distinct = [a for a in self.distinct_aggs if a.arg in args]
+            flips = sql(self.distinct_counts_sql(distinct), ch=changes[tname])
+            d = sql(self.join_on_instant_sql([f"{a.name}_dc" for a in distinct]), l=d, r=flips)
         d = self.rt.cache_for_cycle(d)
-        extremes = {t: self.stack_calls(t, distinct=False) for t in self.stacks}
-        for tname, calls in extremes.items():
-            if not calls:
-                continue
-            ms = self.multisets[tname].get()
-            views = {"ch": changes[tname], "d": d}
-            if ms is not None:
-                views["ms"] = ms
-            ext = sql(self.extreme_sql(calls, ms is not None), **views)
-            d = sql(self.join_on_instant_sql([f"_ext{a.name}" for a in calls]), l=d, r=ext)
+        if "rows" in self.multisets:
+            rows = self.multisets["rows"]
+            views = {"ch": changes["rows"], "d": d}
+            if rows.frame.get() is not None:
+                views["ms"] = rows.frame.get()  # type: ignore[assignment]
+            ext = sql(self.extreme_sql(rows.live_segments_sql()), **views)
+            d = sql(self.join_on_instant_sql([f"_ext{a.name}" for a in self.extreme_aggs]),
+                    l=d, r=ext)
         st = self.groups.get()
         views = {"d": d, "st": st} if st is not None else {"d": d}
         run = self.rt.cache_for_cycle(sql(self.running_sql(st is not None, set(d.columns)),
                                           **views))
         self.update_state(run, changes)
         return Slice(run, inp.lo, inp.hi)
-
-    def stack_calls(self, tname: str, distinct: bool) -> list[AggCall]:
-        """The DISTINCT calls (or the min/max calls) whose argument is in stack ``tname``."""
-        args = self.stacks[tname]
-        return [a for a in self.multiset_aggs if a.arg in args and a.distinct == distinct]
 
     def contents(self, children: list[DataFrame | None], at: int) -> DataFrame | None:
         """Each live group's current row (the state keeps only groups with elements)."""
@@ -362,15 +285,5 @@ class AggregateOperator(Operator):
         elif old is not None:
             old = None
         self.groups.set(union_all([old, latest]))
-        mk = self.mk
-        for tname, ch in changes.items():
-            ms = self.multisets[tname]
-            updated = sql(f"SELECT {mk.cols()}`_v`, max(`_n0`) + sum(`_dv`) AS `_n` "
-                          f"FROM {{ch}} GROUP BY {mk.group('`_v`')} "
-                          "HAVING max(`_n0`) + sum(`_dv`) > 0", ch=ch)
-            base = ms.get()
-            if base is not None:
-                base = sql(f"SELECT b.* FROM {{ms}} b LEFT ANTI JOIN (SELECT DISTINCT "
-                           f"{mk.cols()}`_v` FROM {{ch}}) t ON {mk.on('b', 't')} "
-                           "AND b.`_v` <=> t.`_v`", ms=base, ch=ch)
-            ms.set(union_all([base, updated]))
+        for name, ch in changes.items():
+            self.multisets[name].update(self.views, ch)

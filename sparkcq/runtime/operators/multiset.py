@@ -1,0 +1,138 @@
+"""Live values per group with their multiplicities: what min, max and count(DISTINCT) need.
+
+count/sum/avg can subtract an element that leaves; min, max and count(DISTINCT) cannot, so
+the aggregate keeps the live values themselves. A multiset is a state of rows (identity,
+``_n``): the identity is the group keys and some value columns, ``_n`` how many live
+elements carry them. Each cycle the input's changes are summed per (identity, instant) and
+given their multiplicity before (``_nb``) and after (``_na``) each instant; the state keeps
+the multiplicities after the cycle's last instant, dropping values that reached 0.
+
+Two kinds are used by ``AggregateOperator``:
+
+- ``rows``: the identity is the group keys and the arguments of every min/max call, so all
+  of them share one multiset with one row per distinct live row, however many calls;
+- ``stacked``: for count(DISTINCT), the identity is (keys, argument name, value), one
+  multiset per argument type, so a value's presence per argument can be counted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame
+
+from sparkcq.runtime.frames import SqlViews, StateFrame, q, union_all
+
+AID = "_aid"  # which argument a stacked multiset row belongs to
+
+
+class GroupKeys:
+    """SQL fragments over a list of key columns (which may be empty: a global aggregate)."""
+
+    def __init__(self, keys: list[str]):
+        self.keys = keys
+
+    def cols(self, alias: str = "") -> str:
+        """``k1, k2, `` (with a trailing comma) or empty."""
+        pre = f"{alias}." if alias else ""
+        return "".join(f"{pre}{q(k)}, " for k in self.keys)
+
+    def on(self, a: str, b: str) -> str:
+        """Null-safe equality of the keys of two relations."""
+        return " AND ".join(f"{a}.{q(k)} <=> {b}.{q(k)}" for k in self.keys) or "TRUE"
+
+    def partition(self, *extra: str) -> str:
+        """A PARTITION BY clause over the keys and ``extra`` columns, or nothing."""
+        cols = [*map(q, self.keys), *extra]
+        return f"PARTITION BY {', '.join(cols)} " if cols else ""
+
+    def group(self, *extra: str, alias: str = "") -> str:
+        """A GROUP BY list over the keys and ``extra`` columns."""
+        pre = f"{alias}." if alias else ""
+        return ", ".join([*[pre + q(k) for k in self.keys], *extra])
+
+
+@dataclass
+class Multiset:
+    """One multiset state and the SQL that maintains it; see the module docstring."""
+
+    frame: StateFrame
+    groups: GroupKeys  # the aggregate's group keys
+    ident: GroupKeys  # group keys and value columns: what makes two rows the same value
+    source: str  # SQL over ``{inp}``: (identity columns, _t, _d) of the values that count
+
+    @classmethod
+    def rows(cls, frame: StateFrame, keys: list[str], args: list[str]) -> Multiset:
+        """Live rows of ``args`` (the min/max arguments) per group; all-NULL rows skipped."""
+        ident = GroupKeys([*keys, *args])
+        some = " OR ".join(f"{q(a)} IS NOT NULL" for a in args)
+        return cls(frame, GroupKeys(keys), ident,
+                   f"SELECT {ident.cols()}`_t`, `_d` FROM {{inp}} WHERE {some}")
+
+    @classmethod
+    def stacked(cls, frame: StateFrame, keys: list[str], args: list[str]) -> Multiset:
+        """Live values of each of ``args`` (of one type) per group, as (argument, value)."""
+        k = GroupKeys(keys)
+        if len(args) == 1:
+            stacked = (f"SELECT {k.cols()}'{args[0]}' AS {q(AID)}, {q(args[0])} AS `_v`, "
+                       "`_t`, `_d` FROM {inp}")
+        else:
+            pairs = ", ".join(f"'{arg}', {q(arg)}" for arg in args)
+            stacked = (f"SELECT {k.cols('i')}s.{q(AID)}, s.`_v`, i.`_t`, i.`_d` FROM {{inp}} i "
+                       f"LATERAL VIEW stack({len(args)}, {pairs}) s AS {q(AID)}, `_v`")
+        return cls(frame, k, GroupKeys([*keys, AID, "_v"]),
+                   f"SELECT * FROM ({stacked}) WHERE `_v` IS NOT NULL")
+
+    def changes_sql(self, with_base: bool) -> str:
+        """Per (identity, instant): the change in multiplicity (``_dv``), the multiplicity
+        before the cycle (``_n0``), before the instant (``_nb``) and after it (``_na``).
+        """
+        ident = self.ident
+        changes = (f"SELECT {ident.cols()}`_t`, sum(`_d`) AS `_dv` FROM ({self.source}) "
+                   f"GROUP BY {ident.group('`_t`')} HAVING sum(`_d`) <> 0")
+        if with_base:
+            based = (f"SELECT c.*, coalesce(b.`_n`, CAST(0 AS BIGINT)) AS `_n0` FROM ({changes}) c "
+                     f"LEFT JOIN {{ms}} b ON {ident.on('c', 'b')}")
+        else:
+            based = f"SELECT c.*, CAST(0 AS BIGINT) AS `_n0` FROM ({changes}) c"
+        running = (f"m.`_n0` + sum(m.`_dv`) OVER ({ident.partition()}ORDER BY `_t` "
+                   "ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)")
+        return (f"SELECT r.*, r.`_na` - r.`_dv` AS `_nb` FROM "
+                f"(SELECT m.*, {running} AS `_na` FROM ({based}) m) r")
+
+    def changes(self, views: SqlViews, src: DataFrame) -> DataFrame:
+        """The value changes of the cycle's input changes ``src`` (see ``changes_sql``)."""
+        base = self.frame.get()
+        bound = {"inp": src, "ms": base} if base is not None else {"inp": src}
+        return views.sql(self.changes_sql(base is not None), **bound)
+
+    def live_segments_sql(self) -> str:
+        """Every value live at some instant of the cycle in a group that changed, with the
+        span it keeps one multiplicity: ``[_from, _to)`` (NULL: since before the cycle /
+        beyond it) and that multiplicity ``_cnt``. Views: ``{ch}`` (``changes``), ``{d}``
+        (the groups' instants) and ``{ms}`` (the state, if any).
+        """
+        ident, k = self.ident, self.groups
+        segs = (f"SELECT {ident.cols()}`_t` AS `_from`, lead(`_t`) OVER "
+                f"({ident.partition()}ORDER BY `_t`) AS `_to`, `_na` AS `_cnt` FROM {{ch}}")
+        if self.frame.get() is None:
+            return segs
+        touched = (f"SELECT x.* FROM {{ms}} x LEFT SEMI JOIN (SELECT DISTINCT "
+                   f"{k.cols()}1 AS `_one` FROM {{d}}) t ON {k.on('x', 't')}")
+        firsts = (f"SELECT {ident.cols()}min(`_t`) AS `_first` FROM {{ch}} "
+                  f"GROUP BY {ident.group()}")
+        return (f"{segs} UNION ALL SELECT {ident.cols('b')}CAST(NULL AS BIGINT), f.`_first`, "
+                f"b.`_n` FROM ({touched}) b LEFT JOIN ({firsts}) f ON {ident.on('b', 'f')}")
+
+    def update(self, views: SqlViews, ch: DataFrame) -> None:
+        """Keep the multiplicities after the cycle's changes ``ch``; drop emptied values."""
+        ident = self.ident
+        updated = views.sql(f"SELECT {ident.cols()}max(`_n0`) + sum(`_dv`) AS `_n` FROM {{ch}} "
+                            f"GROUP BY {ident.group()} HAVING max(`_n0`) + sum(`_dv`) > 0",
+                            ch=ch)
+        base = self.frame.get()
+        if base is not None:
+            base = views.sql(f"SELECT b.* FROM {{ms}} b LEFT ANTI JOIN (SELECT DISTINCT "
+                             f"{ident.cols()}1 AS `_one` FROM {{ch}}) t ON {ident.on('b', 't')}",
+                             ms=base, ch=ch)
+        self.frame.set(union_all([base, updated]))
