@@ -18,7 +18,10 @@ def make_session(master: str | None = None, app_name: str = "sparkcq",
     """Get or create the Spark session: quiet logs, few shuffle partitions, Arrow on, UI off.
 
     Cycles are small batches, so few shuffle partitions and no adaptive re-planning keep the
-    per-job overhead (which dominates a cycle) low.
+    per-job overhead (which dominates a cycle) low. Every cycle runs the same operator plans
+    again, so the cache of compiled generated code must hold all of them: with Spark's
+    default of 100 entries a single query's cycle already recompiled ~60 classes (measured
+    with ``CodegenMetrics``); with room for all, only plans with new literals compile.
     """
     # Python workers (user functions, aggregates) run the driver's interpreter, so they see
     # the same packages (pyarrow, pandas) as the driver, whatever `python3` on PATH is
@@ -33,6 +36,7 @@ def make_session(master: str | None = None, app_name: str = "sparkcq",
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.sql.adaptive.enabled", "false")
         .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.codegen.cache.maxEntries", "10000")
         .config("spark.driver.memory", os.environ.get("SPARKCQ_DRIVER_MEMORY", "2g"))
     )
     for key, value in (conf or {}).items():
