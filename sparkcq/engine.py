@@ -507,23 +507,27 @@ class Engine:
                       if self.plan.ops[n].seeded_inputs]
             seeded += [(r.formatter, (r.info.plan,)) for r in runs if r.formatter.seeded_inputs]
             starts = self.plan.starts(seeded, nodes)
+            fused = self._fused_tails(runs)
+            unread = self.plan.unread(
+                {n for tail in fused.values() for n in (*tail.steps, tail.member.node)},
+                {r.info.plan for r in runs if r.info.name not in fused}, nodes)
             slices = self.plan.run_cycle(Counter(r.info.plan for r in runs), only=nodes,
-                                         starts=starts)
+                                         starts=starts, unread=unread)
             outputs: dict[str, DataFrame] = {}
             encoded: list[DataFrame] = []
             tails: dict[int, list[QueryTail]] = {}  # by family, see runtime/fused_outputs.py
             families: dict[int, AggregateFamily] = {}
             for run in runs:
                 changes = with_start(slices[run.info.plan], run.formatter, 0, starts)
-                starting = bool(run.formatter.seeded_inputs)
                 run.formatter.seeded_inputs = frozenset()
+                tail = fused.get(run.info.name)
+                if tail is not None:
+                    family = tail.member.family
+                    families[id(family)] = family
+                    tails.setdefault(id(family), []).append(tail)
+                    continue
                 if run.qid is not None:
-                    tail = None if starting else find_tail(run.info.plan, self.plan.ops, run.qid)
-                    if tail is not None and tail.member.family.run is not None:
-                        family = tail.member.family
-                        families[id(family)] = family
-                        tails.setdefault(id(family), []).append(tail)
-                    elif changes.df is not None:
+                    if changes.df is not None:
                         encoded.append(encode(changes.df, run.info.plan.schema, run.qid))
                     continue
                 records = run.formatter.step([changes])
@@ -541,8 +545,7 @@ class Engine:
                 if out_df is not None and self.count_rows:
                     counted[i] = out_df
             for key, family in families.items():
-                assert family.run is not None
-                if family.run.df is not None:
+                if family.run is not None and family.run.df is not None:
                     encoded.append(tail_changes(family, family.run.df, tails[key]))
             self.plan.finish_families()
             bundled = [r for r in runs if r.qid is not None]
@@ -560,6 +563,21 @@ class Engine:
         except BaseException:
             tx.rollback()
             raise
+
+    def _fused_tails(self, runs: list[_Running]) -> dict[str, QueryTail]:
+        """Queries whose records come straight from a family's result this cycle (see
+        ``runtime/fused_outputs.py``): interval output over a family member through filters
+        and projections, none of them starting from a shared relation's contents.
+        """
+        fused = {}
+        for run in runs:
+            if run.qid is None or run.formatter.seeded_inputs:
+                continue
+            tail = find_tail(run.info.plan, self.plan.ops, run.qid)
+            if tail is not None and not any(self.plan.ops[n].seeded_inputs
+                                            for n in (*tail.steps, tail.member.node)):
+                fused[run.info.name] = tail
+        return fused
 
     def _isolate_failures(self, runs: list[_Running]) -> list[tuple[_Running, BaseException]]:
         """Try each query's part of the cycle alone (rolled back after) to find who fails."""

@@ -170,3 +170,27 @@ def test_late_query_over_shared_join_starts_complete(engine):
         got = engine.results(late)
         assert len(got) > 0 and got["_ts"].min() == added["t"]
         pd.testing.assert_frame_equal(sorted_frame(got), sorted_frame(want), check_dtype=False)
+
+
+def test_late_having_over_shared_aggregate_starts_with_groups_that_do_not_change(engine):
+    """A new HAVING above a running aggregate starts from the aggregate's contents even for
+    groups with no change in its first cycle (its output is not computed from the changes
+    of the family's result in that cycle).
+    """
+    engine.execute("""
+        CREATE STREAM s (k STRING, v DOUBLE, t BIGINT) WITH (event_time='t');
+        CREATE QUERY early AS SELECT k, avg(v) AS a FROM s [UNBOUNDED] GROUP BY k;
+    """)
+    engine.push("s", rows([("a", 1.0, 1), ("b", 5.0, 2)]), watermark=3)
+    engine.run_until_idle()
+    engine.execute("CREATE QUERY late AS SELECT k, avg(v) AS a FROM s [UNBOUNDED] GROUP BY k "
+                   "HAVING avg(v) > 0")
+    engine.push("s", rows([("a", 3.0, 4)]), watermark=6)  # only group a changes
+    engine.end_input("s")
+    engine.run_until_idle()
+    got = sorted_frame(engine.results("late"))
+    assert got.to_dict("records") == [
+        {"k": "a", "a": 1.0, "_ts": 3, "_te": 4},
+        {"k": "a", "a": 2.0, "_ts": 4, "_te": None},
+        {"k": "b", "a": 5.0, "_ts": 3, "_te": None},
+    ]

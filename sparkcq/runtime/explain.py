@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from sparkcq.runtime.global_plan import GlobalPlan
+from sparkcq.runtime.operators.base import Operator
 
 
 def explain_global_text(plan: GlobalPlan) -> str:
@@ -14,11 +15,10 @@ def explain_global_text(plan: GlobalPlan) -> str:
     for node, op in plan.ops.items():
         inputs = ", ".join(f"#{ids[c]}" for c in node.children)
         users = ", ".join(sorted(plan.users.get(node, set())))
-        avg = op.rows_out_total / op.cycles if op.cycles else 0.0
         lines.append(
             f"#{ids[node]} {node.label()}  [{node.kind.value}]  <- [{inputs}]  "
             f"refs={plan.refs[node]}  queries=[{users}]  state_rows={op.state_rows}  "
-            f"rows/cycle={op.rows_out} (avg {avg:.0f})  plan_ms/cycle={op.plan_seconds * 1e3:.1f}")
+            f"rows/cycle={_rows(op)}  plan_ms/cycle={op.plan_seconds * 1e3:.1f}")
     for n, family in enumerate(plan.all_families()):
         members = ", ".join(f"#{ids[m]}" for m in family.members)
         calls = len(family.op.aggs) if family.op is not None else 0
@@ -37,7 +37,7 @@ def explain_global_dot(plan: GlobalPlan) -> str:
     for node, op in plan.ops.items():
         users = sorted(plan.users.get(node, set()))
         label = (f"#{ids[node]} {node.label()}\\nrefs={plan.refs[node]} "
-                 f"state_rows={op.state_rows} rows/cycle={op.rows_out}")
+                 f"state_rows={op.state_rows} rows/cycle={_rows(op)}")
         shared = ", style=filled, fillcolor=lightblue" if len(users) > 1 else ""
         out.append(f"  n{ids[node]} [label={_quote(label)}{shared}];")
         for child in node.children:
@@ -51,6 +51,16 @@ def explain_global_dot(plan: GlobalPlan) -> str:
         out.append(f"  n{node_id} -> q_{_ident(query)};")
     out.append("}")
     return "\n".join(out)
+
+
+def _rows(op: Operator) -> str:
+    """Rows of the last cycle and the average; ``fused`` when its queries' records came
+    from its family's result, so its own output was never built.
+    """
+    if op.unread:
+        return "fused"
+    avg = op.rows_out_total / op.cycles if op.cycles else 0.0
+    return f"{op.rows_out} (avg {avg:.0f})"
 
 
 def _quote(text: str) -> str:

@@ -246,6 +246,13 @@ class FamilyMemberOperator(Operator):
     def step(self, inputs: list[Slice]) -> Slice:  # noqa: D102
         return self.output(self.family.evaluate(inputs[0]))
 
+    def pass_unread(self, inputs: list[Slice]) -> Slice:
+        """The family is evaluated (its result feeds fused query outputs); the member's
+        own changes are not built.
+        """
+        run = self.family.evaluate(inputs[0])
+        return Slice(None, run.lo, run.hi)
+
     def output(self, run: Slice) -> Slice:
         """The member's changes: rows where one of its values or the group's presence
         changed.

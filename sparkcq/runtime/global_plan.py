@@ -187,14 +187,35 @@ class GlobalPlan:
                 count[child] += 1
         return count
 
+    def unread(self, fused: set[PlanNode], read: set[PlanNode],
+               only: set[PlanNode] | None = None) -> set[PlanNode]:
+        """The ``fused`` nodes (query steps whose results are computed from a family's
+        result) that neither a query (``read``) nor an operator stepping this cycle reads:
+        they need not build their output.
+        """
+        needed, unread = set(read), set()
+        for node in reversed(list(self.ops)):  # consumers before their inputs
+            if only is not None and node not in only:
+                continue
+            op = self.ops[node]
+            if node in fused and node not in needed:
+                unread.add(node)
+                if not op.reads_inputs_unread:
+                    continue
+            needed.update(op.input_nodes())
+        return unread
+
     def run_cycle(self, extra_readers: Counter[PlanNode], only: set[PlanNode] | None = None,
-                  starts: Starts | None = None) -> dict[PlanNode, Slice]:
+                  starts: Starts | None = None,
+                  unread: set[PlanNode] | None = None) -> dict[PlanNode, Slice]:
         """Step every operator (or those of ``only``) once, in order; cache outputs read
-        more than once; seeded inputs get their ``starts`` before the cycle's changes.
+        more than once; seeded inputs get their ``starts`` before the cycle's changes;
+        ``unread`` operators only pass the cycle (see ``Operator.pass_unread``).
         Families keep their evaluation for the caller until ``finish_families``.
         """
         readers = self.consumers() + extra_readers
         out: dict[PlanNode, Slice] = {}
+        unread = unread or set()
         for family in self.all_families():
             family.active = only
         for node, op in self.ops.items():
@@ -202,7 +223,8 @@ class GlobalPlan:
                 continue
             began = time.perf_counter()
             inputs = [with_start(out[c], op, i, starts) for i, c in enumerate(op.input_nodes())]
-            result = op.step(inputs)
+            op.unread = node in unread
+            result = op.pass_unread(inputs) if op.unread else op.step(inputs)
             op.plan_seconds = time.perf_counter() - began
             op.position, op.seeded_inputs = result.hi, frozenset()
             if result.df is not None and readers[node] > 1:

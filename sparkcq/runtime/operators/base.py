@@ -29,6 +29,7 @@ class Operator:
     """
 
     contents_from_inputs = False  # ``contents`` maps its inputs' contents (stateless ops)
+    reads_inputs_unread = True  # ``pass_unread`` still reads its inputs' slices
 
     def __init__(self, node: PlanNode, rt: Runtime):
         self.node = node
@@ -36,6 +37,7 @@ class Operator:
         self.states: list[StateFrame] = []
         self.plan_seconds = 0.0  # time spent building this cycle's plan (driver side)
         self.rows_out = 0  # rows of the last cycle's output slice
+        self.unread = False  # the last cycle computed no output: no one read it (fused)
         self.rows_out_total = 0
         self.cycles = 0
         self.position: int | None = None  # hi of the last slice this operator emitted
@@ -68,6 +70,13 @@ class Operator:
     def step(self, inputs: list[Slice]) -> Slice:
         """Process one cycle's input slices and return the output slice."""
         raise NotImplementedError(type(self).__name__)
+
+    def pass_unread(self, inputs: list[Slice]) -> Slice:
+        """Go through a cycle whose output no one reads (a query's output is computed
+        from a fused family's result instead): state is kept up to date, no output is built.
+        Stateful operators step as usual; stateless ones override this to do nothing.
+        """
+        return self.step(inputs)
 
     def contents(self, children: list[DataFrame | None], at: int) -> DataFrame | None:
         """The output relation's current contents as +n changes at instant ``at``.

@@ -10,10 +10,18 @@ from sparkcq.runtime.frames import D, Runtime, Slice, T, col
 from sparkcq.runtime.operators.base import Operator
 
 
-class FilterOperator(Operator):
-    """Keeps the changes whose row satisfies the predicate (snapshot-reducible as is)."""
+class StatelessOperator(Operator):
+    """An operator mapping each change on its own: nothing to do in a cycle no one reads."""
 
     contents_from_inputs = True
+    reads_inputs_unread = False
+
+    def pass_unread(self, inputs: list[Slice]) -> Slice:  # noqa: D102
+        return Slice(None, inputs[0].lo, inputs[0].hi)
+
+
+class FilterOperator(StatelessOperator):
+    """Keeps the changes whose row satisfies the predicate (snapshot-reducible as is)."""
 
     def __init__(self, node: Filter, rt: Runtime):
         super().__init__(node, rt)
@@ -29,10 +37,8 @@ class FilterOperator(Operator):
         return self.step([Slice(children[0], at, at + 1)]).df
 
 
-class ProjectOperator(Operator):
+class ProjectOperator(StatelessOperator):
     """Computes the output columns of each change; time and multiplicity pass through."""
-
-    contents_from_inputs = True
 
     def __init__(self, node: Project, rt: Runtime):
         super().__init__(node, rt)
