@@ -115,8 +115,9 @@ class Runtime:
 
         ``counted`` frames (operator outputs, for EXPLAIN GLOBAL's rows per cycle) are
         counted by the same action; their counts come back by key. ``bundle`` holds the
-        records of several queries in one frame, one struct column per query (NULL on the
-        others' rows), each a row struct ``_r`` and the record's own columns.
+        records of several queries in one frame, struct columns (NULL on the rows of
+        queries they do not hold), each a row struct ``_r`` and the record's own columns;
+        each comes back as one table under its column's name.
         """
         parts: list[DataFrame] = []
         counted = counted or {}
