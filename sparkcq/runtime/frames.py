@@ -31,6 +31,15 @@ def q(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
+def no_broadcast(alias: str) -> str:
+    """A join hint that shuffles relation ``alias`` instead of broadcasting it.
+
+    For joins whose small side is computed in the cycle: a broadcast would compute that side
+    in a Spark job of its own, while the driver waits, outside the cycle's one commit job.
+    """
+    return f"/*+ SHUFFLE_HASH({alias}) */"
+
+
 class SqlViews:
     """Runs one operator's SQL over temporary views named uniquely for that operator.
 

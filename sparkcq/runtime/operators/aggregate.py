@@ -29,7 +29,7 @@ from pyspark.sql.types import (
 )
 
 from sparkcq.plan.nodes import AggCall, Aggregate
-from sparkcq.runtime.frames import Runtime, Slice, SqlViews, q, union_all
+from sparkcq.runtime.frames import Runtime, Slice, SqlViews, no_broadcast, q, union_all
 from sparkcq.runtime.operators.base import Operator, as_changes_at
 from sparkcq.runtime.operators.multiset import AID, GroupKeys, Multiset
 
@@ -141,7 +141,8 @@ class AggregateOperator(Operator):
                           for a in self.extreme_aggs)
         k = self.k
         return (f"WITH segs AS ({segments}), inst AS (SELECT DISTINCT {k.cols()}`_t` FROM {{d}}) "
-                f"SELECT {k.cols('i')}i.`_t`, {picks} FROM inst i JOIN segs s ON "
+                f"SELECT {no_broadcast('i')} {k.cols('i')}i.`_t`, {picks} "
+                f"FROM inst i JOIN segs s ON "
                 f"{k.on('i', 's')} AND (s.`_from` IS NULL OR s.`_from` <= i.`_t`) "
                 "AND (s.`_to` IS NULL OR i.`_t` < s.`_to`) WHERE s.`_cnt` > 0 "
                 f"GROUP BY {k.group('i.`_t`', alias='i')}")
@@ -149,7 +150,7 @@ class AggregateOperator(Operator):
     def join_on_instant_sql(self, right_cols: list[str]) -> str:
         """Left join of the per-instant deltas with more per-instant columns."""
         picked = "".join(f", r.{q(c)}" for c in right_cols)
-        return (f"SELECT l.*{picked} FROM {{l}} l LEFT JOIN {{r}} r "
+        return (f"SELECT {no_broadcast('r')} l.*{picked} FROM {{l}} l LEFT JOIN {{r}} r "
                 f"ON {self.k.on('l', 'r')} AND l.`_t` = r.`_t`")
 
     def running_sql(self, with_base: bool, d_cols: set[str]) -> str:

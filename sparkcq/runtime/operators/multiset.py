@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
 
-from sparkcq.runtime.frames import SqlViews, StateFrame, q, union_all
+from sparkcq.runtime.frames import SqlViews, StateFrame, no_broadcast, q, union_all
 
 AID = "_aid"  # which argument a stacked multiset row belongs to
 
@@ -117,8 +117,8 @@ class Multiset:
                 f"({ident.partition()}ORDER BY `_t`) AS `_to`, `_na` AS `_cnt` FROM {{ch}}")
         if self.frame.get() is None:
             return segs
-        touched = (f"SELECT x.* FROM {{ms}} x LEFT SEMI JOIN (SELECT DISTINCT "
-                   f"{k.cols()}1 AS `_one` FROM {{d}}) t ON {k.on('x', 't')}")
+        touched = (f"SELECT {no_broadcast('t')} x.* FROM {{ms}} x LEFT SEMI JOIN "
+                   f"(SELECT DISTINCT {k.cols()}1 AS `_one` FROM {{d}}) t ON {k.on('x', 't')}")
         firsts = (f"SELECT {ident.cols()}min(`_t`) AS `_first` FROM {{ch}} "
                   f"GROUP BY {ident.group()}")
         return (f"{segs} UNION ALL SELECT {ident.cols('b')}CAST(NULL AS BIGINT), f.`_first`, "
