@@ -78,8 +78,8 @@ class AggregateOperator(Operator):
         key_fields = [f for f in node.schema.fields if f.name in self.keys]
         fields = [*key_fields, StructField(N, LongType())]
         for a in self.aggs:
-            if a.func == "count" and a.arg is None:
-                continue
+            if (a.func == "count" and a.arg is None) or a in self.extreme_aggs:
+                continue  # count(*) is _n; min and max come from the multiset
             fields.append(StructField(f"{a.name}_c", LongType()))
             if a.func in ("sum", "avg"):
                 fields.append(StructField(f"{a.name}_s", accumulator_type(self.arg_types[a.name])))
@@ -166,12 +166,14 @@ class AggregateOperator(Operator):
             joined = f"SELECT d.*, {picked} FROM {{d}} d"
         w = (f"OVER ({self.k.partition()}ORDER BY `_t` "
              "ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)")
-        run = [f"coalesce(`_b_n`, CAST(0 AS BIGINT)) + sum(`_dn`) {w} AS `_n`"]
+        lw = f"OVER ({self.k.partition()}ORDER BY `_t`)"
+        run = [f"coalesce(`_b_n`, CAST(0 AS BIGINT)) + sum(`_dn`) {w} AS `_n`",
+               f"row_number() {lw} AS `_rn`"]
         values = []
         for a in self.aggs:
             name = a.name
             c, s = q(name + "_c"), q(name + "_s")
-            if not (a.func == "count" and a.arg is None):
+            if f"{name}_c" in self.groups.schema.fieldNames():
                 if f"{name}_dc" in d_cols:
                     run.append(f"coalesce({q('_b' + name + '_c')}, CAST(0 AS BIGINT)) + "
                                f"sum(coalesce({q(name + '_dc')}, CAST(0 AS BIGINT))) {w} AS {c}")
@@ -193,10 +195,11 @@ class AggregateOperator(Operator):
             else:
                 value = q("_ext" + name)
             values.append(f"CASE WHEN `_n` > 0 THEN CAST({value} AS {out}) END AS {q(name)}")
-        lw = f"OVER ({self.k.partition()}ORDER BY `_t`)"
-        prev = [f"CASE WHEN row_number() {lw} = 1 THEN {q('_b' + a.name)} "
+        prev = [f"CASE WHEN `_rn` = 1 THEN {q('_b' + a.name)} "
                 f"ELSE lag({q(a.name)}) {lw} END AS {q('_p' + a.name)}" for a in self.aggs]
-        return (f"SELECT v.*, {', '.join(prev)}, v.`_n` - v.`_dn` AS `_pn` FROM ("
+        # only what the state and the outputs read: the cycle caches this relation whole
+        kept = ", ".join(q(f.name) for f in self.groups.schema.fields)
+        return (f"SELECT {kept}, `_t`, {', '.join(prev)}, `_n` - `_dn` AS `_pn` FROM ("
                 f"SELECT r.*, {', '.join(values)} FROM ("
                 f"SELECT j.*, {', '.join(run)} FROM ({joined}) j) r) v")
 
