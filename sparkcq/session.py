@@ -37,6 +37,10 @@ def make_session(master: str | None = None, app_name: str = "sparkcq",
         .config("spark.sql.adaptive.enabled", "false")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.codegen.cache.maxEntries", "10000")
+        # an aggregate partitions all its frames by a hash of its group keys and joins on
+        # it plus null-safe keys (operators/multiset.py): co-partitioned on that hash alone,
+        # its joins need no shuffle
+        .config("spark.sql.requireAllClusterKeysForCoPartition", "false")
         .config("spark.driver.memory", os.environ.get("SPARKCQ_DRIVER_MEMORY", "2g"))
     )
     for key, value in (conf or {}).items():

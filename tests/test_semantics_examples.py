@@ -205,3 +205,22 @@ def test_min_and_count_distinct_stay_right_when_elements_leave(results):
         ("a", 1, 1, 1, 4), ("a", 1, 2, 4, 11), ("a", 3, 1, 11, 12), ("a", 3, 2, 12, 14),
         ("a", 5, 1, 14, 22), ("b", 2, 1, 5, 13), ("b", 2, 2, 13, 15), ("b", 7, 1, 15, 23),
     ]
+
+
+def test_group_keys_equal_for_group_by_are_one_group(engine):
+    """-0.0 and 0.0, NaN and NaN, NULL and NULL are one group each, as in Spark's GROUP BY
+    (the operator partitions its data by a hash of the keys, which must agree).
+    """
+    engine.execute("""
+        CREATE STREAM g (x STRING, v BIGINT, t BIGINT) WITH (event_time='t');
+        CREATE QUERY by_x AS SELECT CAST(x AS DOUBLE) AS x, sum(v) AS s, max(v) AS m
+            FROM g [UNBOUNDED] GROUP BY CAST(x AS DOUBLE);
+    """)
+    engine.push("g", [dict(x="0.0", v=1, t=1), dict(x="-0.0", v=2, t=2),
+                      dict(x="NaN", v=4, t=3), dict(x="NaN", v=8, t=4),
+                      dict(x=None, v=16, t=5), dict(x=None, v=32, t=6)], end=True)
+    engine.run_until_idle()
+    got = engine.results("by_x")
+    last = got[got["_te"].isna()]  # pandas shows the NULL key as NaN too
+    assert sorted(zip(last["x"].fillna(-1.0), last["s"], last["m"], strict=True)) == [
+        (-1.0, 12, 8), (-1.0, 48, 32), (0.0, 3, 2)]

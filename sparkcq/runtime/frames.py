@@ -229,12 +229,18 @@ class StateFrame:
     materialises it and reports its row count and earliest instant (``committed``). The
     previous state is freed at the end of the cycle, when nothing reads it any more.
     ``save`` and ``load`` write and read it as Parquet for checkpoints at a cycle boundary.
+
+    A state whose frames come hash-partitioned by column ``partition_by`` (into the
+    runtime's number of partitions) keeps that partitioning, so the next cycle's joins with
+    frames partitioned the same way need no shuffle; others are coalesced to that number.
     """
 
-    def __init__(self, rt: Runtime, schema: StructType, name: str):
+    def __init__(self, rt: Runtime, schema: StructType, name: str,
+                 partition_by: str | None = None):
         self.rt = rt
         self.schema = schema
         self.name = name
+        self.partition_by = partition_by
         self.df: DataFrame | None = None
         self.rows = 0
         self.min_t: int | None = None
@@ -253,7 +259,11 @@ class StateFrame:
         if df is None:
             self.df, self.rows, self.min_t = None, 0, None
         else:
-            self.df = df.coalesce(self.rt.partitions).localCheckpoint(eager=False)
+            if self.partition_by is None:
+                df = df.coalesce(self.rt.partitions)
+            elif not hash_partitioned(df, self.partition_by, self.rt.partitions):
+                df = df.repartition(self.rt.partitions, col(self.partition_by))
+            self.df = df.localCheckpoint(eager=False)
             self.rt.changed_states.append(self)
         if old is not None:
             self.rt.release_at_cycle_end(old)
@@ -271,12 +281,24 @@ class StateFrame:
 
     def load(self, path: str) -> None:
         """Restore the state written by ``save``, with its size known at once."""
-        df = self.rt.spark.read.schema(self.schema).parquet(os.path.join(path, self.name))
-        self.set(df)
+        self.set(self.rt.spark.read.schema(self.schema).parquet(os.path.join(path, self.name)))
         assert self.df is not None
         least = F.min(col(T)) if T in self.df.columns else F.lit(None).cast("long")
         n, m = self.df.agg(F.count(F.lit(1)), least).first()  # type: ignore[misc]
         self.committed(n, m)
+
+
+def hash_partitioned(df: DataFrame, column: str, partitions: int) -> bool:
+    """Whether Spark plans ``df`` hash-partitioned by ``column`` alone into ``partitions``
+    (so a join or grouping on it with frames partitioned alike needs no shuffle).
+    """
+    partitioning = df._jdf.queryExecution().executedPlan().outputPartitioning()
+    if partitioning.getClass().getSimpleName() != "HashPartitioning":
+        return False
+    exprs = partitioning.expressions()
+    return (partitioning.numPartitions() == partitions and exprs.size() == 1
+            and exprs.apply(0).getClass().getSimpleName() == "AttributeReference"
+            and exprs.apply(0).name() == column)
 
 
 def union_all(frames: Sequence[DataFrame | None]) -> DataFrame | None:

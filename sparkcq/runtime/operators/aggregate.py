@@ -14,7 +14,8 @@ The SQL text is built once per operator; each cycle binds its views and runs it.
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ByteType,
     DataType,
@@ -29,9 +30,9 @@ from pyspark.sql.types import (
 )
 
 from sparkcq.plan.nodes import AggCall, Aggregate
-from sparkcq.runtime.frames import Runtime, Slice, SqlViews, no_broadcast, q, union_all
+from sparkcq.runtime.frames import Runtime, Slice, SqlViews, col, no_broadcast, q, union_all
 from sparkcq.runtime.operators.base import Operator, as_changes_at
-from sparkcq.runtime.operators.multiset import AID, GroupKeys, Multiset
+from sparkcq.runtime.operators.multiset import AID, GROUP_HASH, GroupKeys, Multiset
 
 N = "_n"
 _INTEGRAL = (ByteType, ShortType, IntegerType, LongType)
@@ -75,7 +76,8 @@ class AggregateOperator(Operator):
         self.arg_types = {a.name: child_types[a.arg] for a in self.aggs if a.arg}
         self.extreme_aggs = [a for a in self.aggs if a.func in ("min", "max")]
         self.distinct_aggs = [a for a in self.aggs if a.distinct]
-        key_fields = [f for f in node.schema.fields if f.name in self.keys]
+        key_fields = [StructField(GROUP_HASH, LongType()),
+                      *[f for f in node.schema.fields if f.name in self.keys]]
         fields = [*key_fields, StructField(N, LongType())]
         for a in self.aggs:
             if (a.func == "count" and a.arg is None) or a in self.extreme_aggs:
@@ -84,7 +86,7 @@ class AggregateOperator(Operator):
             if a.func in ("sum", "avg"):
                 fields.append(StructField(f"{a.name}_s", accumulator_type(self.arg_types[a.name])))
         fields += [f for f in node.schema.fields if f.name not in self.keys]
-        self.groups = self.state(StructType(fields), "groups")
+        self.groups = self.state(StructType(fields), "groups", GROUP_HASH)
         self.multisets: dict[str, Multiset] = {}
         # min and max: one multiset of the live rows of all their arguments, so any number
         # of them costs one state row per distinct live row and the same few Spark stages
@@ -92,7 +94,8 @@ class AggregateOperator(Operator):
         if extreme_args:
             frame = self.state(StructType([*key_fields,
                                            *[StructField(a, child_types[a]) for a in extreme_args],
-                                           StructField(N, LongType())]), "live-rows")
+                                           StructField(N, LongType())]), "live-rows",
+                               GROUP_HASH)
             self.multisets["rows"] = Multiset.rows(frame, self.keys, extreme_args)
         # count(DISTINCT): the live values of every argument, one multiset per type, rows
         # (keys, argument, value, count)
@@ -105,7 +108,8 @@ class AggregateOperator(Operator):
         for tname, args in self.stacks.items():
             frame = self.state(StructType([*key_fields, StructField(AID, StringType()),
                                            StructField("_v", child_types[args[0]]),
-                                           StructField(N, LongType())]), f"values-{tname}")
+                                           StructField(N, LongType())]), f"values-{tname}",
+                               GROUP_HASH)
             self.multisets[tname] = Multiset.stacked(frame, self.keys, args)
 
     # -- SQL text ----------------------------------------------------------------------------
@@ -155,7 +159,7 @@ class AggregateOperator(Operator):
 
     def running_sql(self, with_base: bool, d_cols: set[str]) -> str:
         """Each (group, instant) with the aggregate values before and after the instant."""
-        base = [f for f in self.groups.schema.fields if f.name not in self.keys]
+        base = [f for f in self.groups.schema.fields if f.name not in (GROUP_HASH, *self.keys)]
         if with_base:
             picked = ", ".join(f"b.{q(f.name)} AS {q('_b' + f.name)}" for f in base)
             joined = (f"SELECT d.*, {picked} FROM {{d}} d LEFT JOIN {{st}} b "
@@ -243,7 +247,8 @@ class AggregateOperator(Operator):
         if inp.df is None:
             return inp
         sql = self.views.sql
-        src = self.rt.cache_for_cycle(inp.df)
+        src = self.rt.cache_for_cycle(inp.df.withColumn(GROUP_HASH, self.group_hash())
+                                      .repartition(self.rt.partitions, col(GROUP_HASH)))
         d = sql(self.deltas_sql(), inp=src)
         changes = {name: self.rt.cache_for_cycle(ms.changes(self.views, src))
                    for name, ms in self.multisets.items()}
@@ -266,6 +271,14 @@ class AggregateOperator(Operator):
                                           **views))
         self.update_state(run, changes)
         return Slice(run, inp.lo, inp.hi)
+
+    def group_hash(self) -> Column:
+        """``_g``: a hash of the group keys; Spark's hash holds equal what GROUP BY holds
+        equal (``-0.0`` and ``0.0``, every NaN, also inside structs).
+        """
+        if not self.keys:
+            return F.lit(0).cast("long")
+        return F.xxhash64(*[col(k) for k in self.keys])
 
     def contents(self, children: list[DataFrame | None], at: int) -> DataFrame | None:
         """Each live group's current row (the state keeps only groups with elements)."""

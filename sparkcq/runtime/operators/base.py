@@ -44,9 +44,11 @@ class Operator:
         # inputs a newly added operator starts from the (shared) child's current contents
         self.seeded_inputs: frozenset[int] = frozenset()
 
-    def state(self, schema, name: str) -> StateFrame:  # noqa: ANN001 - a StructType
+    def state(self, schema, name: str,  # noqa: ANN001 - a StructType
+              partition_by: str | None = None) -> StateFrame:
         """Create a state frame owned by this operator (counted in metrics, checkpointed)."""
-        frame = StateFrame(self.rt, schema, f"{type(self).__name__}-{len(self.states)}-{name}")
+        frame = StateFrame(self.rt, schema, f"{type(self).__name__}-{len(self.states)}-{name}",
+                           partition_by)
         self.states.append(frame)
         return frame
 

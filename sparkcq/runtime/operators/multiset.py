@@ -26,30 +26,42 @@ from sparkcq.runtime.frames import SqlViews, StateFrame, no_broadcast, q, union_
 AID = "_aid"  # which argument a stacked multiset row belongs to
 
 
+GROUP_HASH = "_g"  # a hash of the group keys: every frame of an aggregate is partitioned by it
+
+
 class GroupKeys:
-    """SQL fragments over a list of key columns (which may be empty: a global aggregate)."""
+    """SQL fragments over a list of key columns (which may be empty: a global aggregate),
+    always led by the group hash ``_g``.
+
+    Every frame of an aggregate (the cycle's input, its per-instant results, its states)
+    carries ``_g`` and is hash-partitioned by it alone, and every grouping, window and join
+    lists it first, joining on it with plain equality: Spark then sees each step's input
+    already distributed as required and shuffles the input once per cycle, not once per
+    step (the keys themselves are compared null-safely, which Spark cannot partition on).
+    """
 
     def __init__(self, keys: list[str]):
         self.keys = keys
 
     def cols(self, alias: str = "") -> str:
-        """``k1, k2, `` (with a trailing comma) or empty."""
+        """``_g, k1, k2, `` (with a trailing comma)."""
         pre = f"{alias}." if alias else ""
-        return "".join(f"{pre}{q(k)}, " for k in self.keys)
+        return "".join(f"{pre}{q(k)}, " for k in [GROUP_HASH, *self.keys])
 
     def on(self, a: str, b: str) -> str:
-        """Null-safe equality of the keys of two relations."""
-        return " AND ".join(f"{a}.{q(k)} <=> {b}.{q(k)}" for k in self.keys) or "TRUE"
+        """Equality of the group hash and null-safe equality of the keys of two relations."""
+        return " AND ".join([f"{a}.{q(GROUP_HASH)} = {b}.{q(GROUP_HASH)}",
+                             *[f"{a}.{q(k)} <=> {b}.{q(k)}" for k in self.keys]])
 
     def partition(self, *extra: str) -> str:
-        """A PARTITION BY clause over the keys and ``extra`` columns, or nothing."""
-        cols = [*map(q, self.keys), *extra]
-        return f"PARTITION BY {', '.join(cols)} " if cols else ""
+        """A PARTITION BY clause over the hash, the keys and ``extra`` columns."""
+        cols = [*map(q, [GROUP_HASH, *self.keys]), *extra]
+        return f"PARTITION BY {', '.join(cols)} "
 
     def group(self, *extra: str, alias: str = "") -> str:
-        """A GROUP BY list over the keys and ``extra`` columns."""
+        """A GROUP BY list over the hash, the keys and ``extra`` columns."""
         pre = f"{alias}." if alias else ""
-        return ", ".join([*[pre + q(k) for k in self.keys], *extra])
+        return ", ".join([*[pre + q(k) for k in [GROUP_HASH, *self.keys]], *extra])
 
 
 @dataclass
