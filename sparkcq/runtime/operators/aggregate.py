@@ -30,7 +30,7 @@ from pyspark.sql.types import (
 )
 
 from sparkcq.plan.nodes import AggCall, Aggregate
-from sparkcq.runtime.frames import Runtime, Slice, SqlViews, col, no_broadcast, q, union_all
+from sparkcq.runtime.frames import Runtime, Slice, SqlViews, col, no_broadcast, q
 from sparkcq.runtime.operators.base import Operator, as_changes_at
 from sparkcq.runtime.operators.multiset import AID, GROUP_HASH, GroupKeys, Multiset
 
@@ -262,7 +262,9 @@ class AggregateOperator(Operator):
             views = {"ch": changes["rows"], "d": d}
             if rows.frame.get() is not None:
                 views["ms"] = rows.frame.get()  # type: ignore[assignment]
-            ext = sql(self.extreme_sql(rows.live_segments_sql()), **views)
+            # cached: joined back onto d, the plan would read d twice (see Multiset.update)
+            ext = self.rt.cache_for_cycle(sql(self.extreme_sql(rows.live_segments_sql()),
+                                              **views))
             d = sql(self.join_on_instant_sql([f"_ext{a.name}" for a in self.extreme_aggs]),
                     l=d, r=ext)
         st = self.groups.get()
@@ -288,19 +290,21 @@ class AggregateOperator(Operator):
         return as_changes_at(groups, [f.name for f in self.node.schema.fields], None, at)
 
     def update_state(self, run: DataFrame, changes: dict[str, DataFrame]) -> None:
-        """Keep each touched group's values after its last instant; drop emptied groups."""
-        sql = self.views.sql
+        """Keep each touched group's values after its last instant, the others' as they
+        were; drop emptied groups. ``run`` and the state are each read once (see
+        ``Multiset.update``).
+        """
         names = ", ".join(q(f.name) for f in self.groups.schema.fields)
-        latest = sql(f"SELECT {names} FROM (SELECT *, row_number() OVER "
-                     f"({self.k.partition()}ORDER BY `_t` DESC) AS `_rk` FROM {{run}}) "
-                     f"WHERE `_rk` = 1 AND `_n` > 0", run=run)
-        old = self.groups.get()
-        if old is not None and self.keys:
-            old = sql(f"SELECT s.* FROM {{st}} s LEFT ANTI JOIN (SELECT DISTINCT "
-                      f"{self.k.cols()}1 AS `_one` FROM {{run}}) t ON {self.k.on('s', 't')}",
-                      st=old, run=run)
-        elif old is not None:
-            old = None
-        self.groups.set(union_all([old, latest]))
+        rows = f"SELECT {names}, `_t` FROM {{run}}"
+        views = {"run": run}
+        st = self.groups.get()
+        if st is not None:
+            rows = self.k.distributed(
+                f"{rows} UNION ALL SELECT {names}, CAST(NULL AS BIGINT) FROM {{st}}")
+            views["st"] = st
+        self.groups.set(self.views.sql(
+            f"SELECT {names} FROM (SELECT *, row_number() OVER ({self.k.partition()}"
+            f"ORDER BY `_t` DESC NULLS LAST) AS `_rk` FROM ({rows})) WHERE `_rk` = 1 AND `_n` > 0",
+            **views))
         for name, ch in changes.items():
             self.multisets[name].update(self.views, ch)

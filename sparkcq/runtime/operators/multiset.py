@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
 
-from sparkcq.runtime.frames import SqlViews, StateFrame, no_broadcast, q, union_all
+from sparkcq.runtime.frames import SqlViews, StateFrame, q
 
 AID = "_aid"  # which argument a stacked multiset row belongs to
 
@@ -62,6 +62,14 @@ class GroupKeys:
         """A GROUP BY list over the hash, the keys and ``extra`` columns."""
         pre = f"{alias}." if alias else ""
         return ", ".join([*[pre + q(k) for k in [GROUP_HASH, *self.keys]], *extra])
+
+    @staticmethod
+    def distributed(union: str) -> str:
+        """``union`` (a UNION ALL of frames partitioned by the hash) shuffled by the hash:
+        Spark 4.3 does not carry the children's partitioning through a union of frames read
+        from views, so steps above it would shuffle by all their keys instead.
+        """
+        return f"SELECT * FROM ({union}) DISTRIBUTE BY {q(GROUP_HASH)}"
 
 
 @dataclass
@@ -119,32 +127,35 @@ class Multiset:
         return views.sql(self.changes_sql(base is not None), **bound)
 
     def live_segments_sql(self) -> str:
-        """Every value live at some instant of the cycle in a group that changed, with the
-        span it keeps one multiplicity: ``[_from, _to)`` (NULL: since before the cycle /
-        beyond it) and that multiplicity ``_cnt``. Views: ``{ch}`` (``changes``), ``{d}``
-        (the groups' instants) and ``{ms}`` (the state, if any).
+        """Every live value with a span over which its multiplicity ``_cnt`` holds:
+        ``[_from, _to)``, NULL meaning since before the cycle or beyond it. A value in the
+        state holds its count until its first change this cycle; each change holds its
+        count until the next. Views: ``{ch}`` (``changes``) and ``{ms}`` (the state, if any).
         """
-        ident, k = self.ident, self.groups
-        segs = (f"SELECT {ident.cols()}`_t` AS `_from`, lead(`_t`) OVER "
-                f"({ident.partition()}ORDER BY `_t`) AS `_to`, `_na` AS `_cnt` FROM {{ch}}")
-        if self.frame.get() is None:
-            return segs
-        touched = (f"SELECT {no_broadcast('t')} x.* FROM {{ms}} x LEFT SEMI JOIN "
-                   f"(SELECT DISTINCT {k.cols()}1 AS `_one` FROM {{d}}) t ON {k.on('x', 't')}")
-        firsts = (f"SELECT {ident.cols()}min(`_t`) AS `_first` FROM {{ch}} "
-                  f"GROUP BY {ident.group()}")
-        return (f"{segs} UNION ALL SELECT {ident.cols('b')}CAST(NULL AS BIGINT), f.`_first`, "
-                f"b.`_n` FROM ({touched}) b LEFT JOIN ({firsts}) f ON {ident.on('b', 'f')}")
+        ident = self.ident
+        counts = f"SELECT {ident.cols()}`_t`, `_na` AS `_cnt` FROM {{ch}}"
+        if self.frame.get() is not None:
+            counts += f" UNION ALL SELECT {ident.cols()}CAST(NULL AS BIGINT), `_n` FROM {{ms}}"
+            counts = ident.distributed(counts)
+        return (f"SELECT {ident.cols()}`_t` AS `_from`, lead(`_t`) OVER ({ident.partition()}"
+                f"ORDER BY `_t` NULLS FIRST) AS `_to`, `_cnt` FROM ({counts})")
 
     def update(self, views: SqlViews, ch: DataFrame) -> None:
-        """Keep the multiplicities after the cycle's changes ``ch``; drop emptied values."""
+        """Keep the multiplicities after the cycle's changes ``ch``; drop emptied values.
+
+        Changed values take their new count, the others keep theirs: one aggregation over
+        the changes and the state, each read once (a frame read twice in one Spark plan
+        loses its known partitioning in the second reading).
+        """
         ident = self.ident
-        updated = views.sql(f"SELECT {ident.cols()}max(`_n0`) + sum(`_dv`) AS `_n` FROM {{ch}} "
-                            f"GROUP BY {ident.group()} HAVING max(`_n0`) + sum(`_dv`) > 0",
-                            ch=ch)
+        counts = (f"SELECT {ident.cols()}max(`_n0`) + sum(`_dv`) AS `_n`, 1 AS `_new` "
+                  f"FROM {{ch}} GROUP BY {ident.group()}")
         base = self.frame.get()
+        bound = {"ch": ch}
         if base is not None:
-            base = views.sql(f"SELECT b.* FROM {{ms}} b LEFT ANTI JOIN (SELECT DISTINCT "
-                             f"{ident.cols()}1 AS `_one` FROM {{ch}}) t ON {ident.on('b', 't')}",
-                             ms=base, ch=ch)
-        self.frame.set(union_all([base, updated]))
+            counts = ident.distributed(
+                f"{counts} UNION ALL SELECT {ident.cols()}`_n`, 0 FROM {{ms}}")
+            bound["ms"] = base
+        self.frame.set(views.sql(
+            f"SELECT {ident.cols()}max_by(`_n`, `_new`) AS `_n` FROM ({counts}) "
+            f"GROUP BY {ident.group()} HAVING max_by(`_n`, `_new`) > 0", **bound))
