@@ -2,9 +2,10 @@
 
     .venv/bin/python benchmarks/sharing.py --queries 1 10 50 --batch 50000 --cycles 8
 
-Each query reads ``readings [RANGE 60 SECONDS]`` filtered on ``value > 0.1`` and differs in
-its final aggregate (function, argument expression, HAVING threshold). The generator feeds
-``batch`` events a cycle (pace='fast'); the first two cycles warm up and are not counted.
+Each query reads ``readings [RANGE 60 SECONDS SLIDE 10 SECONDS]`` filtered on
+``value > 0.1`` and differs in its final aggregate (function, argument expression, HAVING
+threshold). The generator feeds ``batch`` events a cycle (pace='fast'); the first two cycles
+warm up and are not counted. The engine runs with its defaults (rows per cycle counted).
 Reports the median cycle time per query count and the ratio to the 1-query run, and checks
 that EXPLAIN GLOBAL holds the shared window once.
 """
@@ -30,7 +31,7 @@ def query(i: int) -> str:
 
 
 def measure(n: int, batch: int, cycles: int) -> tuple[float, list[float], str]:
-    eng = Engine(count_rows=False)
+    eng = Engine()
     eng.execute(f"""CREATE STREAM readings (sensor STRING, value DOUBLE, t TIMESTAMP)
         WITH (event_time='t', source='generator', rate='1000', keys='100', pace='fast',
               batch='{batch}', limit='{batch * cycles}')""")

@@ -66,6 +66,9 @@ def test_families_give_what_one_operator_per_query_gives(spark):
         pd.testing.assert_frame_equal(fused[q], alone[q], check_dtype=False)
     families = [line for line in explain.splitlines() if line.startswith("family")]
     assert len(families) == 1, explain
+    # the members' own changes were never built: their queries' records came from the family
+    members = [line for line in explain.splitlines() if "Aggregate" in line]
+    assert members and all("rows/cycle=fused" in line for line in members), explain
     # a, b, c, e fused: sum v, min v, max w*2, count(DISTINCT w), count(*), avg v, max w,
     # sum w (d's max v and min w left with d)
     assert "8 distinct aggregates" in families[0], families[0]
