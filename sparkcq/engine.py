@@ -86,6 +86,7 @@ from sparkcq.runtime.operators.shared_output import (
     decode,
     encodable,
     encode,
+    output_shapes,
     split_by_query,
 )
 from sparkcq.runtime.transaction import CycleTransaction
@@ -549,25 +550,12 @@ class Engine:
                 if family.run is not None and family.run.df is not None:
                     encoded.append(tail_changes(family, family.run.df, tails[key]))
             self.plan.finish_families()
-            by_schema: dict[tuple[str, bool], dict[int, _Running]] = {}
-            for r in runs:
-                if r.qid is not None:
-                    shape = (r.info.plan.schema.json(), r.output.timestamp)
-                    by_schema.setdefault(shape, {})[r.qid] = r
-            shared = self.intervals.step(encoded, [q for g in by_schema.values() for q in g])
-            bundle = None
-            if shared is not None:
-                columns = []
-                for i, group in enumerate(by_schema.values()):
-                    first = next(iter(group.values()))
-                    columns.append(decode(list(group), first.info.plan.schema,
-                                          first.output.timestamp).alias(f"_s{i}"))
-                bundle = shared.select(*columns)
+            shapes = output_shapes((r.qid, r.info.name, r.info.plan.schema, r.output.timestamp)
+                                   for r in runs if r.qid is not None)
+            shared = self.intervals.step(encoded, [q for shape in shapes for q in shape.names])
+            bundle = None if shared is None else decode(shared, shapes)
             tables, counts = self.rt.commit_cycle(outputs, counted, bundle)
-            for i, group in enumerate(by_schema.values()):
-                if f"_s{i}" in tables:
-                    tables.update(split_by_query(tables.pop(f"_s{i}"), {
-                        q: r.info.name for q, r in group.items()}))
+            split_by_query(tables, shapes)
             if self.count_rows:
                 for i, op in enumerate(stepped):
                     op.counted(counts.get(i, 0))

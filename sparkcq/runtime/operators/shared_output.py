@@ -16,9 +16,12 @@ such a row may then coalesce as two value-equal elements). Types JSON cannot car
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
@@ -81,26 +84,58 @@ def encode(changes: DataFrame, schema: StructType, qid: int) -> DataFrame:
                               q(T), q(D))
 
 
-def decode(qids: list[int], schema: StructType, timestamps: bool) -> Column:
-    """The records of queries ``qids``, which share one output ``schema``, as a struct (row
-    ``_r``, ``_ts``, ``_te``, ``_op``, ``_qid``), NULL on other queries' rows.
+@dataclass
+class OutputShape:
+    """Queries whose records have one output schema: the commit decodes them as one column.
 
-    One column per distinct schema rather than per query: fifty dashboards with the same
-    columns cost one JSON parser and one collected column, not fifty mostly NULL ones.
+    Fifty dashboards with the same columns then cost one JSON parser and one collected
+    column, not fifty mostly NULL ones.
     """
-    ts, te = col(TS), col(TE)
-    if timestamps:
-        ts, te = F.timestamp_micros(ts), F.timestamp_micros(te)
-    value = F.struct(F.from_json(col(ROW), schema, JSON_OPTIONS).alias("_r"), ts.alias(TS),
-                     te.alias(TE), col(OP), col(QID))
-    return F.when(col(QID).isin(qids), value)
+
+    schema: StructType
+    timestamps: bool
+    names: dict[int, str] = field(default_factory=dict)  # query id -> query name
+
+    @property
+    def column(self) -> str:
+        """The name of this shape's column in the decoded records."""
+        return f"_shape{min(self.names)}"
 
 
-def split_by_query(records: pa.Table, names: dict[int, str]) -> dict[str, pa.Table]:
-    """Decoded records of several queries (with ``_qid``) as a table per query name."""
-    qid = records.column(QID)
-    rest = records.drop_columns([QID])
-    return {name: rest.filter(pc.equal(qid, q)) for q, name in names.items()}
+def output_shapes(queries: Iterable[tuple[int, str, StructType, bool]]) -> list[OutputShape]:
+    """Queries (id, name, schema, timestamps) grouped by output schema."""
+    shapes: dict[tuple[str, bool], OutputShape] = {}
+    for qid, name, schema, timestamps in queries:
+        shape = shapes.setdefault((schema.json(), timestamps), OutputShape(schema, timestamps))
+        shape.names[qid] = name
+    return list(shapes.values())
+
+
+def decode(records: DataFrame, shapes: list[OutputShape]) -> DataFrame:
+    """The formatter's records, one struct column per shape (row ``_r``, ``_ts``, ``_te``,
+    ``_op``, ``_qid``), NULL on the rows of other shapes' queries.
+    """
+    columns = []
+    for shape in shapes:
+        ts, te = col(TS), col(TE)
+        if shape.timestamps:
+            ts, te = F.timestamp_micros(ts), F.timestamp_micros(te)
+        value = F.struct(F.from_json(col(ROW), shape.schema, JSON_OPTIONS).alias("_r"),
+                         ts.alias(TS), te.alias(TE), col(OP), col(QID))
+        columns.append(F.when(col(QID).isin(list(shape.names)), value).alias(shape.column))
+    return records.select(*columns)
+
+
+def split_by_query(tables: dict[str, pa.Table], shapes: list[OutputShape]) -> None:
+    """Replace each shape's decoded records in ``tables`` by a table per query name."""
+    for shape in shapes:
+        records = tables.pop(shape.column, None)
+        if records is None:
+            continue
+        qid = records.column(QID)
+        rest = records.drop_columns([QID])
+        for query_id, name in shape.names.items():
+            tables[name] = rest.filter(pc.equal(qid, query_id))
 
 
 class SharedIntervalFormatter:
