@@ -20,6 +20,7 @@ from functools import cached_property
 
 from pyspark.sql.types import StructType
 
+from sparkcq.aggregates.user import UserAggregate
 from sparkcq.language.sql.statements import OutputForm
 from sparkcq.model.time import TimeKind
 
@@ -258,12 +259,17 @@ class Join(PlanNode):
 
 @dataclass(frozen=True)
 class AggCall:
-    """One aggregate in an Aggregate node: function, input column, DISTINCT, output name."""
+    """One aggregate in an Aggregate node: function, input column, DISTINCT, output name.
+
+    A user aggregate (``uda``) takes its arguments in one column: the value itself, or a
+    struct of fields ``a0, a1, ...`` when it takes several.
+    """
 
     func: str
     arg: str | None
     distinct: bool
     name: str
+    uda: UserAggregate | None = None
 
     def __str__(self) -> str:
         inner = "*" if self.arg is None else ("DISTINCT " if self.distinct else "") + self.arg

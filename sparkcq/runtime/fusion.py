@@ -27,13 +27,15 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StructField, StructType
 
+from sparkcq.aggregates.user import UserAggregate
 from sparkcq.plan.nodes import AggCall, Aggregate, EdgeKind, PlanNode, Project
 from sparkcq.runtime.frames import D, Runtime, Slice, SqlViews, T, col, q, union_all
 from sparkcq.runtime.operators.aggregate import AggregateOperator
 from sparkcq.runtime.operators.base import Operator, as_changes_at
 
 FusionKey = tuple[PlanNode, tuple[str, ...]]
-CallKey = tuple[str, str | None, bool]  # function, argument expression, DISTINCT
+# function, argument expression, DISTINCT, user aggregate
+CallKey = tuple[str, str | None, bool, UserAggregate | None]
 
 
 def split_aggregate(node: Aggregate) -> tuple[PlanNode, dict[str, str], StructType]:
@@ -60,7 +62,9 @@ class _Columns:
     so members keep their columns when the family is rebuilt.
     """
 
-    args: dict[str, str] = field(default_factory=dict)  # argument SQL -> column
+    # argument SQL -> column; a user aggregate's argument ("uda", SQL) has a column of its
+    # own, so evaluating a built-in's argument for one query never feeds another's user code
+    args: dict[str | tuple[str, str], str] = field(default_factory=dict)
     calls: dict[CallKey, str] = field(default_factory=dict)  # call -> column
     made: int = 0
 
@@ -117,7 +121,7 @@ class AggregateFamily:
         fields: dict[str, StructField] = {}
         calls: dict[str, AggCall] = {}
         out_fields: dict[str, StructField] = {}
-        used_args: set[str] = set()
+        used_args: set[str | tuple[str, str]] = set()
         used_calls: set[CallKey] = set()
         for node in self.members:
             _base, node_exprs, node_schema = split_aggregate(node)
@@ -131,15 +135,16 @@ class AggregateFamily:
                 arg_sql = node_exprs[call.arg] if call.arg is not None else None
                 arg_col = None
                 if arg_sql is not None:
-                    arg_col = self.names.name(self.names.args, arg_sql, "_f")
-                    used_args.add(arg_sql)
+                    arg_key = ("uda", arg_sql) if call.uda is not None else arg_sql
+                    arg_col = self.names.name(self.names.args, arg_key, "_f")
+                    used_args.add(arg_key)
                     exprs[arg_col] = arg_sql
                     fields[arg_col] = StructField(arg_col, in_types[call.arg])  # type: ignore[index]
                     self.arg_types[arg_sql] = in_types[call.arg]  # type: ignore[index]
-                ckey = (call.func, arg_sql, call.distinct)
+                ckey = (call.func, arg_sql, call.distinct, call.uda)
                 used_calls.add(ckey)
                 name = self.names.name(self.names.calls, ckey, "_c")
-                calls[name] = AggCall(call.func, arg_col, call.distinct, name)
+                calls[name] = AggCall(call.func, arg_col, call.distinct, name, call.uda)
                 out_fields[name] = StructField(name, out_types[call.name].dataType)
             self.members[node] = [(c, dict(columns).get(c) or _call_column(node, c, node_exprs,
                                                                            self.names))
@@ -184,10 +189,12 @@ class AggregateFamily:
         assert isinstance(proj, Project)
         live, active, seed = None, self.active, self.seed
         if active is not None and not set(self.members) <= active:
-            live = {e for m in self.members if m in active for e in _arg_sqls(m)}
+            calls = {a.name: a.arg for a in self.op.node.aggs}
+            live = {calls[c] for m in active if m in self.members
+                    for _out, c in self.members[m] if calls.get(c) is not None}
         cols = []
         for name, sql in proj.exprs:
-            if live is not None and name.startswith("_f") and sql not in live:
+            if live is not None and name.startswith("_f") and name not in live:
                 dtype = self.arg_types[sql].simpleString()
                 sql = f"CAST(NULL AS {dtype})"
             cols.append(F.expr(sql).alias(name))
@@ -215,15 +222,10 @@ class AggregateFamily:
             self.previous = None
 
 
-def _arg_sqls(node: Aggregate) -> set[str]:
-    _base, exprs, _schema = split_aggregate(node)
-    return {exprs[a.arg] for a in node.aggs if a.arg is not None}
-
-
 def _call_column(node: Aggregate, name: str, exprs: dict[str, str], names: _Columns) -> str:
     call = next(a for a in node.aggs if a.name == name)
     arg_sql = exprs[call.arg] if call.arg is not None else None
-    return names.calls[(call.func, arg_sql, call.distinct)]
+    return names.calls[(call.func, arg_sql, call.distinct, call.uda)]
 
 
 class FamilyMemberOperator(Operator):
@@ -238,6 +240,20 @@ class FamilyMemberOperator(Operator):
     def state_rows(self) -> int:
         """The rows of the family's state this member shares (counted once in totals)."""
         return sum(op.state_rows for op in self.family.operators())
+
+    @property
+    def live_instances(self) -> int | None:
+        """The family's user aggregate instances of this member's calls."""
+        node = self.node
+        assert isinstance(node, Aggregate)
+        if not any(a.uda for a in node.aggs):
+            return None
+        op = self.family.previous or self.family.op
+        if op is None or op.instances is None:
+            return 0
+        mine = {src for _out, src in self.family.members[node]}
+        calls = sum(1 for a in op.user_aggs if a.name in mine)
+        return op.instances.frame.rows * calls
 
     def input_nodes(self) -> tuple[PlanNode, ...]:
         """The family's input: the family evaluates it once for all members."""

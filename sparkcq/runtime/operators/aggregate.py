@@ -5,9 +5,10 @@ aggregate of the snapshot with Spark SQL window functions: running sums of the c
 top of the group's state. The result relation changes exactly at those instants: -1 for the
 old row, +1 for the new one. count/sum/avg are invertible and kept as running accumulators;
 min and max keep the live rows of their arguments per group, count(DISTINCT) the live
-values of its argument (``multiset.py``), so they stay correct when elements leave. DOUBLE
-sums accumulate in DECIMAL(38, 10): exact under retraction, so results do not depend on how
-input was cut into cycles.
+values of its argument (``multiset.py``), so they stay correct when elements leave; user
+aggregates keep an instance per group in Spark state and see every element enter and leave
+(``user_aggregate.py``). DOUBLE sums accumulate in DECIMAL(38, 10): exact under
+retraction, so results do not depend on how input was cut into cycles.
 
 The SQL text is built once per operator; each cycle binds its views and runs it.
 """
@@ -33,6 +34,7 @@ from sparkcq.plan.nodes import AggCall, Aggregate
 from sparkcq.runtime.frames import Runtime, Slice, SqlViews, col, no_broadcast, q
 from sparkcq.runtime.operators.base import Operator, as_changes_at
 from sparkcq.runtime.operators.multiset import AID, GROUP_HASH, GroupKeys, Multiset
+from sparkcq.runtime.operators.user_aggregate import UserAggregateInstances, value_column
 
 N = "_n"
 _INTEGRAL = (ByteType, ShortType, IntegerType, LongType)
@@ -63,7 +65,9 @@ def seed_time_sql(seed_at: int | None, fresh: bool) -> tuple[str, str]:
 
 
 class AggregateOperator(Operator):
-    """GROUP BY with count, count(DISTINCT), sum, avg, min and max over a relation."""
+    """GROUP BY with count, count(DISTINCT), sum, avg, min, max and user aggregates over a
+    relation.
+    """
 
     def __init__(self, node: Aggregate, rt: Runtime):
         super().__init__(node, rt)
@@ -74,13 +78,14 @@ class AggregateOperator(Operator):
         child_types = {f.name: f.dataType for f in node.child.schema.fields}
         self.out_types = {f.name: f.dataType for f in node.schema.fields}
         self.arg_types = {a.name: child_types[a.arg] for a in self.aggs if a.arg}
-        self.extreme_aggs = [a for a in self.aggs if a.func in ("min", "max")]
+        self.user_aggs = [a for a in self.aggs if a.uda is not None]
+        self.extreme_aggs = [a for a in self.aggs if a.uda is None and a.func in ("min", "max")]
         self.distinct_aggs = [a for a in self.aggs if a.distinct]
         key_fields = [StructField(GROUP_HASH, LongType()),
                       *[f for f in node.schema.fields if f.name in self.keys]]
         fields = [*key_fields, StructField(N, LongType())]
         for a in self.aggs:
-            if (a.func == "count" and a.arg is None) or a in self.extreme_aggs:
+            if (a.func == "count" and a.arg is None) or a in self.extreme_aggs or a.uda:
                 continue  # count(*) is _n; min and max come from the multiset
             fields.append(StructField(f"{a.name}_c", LongType()))
             if a.func in ("sum", "avg"):
@@ -111,13 +116,20 @@ class AggregateOperator(Operator):
                                            StructField(N, LongType())]), f"values-{tname}",
                                GROUP_HASH)
             self.multisets[tname] = Multiset.stacked(frame, self.keys, args)
+        self.instances = (UserAggregateInstances(self, self.keys, key_fields, self.user_aggs)
+                          if self.user_aggs else None)
+
+    @property
+    def live_instances(self) -> int | None:
+        """User aggregate instances held now (one per call and live group)."""
+        return self.instances.live_instances if self.instances is not None else None
 
     # -- SQL text ----------------------------------------------------------------------------
     def deltas_sql(self) -> str:
         """Per (group, instant): the change in row count and in each accumulator."""
         cols = ["sum(`_d`) AS `_dn`"]
         for a in self.aggs:
-            if a.arg is None or a.distinct or a.func in ("min", "max"):
+            if a.arg is None or a.distinct or a.uda or a.func in ("min", "max"):
                 continue
             arg = q(a.arg)
             cols.append(f"sum(CASE WHEN {arg} IS NOT NULL THEN `_d` ELSE 0 END) AS "
@@ -196,6 +208,8 @@ class AggregateOperator(Operator):
                 value = f"CASE WHEN {c} > 0 THEN CAST({s} AS DOUBLE) / CAST({c} AS DOUBLE) END"
             elif a.func == "avg":
                 value = f"CASE WHEN {c} > 0 THEN CAST({s} / {c} AS {out}) END"
+            elif a.uda is not None:
+                value = q(value_column(a))
             else:
                 value = q("_ext" + name)
             values.append(f"CASE WHEN `_n` > 0 THEN CAST({value} AS {out}) END AS {q(name)}")
@@ -267,6 +281,10 @@ class AggregateOperator(Operator):
                                               **views))
             d = sql(self.join_on_instant_sql([f"_ext{a.name}" for a in self.extreme_aggs]),
                     l=d, r=ext)
+        if self.instances is not None:
+            values = self.instances.evaluate(self.views, src)
+            d = sql(self.join_on_instant_sql([value_column(a) for a in self.user_aggs]),
+                    l=d, r=values)
         st = self.groups.get()
         views = {"d": d, "st": st} if st is not None else {"d": d}
         run = self.rt.cache_for_cycle(sql(self.running_sql(st is not None, set(d.columns)),
@@ -308,3 +326,5 @@ class AggregateOperator(Operator):
             **views))
         for name, ch in changes.items():
             self.multisets[name].update(self.views, ch)
+        if self.instances is not None:
+            self.instances.update(self.views)

@@ -63,6 +63,11 @@ class Operator:
         """Rows held in this operator's state now (live elements, groups, buffers)."""
         return sum(s.rows for s in self.states)
 
+    @property
+    def live_instances(self) -> int | None:
+        """User aggregate instances held now, or None for an operator that runs none."""
+        return None
+
     def input_nodes(self) -> tuple[PlanNode, ...]:
         """The plan nodes whose slices ``step`` receives: the node's children, unless the
         operator reads past them (a fused aggregate reads its family's input).
