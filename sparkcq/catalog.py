@@ -1,4 +1,6 @@
-"""The resource catalog: streams, tables and queries by name (DESIGN 4.5)."""
+"""The resource catalog: streams, tables, queries, functions and aggregates by name
+(DESIGN 4.5).
+"""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from sparkcq.model.time import TimeKind
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
+    from sparkcq.aggregates.user import UserAggregate
     from sparkcq.plan.nodes import PlanNode
 
 
@@ -70,6 +73,7 @@ class Catalog:
         self.tables: dict[str, TableInfo] = {}
         self.queries: dict[str, QueryInfo] = {}
         self.functions: dict[str, FunctionInfo] = {}
+        self.aggregates: dict[str, UserAggregate] = {}  # by lower-case name
 
     def _key(self, name: str) -> str:
         return name.lower()

@@ -15,10 +15,13 @@ import sqlglot.expressions as exp
 from pyspark.errors import AnalysisException
 from pyspark.sql.types import BooleanType, StructType
 
+from sparkcq.aggregates.user import UserAggregate
 from sparkcq.errors import AnalysisError, Location
 from sparkcq.language.sql.statements import OutputForm, SelectText, SourceWindow
 from sparkcq.model.time import TimeKind
+from sparkcq.model.types import implicit_cast_sql
 from sparkcq.model.windows import CutWindow, NowWindow, RangeWindow, RowsWindow, UnboundedWindow
+from sparkcq.plan.calls import call_args, called_aggregate
 from sparkcq.plan.nodes import (
     AggCall,
     Aggregate,
@@ -319,7 +322,7 @@ class _Binder:
             return n
 
         for n in node.walk():
-            if isinstance(n, exp.AggFunc):
+            if self.is_aggregate(n):
                 msg = f"aggregate {n.sql(dialect='spark')} is not allowed here"
                 raise self.error(msg, n)
         return node.copy().transform(rewrite).sql(dialect="spark")
@@ -386,8 +389,51 @@ class _Binder:
     # -- aggregation ---------------------------------------------------------------------
     def has_aggregates(self, sel: exp.Select) -> bool:
         nodes = [*sel.expressions, sel.args.get("having")]
-        return any(n is not None and any(isinstance(x, exp.AggFunc) for x in n.walk())
+        return any(n is not None and any(self.is_aggregate(x) for x in n.walk())
                    for n in nodes)
+
+    def user_aggregate(self, node: Any) -> UserAggregate | None:
+        """The user aggregate ``node`` calls, if it calls one."""
+        return called_aggregate(node, self.catalog.aggregates, self.text)
+
+    def is_aggregate(self, node: Any) -> bool:
+        """Whether ``node`` calls a built-in or a user aggregate."""
+        return isinstance(node, exp.AggFunc) or self.user_aggregate(node) is not None
+
+    def user_aggregate_arg(self, node: exp.Func, uda: UserAggregate, plan: PlanNode,
+                           scope: _Scope) -> str:
+        """The SQL of a user aggregate call's argument column: its one argument, or a
+        struct ``(a0, a1, ...)`` of several, each converted to the declared type.
+        """
+        args = call_args(node)
+        if len(args) != len(uda.arg_types):
+            msg = (f"aggregate {uda.signature} takes {len(uda.arg_types)} argument"
+                   f"{'s' if len(uda.arg_types) != 1 else ''}, got {len(args)}")
+            raise self.error(msg, node)
+        df = self.empty(plan.schema)
+        sqls = []
+        for i, (arg, name, want) in enumerate(zip(args, uda.arg_names, uda.arg_types,
+                                                  strict=True)):
+            for inner in arg.walk():
+                if self.is_aggregate(inner):
+                    msg = "aggregate functions cannot be nested"
+                    raise self.error(msg, inner)
+            sql = self.render(arg, scope)
+            try:
+                got = df.selectExpr(sql).schema.fields[0].dataType
+            except AnalysisException as e:
+                raise self.error(_spark_reason(e), arg) from None
+            cast = implicit_cast_sql(sql, got, want)
+            if cast is None:
+                msg = (f"aggregate {uda.name}: argument {i + 1} ({name}) must be "
+                       f"{want.simpleString().upper()}, found {got.simpleString().upper()}; "
+                       "cast it explicitly")
+                raise self.error(msg, arg)
+            sqls.append(cast)
+        if len(sqls) == 1:
+            return sqls[0]
+        fields = ", ".join(f"'a{i}', {sql}" for i, sql in enumerate(sqls))
+        return f"named_struct({fields})"
 
     def bind_aggregate(self, sel: exp.Select, plan: PlanNode, scope: _Scope) -> PlanNode:
         group_exprs = list(sel.args["group"].expressions) if sel.args.get("group") else []
@@ -402,12 +448,24 @@ class _Binder:
         calls: dict[str, AggCall] = {}
         arg_names: dict[str, str] = {}
 
-        def agg_ref(node: exp.AggFunc) -> exp.Expression:
+        def agg_ref(node: exp.Expression) -> exp.Expression:
+            uda = self.user_aggregate(node)
+            if uda is not None:
+                assert isinstance(node, exp.Func)
+                sql = self.user_aggregate_arg(node, uda, plan, scope)
+                if sql not in arg_names:
+                    arg_names[sql] = f"_a{len(arg_names)}"
+                    pre.append((arg_names[sql], sql))
+                key = f"uda:{uda.name}|{arg_names[sql]}"
+                if key not in calls:
+                    calls[key] = AggCall(uda.name.lower(), arg_names[sql], False,
+                                         f"_x{len(calls)}", uda)
+                return exp.column(calls[key].name, quoted=True)
             func = next((f for t, f in _AGGREGATES.items() if type(node) is t), None)
             if func is None:
                 msg = (
                     f"aggregate function {node.sql(dialect='spark')!r} is not supported; "
-                    "use count, sum, avg, min or max"
+                    "use count, sum, avg, min, max or a user aggregate (CREATE AGGREGATE)"
                 )
                 raise self.error(msg, node)
             target = node.this
@@ -423,7 +481,7 @@ class _Binder:
                         msg = f"{func}(DISTINCT ...) is not supported; only count(DISTINCT ...)"
                         raise self.error(msg, node)
             for inner in target.walk() if target is not None else []:
-                if isinstance(inner, exp.AggFunc):
+                if self.is_aggregate(inner):
                     msg = "aggregate functions cannot be nested"
                     raise self.error(msg, inner)
             arg: str | None = None
@@ -444,7 +502,7 @@ class _Binder:
         group_sql = {self._canon(g): key_names[self.render(g, scope)] for g in group_exprs}
 
         def rewrite(node: exp.Expression) -> exp.Expression:
-            if isinstance(node, exp.AggFunc):
+            if self.is_aggregate(node):
                 return agg_ref(node)
             canon = self._canon(node) if not isinstance(node, exp.Literal) else None
             if canon in group_sql:
@@ -491,13 +549,17 @@ class _Binder:
         self, schema: StructType, keys: list[str], calls: list[AggCall]
     ) -> StructType:
         df = self.empty(schema)
-        cols = [quote(k) for k in keys]
+        cols = []
         for c in calls:
             arg = quote(c.arg) if c.arg else "*"
             inner = f"DISTINCT {arg}" if c.distinct else arg
-            cols.append(f"{c.func}({inner}) AS {quote(c.name)}")
+            if c.uda is None:
+                cols.append(f"{c.func}({inner}) AS {quote(c.name)}")
+            else:  # its type is declared
+                cols.append(f"first(CAST(NULL AS {c.uda.return_type.simpleString()})) "
+                            f"AS {quote(c.name)}")
         try:
-            return df.groupBy(*keys).agg(*[_expr(c) for c in cols[len(keys):]]).schema
+            return df.groupBy(*keys).agg(*[_expr(c) for c in cols]).schema
         except AnalysisException as e:
             msg = f"aggregate: {_spark_reason(e)}"
             raise AnalysisError(msg, self.text, None) from None

@@ -21,6 +21,7 @@ from sqlglot.tokens import Token, TokenType
 from sparkcq.errors import Location, QuerySyntaxError
 from sparkcq.language.sql.statements import (
     ColumnDef,
+    CreateAggregate,
     CreateQuery,
     CreateStream,
     CreateStreamAs,
@@ -196,7 +197,7 @@ class _StatementParser:
             return self.explain()
         if head == "SHOW":
             self.next()
-            what = self.expect("STREAMS", "TABLES", "QUERIES", "FUNCTIONS")
+            what = self.expect("STREAMS", "TABLES", "QUERIES", "FUNCTIONS", "AGGREGATES")
             self.done()
             return Show(what.text.upper())
         if head in ("SELECT", "WITH", "(") or head in _FORM_WORDS:
@@ -206,10 +207,12 @@ class _StatementParser:
 
     def create(self) -> Statement:
         first = self.next()
-        kind = self.expect("STREAM", "TABLE", "QUERY")
+        kind = self.expect("STREAM", "TABLE", "QUERY", "AGGREGATE")
         name_tok = self.name(f"a name for the {kind.text.lower()}")
         loc = _span(self.text, first, name_tok)
         name = name_tok.text
+        if kind.text.upper() == "AGGREGATE":
+            return self.create_aggregate(name, loc)
         if kind.text.upper() == "QUERY":
             options: dict[str, str] = {}
             if self.accept("INTO"):
@@ -228,6 +231,21 @@ class _StatementParser:
         if kind.text.upper() == "STREAM":
             return CreateStream(name, columns, options, loc)
         return CreateTable(name, columns, options, loc)
+
+    def create_aggregate(self, name: str, loc: Location) -> CreateAggregate:
+        """``(arg TYPE, ...) RETURNS TYPE USING 'module:Class'`` after the name."""
+        params = self.columns()
+        self.expect("RETURNS")
+        type_toks: list[Token] = []
+        while self.peek() is not None and self.word() != "USING":
+            type_toks.append(self.next())
+        if not type_toks:
+            self.fail("expected the aggregate's return type after RETURNS", self.peek())
+        returns = self.text[type_toks[0].start : type_toks[-1].end + 1]
+        self.expect("USING")
+        path = self.expect_type(TokenType.STRING, "'module:Class' after USING")
+        self.done()
+        return CreateAggregate(name, params, returns, path.text, loc)
 
     def _derived(self) -> bool:
         """Whether a CREATE STREAM continues with AS (derived) rather than a column list."""
@@ -289,7 +307,7 @@ class _StatementParser:
 
     def drop(self) -> Statement:
         first = self.next()
-        kind = self.expect("QUERY", "STREAM", "TABLE")
+        kind = self.expect("QUERY", "STREAM", "TABLE", "AGGREGATE")
         if self.accept("IF"):
             self.expect("EXISTS")
         name_tok = self.name(f"the name of the {kind.text.lower()} to drop")

@@ -95,8 +95,19 @@ class CreateStreamAs:
 
 
 @dataclass(frozen=True)
+class CreateAggregate:
+    """``CREATE AGGREGATE name(arg TYPE, ...) RETURNS TYPE USING 'module:Class'``."""
+
+    name: str
+    params: tuple[ColumnDef, ...]
+    returns: str
+    using: str
+    loc: Location
+
+
+@dataclass(frozen=True)
 class Drop:
-    """``DROP QUERY|STREAM|TABLE name``."""
+    """``DROP QUERY|STREAM|TABLE|AGGREGATE name``."""
 
     kind: str
     name: str
@@ -115,9 +126,10 @@ class Explain:
 
 @dataclass(frozen=True)
 class Show:
-    """``SHOW STREAMS|TABLES|QUERIES|FUNCTIONS``."""
+    """``SHOW STREAMS|TABLES|QUERIES|FUNCTIONS|AGGREGATES``."""
 
     what: str
 
 
-Statement = CreateStream | CreateTable | CreateQuery | CreateStreamAs | Drop | Explain | Show
+Statement = (CreateStream | CreateTable | CreateQuery | CreateStreamAs | CreateAggregate | Drop
+             | Explain | Show)

@@ -1,0 +1,50 @@
+"""Implicit type widening (DESIGN 4.5 Types): which value may stand where another type is
+declared, and the Spark SQL that converts it.
+
+INTEGER widens to a larger integral type, DOUBLE or DECIMAL; FLOAT and DECIMAL (the type of a
+literal such as ``0.9``) to DOUBLE; BOOLEAN to
+an integral type or DOUBLE (true = 1, false = 0); anything to STRING; DATETIME to DOUBLE
+(milliseconds since the epoch). Nothing else converts implicitly, and conversions do not
+chain.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql.types import (
+    BooleanType,
+    ByteType,
+    DataType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    ShortType,
+    StringType,
+    TimestampNTZType,
+    TimestampType,
+)
+
+_INTEGRAL = (ByteType, ShortType, IntegerType, LongType)
+_WIDTH = {ByteType: 1, ShortType: 2, IntegerType: 4, LongType: 8}
+
+
+def implicit_cast_sql(sql: str, source: DataType, target: DataType) -> str | None:
+    """``sql`` (of type ``source``) as a value of ``target``, or None if not implicit."""
+    if source == target:
+        return sql
+    cast = f"CAST(({sql}) AS {target.simpleString()})"
+    if isinstance(target, StringType):
+        return cast
+    if isinstance(source, _INTEGRAL):
+        if isinstance(target, _INTEGRAL) and _WIDTH[type(target)] >= _WIDTH[type(source)]:
+            return cast
+        if isinstance(target, DoubleType | DecimalType):
+            return cast
+    if isinstance(source, FloatType | DecimalType) and isinstance(target, DoubleType):
+        return cast
+    if isinstance(source, BooleanType) and isinstance(target, (*_INTEGRAL, DoubleType)):
+        return f"CAST(CAST(({sql}) AS INT) AS {target.simpleString()})"
+    if isinstance(source, TimestampType | TimestampNTZType) and isinstance(target, DoubleType):
+        return f"CAST(unix_micros(CAST(({sql}) AS TIMESTAMP)) AS DOUBLE) / 1000.0"
+    return None
