@@ -11,6 +11,7 @@ eng.results("q")
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import hashlib
 import inspect
@@ -19,7 +20,7 @@ import os
 import re
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +41,7 @@ from pyspark.sql.types import (
     _parse_datatype_string,
 )
 
+from sparkcq.aggregates.user import define_aggregate, load_aggregate_class
 from sparkcq.catalog import Catalog, FunctionInfo, QueryInfo, StreamInfo, TableInfo
 from sparkcq.errors import (
     AnalysisError,
@@ -54,6 +56,7 @@ from sparkcq.io.sinks import ConsoleSink, FilesSink, MemorySink, QueryOutput, Si
 from sparkcq.io.sources import MemorySource, Source
 from sparkcq.language.sql.parser import parse_script
 from sparkcq.language.sql.statements import (
+    CreateAggregate,
     CreateQuery,
     CreateStream,
     CreateStreamAs,
@@ -66,13 +69,23 @@ from sparkcq.language.sql.statements import (
 )
 from sparkcq.model.time import TIME_MAX, TimeKind, parse_duration
 from sparkcq.plan.binder import bind_select
-from sparkcq.plan.nodes import EdgeKind, PlanNode, StreamScan, TableScan, render_tree, walk
+from sparkcq.plan.nodes import (
+    Aggregate,
+    EdgeKind,
+    PlanNode,
+    StreamScan,
+    TableScan,
+    render_tree,
+    walk,
+)
 from sparkcq.runtime.explain import explain_global_dot, explain_global_text
+from sparkcq.runtime.failures import describe_failure, user_traceback
 from sparkcq.runtime.frames import Runtime
 from sparkcq.runtime.functions import (
     ensure_data_type,
     function_origin,
     register_python_function,
+    ship_module_by_value,
 )
 from sparkcq.runtime.fused_outputs import QueryTail, find_tail, tail_changes
 from sparkcq.runtime.fusion import AggregateFamily
@@ -119,7 +132,7 @@ class Engine:
 
     def __init__(self, spark: SparkSession | None = None, master: str | None = None,
                  shuffle_partitions: int = 4, count_rows: bool = True,
-                 fuse: bool = True):
+                 fuse: bool = True, allow_udf_modules: Sequence[str] = ()):
         # stop() stops Spark only if this engine started it (not a session it was given)
         self.owns_session = spark is None and SparkSession.getActiveSession() is None
         self.spark = spark or make_session(master, shuffle_partitions=shuffle_partitions)
@@ -146,6 +159,8 @@ class Engine:
         # EXPLAIN GLOBAL; benchmarks may turn it off
         self.count_rows = count_rows
         self._tables: dict[str, DataFrame] = {}
+        # packages CREATE AGGREGATE ... USING may load code from (besides sparkcq's own)
+        self.allow_udf_modules = tuple(allow_udf_modules)
 
     # -- statements ----------------------------------------------------------------------
     def execute(self, sql: str) -> Any:
@@ -168,6 +183,8 @@ class Engine:
                 stmt.name, bound.plan.schema, None, None, bound.plan.time_kind, stmt.options,
                 bound.plan, derived=True))
             return None
+        if isinstance(stmt, CreateAggregate):
+            return self._create_aggregate(stmt, text)
         if isinstance(stmt, Drop):
             return self.drop(stmt.kind, stmt.name)
         if isinstance(stmt, Explain):
@@ -252,6 +269,61 @@ class Engine:
                                            opts, node))
         self.sources[stmt.name.lower()] = source
         self.scans[stmt.name.lower()] = ScanOperator(node, self.rt, lateness)
+
+    def _create_aggregate(self, stmt: CreateAggregate, text: str) -> None:
+        params = []
+        for p in stmt.params:
+            try:
+                params.append((p.name, ensure_data_type(p.type_sql)))
+            except CatalogError:
+                msg = f"unknown type {p.type_sql!r} for argument {p.name!r}"
+                raise AnalysisError(msg, text, p.loc) from None
+        try:
+            cls = load_aggregate_class(stmt.using, stmt.name, self.allow_udf_modules)
+            self._add_aggregate(stmt.name, cls, params, ensure_data_type(stmt.returns),
+                                stmt.using)
+        except CatalogError as e:
+            raise AnalysisError(str(e), text, stmt.loc) from None
+
+    def create_aggregate(self, name: str, cls: type,
+                         arg_types: Sequence[str | DataType] | Mapping[str, str | DataType],
+                         return_type: str | DataType) -> None:
+        """Make the aggregate class ``cls`` callable from queries as ``name(...)``.
+
+        ``cls`` follows the protocol of ``sparkcq.aggregates.user`` (``plus``, ``minus``,
+        ``value``); ``arg_types`` lists its arguments' types (a mapping names them).
+        Queries submitted from now on may call it; running queries go on untouched.
+        """
+        items = (list(arg_types.items()) if isinstance(arg_types, Mapping)
+                 else [(f"x{i + 1}" if len(arg_types) > 1 else "x", t)
+                       for i, t in enumerate(arg_types)])
+        params = [(n, ensure_data_type(t)) for n, t in items]
+        self._add_aggregate(name, cls, params, ensure_data_type(return_type))
+
+    def _add_aggregate(self, name: str, cls: type, params: list[tuple[str, DataType]],
+                       return_type: DataType, using: str | None = None) -> None:
+        key = name.lower()
+        if key in self.catalog.aggregates:
+            msg = f"an aggregate named {name!r} already exists; DROP AGGREGATE {name} first"
+            raise CatalogError(msg)
+        if key in self.catalog.functions:
+            msg = f"a function named {name!r} already exists; pick another name"
+            raise CatalogError(msg)
+        uda = define_aggregate(name, cls, params, return_type)
+        if using is not None:
+            uda = dataclasses.replace(uda, origin=f"{using} ({uda.origin})")
+        ship_module_by_value(cls)
+        self.catalog.aggregates[key] = uda
+
+    def aggregate_users(self, name: str) -> list[str]:
+        """The running queries and derived streams whose plans call aggregate ``name``."""
+        def calls(plan: PlanNode) -> bool:
+            return any(isinstance(n, Aggregate) and any(
+                a.uda is not None and a.uda.name.lower() == name.lower() for a in n.aggs)
+                for n in walk(plan))
+        users = [r.info.name for r in self.running.values() if calls(r.info.plan)]
+        return users + [s.name for s in self.catalog.streams.values()
+                        if s.derived and calls(s.plan)]
 
     def _create_table(self, stmt: CreateTable, text: str) -> None:
         schema = self._schema(stmt, text)
@@ -349,6 +421,17 @@ class Engine:
     def drop(self, kind: str, name: str) -> None:
         """Drop a query (freeing operators no one else uses), a stream or a table."""
         kind = kind.upper()
+        if kind == "AGGREGATE":
+            if name.lower() not in self.catalog.aggregates:
+                known = ", ".join(sorted(self.catalog.aggregates)) or "none"
+                msg = f"unknown aggregate {name!r}; aggregates: {known}"
+                raise CatalogError(msg)
+            users = self.aggregate_users(name)
+            if users:
+                msg = f"aggregate {name!r} is used by {', '.join(users)}; drop them first"
+                raise CatalogError(msg)
+            del self.catalog.aggregates[name.lower()]
+            return
         if kind == "QUERY":
             info = self.catalog.query(name)
             key = info.name.lower()
@@ -599,6 +682,9 @@ class Engine:
         info = run.info
         info.status = "failed"
         info.log.append(f"cycle {self.cycle}: failed: {describe_failure(error)}")
+        frames = user_traceback(error)
+        if frames:
+            info.log.append(f"cycle {self.cycle}: traceback (user code):\n" + "\n".join(frames))
         self._release_query(run)
         self.stopped[info.name.lower()] = run
 
@@ -749,7 +835,7 @@ class Engine:
         return explain_global_text(self.plan)
 
     def show(self, what: str) -> pd.DataFrame:
-        """SHOW STREAMS | TABLES | QUERIES | FUNCTIONS as a small table."""
+        """SHOW STREAMS | TABLES | QUERIES | FUNCTIONS | AGGREGATES as a small table."""
         if what == "STREAMS":
             return pd.DataFrame([
                 {"name": s.name, "kind": "derived" if s.derived else s.options.get("source",
@@ -761,6 +847,11 @@ class Engine:
             return pd.DataFrame([{"name": f.name, "signature": f.signature, "code": f.origin}
                                  for f in self.catalog.functions.values()],
                                 columns=["name", "signature", "code"])
+        if what == "AGGREGATES":
+            return pd.DataFrame([{"name": a.name, "signature": a.signature, "code": a.origin,
+                                  "used_by": ", ".join(self.aggregate_users(a.name))}
+                                 for a in self.catalog.aggregates.values()],
+                                columns=["name", "signature", "code", "used_by"])
         if what == "TABLES":
             return pd.DataFrame([{"name": t.name, "schema": t.schema.simpleString()}
                                  for t in self.catalog.tables.values()])
@@ -769,7 +860,9 @@ class Engine:
                              self.catalog.queries.values()])
 
     def metrics(self) -> dict[str, Any]:
-        """Engine metrics: cycles, state rows per operator, dead letters per stream."""
+        """Engine metrics: cycles, state rows per operator, user aggregate instances per
+        operator that runs them, dead letters per stream.
+        """
         last = self.reports[-1] if self.reports else None
         return {
             "cycles": self.cycle,
@@ -779,6 +872,9 @@ class Engine:
             "total_state_rows": sum(op.state_rows for op in self.plan.state_holders())
             + sum(r.formatter.state_rows for r in self.running.values())
             + self.intervals.state_rows,
+            "live_instances": {f"#{i} {n.label()}": op.live_instances
+                               for i, (n, op) in enumerate(self.plan.ops.items())
+                               if op.live_instances is not None},
             "dead_letters": {s.scan.name: s.dead_count for s in self.scans.values()},
             "watermarks": {s.scan.name: (None if s.watermark == TIME_MAX else s.watermark)
                            for s in self.scans.values()},
@@ -797,22 +893,6 @@ class Engine:
 def fingerprint(node: PlanNode) -> str:
     """A name for a plan node that is the same in every process (for saved state)."""
     return hashlib.sha1(repr(node).encode()).hexdigest()[:16]
-
-
-def describe_failure(error: BaseException) -> str:
-    """One line a user can act on from a Spark or Python failure (whose text may be a page).
-
-    A Python worker's traceback yields its last line (``ValueError: ...``) and the user's
-    frame (``File "mod.py", line 3, in fn``); a Spark error its first line.
-    """
-    text = str(error).strip()
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    if "Traceback (most recent call last)" in text:
-        errors = [ln for ln in lines if re.match(r"^[\w.]+(Error|Exception|Exit)\b", ln)]
-        frames = [ln for ln in lines if ln.startswith("File ") and "/pyspark/" not in ln]
-        where = f" ({frames[-1]})" if frames else ""
-        return (errors[-1] if errors else lines[-1]) + where
-    return lines[0] if lines else type(error).__name__
 
 
 def close_elements(frame: pd.DataFrame, cols: list[str]) -> pd.DataFrame:

@@ -18,14 +18,17 @@ def explain_global_text(plan: GlobalPlan) -> str:
         lines.append(
             f"#{ids[node]} {node.label()}  [{node.kind.value}]  <- [{inputs}]  "
             f"refs={plan.refs[node]}  queries=[{users}]  state_rows={op.state_rows}  "
-            f"rows/cycle={_rows(op)}  plan_ms/cycle={op.plan_seconds * 1e3:.1f}")
+            f"rows/cycle={_rows(op)}  plan_ms/cycle={op.plan_seconds * 1e3:.1f}"
+            + (f"  instances={op.live_instances}" if op.live_instances is not None else ""))
     for n, family in enumerate(plan.all_families()):
         members = ", ".join(f"#{ids[m]}" for m in family.members)
         calls = len(family.op.aggs) if family.op is not None else 0
         keys = ", ".join(family.key_sqls) or "()"
         rows = sum(op.state_rows for op in family.operators())
+        instances = sum(op.live_instances or 0 for op in family.operators())
         lines.append(f"family F{n} <- [#{ids[family.base]}] BY {keys}: {calls} distinct "
-                     f"aggregates computed once for members [{members}]  state_rows={rows}")
+                     f"aggregates computed once for members [{members}]  state_rows={rows}"
+                     + (f"  instances={instances}" if instances else ""))
     return "\n".join(lines)
 
 
@@ -37,7 +40,8 @@ def explain_global_dot(plan: GlobalPlan) -> str:
     for node, op in plan.ops.items():
         users = sorted(plan.users.get(node, set()))
         label = (f"#{ids[node]} {node.label()}\\nrefs={plan.refs[node]} "
-                 f"state_rows={op.state_rows} rows/cycle={_rows(op)}")
+                 f"state_rows={op.state_rows} rows/cycle={_rows(op)}"
+                 + (f" instances={op.live_instances}" if op.live_instances is not None else ""))
         shared = ", style=filled, fillcolor=lightblue" if len(users) > 1 else ""
         out.append(f"  n{ids[node]} [label={_quote(label)}{shared}];")
         for child in node.children:
