@@ -146,6 +146,57 @@ AGGS: dict[str, Callable[[list[int]], object]] = {
 }
 
 
+def _median(vs: list) -> float | None:
+    xs = sorted(vs)
+    n = len(xs)
+    if not n:
+        return None
+    return float(xs[n // 2]) if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+
+
+def _percentile(vs: list, p: float) -> float | None:
+    xs = sorted(float(v) for v in vs)
+    if not xs:
+        return None
+    rank = p * (len(xs) - 1)
+    lo = int(rank)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (rank - lo)
+
+
+def _mode(vs: list) -> int | None:
+    counts = Counter(vs)
+    top = max(counts.values(), default=0)
+    return min((v for v, n in counts.items() if n == top), default=None)
+
+
+#: user aggregates (tests/udas.py and sparkcq.aggregates.library) by the call the engine
+#: gets, with their meaning over a snapshot's values; ``UDA_DEFINITIONS`` creates them
+UDAS: dict[str, Callable[[list[int]], object]] = {
+    "usum(v)": lambda vs: sum(vs) if vs else None,
+    "uavg(v)": lambda vs: float(Fraction(sum(vs), len(vs))) if vs else None,
+    "umin(v)": lambda vs: min(vs, default=None),
+    "umax(v)": lambda vs: max(vs, default=None),
+    "umax(nullif(v, 4))": lambda vs: max((v for v in vs if v != 4), default=None),
+    "median(v)": _median,
+    "pct(v, 0.25)": lambda vs: _percentile(vs, 0.25),
+    "mode(v)": _mode,
+    "ndistinct(v % 4)": lambda vs: len({v % 4 for v in vs}),
+}
+UDA_DEFINITIONS = """
+CREATE AGGREGATE usum(x BIGINT) RETURNS BIGINT USING 'udas:USum';
+CREATE AGGREGATE uavg(x BIGINT) RETURNS DOUBLE USING 'udas:UAvg';
+CREATE AGGREGATE umin(x BIGINT) RETURNS BIGINT USING 'udas:UMin';
+CREATE AGGREGATE umax(x BIGINT) RETURNS BIGINT USING 'udas:UMax';
+CREATE AGGREGATE median(x DOUBLE) RETURNS DOUBLE USING 'sparkcq.aggregates.library:Median';
+CREATE AGGREGATE pct(x DOUBLE, p DOUBLE) RETURNS DOUBLE
+    USING 'sparkcq.aggregates.library:Percentile';
+CREATE AGGREGATE mode(x BIGINT) RETURNS BIGINT USING 'sparkcq.aggregates.library:Mode';
+CREATE AGGREGATE ndistinct(x BIGINT) RETURNS BIGINT
+    USING 'sparkcq.aggregates.library:CountDistinct';
+"""
+
+
 @dataclass(frozen=True)
 class AggQuery:
     """SELECT ex[, k], aggs FROM s [win] [WHERE v > w] GROUP BY ex[, k] [HAVING count(*) > h]."""
@@ -178,7 +229,7 @@ class AggQuery:
             for key, vs in groups.items():
                 if self.having is not None and not len(vs) > self.having:
                     continue
-                out.append((*key, *[AGGS[a](vs) for a in self.aggs]))
+                out.append((*key, *[(AGGS | UDAS)[a](vs) for a in self.aggs]))
             series.append((c, out))
         return to_output(series, self.form, self.win.period)
 

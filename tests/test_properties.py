@@ -89,8 +89,11 @@ def feed(events: list[dict], cut_every: int | None) -> list:
 
 
 def run_engine(spark, streams: dict[str, list[dict]], queries: dict[str, str],
-               cut_every: int | None) -> dict[str, pd.DataFrame]:
-    eng = Engine(spark=spark)
+               cut_every: int | None, script: str = "") -> dict[str, pd.DataFrame]:
+    """Run ``queries`` over ``streams`` (after the statements of ``script``)."""
+    eng = Engine(spark=spark, allow_udf_modules=["udas"])
+    if script:
+        eng.execute(script)
     for name, events in streams.items():
         eng.execute(f"CREATE STREAM {name} (ex BIGINT, k STRING, v BIGINT, t BIGINT) "
                     "WITH (event_time='t')")
@@ -136,11 +139,14 @@ def per_example(rows: list[tuple]) -> dict[int, list[tuple]]:
     return {ex: sorted(v, key=_order) for ex, v in out.items()}
 
 
-def check(spark, streams, shapes: dict[str, tuple[str, object, bool]]) -> None:
-    """Run all shapes twice (one cycle / many cycles); compare with the reference."""
+def check(spark, streams, shapes: dict[str, tuple[str, object, bool]],
+          script: str = "") -> dict[str, pd.DataFrame]:
+    """Run all shapes twice (one cycle / many cycles); compare with the reference.
+    Returns the engine's results of the one-cycle run.
+    """
     queries = {name: sql for name, (sql, _, _) in shapes.items()}
-    one = run_engine(spark, streams, queries, cut_every=None)
-    many = run_engine(spark, streams, queries, cut_every=4)
+    one = run_engine(spark, streams, queries, cut_every=None, script=script)
+    many = run_engine(spark, streams, queries, cut_every=4, script=script)
     assert sum(len(rows) for _, rows, _ in shapes.values()) > EXAMPLES  # a real check
     for name, (sql, expected_rows, instants) in shapes.items():
         got_one = as_reference(one[name], instants)
@@ -152,6 +158,7 @@ def check(spark, streams, shapes: dict[str, tuple[str, object, bool]]) -> None:
             assert got == want, (
                 f"{name} = {sql}\nexample {ex}: {sorted_events(streams, ex)}\n"
                 f"engine:    {got}\nreference: {want}")
+    return one
 
 
 def sorted_events(streams, ex):
