@@ -35,6 +35,9 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--interval", type=float, default=1.0, help="seconds between cycles")
     serve.add_argument("--token", default=os.environ.get("SPARKCQ_TOKEN"),
                        help="API token; required to bind beyond localhost")
+    serve.add_argument("--allow-udf-module", action="append", default=[], metavar="MODULE",
+                       help="a module or package CREATE AGGREGATE ... USING may load code "
+                            "from (repeatable; sparkcq's own library is always allowed)")
     add_remote_verbs(sub)
     args = parser.parse_args(argv)
     console = Console()
@@ -42,7 +45,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "serve":
             from sparkcq.server.serve import serve as run_server
 
-            return run_server(args.host, args.port, args.master, args.interval, args.token)
+            return run_server(args.host, args.port, args.master, args.interval, args.token,
+                              args.allow_udf_module)
         if args.command in REMOTE_VERBS:
             return run_remote(args, console)
         if args.command == "run":

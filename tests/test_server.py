@@ -27,10 +27,14 @@ def free_port() -> int:
 def server(tmp_path_factory):
     port = free_port()
     log = open(tmp_path_factory.mktemp("server") / "server.log", "w+")  # noqa: SIM115
-    env = {**os.environ, "SPARKCQ_DRIVER_MEMORY": "1g", "PYTHONFAULTHANDLER": "1"}
+    tests = os.path.dirname(__file__)  # where the user aggregates in udas.py live
+    path = os.pathsep.join(p for p in (tests, os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "SPARKCQ_DRIVER_MEMORY": "1g", "PYTHONFAULTHANDLER": "1",
+           "PYTHONPATH": path}
     proc = subprocess.Popen(
         [sys.executable, "-m", "sparkcq.cli", "--master", "local[2]", "serve", "--port",
-         str(port), "--interval", "0.5"], stdout=log, stderr=subprocess.STDOUT, env=env)
+         str(port), "--interval", "0.5", "--allow-udf-module", "udas"], stdout=log,
+        stderr=subprocess.STDOUT, env=env)
     client = Client(f"http://127.0.0.1:{port}")
     deadline = time.monotonic() + 120
     while True:
@@ -106,6 +110,20 @@ def test_submit_push_drop_explain_and_shutdown(server):
     assert client.query("avg_v")["status"] == "running"
     assert any("compiled" in line for line in client.logs("avg_v"))
     assert client.status()["cycles"] > 0
+
+    # a user aggregate created while the system runs, from an allowed module only
+    with pytest.raises(ServerError) as err:
+        client.submit("CREATE AGGREGATE dec(x DOUBLE) RETURNS DOUBLE USING 'json:JSONDecoder'")
+    assert err.value.status == 400 and "--allow-udf-module json" in str(err.value)
+    client.submit("CREATE AGGREGATE umax(x DOUBLE) RETURNS DOUBLE USING 'udas:UMax'")
+    client.submit("CREATE QUERY top AS SELECT k, umax(v) AS m FROM s [RANGE 10] GROUP BY k")
+    assert [(a["name"], a["used_by"]) for a in client.aggregates()] == [("umax", "top")]
+    client.push("s", [{"k": "b", "v": 5.0, "t": 31}, {"k": "b", "v": 2.0, "t": 33}],
+                watermark=50)
+    top = wait_for(lambda: (lambda f: f if len(f) == 2 and f["_te"].notna().all() else None)(
+        elements(client, "top", ["k", "m"])))
+    assert top.values.tolist() == [["b", 5.0, 31, 41], ["b", 2.0, 41, 43]]
+    assert elements(client, "avg_v", ["k", "a"])["k"].tolist()[-2:] == ["b", "b"]
 
     began = time.monotonic()
     client.shutdown()

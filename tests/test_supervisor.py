@@ -41,9 +41,11 @@ def test_failing_query_stops_alone_and_others_keep_producing(eng):
 
     status = eng.show("QUERIES").set_index("name")["status"].to_dict()
     assert status == {"good": "running", "bad": "failed", "plain": "running"}
-    failure = eng.query_log("bad")[-1]
+    *_, failure, frames = eng.query_log("bad")
     assert "failed: ValueError: v too big: 7.0" in failure
     assert "test_supervisor.py" in failure and "in risky" in failure
+    assert frames.startswith("cycle 1: traceback (user code):")
+    assert 'raise ValueError(f"v too big: {v}")' in frames
     # the query sharing the window with the failed one still has all its results
     good = eng.results("good").sort_values("_ts").reset_index(drop=True)
     expect = pd.DataFrame({"k": ["a"] * 6, "total": [1.0, 3.0, 10.0, 9.0, 7.0, 1.0],

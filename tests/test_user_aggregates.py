@@ -234,3 +234,29 @@ def test_instances_pickle_with_their_class_by_reference():
     assert b"Local" not in data  # the class travels with the runner, not in every row
     back = load_instance(data, Local)
     assert type(back) is Local and back.value() == 2.0
+
+
+def test_user_aggregates_over_a_join_equal_their_builtin_twins(engine):
+    udas = __import__("udas")
+    engine.create_aggregate("usum", udas.USum, ["BIGINT"], "BIGINT")
+    engine.create_aggregate("umax", udas.UMax, ["BIGINT"], "BIGINT")
+    engine.execute("""
+        CREATE STREAM s (k STRING, v BIGINT, t BIGINT) WITH (event_time='t');
+        CREATE STREAM r (k STRING, w BIGINT, t BIGINT) WITH (event_time='t');
+        CREATE QUERY mine AS SELECT a.k, usum(a.v * b.w) AS total, umax(b.w) AS top
+            FROM s [RANGE 10] a JOIN r [ROWS 2] b ON a.k = b.k GROUP BY a.k;
+        CREATE QUERY theirs AS SELECT a.k, sum(a.v * b.w) AS total, max(b.w) AS top
+            FROM s [RANGE 10] a JOIN r [ROWS 2] b ON a.k = b.k GROUP BY a.k;
+    """)
+    engine.attach_source("s", ListSource([
+        *rows(("a", 1, 1), ("b", 2, 2), ("a", 3, 5)), Watermark(6),
+        *rows(("a", 4, 9), ("b", 1, 12)), EndOfInput()]))
+    engine.attach_source("r", ListSource([
+        {"k": "a", "w": 10, "t": 2}, {"k": "b", "w": 5, "t": 3}, Watermark(6),
+        {"k": "a", "w": 2, "t": 7}, {"k": "a", "w": 1, "t": 8}, {"k": "b", "w": 7, "t": 13},
+        EndOfInput()]))
+    engine.run_until_idle()
+    mine = engine.results("mine").sort_values(["_ts", "k"]).reset_index(drop=True)
+    theirs = engine.results("theirs").sort_values(["_ts", "k"]).reset_index(drop=True)
+    assert len(mine) >= 8
+    pd.testing.assert_frame_equal(mine, theirs, check_dtype=False)

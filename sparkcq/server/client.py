@@ -79,6 +79,9 @@ class Client:
     def functions(self) -> list[dict[str, Any]]:  # noqa: D102
         return self._request("GET", "/functions")
 
+    def aggregates(self) -> list[dict[str, Any]]:  # noqa: D102
+        return self._request("GET", "/aggregates")
+
     def queries(self) -> list[dict[str, Any]]:  # noqa: D102
         return self._request("GET", "/queries")
 

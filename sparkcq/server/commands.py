@@ -19,7 +19,7 @@ def add_remote_verbs(sub: Any) -> None:
     submit.add_argument("statement", help="SQL text, or the path of a script")
     drop = sub.add_parser("drop", help="drop a query on the server")
     drop.add_argument("name")
-    sub.add_parser("ls", help="streams, tables, functions and queries on the server")
+    sub.add_parser("ls", help="streams, tables, functions, aggregates and queries on the server")
     explain = sub.add_parser("explain", help="a query's plan, or the global plan")
     explain.add_argument("name", nargs="?")
     explain.add_argument("--global", dest="glob", action="store_true", help="the shared DAG")
@@ -62,7 +62,8 @@ def run_remote(args: argparse.Namespace, console: Console) -> int:
         console.print(f"dropped {args.name}")
     elif verb == "ls":
         for title, rows in (("streams", client.streams()), ("tables", client.tables()),
-                            ("functions", client.functions()), ("queries", client.queries())):
+                            ("functions", client.functions()),
+                            ("aggregates", client.aggregates()), ("queries", client.queries())):
             print_records(console, title, rows)
     elif verb == "explain":
         console.print(client.explain(args.name, args.glob or args.name is None,

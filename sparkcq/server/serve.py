@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import socket
+from collections.abc import Sequence
 
 from sparkcq.engine import Engine
 from sparkcq.errors import SparkcqError
@@ -27,7 +28,8 @@ def is_loopback(host: str) -> bool:
 
 
 def serve(host: str = "127.0.0.1", port: int = 8765, master: str | None = None,
-          interval: float = 1.0, token: str | None = None) -> int:
+          interval: float = 1.0, token: str | None = None,
+          allow_udf_modules: Sequence[str] = ()) -> int:
     """Run the service until SIGINT/SIGTERM or ``POST /shutdown``; returns an exit code."""
     if not is_loopback(host) and not token:
         msg = f"binding to {host!r} exposes the control API; pass --token (or SPARKCQ_TOKEN)"
@@ -42,7 +44,8 @@ def serve(host: str = "127.0.0.1", port: int = 8765, master: str | None = None,
     from sparkcq.server.loop import EngineLoop
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    loop = EngineLoop(Engine(master=master), interval=interval)
+    loop = EngineLoop(Engine(master=master, allow_udf_modules=allow_udf_modules),
+                      interval=interval)
     loop.start()
     server: uvicorn.Server | None = None
 
