@@ -42,16 +42,23 @@ join_windows = st.one_of(
     st.just(Win("unbounded")),
     st.builds(lambda n: Win("rows", n, by_k=True), st.integers(1, 2)),
 )
-agg_queries = st.builds(
-    AggQuery,
-    win=windows,
-    aggs=st.lists(st.sampled_from(sorted(AGGS)), min_size=1, max_size=3, unique=True)
-    .map(tuple),
-    grouped=st.booleans(),
-    where=st.none() | st.integers(0, 6),
-    having=st.none() | st.integers(0, 2),
-    form=st.sampled_from(["", "", "ISTREAM", "DSTREAM", "RSTREAM"]),
-).map(lambda q: q if q.form != "RSTREAM" or q.win.period else replace(q, form="ISTREAM"))
+
+
+def aggregate_queries(aggs: list[str], forms: list[str]) -> st.SearchStrategy[AggQuery]:
+    """Query shapes with one to three of ``aggs`` and an output form from ``forms``."""
+    return st.builds(
+        AggQuery,
+        win=windows,
+        aggs=st.lists(st.sampled_from(sorted(aggs)), min_size=1, max_size=3, unique=True)
+        .map(tuple),
+        grouped=st.booleans(),
+        where=st.none() | st.integers(0, 6),
+        having=st.none() | st.integers(0, 2),
+        form=st.sampled_from(forms),
+    ).map(lambda q: q if q.form != "RSTREAM" or q.win.period else replace(q, form="ISTREAM"))
+
+
+agg_queries = aggregate_queries(list(AGGS), ["", "", "ISTREAM", "DSTREAM", "RSTREAM"])
 # RSTREAM without a slide snapshots the whole relation whenever any row changes, so one
 # example's output depends on the others' instants: it is checked by a hand-computed test.
 

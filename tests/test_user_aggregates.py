@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from oracle import UDA_DEFINITIONS, UDAS, AggQuery
-from test_properties import SETTINGS, check, draw_events, run_engine, windows
+from test_properties import SETTINGS, aggregate_queries, check, draw_events, run_engine
 
 from sparkcq import Engine
 from sparkcq.aggregates.library import Median
@@ -21,15 +21,11 @@ from sparkcq.testing import EndOfInput, ListSource, Watermark
 BUILTIN_TWINS = {"usum(v)": "sum(v)", "uavg(v)": "avg(v)", "umin(v)": "min(v)",
                  "umax(v)": "max(v)", "umax(nullif(v, 4))": "max(nullif(v, 4))"}
 
-uda_queries = st.builds(
-    AggQuery,
-    win=windows,
-    aggs=st.lists(st.sampled_from(sorted(UDAS)), min_size=1, max_size=3, unique=True)
-    .map(tuple),
-    grouped=st.booleans(),
-    where=st.none() | st.integers(0, 6),
-    having=st.none() | st.integers(0, 2),
-)
+uda_queries = aggregate_queries(list(UDAS), [""])
+MEDIAN = ("CREATE AGGREGATE median(x DOUBLE) RETURNS DOUBLE "
+          "USING 'sparkcq.aggregates.library:Median'")
+PERCENTILE = ("CREATE AGGREGATE pct(x DOUBLE, p DOUBLE) RETURNS DOUBLE "
+              "USING 'sparkcq.aggregates.library:Percentile'")
 
 
 @pytest.mark.slow
@@ -67,12 +63,9 @@ def rows(*triples):
 
 
 def test_median_and_percentile_over_a_range_window_by_hand(engine):
-    engine.execute("""
+    engine.execute(f"""
         CREATE STREAM s (k STRING, v DOUBLE, t BIGINT) WITH (event_time='t');
-        CREATE AGGREGATE median(x DOUBLE) RETURNS DOUBLE
-            USING 'sparkcq.aggregates.library:Median';
-        CREATE AGGREGATE pct(x DOUBLE, p DOUBLE) RETURNS DOUBLE
-            USING 'sparkcq.aggregates.library:Percentile';
+        {MEDIAN}; {PERCENTILE};
         CREATE QUERY q AS SELECT k, median(v) AS m, pct(v, 0.9) AS p90, count(*) AS n
             FROM s [RANGE 10] GROUP BY k;
     """)
@@ -117,9 +110,8 @@ def test_aggregate_added_to_a_running_engine_and_instances_return_to_zero(engine
     """)
     engine.push("s", rows(("a", 1.0, 1), ("b", 4.0, 2)), watermark=3)
     engine.run_until_idle()
-    engine.execute("""
-        CREATE AGGREGATE median(x DOUBLE) RETURNS DOUBLE
-            USING 'sparkcq.aggregates.library:Median';
+    engine.execute(f"""
+        {MEDIAN};
         CREATE QUERY mid AS SELECT k, median(v) AS m FROM s [RANGE 10] GROUP BY k;
     """)
     assert engine.show("AGGREGATES").to_dict("records") == [{
@@ -179,12 +171,9 @@ def test_loading_code_needs_an_allowed_module(spark):
      "aggregate functions cannot be nested", "sum(v"),
 ], ids=["arity", "type", "where", "nested"])
 def test_misused_user_aggregate_is_refused_with_its_place(engine, query, message, fragment):
-    engine.execute("""
+    engine.execute(f"""
         CREATE STREAM s (k STRING, v DOUBLE, t BIGINT) WITH (event_time='t');
-        CREATE AGGREGATE median(x DOUBLE) RETURNS DOUBLE
-            USING 'sparkcq.aggregates.library:Median';
-        CREATE AGGREGATE pct(x DOUBLE, p DOUBLE) RETURNS DOUBLE
-            USING 'sparkcq.aggregates.library:Percentile';
+        {MEDIAN}; {PERCENTILE};
     """)
     with pytest.raises(AnalysisError, match=message) as err:
         engine.execute(f"CREATE QUERY q AS {query}")

@@ -88,8 +88,8 @@ class Percentile(_SortedValues):
         return float(self.values[lo] + (self.values[hi] - self.values[lo]) * (rank - lo))
 
 
-class Mode:
-    """The most frequent value; ties go to the smallest, so the value is deterministic."""
+class _Counts:
+    """Live values with their multiplicities: O(1) to add or remove one."""
 
     def __init__(self) -> None:
         self.counts: Counter[Any] = Counter()
@@ -102,8 +102,12 @@ class Mode:
         if self.counts[x] <= 0:
             del self.counts[x]
 
-    def merge(self, other: Mode) -> None:
+    def merge(self, other: _Counts) -> None:
         self.counts.update(other.counts)
+
+
+class Mode(_Counts):
+    """The most frequent value; ties go to the smallest, so the value is deterministic."""
 
     def value(self) -> Any:
         if not self.counts:
@@ -112,22 +116,8 @@ class Mode:
         return min(x for x, n in self.counts.items() if n == top)
 
 
-class CountDistinct:
+class CountDistinct(_Counts):
     """The number of distinct live values, exactly (no sketch)."""
-
-    def __init__(self) -> None:
-        self.counts: Counter[Any] = Counter()
-
-    def plus(self, x: Any) -> None:
-        self.counts[x] += 1
-
-    def minus(self, x: Any) -> None:
-        self.counts[x] -= 1
-        if self.counts[x] <= 0:
-            del self.counts[x]
-
-    def merge(self, other: CountDistinct) -> None:
-        self.counts.update(other.counts)
 
     def value(self) -> int:
         return len(self.counts)

@@ -9,6 +9,7 @@ and leave it::
         def minus(self, x): ...          # an element with argument x left
         def value(self): ...             # the aggregate of what is in the relation now
         def merge(self, other): ...      # optional: absorb another instance's elements
+                                         # (for partial aggregation; not called yet)
 
 Instances must be picklable: between cycles they are kept in Spark state, pickled (the
 class itself is not pickled with them). Like the built-in aggregates, an element whose
