@@ -484,6 +484,9 @@ class Engine:
             msg = f"function name {name!r} must be an identifier"
             raise CatalogError(msg)
         key = name.lower()
+        if key in self.catalog.aggregates:
+            msg = f"an aggregate named {name!r} already exists; pick another name"
+            raise CatalogError(msg)
         used = [q.name for q in self.catalog.queries.values()
                 if q.status == "running" and re.search(rf"\b{re.escape(key)}\s*\(", q.text,
                                                        re.IGNORECASE)]
