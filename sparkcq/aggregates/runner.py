@@ -204,11 +204,9 @@ class InstanceRunner:
         """The group's count and instances after the changes at one instant."""
         entering = [i for i in ix if ds[i] > 0]
         leaving = [i for i in ix if ds[i] < 0]
-        try:  # a deterministic order within the instant, where the values can be ordered
-            entering.sort(key=lambda i: tuple(_order(a[i]) for a in args))
-            leaving.sort(key=lambda i: tuple(_order(a[i]) for a in args))
-        except TypeError:
-            pass
+        # a deterministic order within the instant (arguments are scalars: comparable)
+        entering.sort(key=lambda i: tuple(_order(a[i]) for a in args))
+        leaving.sort(key=lambda i: tuple(_order(a[i]) for a in args))
         for i in entering:
             if n == 0:
                 inst = [self.create(c) for c in self.calls]
