@@ -11,7 +11,6 @@ eng.results("q")
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import hashlib
 import inspect
@@ -309,9 +308,7 @@ class Engine:
         if key in self.catalog.functions:
             msg = f"a function named {name!r} already exists; pick another name"
             raise CatalogError(msg)
-        uda = define_aggregate(name, cls, params, return_type)
-        if using is not None:
-            uda = dataclasses.replace(uda, origin=f"{using} ({uda.origin})")
+        uda = define_aggregate(name, cls, params, return_type, using)
         ship_module_by_value(cls)
         self.catalog.aggregates[key] = uda
 

@@ -149,9 +149,10 @@ BUILTIN_AGGREGATES = ("count", "sum", "avg", "min", "max")
 
 
 def define_aggregate(name: str, cls: Any, params: list[tuple[str, DataType]],
-                     return_type: DataType, origin: str | None = None) -> UserAggregate:
+                     return_type: DataType, using: str | None = None) -> UserAggregate:
     """A checked definition: a free-standing name, a class with the protocol, types a user
-    aggregate may take and return; CatalogError saying what is wrong otherwise.
+    aggregate may take and return; CatalogError saying what is wrong otherwise. ``using``:
+    the module path it was loaded by, if any.
     """
     if not name.isidentifier():
         msg = f"aggregate name {name!r} must be an identifier"
@@ -166,5 +167,6 @@ def define_aggregate(name: str, cls: Any, params: list[tuple[str, DataType]],
         ensure_scalar_type(dtype, f"aggregate {name!r}: argument {arg!r}")
     ensure_scalar_type(return_type, f"aggregate {name!r}: the return type")
     cls = ensure_aggregate_class(cls, name)
+    origin = class_origin(cls) if using is None else f"{using} ({class_origin(cls)})"
     return UserAggregate(name, cls, tuple(a for a, _ in params), tuple(t for _, t in params),
-                         return_type, origin or class_origin(cls))
+                         return_type, origin)
