@@ -79,6 +79,22 @@ def test_files_source_reads_each_new_file_once(engine, tmp_path):
     assert engine.metrics()["watermarks"]["s"] == 5
 
 
+def test_files_source_takes_a_chosen_number_of_files_per_cycle(engine, tmp_path):
+    src = tmp_path / "in"
+    src.mkdir()
+    for i in range(5):
+        (src / f"{i}.csv").write_text(f"k,v,t\nx,{i},{i}\n")
+    engine.execute(f"""
+        CREATE STREAM s (k STRING, v BIGINT, t BIGINT)
+          WITH (event_time='t', source='files', path='{src}', bounded='true',
+                files_per_cycle='2');
+        CREATE QUERY q AS SELECT k, v FROM s;
+    """)
+    assert engine.run_until_idle() == 4  # 2 + 2 + 1 files, then the end of the stream
+    assert [r.rows_in for r in engine.reports] == [2, 2, 1, 0]
+    assert sorted(engine.results("q")["v"]) == [0, 1, 2, 3, 4]
+
+
 def test_generator_is_deterministic_and_runs_inside_spark(spark):
     def run():
         eng = Engine(spark=spark)

@@ -4,6 +4,8 @@ Contract: every poll lists the directory and reads the files not seen before, in
 with the stream's schema (no inference). A file must be complete when it appears: write it
 elsewhere and rename it into the directory. With ``bounded='true'`` the stream ends at the
 first poll that finds no new file, so ``run_until_idle`` processes a fixed data set.
+``files_per_cycle='n'`` reads at most n of the new files per poll (the rest wait for the
+next cycles, in name order), so a large data set is taken in cycles of a chosen size.
 """
 
 from __future__ import annotations
@@ -38,6 +40,15 @@ class FilesSource(Source):
         self.format = fmt
         self.header = options.get("header", "true")
         self.bounded = options.get("bounded", "false").lower() == "true"
+        try:
+            self.per_cycle = int(options["files_per_cycle"]) if "files_per_cycle" in options \
+                else None
+        except ValueError:
+            msg = f"stream {name!r}: files_per_cycle must be a number of files"
+            raise SourceError(msg) from None
+        if self.per_cycle is not None and self.per_cycle < 1:
+            msg = f"stream {name!r}: files_per_cycle must be at least 1"
+            raise SourceError(msg)
         self.seen: set[str] = set()
         self.ended = False
 
@@ -61,6 +72,7 @@ class FilesSource(Source):
                 self.ended = True
                 return SourceBatch(None, None, True)
             return SourceBatch()
+        files = files[: self.per_cycle] if self.per_cycle else files
         self.seen.update(files)
         reader = self.spark.read.schema(self.schema)
         if self.format == "csv":
