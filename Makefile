@@ -4,13 +4,22 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint check-java clean
+FLINK_VENV := .venv-flink
+FLINK_STAMP := $(FLINK_VENV)/.installed
+
+.PHONY: demo test lint check-java clean bench bench-quick
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,server]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,server,bench]'
 	@touch $(STAMP)
+
+# Flink SQL for the benchmarks, in its own environment: PyFlink pins numpy, pandas, pyarrow
+$(FLINK_STAMP):
+	@test -x $(FLINK_VENV)/bin/python || $(PYTHON) -m venv $(FLINK_VENV)
+	$(FLINK_VENV)/bin/python -m pip install --quiet apache-flink==2.3.0
+	@touch $(FLINK_STAMP)
 
 check-java:
 	@command -v java >/dev/null 2>&1 || { echo "sparkcq needs Java 17 or newer on PATH (e.g. apt-get install openjdk-17-jre-headless)"; exit 1; }
@@ -27,5 +36,11 @@ lint: $(STAMP)
 test: $(STAMP) check-java lint
 	$(BIN)/python -m pytest -q $(ARGS)
 
+bench: $(STAMP) $(FLINK_STAMP) check-java
+	$(BIN)/python -m benchmarks.suite $(ARGS)
+
+bench-quick: $(STAMP) $(FLINK_STAMP) check-java
+	$(BIN)/python -m benchmarks.suite --quick $(ARGS)
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache spark-warehouse
+	rm -rf $(VENV) $(FLINK_VENV) benchmarks/.data .pytest_cache .mypy_cache .ruff_cache spark-warehouse

@@ -1,0 +1,86 @@
+"""The suite's input: ``(k INT, v DOUBLE, ts TIMESTAMP)`` events as CSV files.
+
+Event ``i`` has time ``START + i ms`` plus a jitter below 500 ms, so the stream is slightly
+out of order and a 1-second watermark delay never makes an event late. The same events are
+written in two layouts:
+
+- ``path/chunks/*.csv``: consecutive time ranges, one file per cycle for the engines that cycle
+  (sparkcq's ``files_per_cycle``, Spark's ``maxFilesPerTrigger``);
+- ``path/lanes/lane-N.csv``: one file per Flink source reader, events dealt round-robin, so
+  each file spans the whole time in order within the bound. A Flink reader that worked
+  through time-range files would take them in an order of its own (seen: last first) and
+  drop the earlier files' rows as late, silently.
+
+Deterministic from the seed.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+START = pd.Timestamp("2026-01-01 00:00:00")
+JITTER_MS = 500
+WATERMARK_DELAY = "1 second"
+
+
+@dataclass(frozen=True)
+class Input:
+    """Where the events are and what they are."""
+
+    path: str
+    events: int
+    keys: int
+    files: int
+    lanes: int
+
+    @property
+    def chunks_path(self) -> str:  # noqa: D102
+        return os.path.join(self.path, "chunks")
+
+    @property
+    def lanes_path(self) -> str:  # noqa: D102
+        return os.path.join(self.path, "lanes")
+
+
+def write_events(path: str, events: int, keys: int = 1000, files: int = 8, lanes: int = 2,
+                 seed: int = 7) -> Input:
+    """Write ``events`` events into ``files`` CSV files under ``path/chunks`` and ``lanes``
+    files under ``path/lanes`` (if not there yet; ``path/_complete`` marks a finished set).
+    """
+    inp = Input(path, events, keys, files, lanes)
+    done = os.path.join(path, "_complete")
+    if os.path.exists(done):
+        return inp
+    os.makedirs(inp.lanes_path, exist_ok=True)
+    os.makedirs(inp.chunks_path, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    i = np.arange(events, dtype=np.int64)
+    ms = i + rng.integers(0, JITTER_MS, events)
+    frame = pd.DataFrame({
+        "k": rng.integers(0, keys, events).astype(np.int32),
+        "v": np.round(rng.random(events) * 100, 3),
+        "ts": (START + pd.to_timedelta(ms, unit="ms")).strftime("%Y-%m-%d %H:%M:%S.%f")
+        .str[:-3],
+    })
+    bounds = np.linspace(0, events, files + 1).astype(np.int64)
+    for f in range(files):
+        part = frame.iloc[bounds[f]:bounds[f + 1]]
+        part.to_csv(os.path.join(inp.chunks_path, f"part-{f:03d}.csv"), index=False,
+                    header=False)
+    for lane in range(lanes):
+        frame.iloc[lane::lanes].to_csv(os.path.join(inp.lanes_path, f"lane-{lane}.csv"),
+                                       index=False, header=False)
+    open(done, "w").close()  # noqa: SIM115
+    return inp
+
+
+def read_events(inp: Input) -> pd.DataFrame:
+    """All events, for the independent count of expected output rows."""
+    names = sorted(n for n in os.listdir(inp.chunks_path) if n.endswith(".csv"))
+    frames = [pd.read_csv(os.path.join(inp.chunks_path, n), names=["k", "v", "ts"],
+                          parse_dates=["ts"]) for n in names]
+    return pd.concat(frames, ignore_index=True)
