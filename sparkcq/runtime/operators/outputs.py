@@ -75,6 +75,11 @@ class ToStreamOperator(Operator):
         d = net(inp.df, self.names) if inp.df is not None else None
         if d is not None:
             d = self.rt.cache_for_cycle(d)
+        # Once input has ended (hi = +inf) evaluation stops at the relation's last change.
+        # Earlier changes all lie before lo, which bounds nothing more than lo does, so
+        # only the last cycle's changes need this Spark action (not one every cycle).
+        self.last_change = None
+        if d is not None and inp.hi == TIME_MAX:
             stats = d.agg(F.max(col(T))).first()
             if stats is not None and stats[0] is not None:
                 self.last_change = stats[0]
