@@ -251,9 +251,7 @@ class FamilyMemberOperator(Operator):
         op = self.family.previous or self.family.op
         if op is None or op.instances is None:
             return 0
-        mine = {src for _out, src in self.family.members[node]}
-        calls = sum(1 for a in op.user_aggs if a.name in mine)
-        return op.instances.frame.rows * calls
+        return op.instances.live_instances_of({src for _out, src in self.family.members[node]})
 
     def input_nodes(self) -> tuple[PlanNode, ...]:
         """The family's input: the family evaluates it once for all members."""

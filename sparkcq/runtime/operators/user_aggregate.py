@@ -12,8 +12,8 @@ cycle does not touch are not read by Python at all.
 from __future__ import annotations
 
 from pyspark.sql import DataFrame
-from pyspark.sql.pandas.types import to_arrow_schema
-from pyspark.sql.types import BinaryType, DataType, LongType, StructField, StructType
+from pyspark.sql.pandas.types import to_arrow_schema, to_arrow_type
+from pyspark.sql.types import BinaryType, LongType, StructField, StructType
 
 from sparkcq.aggregates.runner import CallSpec, InstanceRunner, cogroup_function, value_check
 from sparkcq.plan.nodes import AggCall
@@ -37,7 +37,6 @@ class UserAggregateInstances:
     def __init__(self, op: Operator, keys: list[str], key_fields: list[StructField],
                  calls: list[AggCall]):
         self.rt = op.rt
-        self.keys = keys
         self.k = GroupKeys(keys)
         self.calls = calls
         instance_fields = [StructField(f"_i{j}", BinaryType()) for j in range(len(calls))]
@@ -56,8 +55,9 @@ class UserAggregateInstances:
             self.inputs += [f"{p} AS {q(n)}" for p, n in zip(picks, names, strict=True)]
             declared = uda.return_type.simpleString().upper()
             specs.append(CallSpec(uda.name, uda.origin, uda.cls, names, value_column(c),
-                                  f"_i{j}", value_check(_arrow(uda.return_type), uda.name,
-                                                        declared)))
+                                  f"_i{j}", value_check(to_arrow_type(uda.return_type,
+                                                                      timezone="UTC"),
+                                                        uda.name, declared)))
         self.out_schema = StructType([
             *key_fields, StructField(T, LongType()), StructField(N, LongType()),
             *[StructField(value_column(c), c.uda.return_type) for c in calls],  # type: ignore[union-attr]
@@ -69,7 +69,11 @@ class UserAggregateInstances:
     @property
     def live_instances(self) -> int:
         """Instances held now: one per call and live group."""
-        return self.frame.rows * len(self.calls)
+        return self.live_instances_of({c.name for c in self.calls})
+
+    def live_instances_of(self, calls: set[str]) -> int:
+        """Instances held now for the calls (by output column) in ``calls``."""
+        return self.frame.rows * sum(1 for c in self.calls if c.name in calls)
 
     def evaluate(self, views: SqlViews, src: DataFrame) -> DataFrame:
         """Per (group, instant) of the cycle's changes ``src`` (partitioned by the group
@@ -111,6 +115,3 @@ class UserAggregateInstances:
             f"HAVING max_by({q(N)}, `_new`) > 0", **bound))
         self.out = None
 
-
-def _arrow(dtype: DataType):  # noqa: ANN202 - a pyarrow DataType
-    return to_arrow_schema(StructType([StructField("v", dtype)]), timezone="UTC").field("v").type
