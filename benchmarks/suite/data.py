@@ -1,7 +1,11 @@
 """The suite's input: ``(k INT, v DOUBLE, ts TIMESTAMP)`` events as CSV files.
 
 Event ``i`` has time ``START + i ms`` plus a jitter below 500 ms, so the stream is slightly
-out of order and a 1-second watermark delay never makes an event late. The same events are
+out of order and a 1-second watermark delay never makes an event late. No event falls on a
+whole second: window bounds are whole seconds, and the engines disagree on which side of a
+bound an event exactly on it belongs (sparkcq's snapshot at ``m`` of ``[RANGE 60 SECONDS]``
+holds ``(m-60, m]``, Flink's and Spark's window ending at ``m`` holds ``[m-60, m)``), so with
+none on a bound their outputs can be compared row for row. The same events are
 written in two layouts:
 
 - ``path/chunks/*.csv``: consecutive time ranges, one file per cycle for the engines that cycle
@@ -60,6 +64,7 @@ def write_events(path: str, events: int, keys: int = 1000, files: int = 8, lanes
     rng = np.random.default_rng(seed)
     i = np.arange(events, dtype=np.int64)
     ms = i + rng.integers(0, JITTER_MS, events)
+    ms += (ms % 1000 == 0)  # off the whole second (see above)
     frame = pd.DataFrame({
         "k": rng.integers(0, keys, events).astype(np.int32),
         "v": np.round(rng.random(events) * 100, 3),

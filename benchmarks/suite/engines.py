@@ -24,6 +24,7 @@ from benchmarks.suite.workloads import Workload
 from sparkcq import Engine
 
 SCHEMA = "k INT, v DOUBLE, ts TIMESTAMP"
+HOSTS_SCHEMA = "k INT, name STRING"
 FLINK_SCHEMA = "k INT, v DOUBLE, ts TIMESTAMP(3), WATERMARK FOR ts AS ts - INTERVAL '1' SECOND"
 
 
@@ -53,69 +54,97 @@ class Run:
         return statistics.quantiles(self.cycles, n=100, method="inclusive")[int(q * 100) - 1]
 
 
-def run_sparkcq(spark: SparkSession, wl: Workload, inp: Input) -> Run:
-    """The workload as a sparkcq query over a files stream, one file per cycle."""
+def _sparkcq_frame(eng: Engine, wl: Workload) -> pd.DataFrame:
+    frames = []
+    for i in range(wl.queries):
+        frame = eng.results(f"q{i}")
+        if wl.sparkcq_time:
+            frame = frame.rename(columns={"_ts": wl.sparkcq_time})
+        frames.append(frame[list(wl.columns)])
+    return pd.concat(frames, ignore_index=True)
+
+
+def run_sparkcq(spark: SparkSession, wl: Workload, inputs: dict[str, Input],
+                hosts_path: str) -> Run:
+    """The workload as sparkcq queries over files streams, one file of each per cycle."""
     eng = Engine(spark=spark)
-    eng.execute(f"CREATE STREAM events ({SCHEMA}) WITH (event_time='ts', lateness='1 SECOND', "
-                f"source='files', format='csv', header='false', path='{inp.chunks_path}', "
-                "bounded='true', files_per_cycle='1')")
-    eng.execute(f"CREATE QUERY q AS {wl.sparkcq}")
+    for name, inp in inputs.items():
+        eng.execute(f"CREATE STREAM {name} ({SCHEMA}) WITH (event_time='ts', "
+                    "lateness='1 SECOND', source='files', format='csv', header='false', "
+                    f"path='{inp.chunks_path}', bounded='true', files_per_cycle='1')")
+    if wl.table:
+        eng.execute(f"CREATE TABLE hosts ({HOSTS_SCHEMA}) WITH (format='csv', "
+                    f"header='false', path='{hosts_path}')")
+    for i, body in enumerate(wl.sparkcq):
+        eng.execute(f"CREATE QUERY q{i} AS {body}")
     first = eng.run_cycle()
     began = time.monotonic()
     while eng.has_pending_input():
         eng.run_cycle()
     elapsed = time.monotonic() - began
     reports = eng.reports[1:]
-    frame = eng.results("q")
-    out = frame.rename(columns={"_ts": "w"})[list(wl.columns)]
+    out = _sparkcq_frame(eng, wl)
     eng.stop()
-    return Run("sparkcq", wl.name, inp.events, first.seconds, elapsed,
-               sum(r.rows_in for r in reports), [r.seconds for r in reports if r.rows_in],
-               out)
+    return Run("sparkcq", wl.name, sum(i.events for i in inputs.values()), first.seconds,
+               elapsed, sum(r.rows_in for r in reports),
+               [r.seconds for r in reports if r.rows_in], out)
 
 
-def run_spark(spark: SparkSession, wl: Workload, inp: Input) -> Run:
-    """The workload as a Structured Streaming query, one file per micro-batch
-    (``availableNow``), results to the memory sink.
+def run_spark(spark: SparkSession, wl: Workload, inputs: dict[str, Input],
+              hosts_path: str) -> Run:
+    """The workload as Structured Streaming queries (one per sparkcq query), one file of
+    each stream per micro-batch (``availableNow``), results to the memory sink.
     """
-    name = f"bench_{wl.name}"
-    source = (spark.readStream.schema(SCHEMA).option("header", "false")
-              .option("maxFilesPerTrigger", 1).csv(inp.chunks_path))
-    checkpoint = tempfile.mkdtemp(prefix="sparkcq-bench-ss-")
+    assert wl.spark is not None
+    streams = {name: spark.readStream.schema(SCHEMA).option("header", "false")
+               .option("maxFilesPerTrigger", 1).csv(inp.chunks_path)
+               for name, inp in inputs.items()}
+    checkpoints = []
+    queries = []
     began = time.monotonic()
-    query = (wl.spark(source).writeStream.outputMode("append").format("memory")
-             .queryName(name).option("checkpointLocation", checkpoint)
-             .trigger(availableNow=True).start())
-    query.awaitTermination()
+    for i, frame in enumerate(wl.spark(streams)):
+        checkpoints.append(tempfile.mkdtemp(prefix="sparkcq-bench-ss-"))
+        queries.append(frame.writeStream.outputMode("append").format("memory")
+                       .queryName(f"bench_{wl.name.replace('-', '_')}_{i}")
+                       .option("checkpointLocation", checkpoints[-1])
+                       .trigger(availableNow=True).start())
+    for query in queries:
+        query.awaitTermination()
     total = time.monotonic() - began
-    progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
-    durations = [p["durationMs"]["triggerExecution"] / 1000 for p in progress]
-    startup = total - sum(durations[1:])
-    out = spark.table(name).toPandas()[list(wl.columns)]
-    spark.catalog.dropTempView(name)
-    shutil.rmtree(checkpoint, ignore_errors=True)
-    return Run("spark", wl.name, inp.events, startup, sum(durations[1:]),
-               sum(p["numInputRows"] for p in progress[1:]), durations[1:], out)
+    progress = [[p for p in q.recentProgress if p["numInputRows"] > 0] for q in queries]
+    durations = [[p["durationMs"]["triggerExecution"] / 1000 for p in ps] for ps in progress]
+    startup = max(d[0] for d in durations if d)
+    frames = []
+    for query in queries:
+        frames.append(spark.table(query.name).toPandas()[list(wl.columns)])
+        spark.catalog.dropTempView(query.name)
+    for checkpoint in checkpoints:
+        shutil.rmtree(checkpoint, ignore_errors=True)
+    return Run("spark", wl.name, sum(i.events for i in inputs.values()), startup,
+               total - startup, sum(p["numInputRows"] for p in progress[0][1:]),
+               durations[0][1:], pd.concat(frames, ignore_index=True))
 
 
-def run_flink(python: str, wl: Workload, inp: Input) -> Run:
+def run_flink(python: str, wl: Workload, inputs: dict[str, Input], hosts_path: str) -> Run:
     """The workload as Flink SQL in a local mini-cluster, one source reader per lane file
-    (``data.py``), results to CSV files.
+    (``data.py``), results to CSV files; several queries run as one job (a statement set).
     """
-    parallelism = inp.lanes
+    parallelism = next(iter(inputs.values())).lanes
     work = tempfile.mkdtemp(prefix="sparkcq-bench-flink-")
     out_dir = os.path.join(work, "out")
-    job = {
-        "name": f"sparkcq-bench-{wl.name}",
-        "parallelism": parallelism,
-        "statements": [
-            f"CREATE TABLE events ({FLINK_SCHEMA}) WITH ('connector'='filesystem', "
-            f"'path'='{inp.lanes_path}', 'format'='csv')",
-            f"CREATE TABLE results ({wl.flink_sink}) WITH ('connector'='filesystem', "
-            f"'path'='{out_dir}', 'format'='csv')",
-        ],
-        "insert": f"INSERT INTO results {wl.flink}",
-    }
+    statements = [f"CREATE TABLE {name} ({FLINK_SCHEMA}) WITH ('connector'='filesystem', "
+                  f"'path'='{inp.lanes_path}', 'format'='csv')" for name, inp in inputs.items()]
+    if wl.table:
+        statements.append(f"CREATE TABLE hosts ({HOSTS_SCHEMA}) WITH "
+                          f"('connector'='filesystem', 'path'='{hosts_path}', 'format'='csv')")
+    inserts = []
+    for i, select in enumerate(wl.flink):
+        statements.append(f"CREATE TABLE results{i} ({wl.flink_sink}) WITH ("
+                          f"'connector'='filesystem', 'path'='{out_dir}/q{i}', "
+                          "'format'='csv')")
+        inserts.append(f"INSERT INTO results{i} {select}")
+    job = {"name": f"sparkcq-bench-{wl.name}", "parallelism": parallelism,
+           "statements": statements, "inserts": inserts}
     spec = os.path.join(work, "job.json")
     with open(spec, "w", encoding="utf-8") as f:
         json.dump(job, f)
@@ -129,7 +158,8 @@ def run_flink(python: str, wl: Workload, inp: Input) -> Run:
              if not n.startswith(".")]
     frames = [pd.read_csv(p, names=list(wl.columns)) for p in parts]
     out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=wl.columns)
-    out["w"] = pd.to_datetime(out["w"])
+    for column in wl.times:
+        out[column] = pd.to_datetime(out[column], format="ISO8601")
     shutil.rmtree(work, ignore_errors=True)
-    return Run("flink", wl.name, inp.events, timing["startup_s"], timing["run_s"],
-               inp.events, [], out)
+    events = sum(i.events for i in inputs.values())
+    return Run("flink", wl.name, events, timing["startup_s"], timing["run_s"], events, [], out)

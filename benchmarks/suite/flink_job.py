@@ -5,8 +5,9 @@ pandas and pyarrow, so it never shares sparkcq's environment):
 
     .venv-flink/bin/python benchmarks/suite/flink_job.py JOB.json
 
-``JOB.json`` holds ``parallelism``, ``statements`` (DDL, run in order) and ``insert`` (the
-INSERT INTO whose completion is timed). Prints one JSON line: start-up and run seconds.
+``JOB.json`` holds ``parallelism``, ``statements`` (DDL, run in order) and ``inserts`` (the
+INSERT INTOs, run as one job whose completion is timed). Prints one JSON line: start-up
+and run seconds.
 """
 
 from __future__ import annotations
@@ -32,7 +33,10 @@ def main() -> None:
     for statement in job["statements"]:
         env.execute_sql(statement)
     started = time.monotonic()
-    env.execute_sql(job["insert"]).wait()
+    inserts = env.create_statement_set()
+    for insert in job["inserts"]:
+        inserts.add_insert_sql(insert)
+    inserts.execute().wait()
     done = time.monotonic()
     print(json.dumps({"startup_s": started - began, "run_s": done - started}))
 

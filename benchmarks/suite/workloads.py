@@ -1,5 +1,17 @@
 """Workloads: one computation written for sparkcq, Spark Structured Streaming and Flink SQL,
-with what its output rows are, so the three can be compared row for row.
+with what its output rows are, so the engines can be compared row for row.
+
+Every stream is ``(k INT, v DOUBLE, ts TIMESTAMP)`` (``data.py``). A workload's output rows
+have the columns ``columns``; ``times`` are its timestamp columns. Where the engines'
+semantics differ the workload says so and the check uses each engine's own expected rows:
+
+- window bounds: no event lies on a whole second (``data.py``), so a snapshot at ``m`` of
+  ``[RANGE 60 SECONDS]`` (``(m-60, m]``) holds the same events as a window ``[m-60, m)``;
+- per-event RANGE: sparkcq's ``ISTREAM`` gives a row whenever a key's result changes, when
+  an event enters and when one leaves 60 s later; Flink's ``OVER`` gives one per event
+  over ``[ts-60, ts]`` (both ends in). The check compares sparkcq's rows at the events'
+  instants with ``(ts-60, ts]`` and Flink's with ``[ts-60, ts]``; Spark Structured
+  Streaming has no per-event RANGE aggregate.
 """
 
 from __future__ import annotations
@@ -13,43 +25,319 @@ from pyspark.sql import functions as F
 
 
 @dataclass(frozen=True)
+class StreamSpec:
+    """One input stream of a workload: keys and seed of its events, its share of the suite's
+    event count.
+    """
+
+    name: str = "events"
+    keys: int = 1000
+    seed: int = 7
+    scale: float = 1.0
+
+
+@dataclass(frozen=True)
 class Workload:
-    """One benchmark computation; every engine's output becomes ``columns`` rows."""
+    """One benchmark computation; every engine's output becomes ``columns`` rows.
+
+    A workload of several queries (``queries`` > 1) has its outputs concatenated with a
+    column ``q`` (the query's number) in front.
+    """
 
     name: str
     title: str
-    sparkcq: str  # CREATE QUERY body over stream ``events``
-    spark: Callable[[DataFrame], DataFrame]  # streaming DataFrame -> result (append mode)
-    flink: str  # SELECT over table ``events``
-    flink_sink: str  # the sink table's columns
-    columns: tuple[str, ...]  # output columns, ``w`` the window end
-    expected: Callable[[pd.DataFrame], pd.DataFrame]  # from the raw events, independently
+    sparkcq: tuple[str, ...]  # CREATE QUERY bodies over the streams (one per query)
+    spark: Callable[[dict[str, DataFrame]], list[DataFrame]] | None  # one per query
+    flink: tuple[str, ...]  # SELECTs over the streams' tables (one per query)
+    flink_sink: str  # the sink tables' columns
+    columns: tuple[str, ...]
+    expected: Callable[[dict[str, pd.DataFrame], str], pd.DataFrame]  # (events, engine)
+    streams: tuple[StreamSpec, ...] = (StreamSpec(),)
+    times: tuple[str, ...] = ("w",)
+    table: bool = False  # reads the ``hosts(k INT, name STRING)`` table
+    restrict_to_events: bool = False  # sparkcq rows only at the events' (k, ts)
+    sparkcq_time: str = "w"  # the column sparkcq's ``_ts`` becomes
+    notes: str = ""
+
+    @property
+    def queries(self) -> int:  # noqa: D102
+        return len(self.sparkcq)
 
 
-def _tumble_spark(df: DataFrame) -> DataFrame:
-    return (df.withWatermark("ts", "1 second")
-            .groupBy(F.window("ts", "10 seconds"), "k")
+HOSTS_KEYS = 900  # the hosts table names keys 0..899: the join drops the others
+
+
+def hosts_frame() -> pd.DataFrame:
+    """The table the traffic report joins: a name for 900 of the 1000 keys."""
+    return pd.DataFrame({"k": range(HOSTS_KEYS),
+                         "name": [f"host-{k % 97:02d}" for k in range(HOSTS_KEYS)]})
+
+
+def _watermarked(df: DataFrame) -> DataFrame:
+    return df.withWatermark("ts", "1 second")
+
+
+def _window_end(events: pd.DataFrame, size: str) -> pd.Series:
+    return events["ts"].dt.floor(size) + pd.Timedelta(size)
+
+
+# -- tumbling 10 s SUM and COUNT per key ---------------------------------------------------
+
+
+def _tumble_spark(streams: dict[str, DataFrame]) -> list[DataFrame]:
+    return [_watermarked(streams["events"]).groupBy(F.window("ts", "10 seconds"), "k")
             .agg(F.sum("v").alias("s"), F.count(F.lit(1)).alias("n"))
-            .select(F.col("window.end").alias("w"), "k", "s", "n"))
+            .select(F.col("window.end").alias("w"), "k", "s", "n")]
 
 
-def _tumble_expected(events: pd.DataFrame) -> pd.DataFrame:
-    w = events["ts"].dt.floor("10s") + pd.Timedelta(seconds=10)
-    out = events.assign(w=w).groupby(["w", "k"]).agg(s=("v", "sum"), n=("v", "size"))
+def _tumble_expected(events: dict[str, pd.DataFrame], engine: str) -> pd.DataFrame:
+    ev = events["events"]
+    out = ev.assign(w=_window_end(ev, "10s")).groupby(["w", "k"]).agg(
+        s=("v", "sum"), n=("v", "size"))
     return out.reset_index()[["w", "k", "s", "n"]]
 
 
 TUMBLE = Workload(
     name="tumble",
-    title="tumbling 10 s SUM and COUNT per key",
-    sparkcq="RSTREAM SELECT k, sum(v) AS s, count(*) AS n "
-            "FROM events [CUT ON ts BY 10 SECONDS] GROUP BY k",
+    title="tumbling 10 s SUM, COUNT per key",
+    sparkcq=("RSTREAM SELECT k, sum(v) AS s, count(*) AS n "
+             "FROM events [CUT ON ts BY 10 SECONDS] GROUP BY k",),
     spark=_tumble_spark,
-    flink="SELECT window_end, k, SUM(v), COUNT(*) FROM TABLE(TUMBLE(TABLE events, "
-          "DESCRIPTOR(ts), INTERVAL '10' SECOND)) GROUP BY window_start, window_end, k",
+    flink=("SELECT window_end, k, SUM(v), COUNT(*) FROM TABLE(TUMBLE(TABLE events, "
+           "DESCRIPTOR(ts), INTERVAL '10' SECOND)) GROUP BY window_start, window_end, k",),
     flink_sink="w TIMESTAMP(3), k INT, s DOUBLE, n BIGINT",
     columns=("w", "k", "s", "n"),
     expected=_tumble_expected,
 )
 
-WORKLOADS = {w.name: w for w in (TUMBLE,)}
+
+# -- sliding 60 s AVG per key --------------------------------------------------------------
+
+
+def _hop_spark(slide: int) -> Callable[[dict[str, DataFrame]], list[DataFrame]]:
+    def build(streams: dict[str, DataFrame]) -> list[DataFrame]:
+        return [_watermarked(streams["events"])
+                .groupBy(F.window("ts", "60 seconds", f"{slide} seconds"), "k")
+                .agg(F.avg("v").alias("a"))
+                .select(F.col("window.end").alias("w"), "k", "a")]
+    return build
+
+
+def _hop_expected(slide: int) -> Callable[[dict[str, pd.DataFrame], str], pd.DataFrame]:
+    def expected(events: dict[str, pd.DataFrame], engine: str) -> pd.DataFrame:
+        ev = events["events"]
+        first = _window_end(ev, f"{slide}s")  # the first window end after each event
+        parts = [ev.assign(w=first + pd.Timedelta(seconds=slide * j))
+                 for j in range(60 // slide)]
+        out = pd.concat(parts).groupby(["w", "k"]).agg(a=("v", "mean"))
+        return out.reset_index()[["w", "k", "a"]]
+    return expected
+
+
+def _hop(slide: int, keys: int, scale: float) -> Workload:
+    suffix = "" if keys == 1000 else f"-{keys // 1000}k"
+    return Workload(
+        name=f"hop-{slide}s{suffix}",
+        title=f"sliding 60 s / {slide} s AVG per key, {keys:,} keys",
+        sparkcq=(f"RSTREAM SELECT k, avg(v) AS a FROM events "
+                 f"[RANGE 60 SECONDS SLIDE {slide} SECONDS] GROUP BY k",),
+        spark=_hop_spark(slide),
+        flink=(f"SELECT window_end, k, AVG(v) FROM TABLE(HOP(TABLE events, DESCRIPTOR(ts), "
+               f"INTERVAL '{slide}' SECOND, INTERVAL '60' SECOND)) "
+               "GROUP BY window_start, window_end, k",),
+        flink_sink="w TIMESTAMP(3), k INT, a DOUBLE",
+        columns=("w", "k", "a"),
+        expected=_hop_expected(slide),
+        streams=(StreamSpec(keys=keys, seed=7 if keys == 1000 else 11, scale=scale),),
+    )
+
+
+# -- per-event 60 s RANGE AVG per key ------------------------------------------------------
+
+
+def _over_expected(events: dict[str, pd.DataFrame], engine: str) -> pd.DataFrame:
+    ev = events["events"]
+    per_instant = (ev.groupby(["k", "ts"]).agg(s=("v", "sum"), n=("v", "size"))
+                   .reset_index().sort_values(["k", "ts"]))
+    closed = "both" if engine == "flink" else "right"  # [ts-60, ts] vs (ts-60, ts]
+    rolled = (per_instant.set_index("ts").groupby("k")[["s", "n"]]
+              .rolling("60s", closed=closed).sum().reset_index())
+    rolled["a"] = rolled["s"] / rolled["n"]
+    return rolled[["k", "ts", "a"]]
+
+
+OVER = Workload(
+    name="over",
+    title="per-event 60 s RANGE AVG per key",
+    sparkcq=("ISTREAM SELECT k, avg(v) AS a FROM events [RANGE 60 SECONDS] GROUP BY k",),
+    spark=None,
+    flink=("SELECT k, ts, AVG(v) OVER (PARTITION BY k ORDER BY ts RANGE BETWEEN "
+           "INTERVAL '60' SECOND PRECEDING AND CURRENT ROW) FROM events",),
+    flink_sink="k INT, ts TIMESTAMP(3), a DOUBLE",
+    columns=("k", "ts", "a"),
+    expected=_over_expected,
+    times=("ts",),
+    restrict_to_events=True,
+    sparkcq_time="ts",
+    notes="Spark Structured Streaming has no per-event RANGE aggregate",
+)
+
+
+# -- the traffic report: tumbling per-minute aggregate joined with a table ------------------
+
+
+def _report_spark(streams: dict[str, DataFrame]) -> list[DataFrame]:
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.getActiveSession()
+    assert spark is not None
+    hosts = spark.createDataFrame(hosts_frame())
+    return [_watermarked(streams["events"]).join(hosts, "k")
+            .groupBy(F.window("ts", "1 minute"), "k", "name")
+            .agg(F.sum("v").alias("s"), F.count(F.lit(1)).alias("n"))
+            .select(F.col("window.end").alias("w"), "k", "name", "s", "n")]
+
+
+def _report_expected(events: dict[str, pd.DataFrame], engine: str) -> pd.DataFrame:
+    ev = events["events"].merge(hosts_frame(), on="k")
+    out = ev.assign(w=_window_end(ev, "60s")).groupby(["w", "k", "name"]).agg(
+        s=("v", "sum"), n=("v", "size"))
+    return out.reset_index()[["w", "k", "name", "s", "n"]]
+
+
+REPORT = Workload(
+    name="report",
+    title="per-minute SUM, COUNT joined with a table",
+    sparkcq=("RSTREAM SELECT e.k, h.name, sum(e.v) AS s, count(*) AS n "
+             "FROM events [CUT ON ts BY 1 MINUTE] AS e JOIN hosts AS h ON e.k = h.k "
+             "GROUP BY e.k, h.name",),
+    spark=_report_spark,
+    flink=("SELECT a.w, a.k, h.name, a.s, a.n FROM (SELECT window_end AS w, k, SUM(v) AS s, "
+           "COUNT(*) AS n FROM TABLE(TUMBLE(TABLE events, DESCRIPTOR(ts), "
+           "INTERVAL '1' MINUTE)) GROUP BY window_start, window_end, k) AS a "
+           "JOIN hosts AS h ON a.k = h.k",),
+    flink_sink="w TIMESTAMP(3), k INT, name STRING, s DOUBLE, n BIGINT",
+    columns=("w", "k", "name", "s", "n"),
+    expected=_report_expected,
+    table=True,
+    notes="Flink joins the per-key window results with the table (a window TVF cannot "
+          "follow a regular join: the join drops the time attribute)",
+)
+
+
+# -- interval join of two streams within 5 s -----------------------------------------------
+
+
+def _join_spark(streams: dict[str, DataFrame]) -> list[DataFrame]:
+    a = _watermarked(streams["events"]).alias("a")
+    b = _watermarked(streams["other"]).alias("b")
+    cond = F.expr("a.k = b.k AND a.ts > b.ts - INTERVAL 5 SECONDS "
+                  "AND a.ts < b.ts + INTERVAL 5 SECONDS")
+    return [a.join(b, cond).select(F.col("a.k").alias("k"), F.col("a.ts").alias("ta"),
+                                   F.col("b.ts").alias("tb"), F.col("a.v").alias("va"),
+                                   F.col("b.v").alias("vb"))]
+
+
+def _join_expected(events: dict[str, pd.DataFrame], engine: str) -> pd.DataFrame:
+    a = events["events"].rename(columns={"ts": "ta", "v": "va"})
+    b = events["other"].rename(columns={"ts": "tb", "v": "vb"})
+    pairs = a.merge(b, on="k")
+    close = (pairs["ta"] - pairs["tb"]).abs() < pd.Timedelta(seconds=5)
+    return pairs[close][["k", "ta", "tb", "va", "vb"]]
+
+
+JOIN = Workload(
+    name="join",
+    title="interval join of two streams, |ta - tb| < 5 s",
+    sparkcq=("ISTREAM SELECT a.k, a.ts AS ta, b.ts AS tb, a.v AS va, b.v AS vb "
+             "FROM events [RANGE 5 SECONDS] AS a JOIN other [RANGE 5 SECONDS] AS b "
+             "ON a.k = b.k",),
+    spark=_join_spark,
+    flink=("SELECT a.k, CAST(a.ts AS TIMESTAMP(3)), CAST(b.ts AS TIMESTAMP(3)), a.v, b.v "
+           "FROM events a, other b WHERE a.k = b.k "
+           "AND a.ts > b.ts - INTERVAL '5' SECOND AND a.ts < b.ts + INTERVAL '5' SECOND",),
+    flink_sink="k INT, ta TIMESTAMP(3), tb TIMESTAMP(3), va DOUBLE, vb DOUBLE",
+    columns=("k", "ta", "tb", "va", "vb"),
+    expected=_join_expected,
+    streams=(StreamSpec(keys=10_000, seed=21, scale=0.5),
+             StreamSpec(name="other", keys=10_000, seed=22, scale=0.5)),
+    times=("ta", "tb"),
+    sparkcq_time="",
+    notes="10,000 keys; each stream half the events",
+)
+
+
+# -- N queries sharing a filter and a window -----------------------------------------------
+
+SHARED_AGGS = ("sum", "avg", "max", "min", "count")
+
+
+def _shared_agg(i: int) -> tuple[str, str]:
+    """Query i's aggregate, in sparkcq/Flink SQL and as a pandas aggregation name."""
+    fn = SHARED_AGGS[i % len(SHARED_AGGS)]
+    return fn, {"avg": "mean", "count": "size"}.get(fn, fn)
+
+
+def _shared_value(i: int) -> str:
+    return f"v * {i // len(SHARED_AGGS) + 1}"
+
+
+def _shared_spark(n: int) -> Callable[[dict[str, DataFrame]], list[DataFrame]]:
+    def build(streams: dict[str, DataFrame]) -> list[DataFrame]:
+        out = []
+        for i in range(n):
+            fn, _ = _shared_agg(i)
+            agg = F.expr(f"{fn}({_shared_value(i)})").cast("double").alias("x")
+            out.append(_watermarked(streams["events"]).where("v > 10")
+                       .groupBy(F.window("ts", "60 seconds", "10 seconds"), "k").agg(agg)
+                       .select(F.lit(i).alias("q"), F.col("window.end").alias("w"), "k",
+                               "x"))
+        return out
+    return build
+
+
+def _shared_expected(n: int) -> Callable[[dict[str, pd.DataFrame], str], pd.DataFrame]:
+    def expected(events: dict[str, pd.DataFrame], engine: str) -> pd.DataFrame:
+        ev = events["events"]
+        ev = ev[ev["v"] > 10]
+        first = _window_end(ev, "10s")
+        windows = pd.concat([ev.assign(w=first + pd.Timedelta(seconds=10 * j))
+                             for j in range(6)])
+        parts = []
+        for i in range(n):
+            _, how = _shared_agg(i)
+            x = windows.assign(x=windows["v"] * (i // len(SHARED_AGGS) + 1))
+            part = x.groupby(["w", "k"]).agg(x=("x", how)).reset_index()
+            parts.append(part.assign(q=i, x=part["x"].astype("float64")))
+        return pd.concat(parts)[["q", "w", "k", "x"]]
+    return expected
+
+
+def _shared(n: int) -> Workload:
+    return Workload(
+        name=f"shared-{n}",
+        title=f"{n} quer{'y' if n == 1 else 'ies'} sharing a filter and a 60 s / 10 s window",
+        sparkcq=tuple(f"RSTREAM SELECT {i} AS q, k, CAST({_shared_agg(i)[0]}"
+                      f"({_shared_value(i)}) AS DOUBLE) AS x "
+                      "FROM events [RANGE 60 SECONDS SLIDE 10 SECONDS] WHERE v > 10 GROUP BY k"
+                      for i in range(n)),
+        spark=_shared_spark(n),
+        flink=tuple(f"SELECT {i}, window_end, k, CAST({_shared_agg(i)[0].upper()}"
+                    f"({_shared_value(i)}) AS DOUBLE) FROM TABLE(HOP(TABLE events, "
+                    "DESCRIPTOR(ts), INTERVAL '10' SECOND, INTERVAL '60' SECOND)) "
+                    "WHERE v > 10 GROUP BY window_start, window_end, k" for i in range(n)),
+        flink_sink="q INT, w TIMESTAMP(3), k INT, x DOUBLE",
+        columns=("q", "w", "k", "x"),
+        expected=_shared_expected(n),
+        streams=(StreamSpec(scale=0.2),),
+        notes="Spark: one streaming query per query; Flink: one job of N INSERTs",
+    )
+
+
+WORKLOADS: dict[str, Workload] = {w.name: w for w in (
+    TUMBLE,
+    _hop(30, 1000, 1.0), _hop(10, 1000, 1.0), _hop(1, 1000, 0.2), _hop(10, 100_000, 0.2),
+    OVER, REPORT, JOIN,
+    _shared(1), _shared(10), _shared(50),
+)}
+
