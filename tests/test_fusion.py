@@ -118,3 +118,25 @@ def test_shared_formatter_keeps_every_value_exact(spark):
             assert inner["v"] is None or math.isnan(inner["v"])
         else:
             assert inner["v"] == rec["v"]
+
+
+def test_group_by_without_aggregates_alone_and_in_a_family(spark):
+    """``GROUP BY`` with no aggregate call gives the distinct groups of each snapshot, alone
+    (it failed in the binder) and beside another such query in one family (whose running
+    relation then had no value columns and its SQL an empty list).
+    """
+    rows = [("a", 1, 1), ("a", 1, 3), ("b", 2, 4), ("a", 2, 12)]
+    for names in (["g"], ["g", "h"]):
+        eng = Engine(spark=spark)
+        eng.execute("CREATE STREAM s (k STRING, v BIGINT, t BIGINT) WITH (event_time='t')")
+        texts = {"g": "SELECT k FROM s [RANGE 10] GROUP BY k",
+                 "h": "SELECT k, v FROM s [RANGE 10] GROUP BY k, v HAVING k <> 'b'"}
+        for name in names:
+            eng.execute(f"CREATE QUERY {name} AS {texts[name]}")
+        eng.push("s", rows, watermark=30)
+        eng.run_until_idle()
+        got = {n: sorted(map(tuple, eng.results(n).to_numpy().tolist())) for n in names}
+        assert got["g"] == [("a", 1, 22), ("b", 4, 14)]
+        if "h" in got:
+            assert got["h"] == [("a", 1, 1, 13), ("a", 2, 12, 22)]
+        eng.stop()

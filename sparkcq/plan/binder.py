@@ -558,8 +558,11 @@ class _Binder:
             else:  # its type is declared
                 cols.append(f"first(CAST(NULL AS {c.uda.return_type.simpleString()})) "
                             f"AS {quote(c.name)}")
+        if not cols:  # GROUP BY alone: the distinct keys (Spark's agg() needs a column)
+            cols = ["count(1) AS `__rows`"]
         try:
-            return df.groupBy(*keys).agg(*[_expr(c) for c in cols]).schema
+            out = df.groupBy(*keys).agg(*[_expr(c) for c in cols])
+            return (out.drop("__rows") if not calls else out).schema
         except AnalysisException as e:
             msg = f"aggregate: {_spark_reason(e)}"
             raise AnalysisError(msg, self.text, None) from None

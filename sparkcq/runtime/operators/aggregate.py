@@ -217,8 +217,8 @@ class AggregateOperator(Operator):
                 f"ELSE lag({q(a.name)}) {lw} END AS {q('_p' + a.name)}" for a in self.aggs]
         # only what the state and the outputs read: the cycle caches this relation whole
         kept = ", ".join(q(f.name) for f in self.groups.schema.fields)
-        return (f"SELECT {kept}, `_t`, {', '.join(prev)}, `_n` - `_dn` AS `_pn` FROM ("
-                f"SELECT r.*, {', '.join(values)} FROM ("
+        return (f"SELECT {kept}, `_t`, {''.join(p + ', ' for p in prev)}`_n` - `_dn` AS `_pn` "
+                f"FROM (SELECT {''.join(v + ', ' for v in values)}r.* FROM ("
                 f"SELECT j.*, {', '.join(run)} FROM ({joined}) j) r) v")
 
     def output_sql(self, columns: list[tuple[str, str]] | None = None,
