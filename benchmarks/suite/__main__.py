@@ -18,6 +18,13 @@ import argparse
 import datetime as dt
 import os
 
+from pyspark.sql import SparkSession
+
+from benchmarks.nexmark.bench import check as nexmark_check
+from benchmarks.nexmark.bench import expected as nexmark_expected
+from benchmarks.nexmark.bench import run_query
+from benchmarks.nexmark.generator import DEFAULT_RATE, Config, write_input
+from benchmarks.nexmark.queries import QUERIES
 from benchmarks.suite.compare import check_output
 from benchmarks.suite.data import Input, read_events, write_events
 from benchmarks.suite.engines import run_flink, run_spark, run_sparkcq
@@ -26,6 +33,8 @@ from benchmarks.suite.sweep import plot_sweep, sweep, sweep_table
 from benchmarks.suite.workloads import WORKLOADS, Workload, hosts_frame
 from sparkcq.session import make_session
 
+NEXMARK = [f"nexmark-{q}" for q in QUERIES]
+NEXMARK_SCALE = 0.2  # of the suite's events
 SWEEP_RATES = [2_000, 5_000, 10_000, 20_000, 50_000, 100_000]
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -51,10 +60,39 @@ def write_hosts(data_dir: str) -> str:
     return path
 
 
+def run_nexmark(spark: SparkSession, query: str, events: int, reps: int, engines: list[str],
+                data_dir: str) -> WorkloadResult:
+    """A NEXMark query (``benchmarks/nexmark``) on sparkcq and Spark: NEXMark's generator
+    writes the three streams (inside Spark), each engine reads them one file per cycle.
+    """
+    files = max(4, events // 100_000)
+    cfg = Config(events, DEFAULT_RATE, 0, 42)
+    inp = write_input(spark, os.path.join(
+        data_dir, f"nexmark-{cfg.events}-{files}-{cfg.rate}-{cfg.jitter_ms}-{cfg.seed}"),
+        cfg, files)
+    q = QUERIES[query]
+    want = nexmark_expected(query, inp)
+    result = WorkloadResult(f"nexmark-{query}", f"NEXMark {query}: {q.title}",
+                            f"{', '.join(q.streams)} rows of {events:,} NEXMark events",
+                            0, files)
+    for rep in range(reps):
+        for engine in engines:
+            run = run_query(spark, query, engine, inp)
+            result.events = run.events
+            if rep == 0:
+                result.checks[engine] = nexmark_check(run, want, query)
+            run.output = None
+            result.runs.setdefault(engine, []).append(run)
+            print(f"nexmark-{query} rep {rep + 1}/{reps} {engine}: {run.events_per_s:,.0f} "
+                  f"events/s, start-up {run.startup_s:.1f} s; output {result.checks[engine]}",
+                  flush=True)
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.suite")
-    parser.add_argument("workloads", nargs="*", default=[*WORKLOADS, "sweep"],
-                        help=f"of {', '.join(WORKLOADS)}, sweep (default: all)")
+    parser.add_argument("workloads", nargs="*", default=[*WORKLOADS, *NEXMARK, "sweep"],
+                        help=f"of {', '.join([*WORKLOADS, *NEXMARK])}, sweep (default: all)")
     parser.add_argument("--quick", action="store_true", help="1M events, one repetition")
     parser.add_argument("--events", type=int, default=None)
     parser.add_argument("--reps", type=int, default=None)
@@ -73,10 +111,16 @@ def main() -> None:
     for name in args.workloads:
         if name == "sweep":
             continue
+        if name.startswith("nexmark-"):
+            results.append(run_nexmark(spark, name.removeprefix("nexmark-"),
+                                       int(events * NEXMARK_SCALE), reps,
+                                       [e for e in engines if e != "flink"], data_dir))
+            continue
         wl = WORKLOADS[name]
         inputs = prepare_inputs(wl, events, data_dir)
         raw = {stream: read_events(inp) for stream, inp in inputs.items()}
-        result = WorkloadResult(wl, sum(i.events for i in inputs.values()),
+        result = WorkloadResult(wl.name, wl.title, wl.notes,
+                                sum(i.events for i in inputs.values()),
                                 sum(i.files for i in inputs.values()) // len(inputs))
         for rep in range(reps):
             for engine in engines:

@@ -16,6 +16,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 from pyspark.sql import SparkSession
 
@@ -54,11 +55,35 @@ class Run:
         return statistics.quantiles(self.cycles, n=100, method="inclusive")[int(q * 100) - 1]
 
 
+def _micros(times: pd.Series) -> np.ndarray:
+    t = pd.to_datetime(times)
+    if t.dt.tz is not None:
+        t = t.dt.tz_convert("UTC").dt.tz_localize(None)
+    return t.astype("datetime64[us]").to_numpy().astype(np.int64)
+
+
+def expand_intervals(frame: pd.DataFrame, columns: list[str], slide_s: int) -> pd.DataFrame:
+    """Interval elements ``[_ts, _te)`` as one row per multiple ``w`` of ``slide_s`` they
+    cover (the snapshots a window ending there sees).
+    """
+    slide = np.int64(slide_s * 1_000_000)
+    ts, te = (_micros(frame[c]) for c in ("_ts", "_te"))
+    first = -(-ts // slide) * slide
+    count = np.maximum(0, -(-(te - first) // slide))
+    rows = frame.loc[frame.index.repeat(count), columns].reset_index(drop=True)
+    offsets = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
+    w = np.repeat(first, count) + offsets * slide
+    return rows.assign(w=pd.to_datetime(w, unit="us"))[["w", *columns]]
+
+
 def _sparkcq_frame(eng: Engine, wl: Workload) -> pd.DataFrame:
     frames = []
     for i in range(wl.queries):
         frame = eng.results(f"q{i}")
-        if wl.sparkcq_time:
+        if wl.sparkcq_slide_s:
+            frame = expand_intervals(frame, [c for c in wl.columns if c != "w"],
+                                     wl.sparkcq_slide_s)
+        elif wl.sparkcq_time:
             frame = frame.rename(columns={"_ts": wl.sparkcq_time})
         frames.append(frame[list(wl.columns)])
     return pd.concat(frames, ignore_index=True)

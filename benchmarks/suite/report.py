@@ -7,7 +7,6 @@ import statistics
 from dataclasses import dataclass, field
 
 from benchmarks.suite.engines import Run
-from benchmarks.suite.workloads import Workload
 
 ENGINES = ("sparkcq", "flink", "spark")
 LABELS = {"sparkcq": "sparkcq", "flink": "Flink", "spark": "Spark SS"}
@@ -17,7 +16,9 @@ LABELS = {"sparkcq": "sparkcq", "flink": "Flink", "spark": "Spark SS"}
 class WorkloadResult:
     """Every engine's runs of one workload and the check of its output."""
 
-    workload: Workload
+    name: str
+    title: str
+    notes: str
     events: int
     files: int  # per stream: the cycles
     runs: dict[str, list[Run]] = field(default_factory=dict)
@@ -59,9 +60,9 @@ def table(results: list[WorkloadResult]) -> list[str]:
     for res in results:
         starts = " / ".join(_fmt(res.startup(e), ".1f") for e in ("sparkcq", "flink", "spark"))
         checks = "; ".join(f"{LABELS[e]} {res.checks[e]}" for e in ENGINES if e in res.checks)
-        note = f" ({res.workload.notes})" if res.workload.notes else ""
+        note = f" ({res.notes})" if res.notes else ""
         lines.append(
-            f"| {res.workload.title}{note} | {res.events:,} | "
+            f"| {res.title}{note} | {res.events:,} | "
             f"{_fmt(res.rate('sparkcq'), ',.0f')} | {_fmt(res.rate('flink'), ',.0f')} | "
             f"{_fmt(res.rate('spark'), ',.0f')} | {_fmt(res.ratio('flink'), '.2f')} | "
             f"{_fmt(res.ratio('spark'), '.2f')} | {res.latency('sparkcq')} | "
@@ -100,7 +101,7 @@ def plot(path: str, results: list[WorkloadResult]) -> None:
         ax.bar([x + i * width for x in range(len(results))], values, width,
                label=LABELS[engine])
     ax.set_xticks([x + width for x in range(len(results))],
-                  [res.workload.name for res in results], fontsize=8, rotation=30, ha="right")
+                  [res.name for res in results], fontsize=8, rotation=30, ha="right")
     ax.set_yscale("log")
     ax.set_ylabel("events/s (median, log scale)")
     ax.legend()

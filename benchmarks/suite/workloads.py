@@ -7,6 +7,10 @@ semantics differ the workload says so and the check uses each engine's own expec
 
 - window bounds: no event lies on a whole second (``data.py``), so a snapshot at ``m`` of
   ``[RANGE 60 SECONDS]`` (``(m-60, m]``) holds the same events as a window ``[m-60, m)``;
+- N queries sharing a window: sparkcq's queries use its default (coalesced interval) output,
+  where the aggregates of queries over one window run as one operator and their outputs
+  are formatted together (``RSTREAM`` outputs are formatted per query); each element
+  ``[ts, te)`` is the value at the window ends ``m`` (multiples of the slide) it covers;
 - per-event RANGE: sparkcq's ``ISTREAM`` gives a row whenever a key's result changes, when
   an event enters and when one leaves 60 s later; Flink's ``OVER`` gives one per event
   over ``[ts-60, ts]`` (both ends in). The check compares sparkcq's rows at the events'
@@ -57,6 +61,7 @@ class Workload:
     table: bool = False  # reads the ``hosts(k INT, name STRING)`` table
     restrict_to_events: bool = False  # sparkcq rows only at the events' (k, ts)
     sparkcq_time: str = "w"  # the column sparkcq's ``_ts`` becomes
+    sparkcq_slide_s: int = 0  # > 0: sparkcq's interval output, expanded to window ends
     notes: str = ""
 
     @property
@@ -317,7 +322,7 @@ def _shared(n: int) -> Workload:
     return Workload(
         name=f"shared-{n}",
         title=f"{n} quer{'y' if n == 1 else 'ies'} sharing a filter and a 60 s / 10 s window",
-        sparkcq=tuple(f"RSTREAM SELECT {i} AS q, k, CAST({_shared_agg(i)[0]}"
+        sparkcq=tuple(f"SELECT {i} AS q, k, CAST({_shared_agg(i)[0]}"
                       f"({_shared_value(i)}) AS DOUBLE) AS x "
                       "FROM events [RANGE 60 SECONDS SLIDE 10 SECONDS] WHERE v > 10 GROUP BY k"
                       for i in range(n)),
@@ -330,7 +335,9 @@ def _shared(n: int) -> Workload:
         columns=("q", "w", "k", "x"),
         expected=_shared_expected(n),
         streams=(StreamSpec(scale=0.2),),
-        notes="Spark: one streaming query per query; Flink: one job of N INSERTs",
+        sparkcq_slide_s=10,
+        notes="sparkcq: interval output, expanded to the window ends for the check; Spark: "
+              "one streaming query per query; Flink: one job of N INSERTs",
     )
 
 

@@ -1,0 +1,53 @@
+"""NEXMark: the generator is deterministic and keeps the spec's proportions, and sparkcq's
+q0, q2 and q7 equal the independently computed results on a small input.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.nexmark.bench import check, expected, run_query
+from benchmarks.nexmark.generator import Config, chunk_bounds, generate, read_stream, write_input
+
+
+def test_generator_is_deterministic(spark):
+    cfg = Config(2_000, seed=3)
+    a, b = generate(spark, cfg), generate(spark, cfg)
+    for stream in ("person", "auction", "bid"):
+        rows_a = a.stream(stream).orderBy("n").collect()
+        assert rows_a == b.stream(stream).orderBy("n").collect()
+    other = generate(spark, Config(2_000, seed=4)).bid.orderBy("n").collect()
+    assert [r.price for r in other] != [r.price for r in a.bid.orderBy("n").collect()]
+
+
+def test_generator_proportions_ids_and_times(spark):
+    events = generate(spark, Config(10_000, rate=1_000))
+    person, auction, bid = (events.stream(s).toPandas() for s in ("person", "auction", "bid"))
+    assert (len(person), len(auction), len(bid)) == (200, 600, 9_200)  # 2 / 6 / 92 %
+    assert list(person["id"]) == list(range(1000, 1200))
+    assert list(auction["id"]) == list(range(1000, 1600))
+    # in order by default, one event per millisecond at 1,000 events/s, 0.5 ms off the grid
+    assert bid["date_time"].is_monotonic_increasing
+    assert (bid["date_time"].dt.microsecond % 1000 == 500).all()
+    # about half the bids go to hot auctions (multiples of 100 past the first id)
+    hot = ((bid["auction"] - 1000) % 100 == 0).mean()
+    assert 0.45 < hot < 0.6
+    assert bid["auction"].max() <= auction["id"].max() + 10  # at most 10 auctions ahead
+
+
+@pytest.fixture(scope="module")
+def small_input(spark, tmp_path_factory):
+    path = tmp_path_factory.mktemp("nexmark")
+    return write_input(spark, str(path / "data"), Config(4_000, rate=200, jitter_ms=300), 2)
+
+
+def test_files_cover_the_same_event_ranges(small_input):
+    assert chunk_bounds(4_000, 2) == [0, 2_000, 4_000]
+    counts = {s: len(read_stream(small_input, s)) for s in ("person", "auction", "bid")}
+    assert counts == {"person": 80, "auction": 240, "bid": 3_680}
+
+
+@pytest.mark.parametrize("query", ["q0", "q2", "q7"])
+def test_sparkcq_equals_expected(spark, small_input, query):
+    run = run_query(spark, query, "sparkcq", small_input)
+    assert check(run, expected(query, small_input), query).startswith("ok")
