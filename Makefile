@@ -30,7 +30,7 @@ demo: $(STAMP) check-java
 	$(BIN)/sparkcq demo $(ARGS)
 
 lint: $(STAMP)
-	$(BIN)/ruff check sparkcq tests
+	$(BIN)/ruff check sparkcq tests benchmarks
 	$(BIN)/mypy
 
 test: $(STAMP) check-java lint

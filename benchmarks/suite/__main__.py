@@ -1,7 +1,9 @@
 """The benchmark suite: every workload on sparkcq, Spark Structured Streaming and Flink SQL.
 
-    .venv/bin/python -m benchmarks.suite                 # make bench: 5M events, 3 repetitions
-    .venv/bin/python -m benchmarks.suite --quick         # make bench-quick: 1M events, once
+    .venv/bin/python -m benchmarks.suite                 # make bench: 1M events, 3 repetitions
+    .venv/bin/python -m benchmarks.suite --quick         # make bench-quick: 1M events, once,
+                                                         # 6 workloads and a short sweep
+    .venv/bin/python -m benchmarks.suite --events 5000000   # the 5M-event data set
     .venv/bin/python -m benchmarks.suite tumble --events 200000 --reps 1
 
 Each workload reads its share of the events (``StreamSpec.scale``: the 1 s slide, the
@@ -35,7 +37,9 @@ from sparkcq.session import make_session
 
 NEXMARK = [f"nexmark-{q}" for q in QUERIES]
 NEXMARK_SCALE = 0.2  # of the suite's events
-SWEEP_RATES = [2_000, 5_000, 10_000, 20_000, 50_000, 100_000]
+SWEEP_RATES = [5_000, 20_000, 50_000, 100_000, 200_000, 400_000]
+QUICK_SWEEP_RATES = [10_000, 50_000, 100_000]
+QUICK = ["tumble", "hop-1s", "over", "join", "shared-10", "nexmark-q5", "sweep"]
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -91,15 +95,19 @@ def run_nexmark(spark: SparkSession, query: str, events: int, reps: int, engines
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.suite")
-    parser.add_argument("workloads", nargs="*", default=[*WORKLOADS, *NEXMARK, "sweep"],
-                        help=f"of {', '.join([*WORKLOADS, *NEXMARK])}, sweep (default: all)")
-    parser.add_argument("--quick", action="store_true", help="1M events, one repetition")
+    parser.add_argument("workloads", nargs="*",
+                        help=f"of {', '.join([*WORKLOADS, *NEXMARK])}, sweep (default: all; "
+                             f"--quick: {', '.join(QUICK)})")
+    parser.add_argument("--quick", action="store_true",
+                        help="1M events, one repetition, a subset of the workloads")
     parser.add_argument("--events", type=int, default=None)
     parser.add_argument("--reps", type=int, default=None)
     parser.add_argument("--engines", default="sparkcq,spark,flink")
     args = parser.parse_args()
-    events = args.events or (1_000_000 if args.quick else 5_000_000)
+    events = args.events or 1_000_000
     reps = args.reps or (1 if args.quick else 3)
+    args.workloads = args.workloads or (QUICK if args.quick else [*WORKLOADS, *NEXMARK,
+                                                                  "sweep"])
     flink_python = os.environ.get("FLINK_PYTHON", os.path.join(HERE, "..", ".venv-flink",
                                                                "bin", "python"))
     data_dir = os.path.join(HERE, ".data")
@@ -151,8 +159,10 @@ def main() -> None:
     out = os.path.join(HERE, "results", day)
     extra = []
     if "sweep" in args.workloads:
-        measure = 30.0 if args.quick else 45.0
-        points = sweep(spark, SWEEP_RATES, measure / 2, measure)
+        if args.quick:
+            points = sweep(spark, QUICK_SWEEP_RATES, 5.0, 15.0)
+        else:
+            points = sweep(spark, SWEEP_RATES, 15.0, 30.0)
         extra = [*sweep_table(points), "", f"![latency]({day}-latency.png)"]
         plot_sweep(out + "-latency.png", points)
     spark.stop()

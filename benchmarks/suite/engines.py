@@ -25,6 +25,7 @@ from benchmarks.suite.workloads import Workload
 from sparkcq import Engine
 
 SCHEMA = "k INT, v DOUBLE, ts TIMESTAMP"
+FLINK_TIMEOUT_S = 300  # a job that has not finished by then is reported, not waited for
 HOSTS_SCHEMA = "k INT, name STRING"
 FLINK_SCHEMA = "k INT, v DOUBLE, ts TIMESTAMP(3), WATERMARK FOR ts AS ts - INTERVAL '1' SECOND"
 
@@ -174,7 +175,13 @@ def run_flink(python: str, wl: Workload, inputs: dict[str, Input], hosts_path: s
     with open(spec, "w", encoding="utf-8") as f:
         json.dump(job, f)
     script = os.path.join(os.path.dirname(__file__), "flink_job.py")
-    done = subprocess.run([python, script, spec], capture_output=True, text=True, check=False)
+    try:
+        done = subprocess.run([python, script, spec], capture_output=True, text=True,
+                              check=False, timeout=FLINK_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        shutil.rmtree(work, ignore_errors=True)
+        msg = f"Flink job did not finish in {FLINK_TIMEOUT_S} s"
+        raise RuntimeError(msg) from None
     if done.returncode != 0:
         msg = f"Flink job failed:\n{done.stderr[-3000:]}"
         raise RuntimeError(msg)
