@@ -21,7 +21,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from benchmarks.nexmark.generator import SCHEMAS, Input, read_stream
 from benchmarks.nexmark.queries import QUERIES, Query
-from benchmarks.suite.engines import Run, expand_intervals
+from benchmarks.suite.engines import Run, expand_intervals, run_cycles
 from sparkcq import Engine
 
 LATENESS = "1 SECOND"
@@ -47,16 +47,7 @@ def run_sparkcq(spark: SparkSession, q: Query, inp: Input) -> Run:
                     f"lateness='{LATENESS}', source='files', format='csv', header='false', "
                     f"path='{inp.stream_path(stream)}', bounded='true', files_per_cycle='1')")
     eng.execute(q.sparkcq)
-    first = eng.run_cycle()
-    began = time.monotonic()
-    while eng.has_pending_input():
-        eng.run_cycle()
-    elapsed = time.monotonic() - began
-    reports = eng.reports[1:]
-    out = sparkcq_output(eng.results("q"), q)
-    eng.stop()
-    return Run("sparkcq", q.name, _events(inp, q), first.seconds, elapsed,
-               sum(r.rows_in for r in reports), [r.seconds for r in reports if r.rows_in], out)
+    return run_cycles(eng, q.name, _events(inp, q), lambda: sparkcq_output(eng.results("q"), q))
 
 
 def sparkcq_output(frame: pd.DataFrame, q: Query) -> pd.DataFrame:

@@ -9,7 +9,8 @@
 Each workload reads its share of the events (``StreamSpec.scale``: the 1 s slide, the
 100,000 keys and the sharing workloads a fifth, the join two streams of half each).
 
-Writes ``benchmarks/results/<date>.md`` and a PNG plot next to it. Flink runs with the
+Writes ``benchmarks/results/<date>.md`` (``<date>-quick.md`` for ``--quick``) and PNG
+plots next to it. Flink runs with the
 Python of its own virtual environment (``FLINK_PYTHON``, default ``.venv-flink/bin/python``,
 made by ``make .venv-flink/.installed``).
 """
@@ -132,7 +133,8 @@ def main() -> None:
                                 sum(i.files for i in inputs.values()) // len(inputs))
         for rep in range(reps):
             for engine in engines:
-                if engine == "spark" and wl.spark is None:
+                if (engine == "spark" and wl.spark is None) or (engine == "flink"
+                                                                 and not wl.flink):
                     continue
                 try:
                     if engine == "sparkcq":
@@ -156,14 +158,15 @@ def main() -> None:
                       f"{result.checks[engine]}", flush=True)
         results.append(result)
     day = dt.date.today().isoformat()
-    out = os.path.join(HERE, "results", day)
+    out = os.path.join(HERE, "results", day + ("-quick" if args.quick else ""))
     extra = []
     if "sweep" in args.workloads:
         if args.quick:
             points = sweep(spark, QUICK_SWEEP_RATES, 5.0, 15.0)
         else:
             points = sweep(spark, SWEEP_RATES, 15.0, 30.0)
-        extra = [*sweep_table(points), "", f"![latency]({day}-latency.png)"]
+        extra = [*sweep_table(points), "",
+                 f"![latency]({os.path.basename(out)}-latency.png)"]
         plot_sweep(out + "-latency.png", points)
     spark.stop()
     write_report(out, results, reps, extra)

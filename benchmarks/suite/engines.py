@@ -14,6 +14,7 @@ import statistics
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -103,17 +104,25 @@ def run_sparkcq(spark: SparkSession, wl: Workload, inputs: dict[str, Input],
                     f"header='false', path='{hosts_path}')")
     for i, body in enumerate(wl.sparkcq):
         eng.execute(f"CREATE QUERY q{i} AS {body}")
+    return run_cycles(eng, wl.name, sum(i.events for i in inputs.values()),
+                      lambda: _sparkcq_frame(eng, wl))
+
+
+def run_cycles(eng: Engine, name: str, events: int,
+               output: Callable[[], pd.DataFrame]) -> Run:
+    """Cycle ``eng`` until its bounded input is drained, timing all but the first cycle
+    (start-up: planning, code generation, Python workers); ``output`` reads the results.
+    """
     first = eng.run_cycle()
     began = time.monotonic()
     while eng.has_pending_input():
         eng.run_cycle()
     elapsed = time.monotonic() - began
     reports = eng.reports[1:]
-    out = _sparkcq_frame(eng, wl)
+    out = output()
     eng.stop()
-    return Run("sparkcq", wl.name, sum(i.events for i in inputs.values()), first.seconds,
-               elapsed, sum(r.rows_in for r in reports),
-               [r.seconds for r in reports if r.rows_in], out)
+    return Run("sparkcq", name, events, first.seconds, elapsed,
+               sum(r.rows_in for r in reports), [r.seconds for r in reports if r.rows_in], out)
 
 
 def run_spark(spark: SparkSession, wl: Workload, inputs: dict[str, Input],

@@ -52,7 +52,7 @@ class Workload:
     title: str
     sparkcq: tuple[str, ...]  # CREATE QUERY bodies over the streams (one per query)
     spark: Callable[[dict[str, DataFrame]], list[DataFrame]] | None  # one per query
-    flink: tuple[str, ...]  # SELECTs over the streams' tables (one per query)
+    flink: tuple[str, ...]  # SELECTs over the streams' tables (one per query; none: not run)
     flink_sink: str  # the sink tables' columns
     columns: tuple[str, ...]
     expected: Callable[[dict[str, pd.DataFrame], str], pd.DataFrame]  # (events, engine)
@@ -274,6 +274,7 @@ JOIN = Workload(
 
 # -- N queries sharing a filter and a window -----------------------------------------------
 
+FLINK_MAX_INSERTS = 10
 SHARED_AGGS = ("sum", "avg", "max", "min", "count")
 
 
@@ -327,7 +328,9 @@ def _shared(n: int) -> Workload:
                       "FROM events [RANGE 60 SECONDS SLIDE 10 SECONDS] WHERE v > 10 GROUP BY k"
                       for i in range(n)),
         spark=_shared_spark(n),
-        flink=tuple(f"SELECT {i}, window_end, k, CAST({_shared_agg(i)[0].upper()}"
+        # Flink's 50-INSERT job had written nothing after 7 minutes (2026-11-23): not run
+        flink=() if n > FLINK_MAX_INSERTS else tuple(
+                    f"SELECT {i}, window_end, k, CAST({_shared_agg(i)[0].upper()}"
                     f"({_shared_value(i)}) AS DOUBLE) FROM TABLE(HOP(TABLE events, "
                     "DESCRIPTOR(ts), INTERVAL '10' SECOND, INTERVAL '60' SECOND)) "
                     "WHERE v > 10 GROUP BY window_start, window_end, k" for i in range(n)),
@@ -337,7 +340,9 @@ def _shared(n: int) -> Workload:
         streams=(StreamSpec(scale=0.2),),
         sparkcq_slide_s=10,
         notes="sparkcq: interval output, expanded to the window ends for the check; Spark: "
-              "one streaming query per query; Flink: one job of N INSERTs",
+              "one streaming query per query; Flink: one job of N INSERTs"
+              + ("" if n <= FLINK_MAX_INSERTS else ", not run: a 50-INSERT job wrote "
+                 "nothing in 7 minutes"),
     )
 
 
