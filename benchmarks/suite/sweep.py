@@ -84,9 +84,8 @@ def sweep_spark(spark: SparkSession, rate: int, warmup_s: float, measure_s: floa
     query.stop()
     batches = [p for p in query.recentProgress if p["batchId"] not in seen]
     spark.catalog.dropTempView("bench_sweep")
-    window = measure_s
     rows = sum(p["numInputRows"] for p in batches)
-    return SweepPoint("spark", rate, rows / window,
+    return SweepPoint("spark", rate, rows / measure_s,
                       [p["durationMs"]["triggerExecution"] / 1000 for p in batches] or [0.0])
 
 
