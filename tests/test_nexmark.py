@@ -51,3 +51,10 @@ def test_files_cover_the_same_event_ranges(small_input):
 def test_sparkcq_equals_expected(spark, small_input, query):
     run = run_query(spark, query, "sparkcq", small_input)
     assert check(run, expected(query, small_input), query).startswith("ok")
+
+
+@pytest.mark.parametrize("query", ["q0", "q5"])  # memory sink; foreachBatch finishing
+def test_structured_streaming_equals_expected(spark, small_input, query):
+    run = run_query(spark, query, "spark", small_input)
+    assert run.events_timed > 0 and run.work is not None and run.work.tasks > 0
+    assert check(run, expected(query, small_input), query).startswith("ok")

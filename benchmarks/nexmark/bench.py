@@ -12,16 +12,13 @@ streams the query reads.
 
 from __future__ import annotations
 
-import shutil
-import tempfile
-import time
-
 import pandas as pd
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 
 from benchmarks.nexmark.generator import SCHEMAS, Input, read_stream
 from benchmarks.nexmark.queries import QUERIES, Query
-from benchmarks.suite.engines import Run, expand_intervals, run_cycles
+from benchmarks.suite.compare import differences, leave_out_unemitted, normalised
+from benchmarks.suite.engines import Run, expand_intervals, run_cycles, run_structured_streaming
 from sparkcq import Engine
 
 LATENESS = "1 SECOND"
@@ -62,39 +59,11 @@ def sparkcq_output(frame: pd.DataFrame, q: Query) -> pd.DataFrame:
 
 def run_spark(spark: SparkSession, q: Query, inp: Input) -> Run:
     """The query as a Structured Streaming query, one file of each stream per micro-batch."""
-    name = f"nexmark_{q.name}"
     sources = {s: (spark.readStream.schema(SCHEMAS[s]).option("header", "false")
                    .option("maxFilesPerTrigger", 1).csv(inp.stream_path(s))
                    .withWatermark("date_time", WATERMARK_DELAY)) for s in q.streams}
-    checkpoint = tempfile.mkdtemp(prefix="sparkcq-nexmark-ss-")
-    batches: list[pd.DataFrame] = []
-    finish = q.spark_batch
-    writer = q.spark(sources).writeStream.outputMode("append") \
-        .option("checkpointLocation", checkpoint).trigger(availableNow=True)
-    if finish is not None:
-        def each_batch(df: DataFrame, _batch_id: int) -> None:
-            batches.append(finish(df).toPandas())
-
-        writer = writer.foreachBatch(each_batch)
-    else:
-        writer = writer.format("memory").queryName(name)
-    began = time.monotonic()
-    query = writer.start()
-    query.awaitTermination()
-    total = time.monotonic() - began
-    progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
-    durations = [p["durationMs"]["triggerExecution"] / 1000 for p in progress]
-    startup = total - sum(durations[1:])
-    if finish is not None:
-        out = pd.concat(batches, ignore_index=True) if batches else \
-            pd.DataFrame(columns=list(q.columns))
-    else:
-        out = spark.table(name).toPandas()
-        spark.catalog.dropTempView(name)
-    shutil.rmtree(checkpoint, ignore_errors=True)
-    return Run("spark", q.name, _events(inp, q), startup, sum(durations[1:]),
-               sum(p["numInputRows"] for p in progress[1:]), durations[1:],
-               out[list(q.columns)])
+    return run_structured_streaming(spark, f"nexmark-{q.name}", [q.spark(sources)],
+                                    list(q.columns), _events(inp, q), q.spark_batch)
 
 
 def _events(inp: Input, q: Query) -> int:
@@ -111,48 +80,17 @@ def expected(query_name: str, inp: Input) -> pd.DataFrame:
     return q.expected(rows)[list(q.columns)]
 
 
-def normalised(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
-    """Rows sorted, times as naive UTC (microseconds), decimals as floats rounded to 3."""
-    out = frame[columns].copy()
-    for c in out.columns:
-        s = out[c]
-        if s.dtype == object and len(s) and not isinstance(s.iloc[0], str):
-            s = pd.to_numeric(s) if not isinstance(s.iloc[0], pd.Timestamp) else s
-        if c in ("w", "date_time"):
-            s = pd.to_datetime(s)
-            s = s.dt.tz_convert("UTC").dt.tz_localize(None) if s.dt.tz is not None else s
-            s = s.astype("datetime64[us]")
-        elif s.dtype.kind == "f":
-            s = s.astype("float64").round(3)
-        elif s.dtype.kind in "iu":
-            s = s.astype("int64")
-        out[c] = s
-    return out.sort_values(columns).reset_index(drop=True)
+TIMES = ("w", "date_time")
 
 
 def check(run: Run, want: pd.DataFrame, query_name: str) -> str:
-    """``ok: N rows`` or what differs. Spark's append mode never emits the windows its final
-    watermark has not passed: those expected rows are left out for Spark, and said so.
+    """``ok: N rows`` or what differs (``benchmarks/suite/compare.py``); Spark's append
+    mode never emits the windows its final watermark has not passed: those expected rows
+    are left out for Spark, and said so.
     """
-    q = QUERIES[query_name]
     assert run.output is not None
-    cols = list(q.columns)
-    g, e = normalised(run.output, cols), normalised(want, cols)
-    note = ""
-    if run.engine == "spark" and "w" in cols:
-        last = g["w"].max() if len(g) else pd.Timestamp.min
-        dropped = int((e["w"] > last).sum())
-        e = e[e["w"] <= last].reset_index(drop=True)
-        note = f" (the last {dropped} rows are never emitted by append mode)"
-    if len(g) != len(e):
-        missing = e.merge(g, how="left", indicator=True).query("_merge == 'left_only'")
-        extra = g.merge(e, how="left", indicator=True).query("_merge == 'left_only'")
-        return (f"{len(g)} rows, expected {len(e)}{note}; missing e.g. "
-                f"{missing.drop(columns='_merge').head(2).to_dict('records')}, extra e.g. "
-                f"{extra.drop(columns='_merge').head(2).to_dict('records')}")
-    diff = (g != e).any(axis=1)
-    if diff.any():
-        example = g[diff].head(1).to_dict("records")
-        wanted = e[diff].head(1).to_dict("records")
-        return f"{int(diff.sum())} of {len(g)} rows differ, e.g. {example} for {wanted}"
-    return f"ok: {len(g)} rows{note}"
+    columns = list(QUERIES[query_name].columns)
+    times = [c for c in columns if c in TIMES]
+    got, wanted = normalised(run.output, columns, times), normalised(want, columns, times)
+    wanted, note = leave_out_unemitted(run.engine, got, wanted)
+    return differences(got, wanted, note)

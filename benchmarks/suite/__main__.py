@@ -9,8 +9,9 @@
 Each workload reads its share of the events (``StreamSpec.scale``: the 1 s slide, the
 100,000 keys and the sharing workloads a fifth, the join two streams of half each).
 
-Writes ``benchmarks/results/<date>.md`` (``<date>-quick.md`` for ``--quick``) and PNG
-plots next to it. Flink runs with the
+Writes ``benchmarks/results/<date>.md`` (``<date>-quick.md`` for ``--quick``,
+``<date>-partial.md`` for named workloads, ``--out NAME`` to choose) and PNG plots next to
+it. Flink runs with the
 Python of its own virtual environment (``FLINK_PYTHON``, default ``.venv-flink/bin/python``,
 made by ``make .venv-flink/.installed``).
 """
@@ -104,7 +105,13 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=None)
     parser.add_argument("--reps", type=int, default=None)
     parser.add_argument("--engines", default="sparkcq,spark,flink")
+    parser.add_argument("--out", default=None,
+                        help="report name under benchmarks/results (default: the date, "
+                             "<date>-quick for --quick, <date>-partial for named workloads)")
     args = parser.parse_args()
+    day = dt.date.today().isoformat()
+    report = args.out or (f"{day}-partial" if args.workloads else
+                        f"{day}-quick" if args.quick else day)
     events = args.events or 1_000_000
     reps = args.reps or (1 if args.quick else 3)
     args.workloads = args.workloads or (QUICK if args.quick else [*WORKLOADS, *NEXMARK,
@@ -113,8 +120,11 @@ def main() -> None:
                                                                "bin", "python"))
     data_dir = os.path.join(HERE, ".data")
     hosts = write_hosts(data_dir)
+    # the status store keeps enough jobs and stages for a whole run (spark_work.py)
     spark = make_session(None, app_name="sparkcq-bench",
-                         conf={"spark.sql.session.timeZone": "UTC"})
+                         conf={"spark.sql.session.timeZone": "UTC",
+                               "spark.ui.retainedJobs": "5000",
+                               "spark.ui.retainedStages": "5000"})
     results = []
     engines = args.engines.split(",")
     for name in args.workloads:
@@ -157,8 +167,7 @@ def main() -> None:
                       f"events/s, start-up {run.startup_s:.1f} s; output "
                       f"{result.checks[engine]}", flush=True)
         results.append(result)
-    day = dt.date.today().isoformat()
-    out = os.path.join(HERE, "results", day + ("-quick" if args.quick else ""))
+    out = os.path.join(HERE, "results", report)
     extra = []
     if "sweep" in args.workloads:
         if args.quick:

@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from benchmarks.suite.data import Input
+from benchmarks.suite.spark_work import SparkWork, spark_work
 from benchmarks.suite.workloads import Workload
 from sparkcq import Engine
 
@@ -43,6 +44,7 @@ class Run:
     events_timed: int  # events processed in run_s
     cycles: list[float] = field(default_factory=list)
     output: pd.DataFrame | None = None
+    work: SparkWork | None = None  # what Spark did in run_s (not for Flink)
 
     @property
     def events_per_s(self) -> float:  # noqa: D102
@@ -114,50 +116,84 @@ def run_cycles(eng: Engine, name: str, events: int,
     (start-up: planning, code generation, Python workers); ``output`` reads the results.
     """
     first = eng.run_cycle()
+    group = f"sparkcq-bench-{name}-{time.monotonic_ns()}"
+    eng.spark.sparkContext.setJobGroup(group, f"benchmark {name}")
     began = time.monotonic()
     while eng.has_pending_input():
         eng.run_cycle()
     elapsed = time.monotonic() - began
+    eng.spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+    work = spark_work(eng.spark, [group])
     reports = eng.reports[1:]
     out = output()
     eng.stop()
     return Run("sparkcq", name, events, first.seconds, elapsed,
-               sum(r.rows_in for r in reports), [r.seconds for r in reports if r.rows_in], out)
+               sum(r.rows_in for r in reports), [r.seconds for r in reports if r.rows_in], out,
+               work)
 
 
 def run_spark(spark: SparkSession, wl: Workload, inputs: dict[str, Input],
               hosts_path: str) -> Run:
     """The workload as Structured Streaming queries (one per sparkcq query), one file of
-    each stream per micro-batch (``availableNow``), results to the memory sink.
+    each stream per micro-batch; the table, if any, read from the CSV the others read.
     """
     assert wl.spark is not None
-    streams = {name: spark.readStream.schema(SCHEMA).option("header", "false")
-               .option("maxFilesPerTrigger", 1).csv(inp.chunks_path)
-               for name, inp in inputs.items()}
-    checkpoints = []
+    frames = {name: spark.readStream.schema(SCHEMA).option("header", "false")
+              .option("maxFilesPerTrigger", 1).csv(inp.chunks_path)
+              for name, inp in inputs.items()}
+    if wl.table:
+        frames["hosts"] = spark.read.schema(HOSTS_SCHEMA).option("header", "false") \
+            .csv(hosts_path)
+    return run_structured_streaming(spark, wl.name, wl.spark(frames), list(wl.columns),
+                                    sum(i.events for i in inputs.values()))
+
+
+def run_structured_streaming(spark: SparkSession, name: str, frames: list[DataFrame],
+                             columns: list[str], events: int,
+                             finish: Callable[[DataFrame], DataFrame] | None = None) -> Run:
+    """Run streaming ``frames`` (one query each) to the end of their files (``availableNow``)
+    in append mode, into the memory sink, or through ``finish`` applied to each micro-batch
+    in ``foreachBatch``; their outputs, concatenated, as ``columns``.
+
+    Start-up is the longest first micro-batch (it plans, compiles and starts the state
+    store); throughput counts the first query's later batches over the wall time after it.
+    """
+    checkpoints: list[str] = []
     queries = []
+    batches: list[pd.DataFrame] = []
     began = time.monotonic()
-    for i, frame in enumerate(wl.spark(streams)):
+    for i, frame in enumerate(frames):
         checkpoints.append(tempfile.mkdtemp(prefix="sparkcq-bench-ss-"))
-        queries.append(frame.writeStream.outputMode("append").format("memory")
-                       .queryName(f"bench_{wl.name.replace('-', '_')}_{i}")
-                       .option("checkpointLocation", checkpoints[-1])
-                       .trigger(availableNow=True).start())
+        writer = frame.writeStream.outputMode("append") \
+            .option("checkpointLocation", checkpoints[-1]).trigger(availableNow=True)
+        if finish is not None:
+            def each_batch(df: DataFrame, _batch_id: int,
+                           finish: Callable[[DataFrame], DataFrame] = finish) -> None:
+                batches.append(finish(df).toPandas())
+
+            writer = writer.foreachBatch(each_batch)
+        else:
+            writer = writer.format("memory").queryName(f"bench_{name.replace('-', '_')}_{i}")
+        queries.append(writer.start())
     for query in queries:
         query.awaitTermination()
     total = time.monotonic() - began
     progress = [[p for p in q.recentProgress if p["numInputRows"] > 0] for q in queries]
     durations = [[p["durationMs"]["triggerExecution"] / 1000 for p in ps] for ps in progress]
     startup = max(d[0] for d in durations if d)
-    frames = []
-    for query in queries:
-        frames.append(spark.table(query.name).toPandas()[list(wl.columns)])
-        spark.catalog.dropTempView(query.name)
+    work = spark_work(spark, [str(q.runId) for q in queries], skip_batch_zero=True)
+    if finish is not None:
+        out = pd.concat(batches, ignore_index=True) if batches else \
+            pd.DataFrame(columns=columns)
+    else:
+        out = pd.concat([spark.table(q.name).toPandas() for q in queries], ignore_index=True)
+        for query in queries:
+            spark.catalog.dropTempView(query.name)
     for checkpoint in checkpoints:
         shutil.rmtree(checkpoint, ignore_errors=True)
-    return Run("spark", wl.name, sum(i.events for i in inputs.values()), startup,
-               total - startup, sum(p["numInputRows"] for p in progress[0][1:]),
-               durations[0][1:], pd.concat(frames, ignore_index=True))
+    return Run("spark", name, events, startup, total - startup,
+               sum(p["numInputRows"] for p in progress[0][1:]), durations[0][1:],
+               out[columns], work)
 
 
 def run_flink(python: str, wl: Workload, inputs: dict[str, Input], hosts_path: str) -> Run:

@@ -41,6 +41,21 @@ class WorkloadResult:
         run = Run(engine, "", 0, 0, 0, 0, cycles)
         return f"{run.latency(0.5):.2f} / {run.latency(0.99):.2f} s"
 
+    def work(self, engine: str) -> dict[str, float] | None:
+        """Per 100,000 events timed: wall and driver-alone seconds and what Spark did
+        (``spark_work.py``), each the median over the repetitions.
+        """
+        runs = [r for r in self.runs.get(engine, []) if r.work is not None and r.events_timed]
+        if not runs:
+            return None
+        per_run = []
+        for r in runs:
+            assert r.work is not None
+            figures = r.work.per(r.events_timed)
+            wall = r.run_s * 100_000 / r.events_timed
+            per_run.append({**figures, "wall_s": wall, "alone_s": wall - figures["busy_s"]})
+        return {key: statistics.median(f[key] for f in per_run) for key in per_run[0]}
+
     def ratio(self, other: str) -> float | None:
         """The ratio of sparkcq's events/s to the other engine's."""
         mine, theirs = self.rate("sparkcq"), self.rate(other)
@@ -70,6 +85,28 @@ def table(results: list[WorkloadResult]) -> list[str]:
     return lines
 
 
+def time_table(results: list[WorkloadResult]) -> list[str]:
+    """Markdown: where each Spark-based engine's time goes, per 100,000 events."""
+    lines = ["## Where the time goes", "",
+             "Per 100,000 events after start-up, medians over the repetitions, from Spark's "
+             "own status store (`benchmarks/suite/spark_work.py`): the wall time; of it, the "
+             "time no Spark job was running (the driver alone: building, analysing and "
+             "planning the cycle's or micro-batch's plans); the Spark jobs, stages and tasks "
+             "that ran, their summed task time (2 cores: at best half of it is wall time) "
+             "and the records they wrote to shuffles.", "",
+             "| workload | engine | wall | driver alone | jobs | stages | tasks | task time "
+             "| records shuffled |", "|---|---|---|---|---|---|---|---|---|"]
+    for res in results:
+        for engine in ("sparkcq", "spark"):
+            w = res.work(engine)
+            if w is None:
+                continue
+            lines.append(f"| {res.name} | {LABELS[engine]} | {w['wall_s']:.2f} s | "
+                         f"{w['alone_s']:.2f} s | {w['jobs']:.1f} | {w['stages']:.0f} | "
+                         f"{w['tasks']:.0f} | {w['task_s']:.2f} s | {w['shuffled']:,.0f} |")
+    return lines
+
+
 def write_report(path: str, results: list[WorkloadResult], reps: int,
                  extra: list[str] | None = None) -> None:
     """``path``.md and ``path``.png (events/s per workload and engine, log scale)."""
@@ -80,11 +117,14 @@ def write_report(path: str, results: list[WorkloadResult], reps: int,
              f"micro-batch; Flink: one file per source reader, parallelism 2); median of {reps} "
              "run(s); 2 cores. events/s exclude start-up (reported apart). Every engine's "
              "output is checked row for row against an independent pandas computation.", "",
-             *table(results), "", f"![events per second]({os.path.basename(path)}.png)", ""]
+             *table(results), "", f"![events per second]({os.path.basename(path)}.png)", "",
+             *time_table(results), "", f"![time per 100,000 events]({os.path.basename(path)}"
+             "-time.png)", ""]
     lines += extra or []
     with open(path + ".md", "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")
     plot(path + ".png", results)
+    plot_time(path + "-time.png", results)
 
 
 def plot(path: str, results: list[WorkloadResult]) -> None:
@@ -105,6 +145,35 @@ def plot(path: str, results: list[WorkloadResult]) -> None:
     ax.set_yscale("log")
     ax.set_ylabel("events/s (median, log scale)")
     ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_time(path: str, results: list[WorkloadResult]) -> None:
+    """Stacked bars per workload: sparkcq's and Spark's wall time per 100,000 events, split
+    into driver alone and Spark jobs running.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shown = [r for r in results if r.work("sparkcq") or r.work("spark")]
+    fig, ax = plt.subplots(figsize=(max(7.0, 1.1 * len(shown)), 4.5))
+    width = 0.38
+    for i, (engine, shade) in enumerate((("sparkcq", "tab:blue"), ("spark", "tab:green"))):
+        works = [r.work(engine) or {"alone_s": 0.0, "busy_s": 0.0} for r in shown]
+        xs = [x + i * width for x in range(len(shown))]
+        alone = [w["alone_s"] for w in works]
+        ax.bar(xs, alone, width, color=shade, alpha=0.45,
+               label=f"{LABELS[engine]}: driver alone")
+        ax.bar(xs, [w["busy_s"] for w in works], width, bottom=alone, color=shade,
+               label=f"{LABELS[engine]}: Spark jobs running")
+    ax.set_xticks([x + width / 2 for x in range(len(shown))], [r.name for r in shown],
+                  fontsize=8, rotation=30, ha="right")
+    ax.set_ylabel("seconds per 100,000 events (median)")
+    ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

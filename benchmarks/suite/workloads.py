@@ -51,7 +51,8 @@ class Workload:
     name: str
     title: str
     sparkcq: tuple[str, ...]  # CREATE QUERY bodies over the streams (one per query)
-    spark: Callable[[dict[str, DataFrame]], list[DataFrame]] | None  # one per query
+    # one streaming frame per query, from the streams' frames (and the static ``hosts``)
+    spark: Callable[[dict[str, DataFrame]], list[DataFrame]] | None
     flink: tuple[str, ...]  # SELECTs over the streams' tables (one per query; none: not run)
     flink_sink: str  # the sink tables' columns
     columns: tuple[str, ...]
@@ -192,12 +193,7 @@ OVER = Workload(
 
 
 def _report_spark(streams: dict[str, DataFrame]) -> list[DataFrame]:
-    from pyspark.sql import SparkSession
-
-    spark = SparkSession.getActiveSession()
-    assert spark is not None
-    hosts = spark.createDataFrame(hosts_frame())
-    return [_watermarked(streams["events"]).join(hosts, "k")
+    return [_watermarked(streams["events"]).join(streams["hosts"], "k")
             .groupBy(F.window("ts", "1 minute"), "k", "name")
             .agg(F.sum("v").alias("s"), F.count(F.lit(1)).alias("n"))
             .select(F.col("window.end").alias("w"), "k", "name", "s", "n")]

@@ -1,0 +1,65 @@
+"""The benchmark suite's instruments: what Spark did for a job group, and the output check
+every engine's result goes through.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+from pyspark.sql import functions as F
+
+from benchmarks.suite.compare import differences, leave_out_unemitted, normalised
+from benchmarks.suite.spark_work import _busy_ms, spark_work
+
+
+def test_busy_time_is_the_union_of_job_intervals():
+    assert _busy_ms([(30, 40), (0, 10), (5, 20), (12, 15)]) == 30
+    assert _busy_ms([]) == 0
+
+
+def test_spark_work_counts_the_jobs_of_its_group_only(spark):
+    sc = spark.sparkContext
+    sc.setJobGroup("bench-tools-a", "three partitions, ten keys")
+    rows = (spark.range(0, 1_000, numPartitions=3).groupBy((F.col("id") % 10).alias("k"))
+            .count().collect())
+    sc.setJobGroup("bench-tools-b", "another job")
+    spark.range(10).collect()
+    sc.setLocalProperty("spark.jobGroup.id", None)
+    assert len(rows) == 10
+    work = spark_work(spark, ["bench-tools-a"])
+    assert work.jobs == 1
+    assert work.stages == 2  # the partial aggregation, then the final one
+    assert work.tasks == 3 + int(spark.conf.get("spark.sql.shuffle.partitions"))
+    # map-side combine: each of the 3 map tasks writes one partial count per key
+    assert work.shuffled == 30
+    assert work.task_s > 0 and 0 < work.busy_s
+    both = spark_work(spark, ["bench-tools-a", "bench-tools-b"])
+    assert both.jobs == 2 and both.stages == 3 and both.shuffled == 30
+    per = work.per(50_000)
+    assert per["jobs"] == 2 and per["shuffled"] == 60
+
+
+def _frame(rows: list[tuple[str, int, float]]) -> pd.DataFrame:
+    frame = pd.DataFrame(rows, columns=["w", "k", "a"])
+    return normalised(frame, ["w", "k", "a"], ["w"])
+
+
+def test_differences_names_what_differs():
+    want = _frame([("2026-01-01 00:00:10", 1, 0.1 + 0.2), ("2026-01-01 00:00:20", 1, 2.0)])
+    assert differences(_frame([("2026-01-01 00:00:20", 1, 2.0),
+                               ("2026-01-01 00:00:10", 1, 0.3)]), want) == "ok: 2 rows"
+    wrong = differences(_frame([("2026-01-01 00:00:10", 1, 0.3),
+                                ("2026-01-01 00:00:20", 1, 2.1)]), want)
+    assert wrong.startswith("1 of 2 rows differ") and "2.1" in wrong
+    short = differences(_frame([("2026-01-01 00:00:10", 1, 0.3)]), want)
+    assert short.startswith("1 rows, expected 2") and "missing e.g." in short
+    assert "00:00:20" in short.split("missing e.g.")[1].split("extra")[0]
+
+
+def test_spark_keeps_only_the_windows_its_watermark_passed():
+    want = _frame([("2026-01-01 00:00:10", 1, 1.0), ("2026-01-01 00:00:20", 1, 2.0)])
+    got = _frame([("2026-01-01 00:00:10", 1, 1.0)])
+    kept, note = leave_out_unemitted("spark", got, want)
+    assert len(kept) == 1 and "last 1 rows" in note
+    assert differences(got, kept, note).startswith("ok: 1 rows")
+    same, none = leave_out_unemitted("sparkcq", got, want)
+    assert len(same) == 2 and none == ""
