@@ -7,6 +7,7 @@ the job's), per-cycle latencies where the engine has cycles, and the output rows
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import shutil
@@ -118,12 +119,13 @@ def run_cycles(eng: Engine, name: str, events: int,
     first = eng.run_cycle()
     group = f"sparkcq-bench-{name}-{time.monotonic_ns()}"
     eng.spark.sparkContext.setJobGroup(group, f"benchmark {name}")
-    began = time.monotonic()
+    began = time.time()
     while eng.has_pending_input():
         eng.run_cycle()
-    elapsed = time.monotonic() - began
+    ended = time.time()
     eng.spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
-    work = spark_work(eng.spark, [group])
+    elapsed = ended - began
+    work = spark_work(eng.spark, [group], since=began, until=ended)
     reports = eng.reports[1:]
     out = output()
     eng.stop()
@@ -155,13 +157,15 @@ def run_structured_streaming(spark: SparkSession, name: str, frames: list[DataFr
     in append mode, into the memory sink, or through ``finish`` applied to each micro-batch
     in ``foreachBatch``; their outputs, concatenated, as ``columns``.
 
-    Start-up is the longest first micro-batch (it plans, compiles and starts the state
-    store); throughput counts the first query's later batches over the wall time after it.
+    Start-up lasts until every query has finished its first micro-batch (it plans,
+    compiles and starts the state store); throughput counts the first query's batches that
+    began after that, over the wall time from then to the end, and Spark's work is read
+    for the same interval.
     """
     checkpoints: list[str] = []
     queries = []
     batches: list[pd.DataFrame] = []
-    began = time.monotonic()
+    began = time.time()
     for i, frame in enumerate(frames):
         checkpoints.append(tempfile.mkdtemp(prefix="sparkcq-bench-ss-"))
         writer = frame.writeStream.outputMode("append") \
@@ -177,11 +181,11 @@ def run_structured_streaming(spark: SparkSession, name: str, frames: list[DataFr
         queries.append(writer.start())
     for query in queries:
         query.awaitTermination()
-    total = time.monotonic() - began
+    ended = time.time()
     progress = [[p for p in q.recentProgress if p["numInputRows"] > 0] for q in queries]
-    durations = [[p["durationMs"]["triggerExecution"] / 1000 for p in ps] for ps in progress]
-    startup = max(d[0] for d in durations if d)
-    work = spark_work(spark, [str(q.runId) for q in queries], skip_batch_zero=True)
+    warm = max(_batch_start(ps[0]) + _batch_seconds(ps[0]) for ps in progress if ps)
+    timed = [p for p in progress[0] if _batch_start(p) >= warm]
+    work = spark_work(spark, [str(q.runId) for q in queries], since=warm, until=ended)
     if finish is not None:
         out = pd.concat(batches, ignore_index=True) if batches else \
             pd.DataFrame(columns=columns)
@@ -191,9 +195,18 @@ def run_structured_streaming(spark: SparkSession, name: str, frames: list[DataFr
             spark.catalog.dropTempView(query.name)
     for checkpoint in checkpoints:
         shutil.rmtree(checkpoint, ignore_errors=True)
-    return Run("spark", name, events, startup, total - startup,
-               sum(p["numInputRows"] for p in progress[0][1:]), durations[0][1:],
+    return Run("spark", name, events, warm - began, ended - warm,
+               sum(p["numInputRows"] for p in timed), [_batch_seconds(p) for p in timed],
                out[columns], work)
+
+
+def _batch_start(progress: dict) -> float:
+    """When a micro-batch began (seconds since the epoch), from its progress report."""
+    return dt.datetime.fromisoformat(progress["timestamp"]).timestamp()
+
+
+def _batch_seconds(progress: dict) -> float:
+    return progress["durationMs"]["triggerExecution"] / 1000
 
 
 def run_flink(python: str, wl: Workload, inputs: dict[str, Input], hosts_path: str) -> Run:

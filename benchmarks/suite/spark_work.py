@@ -1,11 +1,11 @@
 """What Spark did for a run: jobs, tasks, task time and shuffled records of one job group.
 
-The suite runs each engine's timed part under a job group (sparkcq: every cycle after the
-first; Structured Streaming: its queries' run ids, which Spark sets itself, without batch
-0), then reads Spark's own status store: the same numbers Spark's UI shows, so where a
-run's time goes is measured, not guessed. ``busy_s`` is the wall time during which at
-least one of the group's jobs ran; the rest of a run's wall time the driver worked alone
-(building and analysing plans, planning micro-batches) or waited.
+The suite runs each engine under a job group (sparkcq: every cycle after the first;
+Structured Streaming: its queries' run ids, which Spark sets itself) and reads the jobs of
+its timed interval (after start-up) from Spark's own status store: the same numbers Spark's
+UI shows, so where a run's time goes is measured, not guessed. ``busy_s`` is the wall
+time during which at least one of the group's jobs ran; in the rest of a run's wall time
+the driver worked alone (building and analysing plans, planning micro-batches) or waited.
 """
 
 from __future__ import annotations
@@ -40,9 +40,9 @@ def _millis(option: Any) -> int | None:
     return option.get().getTime() if option.isDefined() else None
 
 
-def _busy_ms(intervals: Iterable[tuple[int, int]]) -> int:
+def _busy_ms(intervals: Iterable[tuple[float, float]]) -> float:
     """The length of the union of ``[start, end)`` intervals."""
-    total, reach = 0, None
+    total, reach = 0.0, None
     for start, end in sorted(intervals):
         if reach is None or start > reach:
             total += end - start
@@ -53,13 +53,12 @@ def _busy_ms(intervals: Iterable[tuple[int, int]]) -> int:
     return total
 
 
-def spark_work(spark: SparkSession, groups: Iterable[str], skip_batch_zero: bool = False
-               ) -> SparkWork:
-    """The work of every job in ``groups``, read once Spark's listeners have caught up.
-
-    ``skip_batch_zero`` leaves out Structured Streaming's first micro-batch (its start-up),
-    recognised by the job description Spark gives each batch (``... batch = 0``).
+def spark_work(spark: SparkSession, groups: Iterable[str], since: float = 0.0,
+               until: float = float("inf")) -> SparkWork:
+    """The work of the jobs in ``groups`` that began in ``[since, until]`` (seconds since
+    the epoch), read once Spark's listeners have caught up; busy time is clipped to it.
     """
+    lo, hi = since * 1000, until * 1000
     sc = spark.sparkContext
     jsc = sc._jsc
     assert jsc is not None
@@ -73,14 +72,11 @@ def spark_work(spark: SparkSession, groups: Iterable[str], skip_batch_zero: bool
     for group in groups:
         for job_id in sorted(tracker.getJobIdsForGroup(group)):
             job = store.job(job_id)
-            description = job.description().get() if job.description().isDefined() else ""
-            if skip_batch_zero and description.rstrip().endswith("batch = 0"):
-                continue
             start, end = _millis(job.submissionTime()), _millis(job.completionTime())
-            if start is None or end is None:
+            if start is None or end is None or not lo <= start <= hi:
                 continue
             jobs += 1
-            intervals.append((start, end))
+            intervals.append((start, min(end, int(hi))))
             ids = job.stageIds()
             for i in range(ids.size()):
                 stage_id = ids.apply(i)
