@@ -158,9 +158,11 @@ def run_structured_streaming(spark: SparkSession, name: str, frames: list[DataFr
     in ``foreachBatch``; their outputs, concatenated, as ``columns``.
 
     Start-up lasts until every query has finished its first micro-batch (it plans,
-    compiles and starts the state store); throughput counts the first query's batches that
-    began after that, over the wall time from then to the end, and Spark's work is read
-    for the same interval.
+    compiles and starts the state store), as sparkcq's first cycle runs every query on the
+    first file. The timed interval runs from then to the end; throughput is the events of
+    the later batches, averaged over the queries (each reads every event), over its length.
+    With several queries some second batches begin before every first one has ended, so
+    this errs in Spark's favour. Spark's work is read for the same interval.
     """
     checkpoints: list[str] = []
     queries = []
@@ -184,7 +186,7 @@ def run_structured_streaming(spark: SparkSession, name: str, frames: list[DataFr
     ended = time.time()
     progress = [[p for p in q.recentProgress if p["numInputRows"] > 0] for q in queries]
     warm = max(_batch_start(ps[0]) + _batch_seconds(ps[0]) for ps in progress if ps)
-    timed = [p for p in progress[0] if _batch_start(p) >= warm]
+    timed = [ps[1:] for ps in progress]
     work = spark_work(spark, [str(q.runId) for q in queries], since=warm, until=ended)
     if finish is not None:
         out = pd.concat(batches, ignore_index=True) if batches else \
@@ -196,8 +198,17 @@ def run_structured_streaming(spark: SparkSession, name: str, frames: list[DataFr
     for checkpoint in checkpoints:
         shutil.rmtree(checkpoint, ignore_errors=True)
     return Run("spark", name, events, warm - began, ended - warm,
-               sum(p["numInputRows"] for p in timed), [_batch_seconds(p) for p in timed],
-               out[columns], work)
+               round(events * statistics.mean(
+                   _share(later, ps) for later, ps in zip(timed, progress, strict=True))),
+               [_batch_seconds(p) for ps in timed for p in ps], out[columns], work)
+
+
+def _share(part: list[dict], batches: list[dict]) -> float:
+    """The share of a query's input rows its batches ``part`` read (Spark counts the rows
+    its scan returns, after filters pushed into it, so rows are not events).
+    """
+    total = sum(p["numInputRows"] for p in batches)
+    return sum(p["numInputRows"] for p in part) / total if total else 0.0
 
 
 def _batch_start(progress: dict) -> float:
