@@ -76,7 +76,7 @@ def spark_work(spark: SparkSession, groups: Iterable[str], since: float = 0.0,
             if start is None or end is None or not lo <= start <= hi:
                 continue
             jobs += 1
-            intervals.append((start, min(end, int(hi))))
+            intervals.append((start, min(end, hi)))
             ids = job.stageIds()
             for i in range(ids.size()):
                 stage_id = ids.apply(i)
