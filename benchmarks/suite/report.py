@@ -151,8 +151,8 @@ def plot(path: str, results: list[WorkloadResult]) -> None:
 
 
 def plot_time(path: str, results: list[WorkloadResult]) -> None:
-    """Stacked bars per workload: sparkcq's and Spark's wall time per 100,000 events, split
-    into driver alone and Spark jobs running.
+    """One small panel per workload, each on its own scale: sparkcq's and Spark's wall time
+    per 100,000 events, split into driver alone and Spark jobs running.
     """
     import matplotlib
 
@@ -160,20 +160,26 @@ def plot_time(path: str, results: list[WorkloadResult]) -> None:
     import matplotlib.pyplot as plt
 
     shown = [r for r in results if r.work("sparkcq") or r.work("spark")]
-    fig, ax = plt.subplots(figsize=(max(7.0, 1.1 * len(shown)), 4.5))
-    width = 0.38
-    for i, (engine, shade) in enumerate((("sparkcq", "tab:blue"), ("spark", "tab:green"))):
-        works = [r.work(engine) or {"alone_s": 0.0, "busy_s": 0.0} for r in shown]
-        xs = [x + i * width for x in range(len(shown))]
-        alone = [w["alone_s"] for w in works]
-        ax.bar(xs, alone, width, color=shade, alpha=0.45,
-               label=f"{LABELS[engine]}: driver alone")
-        ax.bar(xs, [w["busy_s"] for w in works], width, bottom=alone, color=shade,
-               label=f"{LABELS[engine]}: Spark jobs running")
-    ax.set_xticks([x + width / 2 for x in range(len(shown))], [r.name for r in shown],
-                  fontsize=8, rotation=30, ha="right")
-    ax.set_ylabel("seconds per 100,000 events (median)")
-    ax.legend(fontsize=8)
+    if not shown:
+        return
+    cols = min(6, len(shown))
+    rows = -(-len(shown) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(2.2 * cols, 2.4 * rows), squeeze=False)
+    engines = (("sparkcq", "tab:blue"), ("spark", "tab:green"))
+    for ax, res in zip(axes.flat, shown, strict=False):
+        for x, (engine, shade) in enumerate(engines):
+            w = res.work(engine)
+            if w is None:
+                continue
+            ax.bar(x, w["alone_s"], 0.7, color=shade, alpha=0.4)
+            ax.bar(x, w["busy_s"], 0.7, bottom=w["alone_s"], color=shade)
+        ax.set_xticks(range(len(engines)), [LABELS[e] for e, _ in engines], fontsize=7)
+        ax.set_title(res.name, fontsize=8)
+        ax.tick_params(axis="y", labelsize=7)
+    for ax in list(axes.flat)[len(shown):]:
+        ax.set_visible(False)
+    fig.suptitle("Wall time per 100,000 events (s): driver alone (light), Spark jobs running "
+                 "(dark)", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -336,7 +336,8 @@ def _shared(n: int) -> Workload:
         streams=(StreamSpec(scale=0.2),),
         sparkcq_slide_s=10,
         notes="sparkcq: interval output, expanded to the window ends for the check; Spark: "
-              "one streaming query per query; Flink: one job of N INSERTs"
+              "one streaming query per query, timed from the end of the last one's first "
+              "batch (errs in Spark's favour); Flink: one job of N INSERTs"
               + ("" if n <= FLINK_MAX_INSERTS else ", not run: a 50-INSERT job wrote "
                  "nothing in 7 minutes"),
     )
