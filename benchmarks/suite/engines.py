@@ -97,6 +97,14 @@ def _sparkcq_frame(eng: Engine, wl: Workload) -> pd.DataFrame:
 def run_sparkcq(spark: SparkSession, wl: Workload, inputs: dict[str, Input],
                 hosts_path: str) -> Run:
     """The workload as sparkcq queries over files streams, one file of each per cycle."""
+    eng = sparkcq_engine(spark, wl, inputs, hosts_path)
+    return run_cycles(eng, wl.name, sum(i.events for i in inputs.values()),
+                      lambda: _sparkcq_frame(eng, wl))
+
+
+def sparkcq_engine(spark: SparkSession, wl: Workload, inputs: dict[str, Input],
+                   hosts_path: str) -> Engine:
+    """An engine with the workload's streams (files, one per cycle), table and queries."""
     eng = Engine(spark=spark)
     for name, inp in inputs.items():
         eng.execute(f"CREATE STREAM {name} ({SCHEMA}) WITH (event_time='ts', "
@@ -107,8 +115,7 @@ def run_sparkcq(spark: SparkSession, wl: Workload, inputs: dict[str, Input],
                     f"header='false', path='{hosts_path}')")
     for i, body in enumerate(wl.sparkcq):
         eng.execute(f"CREATE QUERY q{i} AS {body}")
-    return run_cycles(eng, wl.name, sum(i.events for i in inputs.values()),
-                      lambda: _sparkcq_frame(eng, wl))
+    return eng
 
 
 def run_cycles(eng: Engine, name: str, events: int,

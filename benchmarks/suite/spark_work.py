@@ -53,45 +53,77 @@ def _busy_ms(intervals: Iterable[tuple[float, float]]) -> float:
     return total
 
 
-def spark_work(spark: SparkSession, groups: Iterable[str], since: float = 0.0,
-               until: float = float("inf")) -> SparkWork:
-    """The work of the jobs in ``groups`` that began in ``[since, until]`` (seconds since
-    the epoch), read once Spark's listeners have caught up; busy time is clipped to it.
+@dataclass(frozen=True)
+class StageRun:
+    """One stage as it ran for a job."""
+
+    stage_id: int
+    name: str  # Spark's call site: the action, or the operation that made the shuffle
+    tasks: int
+    task_s: float
+    wall_s: float
+    shuffled: int
+
+
+@dataclass(frozen=True)
+class JobRun:
+    """One Spark job: when it ran (ms since the epoch) and the stages it ran itself."""
+
+    job_id: int
+    name: str
+    start_ms: float
+    end_ms: float
+    stages: tuple[StageRun, ...]
+
+
+def jobs_run(spark: SparkSession, groups: Iterable[str], since: float = 0.0,
+             until: float = float("inf")) -> list[JobRun]:
+    """The jobs in ``groups`` that began in ``[since, until]`` (seconds since the epoch),
+    in order, read once Spark's listeners have caught up; each with the stages it ran (a
+    stage whose shuffle output an earlier job made is skipped, and not listed again).
     """
-    lo, hi = since * 1000, until * 1000
     sc = spark.sparkContext
     jsc = sc._jsc
     assert jsc is not None
     jsc.sc().listenerBus().waitUntilEmpty()
     store = jsc.sc().statusStore()
     tracker = sc.statusTracker()
-    jobs = stages = tasks = shuffled = 0
-    task_ms = 0
-    intervals = []
-    seen: set[int] = set()  # a stage reused by a later job is listed there too (skipped)
-    for group in groups:
-        for job_id in sorted(tracker.getJobIdsForGroup(group)):
-            job = store.job(job_id)
-            start, end = _millis(job.submissionTime()), _millis(job.completionTime())
-            if start is None or end is None or not lo <= start <= hi:
+    lo, hi = since * 1000, until * 1000
+    seen: set[int] = set()
+    out = []
+    ids = sorted(j for group in groups for j in tracker.getJobIdsForGroup(group))
+    for job_id in ids:
+        job = store.job(job_id)
+        start, end = _millis(job.submissionTime()), _millis(job.completionTime())
+        if start is None or end is None or not lo <= start <= hi:
+            continue
+        stages = []
+        stage_ids = job.stageIds()
+        for i in range(stage_ids.size()):
+            stage_id = stage_ids.apply(i)
+            if stage_id in seen:
                 continue
-            jobs += 1
-            intervals.append((start, min(end, hi)))
-            ids = job.stageIds()
-            for i in range(ids.size()):
-                stage_id = ids.apply(i)
-                if stage_id in seen:
-                    continue
-                try:
-                    stage = store.lastStageAttempt(stage_id)
-                except Exception:  # noqa: BLE001 - a skipped stage was never attempted
-                    continue
-                ran = _millis(stage.submissionTime())
-                if str(stage.status()) != "COMPLETE" or ran is None or ran < start:
-                    continue  # not run by this job: its output was reused
-                seen.add(stage_id)
-                stages += 1
-                tasks += stage.numCompleteTasks()
-                task_ms += stage.executorRunTime()
-                shuffled += stage.shuffleWriteRecords()
-    return SparkWork(jobs, stages, tasks, task_ms / 1000, _busy_ms(intervals) / 1000, shuffled)
+            try:
+                stage = store.lastStageAttempt(stage_id)
+            except Exception:  # noqa: BLE001 - a skipped stage was never attempted
+                continue
+            ran, done = _millis(stage.submissionTime()), _millis(stage.completionTime())
+            if str(stage.status()) != "COMPLETE" or ran is None or ran < start:
+                continue  # not run by this job: its output was reused
+            seen.add(stage_id)
+            stages.append(StageRun(stage_id, stage.name(), stage.numCompleteTasks(),
+                                   stage.executorRunTime() / 1000,
+                                   ((done or ran) - ran) / 1000, stage.shuffleWriteRecords()))
+        out.append(JobRun(job_id, job.name(), start, min(end, hi), tuple(stages)))
+    return out
+
+
+def spark_work(spark: SparkSession, groups: Iterable[str], since: float = 0.0,
+               until: float = float("inf")) -> SparkWork:
+    """Totals over ``jobs_run(spark, groups, since, until)``; busy time clipped to it."""
+    jobs = jobs_run(spark, groups, since, until)
+    stages = [st for job in jobs for st in job.stages]
+    return SparkWork(len(jobs), len(stages), sum(st.tasks for st in stages),
+                     sum(st.task_s for st in stages),
+                     _busy_ms((job.start_ms, job.end_ms) for job in jobs) / 1000,
+                     sum(st.shuffled for st in stages))

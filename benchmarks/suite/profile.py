@@ -1,0 +1,84 @@
+"""Where a sparkcq cycle's time goes, for one workload of the suite.
+
+    .venv/bin/python -m benchmarks.suite.profile tumble            # 1M events, 10 cycles
+    .venv/bin/python -m benchmarks.suite.profile join --events 200000 --show 2
+
+Runs the workload's sparkcq queries over the suite's CSV files as ``make bench`` does and
+prints, for each cycle after the first (start-up): its wall time, the time no Spark job
+ran (the driver alone), its Spark jobs, tasks and task time; then each operator's median
+driver time per cycle building its part of the plan (``plan_ms`` of ``EXPLAIN GLOBAL``; a
+scan's includes its statistics job); then every Spark job of cycle ``--show`` with the
+stages it ran, named by Spark's call site.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+
+from benchmarks.suite.__main__ import HERE, prepare_inputs, write_hosts
+from benchmarks.suite.engines import sparkcq_engine
+from benchmarks.suite.spark_work import JobRun, _busy_ms, jobs_run
+from benchmarks.suite.workloads import WORKLOADS
+from sparkcq.session import make_session
+
+
+def print_jobs(jobs: list[JobRun]) -> None:
+    """Every job with its stages: tasks, task time, wall time, shuffled records, call site."""
+    for job in jobs:
+        print(f"  job {job.job_id}: {(job.end_ms - job.start_ms) / 1000:.2f} s, "
+              f"{len(job.stages)} stages  {job.name[:70]}")
+        for st in job.stages:
+            print(f"    stage {st.stage_id}: {st.tasks} tasks, {st.task_s:.2f} s of tasks, "
+                  f"{st.wall_s:.2f} s wall, {st.shuffled:,} shuffled  {st.name[:60]}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.suite.profile")
+    parser.add_argument("workload", choices=sorted(WORKLOADS))
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--show", type=int, default=5, help="the cycle whose jobs to list")
+    args = parser.parse_args()
+    wl = WORKLOADS[args.workload]
+    data_dir = os.path.join(HERE, ".data")
+    inputs = prepare_inputs(wl, args.events, data_dir)
+    spark = make_session(None, app_name="sparkcq-profile",
+                         conf={"spark.sql.session.timeZone": "UTC"})
+    eng = sparkcq_engine(spark, wl, inputs, write_hosts(data_dir))
+    first = eng.run_cycle()
+    print(f"cycle 0 (start-up): {first.seconds:.2f} s, {first.rows_in:,} events")
+    labels = {node: f"#{i} {node.label()[:60]}" for i, node in enumerate(eng.plan.ops)}
+    plan_ms: dict[str, list[float]] = {}
+    shown: list[JobRun] = []
+    while eng.has_pending_input():
+        group = f"sparkcq-profile-{eng.cycle}"
+        spark.sparkContext.setJobGroup(group, f"cycle {eng.cycle}")
+        began = time.time()
+        report = eng.run_cycle()
+        jobs = jobs_run(spark, [group], began, time.time())
+        busy = _busy_ms((j.start_ms, j.end_ms) for j in jobs) / 1000
+        stages = [st for j in jobs for st in j.stages]
+        print(f"cycle {report.cycle}: {report.seconds:.2f} s, {report.rows_in:,} events; "
+              f"driver alone {report.seconds - busy:.2f} s; {len(jobs)} jobs, "
+              f"{len(stages)} stages, {sum(st.tasks for st in stages)} tasks, "
+              f"{sum(st.task_s for st in stages):.2f} s of tasks, "
+              f"{sum(st.shuffled for st in stages):,} shuffled")
+        for node, op in eng.plan.ops.items():
+            plan_ms.setdefault(labels.get(node, node.label()), []).append(op.plan_seconds * 1e3)
+        if report.cycle == args.show:
+            shown = jobs
+    spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+    print("driver time per cycle building each operator's plan (median):")
+    for label, values in plan_ms.items():
+        print(f"  {statistics.median(values):7.1f} ms  {label}")
+    if shown:
+        print(f"the Spark jobs of cycle {args.show}:")
+        print_jobs(shown)
+    eng.stop()
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
