@@ -8,7 +8,7 @@ import pandas as pd
 from pyspark.sql import functions as F
 
 from benchmarks.suite.compare import differences, leave_out_unemitted, normalised
-from benchmarks.suite.spark_work import _busy_ms, spark_work
+from benchmarks.suite.spark_work import _busy_ms, job_group, spark_work
 
 
 def test_busy_time_is_the_union_of_job_intervals():
@@ -17,13 +17,11 @@ def test_busy_time_is_the_union_of_job_intervals():
 
 
 def test_spark_work_counts_the_jobs_of_its_group_only(spark):
-    sc = spark.sparkContext
-    sc.setJobGroup("bench-tools-a", "three partitions, ten keys")
-    rows = (spark.range(0, 1_000, numPartitions=3).groupBy((F.col("id") % 10).alias("k"))
-            .count().collect())
-    sc.setJobGroup("bench-tools-b", "another job")
-    spark.range(10).collect()
-    sc.setLocalProperty("spark.jobGroup.id", None)
+    with job_group(spark, "bench-tools-a"):
+        rows = (spark.range(0, 1_000, numPartitions=3).groupBy((F.col("id") % 10).alias("k"))
+                .count().collect())
+    with job_group(spark, "bench-tools-b"):
+        spark.range(10).collect()
     assert len(rows) == 10
     work = spark_work(spark, ["bench-tools-a"])
     assert work.jobs == 1

@@ -23,7 +23,7 @@ import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 
 from benchmarks.suite.data import Input
-from benchmarks.suite.spark_work import SparkWork, spark_work
+from benchmarks.suite.spark_work import SparkWork, job_group, spark_work
 from benchmarks.suite.workloads import Workload
 from sparkcq import Engine
 
@@ -125,12 +125,11 @@ def run_cycles(eng: Engine, name: str, events: int,
     """
     first = eng.run_cycle()
     group = f"sparkcq-bench-{name}-{time.monotonic_ns()}"
-    eng.spark.sparkContext.setJobGroup(group, f"benchmark {name}")
-    began = time.time()
-    while eng.has_pending_input():
-        eng.run_cycle()
-    ended = time.time()
-    eng.spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+    with job_group(eng.spark, group):
+        began = time.time()
+        while eng.has_pending_input():
+            eng.run_cycle()
+        ended = time.time()
     elapsed = ended - began
     work = spark_work(eng.spark, [group], since=began, until=ended)
     reports = eng.reports[1:]

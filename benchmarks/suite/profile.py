@@ -20,7 +20,7 @@ import time
 
 from benchmarks.suite.__main__ import HERE, prepare_inputs, write_hosts
 from benchmarks.suite.engines import sparkcq_engine
-from benchmarks.suite.spark_work import JobRun, _busy_ms, jobs_run
+from benchmarks.suite.spark_work import JobRun, SparkWork, job_group, jobs_run
 from benchmarks.suite.workloads import WORKLOADS
 from sparkcq.session import make_session
 
@@ -54,22 +54,19 @@ def main() -> None:
     shown: list[JobRun] = []
     while eng.has_pending_input():
         group = f"sparkcq-profile-{eng.cycle}"
-        spark.sparkContext.setJobGroup(group, f"cycle {eng.cycle}")
-        began = time.time()
-        report = eng.run_cycle()
+        with job_group(spark, group):
+            began = time.time()
+            report = eng.run_cycle()
         jobs = jobs_run(spark, [group], began, time.time())
-        busy = _busy_ms((j.start_ms, j.end_ms) for j in jobs) / 1000
-        stages = [st for j in jobs for st in j.stages]
+        work = SparkWork.of(jobs)
         print(f"cycle {report.cycle}: {report.seconds:.2f} s, {report.rows_in:,} events; "
-              f"driver alone {report.seconds - busy:.2f} s; {len(jobs)} jobs, "
-              f"{len(stages)} stages, {sum(st.tasks for st in stages)} tasks, "
-              f"{sum(st.task_s for st in stages):.2f} s of tasks, "
-              f"{sum(st.shuffled for st in stages):,} shuffled")
+              f"driver alone {report.seconds - work.busy_s:.2f} s; {work.jobs} jobs, "
+              f"{work.stages} stages, {work.tasks} tasks, {work.task_s:.2f} s of tasks, "
+              f"{work.shuffled:,} shuffled")
         for node, op in eng.plan.ops.items():
             plan_ms.setdefault(labels.get(node, node.label()), []).append(op.plan_seconds * 1e3)
         if report.cycle == args.show:
             shown = jobs
-    spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
     print("driver time per cycle building each operator's plan (median):")
     for label, values in plan_ms.items():
         print(f"  {statistics.median(values):7.1f} ms  {label}")

@@ -10,7 +10,8 @@ the driver worked alone (building and analysing plans, planning micro-batches) o
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +28,15 @@ class SparkWork:
     task_s: float  # executor run time summed over the tasks
     busy_s: float  # wall time with at least one job running
     shuffled: int  # records written to shuffles
+
+    @classmethod
+    def of(cls, jobs: list[JobRun]) -> SparkWork:
+        """Totals over ``jobs``; busy time is the union of their intervals."""
+        stages = [st for job in jobs for st in job.stages]
+        return cls(len(jobs), len(stages), sum(st.tasks for st in stages),
+                   sum(st.task_s for st in stages),
+                   _busy_ms((job.start_ms, job.end_ms) for job in jobs) / 1000,
+                   sum(st.shuffled for st in stages))
 
     def per(self, events: int, unit: int = 100_000) -> dict[str, float]:
         """Every figure per ``unit`` events."""
@@ -121,9 +131,15 @@ def jobs_run(spark: SparkSession, groups: Iterable[str], since: float = 0.0,
 def spark_work(spark: SparkSession, groups: Iterable[str], since: float = 0.0,
                until: float = float("inf")) -> SparkWork:
     """Totals over ``jobs_run(spark, groups, since, until)``; busy time clipped to it."""
-    jobs = jobs_run(spark, groups, since, until)
-    stages = [st for job in jobs for st in job.stages]
-    return SparkWork(len(jobs), len(stages), sum(st.tasks for st in stages),
-                     sum(st.task_s for st in stages),
-                     _busy_ms((job.start_ms, job.end_ms) for job in jobs) / 1000,
-                     sum(st.shuffled for st in stages))
+    return SparkWork.of(jobs_run(spark, groups, since, until))
+
+
+@contextmanager
+def job_group(spark: SparkSession, group: str) -> Iterator[None]:
+    """Run the block's Spark jobs (from this thread) under job group ``group``."""
+    sc = spark.sparkContext
+    sc.setJobGroup(group, group)
+    try:
+        yield
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
