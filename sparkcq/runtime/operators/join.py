@@ -45,8 +45,10 @@ class ElementTracker:
         self.open: StateFrame = op.state(
             StructType([*schema.fields, StructField(TS, LongType())]), name)
 
-    def elements(self, changes: DataFrame | None, lo: int) -> DataFrame:
-        """Elements alive at some instant >= lo: names, _ts, _te (null: still open), _chg."""
+    def elements(self, changes: DataFrame | None, lo: int) -> DataFrame | None:
+        """Elements alive at some instant >= lo: names, _ts, _te (null: still open), _chg;
+        None when the input has none (no open element and no change).
+        """
         names = self.names
         old = self.open.get()
         opens = [old] if old is not None else []
@@ -58,7 +60,8 @@ class ElementTracker:
             closes = units(d.where(col(D) < 0), -col(D)).select(*[col(n) for n in names],
                                                                  col(T).alias("_tc"))
         cands = union_all(opens)
-        assert cands is not None
+        if cands is None:
+            return None
         if closes is None:
             return cands.withColumn(TE, F.lit(None).cast("long")).withColumn(
                 "_chg", col(TS) >= F.lit(lo))
@@ -75,8 +78,11 @@ class ElementTracker:
             *[cands[f"`{n}`"] for n in names], col(TS), col("_tc").alias(TE))
         return out.withColumn("_chg", (col(TS) >= F.lit(lo)) | col(TE).isNotNull())
 
-    def keep_open(self, elements: DataFrame) -> None:
+    def keep_open(self, elements: DataFrame | None) -> None:
         """Carry the elements still open into the next cycle."""
+        if elements is None:
+            self.open.set(None)
+            return
         self.open.set(elements.where(col(TE).isNull()).select(*[col(n) for n in self.names],
                                                                col(TS)))
 
@@ -115,8 +121,12 @@ class JoinOperator(Operator):
         lo, hi = left.lo, left.hi
         if left.df is None and right.df is None:
             return Slice(None, lo, hi)
-        lel = self.rt.cache_for_cycle(self.left.elements(left.df, lo))
-        rel = self.rt.cache_for_cycle(self.right.elements(right.df, lo))
+        lel, rel = self.left.elements(left.df, lo), self.right.elements(right.df, lo)
+        if lel is None or rel is None:  # one side holds nothing: no pairs, the other's state
+            self.left.keep_open(lel)
+            self.right.keep_open(rel)
+            return Slice(None, lo, hi)
+        lel, rel = self.rt.cache_for_cycle(lel), self.rt.cache_for_cycle(rel)
         l_ = lel.select(*[col(n) for n in self.lnames], col(TS).alias("_lts"),
                         col(TE).alias("_lte"), col("_chg").alias("_lch"))
         r_ = rel.select(*[col(n) for n in self.rnames], col(TS).alias("_rts"),
