@@ -28,13 +28,21 @@ class Watermark:
 
 
 @dataclass(frozen=True)
+class EndOfCycle:
+    """A marker in a ListSource: this cycle's delivery ends here (with no rows, if none
+    precede it), so a test decides in which cycle each row arrives.
+    """
+
+
+@dataclass(frozen=True)
 class EndOfInput:
     """A marker in a ListSource: the stream is complete (watermark +inf)."""
 
 
 class ListSource(Source):
     """Delivers a list of rows and markers: one cycle takes the rows up to the next marker
-    (or ``rows_per_cycle`` rows), so tests choose exactly how input is cut into cycles.
+    (``Watermark``, ``EndOfCycle``, ``EndOfInput``) or ``rows_per_cycle`` rows, so tests
+    choose exactly how input is cut into cycles.
     """
 
     def __init__(self, items: list[Any], rows_per_cycle: int | None = None):
@@ -63,6 +71,8 @@ class ListSource(Source):
                 break
             if isinstance(item, EndOfInput):
                 end = True
+                break
+            if isinstance(item, EndOfCycle):
                 break
             rows.append(item)
             if self.rows_per_cycle and len(rows) >= self.rows_per_cycle:

@@ -1,11 +1,37 @@
-"""One Spark session for the whole test run: small shuffle partitions, UI off."""
+"""One Spark session for the whole test run: small shuffle partitions, UI off.
+
+Hypothesis profiles (``HYPOTHESIS_PROFILE``): ``ci`` (the default) keeps the property suite
+within the test budget; ``slow`` runs ten times as many scenarios. Failing examples are kept
+in ``tests/.hypothesis/examples`` and replayed first on the next run.
+"""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis.database import DirectoryBasedExampleDatabase
 
 from sparkcq import Engine
 from sparkcq.session import make_session
+
+_EXAMPLES = DirectoryBasedExampleDatabase(Path(__file__).parent / ".hypothesis" / "examples")
+_COMMON = {
+    "deadline": None,  # a scenario is an engine run of several Spark cycles
+    "database": _EXAMPLES,
+    "print_blob": True,
+    # a scenario draws many cases; an engine run takes seconds
+    "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large,
+                              HealthCheck.large_base_example],
+}
+settings.register_profile("ci", max_examples=2, **_COMMON)
+settings.register_profile("slow", max_examples=20, **_COMMON)
+# one scenario, no shrinking: to iterate on a failure quickly
+settings.register_profile("dev", max_examples=1,
+                          phases=[Phase.explicit, Phase.reuse, Phase.generate], **_COMMON)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 @pytest.fixture(scope="session")
@@ -19,3 +45,16 @@ def spark():
 def engine(spark):
     """A fresh engine (its own catalog and plan) on the shared session."""
     return Engine(spark=spark)
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """How many generated cases each query shape was checked on (tests/scenarios.py)."""
+    from scenarios import CASES_CHECKED, SCHEDULE_STATS
+
+    if not CASES_CHECKED:
+        return
+    terminalreporter.section("property cases checked against the reference")
+    for label, n in sorted(CASES_CHECKED.items()):
+        terminalreporter.write_line(f"{n:7d}  {label}")
+    for label, n in SCHEDULE_STATS.items():
+        terminalreporter.write_line(f"{n:7d}  {label}")

@@ -1,59 +1,126 @@
 """A small per-event reference interpreter of sparkcq's semantics, in plain Python.
 
-It evaluates a query the way the contract defines it: turn events into elements with their
-windows, evaluate ordinary SQL on the snapshot at every instant where any input changes,
-and turn the sequence of snapshots back into coalesced elements (or instants). It knows
-nothing of cycles, watermarks, change events or Spark, which is the point.
+It evaluates a query the way the contract defines it (DESIGN 2): decide from what each
+stream delivered which events are accepted and which are late; turn events into elements
+with their windows; evaluate ordinary SQL on the snapshot at every instant where an input
+changes; turn the sequence of snapshots back into coalesced elements, instants or a
+changelog. It knows nothing of change events, operators or Spark, which is the point; it
+imports nothing from the engine.
 
 Query shapes are dataclasses that render themselves to the engine's SQL and evaluate
 themselves here, so the two cannot disagree about what the query is. Every query carries an
-example id column ``ex`` in its keys, so many independent examples share one engine run.
+example id column ``ex`` as its first output column and in its keys, so many independent
+cases share one engine run and a failure is reported for one case.
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from fractions import Fraction
 
 INF = math.inf
-Row = tuple
-Element = tuple[Row, float, float]
+Event = dict  # ex, k, v, t
+Element = tuple[tuple, float, float]  # row values, ts, te
+
+
+# -- input: what streams deliver, which events count ----------------------------------------
+@dataclass(frozen=True)
+class Batch:
+    """What one stream delivers in one cycle: rows, then a heartbeat or the end of input."""
+
+    rows: tuple[Event, ...] = ()
+    watermark: int | None = None
+    end: bool = False
+
+
+@dataclass
+class Arrivals:
+    """The accepted and the late events of one stream, and its watermark after each cycle."""
+
+    accepted: list[Event] = field(default_factory=list)
+    late: list[tuple[Event, float]] = field(default_factory=list)  # event, watermark passed
+    watermarks: list[float] = field(default_factory=list)
+
+
+def arrivals(batches: Iterable[Batch], lateness: int) -> Arrivals:
+    """Apply the watermark rule (DESIGN 2.4) to a stream's deliveries, one batch per cycle.
+
+    The watermark in force while a batch arrives is the one the previous batches set: the
+    largest accepted event time minus the lateness, raised by heartbeats, +inf once the
+    stream has ended. An event older than it is late: never applied, kept as a dead letter.
+    """
+    out = Arrivals()
+    mark, seen, ended = -INF, None, False
+    for batch in batches:
+        for row in batch.rows:
+            if row["t"] < mark:
+                out.late.append((row, mark))
+            else:
+                out.accepted.append(row)
+                seen = row["t"] if seen is None else max(seen, row["t"])
+        if seen is not None:
+            mark = max(mark, seen - lateness)
+        if batch.watermark is not None:
+            mark = max(mark, batch.watermark)
+        ended = ended or batch.end
+        if ended:
+            mark = INF
+        out.watermarks.append(mark)
+    return out
 
 
 # -- windows ---------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Win:
-    """A window: kind in range/slide/now/unbounded/rows/cut, with its parameters."""
+    """A window: kind in range/slide/now/unbounded/rows/cut, with its parameters.
+
+    ``size``: range length, row count or chunk length; ``slide``: the hop, or for a cut the
+    number of chunks an element stays valid; ``partition``: the columns ROWS counts within
+    (none: one sequence over all cases).
+    """
 
     kind: str
     size: int = 0
     slide: int = 0
-    by_k: bool = False
+    partition: tuple[str, ...] = ()
 
     def sql(self) -> str:
+        chunks = f" WINDOW {self.slide} CHUNKS" if self.kind == "cut" and self.slide > 1 else ""
         return {
             "range": f"[RANGE {self.size}]",
             "slide": f"[RANGE {self.size} SLIDE {self.slide}]",
             "now": "[NOW]",
             "unbounded": "[UNBOUNDED]",
-            "rows": f"[PARTITION BY ex{', k' if self.by_k else ''} ROWS {self.size}]",
-            "cut": f"[CUT ON t BY {self.size}]",
+            "rows": (f"[PARTITION BY {', '.join(self.partition)} ROWS {self.size}]"
+                     if self.partition else f"[ROWS {self.size}]"),
+            "cut": f"[CUT ON t BY {self.size}{chunks}]",
         }[self.kind]
 
     @property
+    def name(self) -> str:
+        """The window's kind as the dialect names it."""
+        if self.kind == "rows":
+            return "PARTITION BY ROWS" if self.partition else "ROWS"
+        if self.kind == "cut":
+            return "CUT WINDOW n CHUNKS" if self.slide > 1 else "CUT"
+        return {"range": "RANGE", "slide": "RANGE SLIDE", "now": "NOW",
+                "unbounded": "UNBOUNDED"}[self.kind]
+
+    @property
     def period(self) -> int | None:
+        """The evaluation period RSTREAM snapshots at (slide, or chunk length)."""
         return {"slide": self.slide, "cut": self.size}.get(self.kind)
 
-    def elements(self, events: list[dict]) -> list[tuple[dict, float, float]]:
-        """Each event (a dict with ex, k, v, t) as an element (event, ts, te)."""
+    def elements(self, events: list[Event], columns: tuple[str, ...]) -> list[Element]:
+        """Each event as an element (its values of ``columns``, ts, te)."""
         out = []
         if self.kind == "rows":
-            parts: dict[tuple, list[dict]] = {}
-            for e in sorted(events, key=lambda e: (e["t"], e["k"], e["v"])):
-                parts.setdefault((e["ex"], e["k"] if self.by_k else None), []).append(e)
+            parts: dict[tuple, list[Event]] = {}
+            for e in sorted(events, key=lambda e: (e["t"], *[e[c] for c in columns])):
+                parts.setdefault(tuple(e[c] for c in self.partition), []).append(e)
             for rows in parts.values():
                 for i, e in enumerate(rows):
                     end = rows[i + self.size]["t"] if i + self.size < len(rows) else INF
@@ -65,55 +132,114 @@ class Win:
                     out.append((e, t, t + self.size))
                 elif self.kind == "slide":
                     s = self.slide
-                    out.append((e, -((-t) // s) * s, -((-(t + self.size)) // s) * s))
+                    out.append((e, _ceil(t, s), _ceil(t + self.size, s)))
                 elif self.kind == "now":
                     out.append((e, t, t + 1))
                 elif self.kind == "unbounded":
                     out.append((e, t, INF))
                 elif self.kind == "cut":
                     cut = (t // self.size + 1) * self.size
-                    out.append((e, cut, cut + self.size))
-        return [x for x in out if x[1] < x[2]]
+                    out.append((e, cut, cut + self.size * max(self.slide, 1)))
+        return [(tuple(e[c] for c in columns), ts, te) for e, ts, te in out if ts < te]
+
+
+def _ceil(t: int, step: int) -> int:
+    return -((-t) // step) * step
+
+
+# -- relations: elements with their intervals ------------------------------------------------
+@dataclass(frozen=True)
+class Relation:
+    """A time-varying bag of rows as elements ``(values, ts, te)`` over named columns."""
+
+    columns: tuple[str, ...]
+    elements: tuple[Element, ...]
+
+    def rows(self) -> Iterable[tuple[dict, float, float]]:
+        for values, ts, te in self.elements:
+            yield dict(zip(self.columns, values, strict=True)), ts, te
+
+    def where(self, keep: Callable[[dict], bool]) -> Relation:
+        return Relation(self.columns, tuple(
+            e for e in self.elements if keep(dict(zip(self.columns, e[0], strict=True)))))
+
+    def select(self, columns: tuple[str, ...], make: Callable[[dict], tuple]) -> Relation:
+        return Relation(columns, tuple((make(r), ts, te) for r, ts, te in self.rows()))
+
+    def clip(self, start: float) -> Relation:
+        """The relation as a query started at ``start`` sees it: from ``start`` on."""
+        return Relation(self.columns, tuple((v, max(ts, start), te)
+                                            for v, ts, te in self.elements if te > start))
+
+
+def window(events: list[Event], win: Win, columns: tuple[str, ...] = ("ex", "k", "v", "t")
+           ) -> Relation:
+    """Stream to relation."""
+    return Relation(columns, tuple(win.elements(events, columns)))
+
+
+def join(left: Relation, right: Relation, key: Callable[[dict], object],
+         theta: Callable[[dict, dict], bool] | None, columns: tuple[str, ...],
+         make: Callable[[dict, dict], tuple]) -> Relation:
+    """Inner join: a pair lives where both elements do; ``key`` buckets equi-join keys."""
+    buckets: dict[object, list[tuple[dict, float, float]]] = {}
+    for r in right.rows():
+        buckets.setdefault(key(r[0]), []).append(r)
+    out = []
+    for a, ats, ate in left.rows():
+        for b, bts, bte in buckets.get(key(a), ()):
+            if theta is not None and not theta(a, b):
+                continue
+            ts, te = max(ats, bts), min(ate, bte)
+            if ts < te:
+                out.append((make(a, b), ts, te))
+    return Relation(columns, tuple(out))
+
+
+def union(*inputs: Relation) -> Relation:
+    """UNION ALL: the bag union, columns named by the first input."""
+    return Relation(inputs[0].columns, tuple(e for r in inputs for e in r.elements))
+
+
+def snapshots(elements: Iterable[Element]) -> list[tuple[float, list]]:
+    """The critical instants (every start and end) with the snapshot from each on."""
+    elements = list(elements)
+    instants = sorted({x[1] for x in elements} | {x[2] for x in elements if x[2] < INF})
+    by_start = sorted(elements, key=lambda x: x[1])
+    out, live, i = [], [], 0
+    for c in instants:
+        while i < len(by_start) and by_start[i][1] <= c:
+            live.append(by_start[i])
+            i += 1
+        live = [x for x in live if x[2] > c]
+        out.append((c, [x[0] for x in live]))
+    return out
+
+
+def aggregate(rel: Relation, keys: tuple[str, ...],
+              calls: list[tuple[str, Callable[[list[dict]], object]]],
+              having: Callable[[list[dict]], bool] | None = None) -> Relation:
+    """GROUP BY ``keys`` on every snapshot; a group exists while it has rows."""
+    series = []
+    for c, snap in snapshots(rel.elements):
+        groups: dict[tuple, list[dict]] = {}
+        for values in snap:
+            row = dict(zip(rel.columns, values, strict=True))
+            groups.setdefault(tuple(row[k] for k in keys), []).append(row)
+        series.append((c, [(*key, *[f(rows) for _, f in calls]) for key, rows in groups.items()
+                           if having is None or having(rows)]))
+    return Relation((*keys, *[n for n, _ in calls]), tuple(coalesce(series, closed=False)))
 
 
 # -- relation -> output ----------------------------------------------------------------------
-def snapshots(elements: list[tuple[object, float, float]]) -> list[tuple[float, list]]:
-    """The critical instants (every start and end) with the snapshot from each on."""
-    instants = sorted({x[1] for x in elements} | {x[2] for x in elements if x[2] < INF})
-    return [(c, [x[0] for x in elements if x[1] <= c < x[2]]) for c in instants]
+def coalesce(series: list[tuple[float, list]], closed: bool = True) -> list[tuple]:
+    """Canonical coalescing: layer k of a value spans where it occurs at least k times.
 
-
-def to_output(series: list[tuple[float, list[Row]]], form: str,
-              period: int | None) -> list[tuple]:
-    """Output rows of a relation given as (instant, snapshot from then on) in time order."""
-    if form == "":
-        return coalesce(series)
-    out: list[tuple] = []
-    prev: Counter = Counter()
-    last_change = max((c for c, snap in series if True), default=None)
-    for i, (c, snap) in enumerate(series):
-        now = Counter(snap)
-        if form in ("ISTREAM", "DSTREAM"):
-            a, b = (now, prev) if form == "ISTREAM" else (prev, now)
-            for row, n in (a - b).items():
-                out += [(row, c)] * n
-        elif form == "RSTREAM" and period is None and now != prev:
-            out += [(row, c) for row, n in now.items() for _ in range(n)]
-        elif form == "RSTREAM" and period is not None:
-            end = series[i + 1][0] if i + 1 < len(series) else c
-            if last_change is not None:
-                end = min(end, last_change)
-            first = -((-c) // period) * period
-            for m in range(int(first), int(end), period):
-                out += [(row, m) for row, n in now.items() for _ in range(n)]
-        prev = now
-    return sorted(out, key=_key)
-
-
-def coalesce(series: list[tuple[float, list[Row]]]) -> list[tuple]:
-    """Canonical coalescing: layer k of a value spans where it occurs at least k times."""
+    ``closed``: the elements as output records, ``te`` None when never closed; else as
+    elements with ``te`` = INF.
+    """
     out = []
-    open_at: dict[tuple[Row, int], float] = {}
+    open_at: dict[tuple, float] = {}
     prev: Counter = Counter()
     for c, snap in [*series, (INF, [])]:
         now = Counter(snap)
@@ -123,7 +249,43 @@ def coalesce(series: list[tuple[float, list[Row]]]) -> list[tuple]:
             for layer in range(prev[row] + 1, now[row] + 1):
                 open_at[(row, layer)] = c
         prev = now
+    if not closed:
+        return out
     return sorted(((r, ts, None if te == INF else te) for r, ts, te in out), key=_key)
+
+
+def output(rel: Relation, form: str, period: int | None = None) -> list[tuple]:
+    """The records a sink receives for relation ``rel`` in output form ``form``.
+
+    Intervals (``""``): (row, ts, te | None); ISTREAM / DSTREAM / RSTREAM: (row, instant);
+    CHANGELOG: (row, instant, '+' | '-'), one per copy.
+    """
+    series = snapshots(rel.elements)
+    if form == "":
+        return coalesce(series)
+    out: list[tuple] = []
+    prev: Counter = Counter()
+    last_change = series[-1][0] if series else None
+    for i, (c, snap) in enumerate(series):
+        now = Counter(snap)
+        if form in ("ISTREAM", "DSTREAM"):
+            a, b = (now, prev) if form == "ISTREAM" else (prev, now)
+            for row, n in (a - b).items():
+                out += [(row, c)] * n
+        elif form == "CHANGELOG":
+            for row in set(now) | set(prev):
+                diff = now[row] - prev[row]
+                out += [(row, c, "+" if diff > 0 else "-")] * abs(diff)
+        elif form == "RSTREAM" and period is None and now != prev:
+            out += [(row, c) for row, n in now.items() for _ in range(n)]
+        elif form == "RSTREAM" and period is not None:
+            end = series[i + 1][0] if i + 1 < len(series) else c
+            assert last_change is not None
+            end = min(end, last_change)
+            for m in range(_ceil(int(c), period), int(end), period):
+                out += [(row, m) for row, n in now.items() for _ in range(n)]
+        prev = now
+    return sorted(out, key=_key)
 
 
 def _key(x: tuple) -> tuple:
@@ -131,18 +293,47 @@ def _key(x: tuple) -> tuple:
                  for v in x)
 
 
-# -- query shapes ----------------------------------------------------------------------------
-AGGS: dict[str, Callable[[list[int]], object]] = {
+def stream_output(events: list[Event], columns: tuple[str, ...],
+                  make: Callable[[Event], tuple | None]) -> list[tuple]:
+    """Instants of a stream query: (row, t) for every event ``make`` keeps (not None)."""
+    out = []
+    for e in events:
+        row = make(e)
+        if row is not None:
+            out.append((row, e["t"]))
+    return sorted(out, key=_key)
+
+
+# -- aggregates ------------------------------------------------------------------------------
+def _values(rows: list[dict], arg: Callable[[dict], object]) -> list:
+    return [x for x in (arg(r) for r in rows) if x is not None]
+
+
+def _avg(xs: list) -> float | None:
+    return float(Fraction(sum(xs), len(xs))) if xs else None
+
+
+def _nullif4(r: dict) -> int | None:
+    return None if r["v"] == 4 else r["v"]
+
+
+#: built-in aggregate calls by the SQL the engine gets, with their meaning over a group's
+#: rows (SQL: NULL arguments are skipped; an aggregate of no values is NULL, count is 0)
+AGGS: dict[str, Callable[[list[dict]], object]] = {
     "count(*)": len,
-    "sum(v)": sum,
-    "min(v)": min,
-    "max(v)": max,
-    "avg(v)": lambda vs: float(Fraction(sum(vs), len(vs))),
-    "count(DISTINCT v)": lambda vs: len(set(vs)),
+    "count(nullif(v, 4))": lambda rows: len(_values(rows, _nullif4)),
+    "sum(v)": lambda rows: sum(_values(rows, lambda r: r["v"])),
+    "avg(v)": lambda rows: _avg(_values(rows, lambda r: r["v"])),
+    "min(v)": lambda rows: min(_values(rows, lambda r: r["v"])),
+    "max(v)": lambda rows: max(_values(rows, lambda r: r["v"])),
+    "count(DISTINCT v)": lambda rows: len(set(_values(rows, lambda r: r["v"]))),
     # other arguments, some NULL: min and max of several arguments share one multiset
-    "min(9 - v)": lambda vs: min(9 - v for v in vs),
-    "max(nullif(v, 4))": lambda vs: max((v for v in vs if v != 4), default=None),
-    "count(DISTINCT v % 3)": lambda vs: len({v % 3 for v in vs}),
+    "min(9 - v)": lambda rows: min(_values(rows, lambda r: 9 - r["v"])),
+    "max(nullif(v, 4))": lambda rows: max(_values(rows, _nullif4), default=None),
+    "sum(nullif(v, 4))": lambda rows: sum(_values(rows, _nullif4)) if _values(rows, _nullif4)
+    else None,
+    "avg(v * 2 + 1)": lambda rows: _avg(_values(rows, lambda r: r["v"] * 2 + 1)),
+    "count(DISTINCT v % 3)": lambda rows: len(set(_values(rows, lambda r: r["v"] % 3))),
 }
 
 
@@ -170,18 +361,22 @@ def _mode(vs: list) -> int | None:
     return min((v for v, n in counts.items() if n == top), default=None)
 
 
+def _of_v(f: Callable[[list], object]) -> Callable[[list[dict]], object]:
+    return lambda rows: f([r["v"] for r in rows])
+
+
 #: user aggregates (tests/udas.py and sparkcq.aggregates.library) by the call the engine
-#: gets, with their meaning over a snapshot's values; ``UDA_DEFINITIONS`` creates them
-UDAS: dict[str, Callable[[list[int]], object]] = {
-    "usum(v)": lambda vs: sum(vs) if vs else None,
-    "uavg(v)": lambda vs: float(Fraction(sum(vs), len(vs))) if vs else None,
-    "umin(v)": lambda vs: min(vs, default=None),
-    "umax(v)": lambda vs: max(vs, default=None),
-    "umax(nullif(v, 4))": lambda vs: max((v for v in vs if v != 4), default=None),
-    "median(v)": _median,
-    "pct(v, 0.25)": lambda vs: _percentile(vs, 0.25),
-    "mode(v)": _mode,
-    "ndistinct(v % 4)": lambda vs: len({v % 4 for v in vs}),
+#: gets, with their meaning over a group's rows; ``UDA_DEFINITIONS`` creates them
+UDAS: dict[str, Callable[[list[dict]], object]] = {
+    "usum(v)": _of_v(lambda vs: sum(vs) if vs else None),
+    "uavg(v)": _of_v(lambda vs: float(Fraction(sum(vs), len(vs))) if vs else None),
+    "umin(v)": _of_v(lambda vs: min(vs, default=None)),
+    "umax(v)": _of_v(lambda vs: max(vs, default=None)),
+    "umax(nullif(v, 4))": lambda rows: max(_values(rows, _nullif4), default=None),
+    "median(v)": _of_v(_median),
+    "pct(v, 0.25)": _of_v(lambda vs: _percentile(vs, 0.25)),
+    "mode(v)": _of_v(_mode),
+    "ndistinct(v % 4)": _of_v(lambda vs: len({v % 4 for v in vs})),
 }
 UDA_DEFINITIONS = """
 CREATE AGGREGATE usum(x BIGINT) RETURNS BIGINT USING 'udas:USum';
@@ -197,97 +392,335 @@ CREATE AGGREGATE ndistinct(x BIGINT) RETURNS BIGINT
 """
 
 
+# -- query shapes ----------------------------------------------------------------------------
+Inputs = dict[str, list[Event]]  # accepted events by stream name
+
+
+class Shape:
+    """A query: its SQL, the stream it starts from, and its records over given inputs."""
+
+    #: the form of its records: "intervals", "instants" or "changelog"
+    records_kind = "intervals"
+
+    def sql(self) -> str:
+        raise NotImplementedError
+
+    def setup(self) -> str:
+        """Statements the query needs first (derived streams), or ''."""
+        return ""
+
+    def features(self) -> set[str]:
+        """What of the dialect the query exercises (for the count of cases per feature)."""
+        if self.records_kind == "instants" and not self.form:
+            return set()  # a stream query: instants
+        return {f"output {self.form or 'intervals'}"}
+
+    def relation(self, inputs: Inputs) -> Relation:
+        raise NotImplementedError
+
+    @property
+    def form(self) -> str:
+        return ""
+
+    @property
+    def period(self) -> int | None:
+        return None
+
+    def records(self, inputs: Inputs, start: float | None = None,
+                shared: bool = False) -> list[tuple]:
+        """The query's records; a query started at ``start`` above a ``shared`` relation sees
+        it from ``start`` on (DESIGN 4.2), otherwise only the events from ``start`` on.
+        """
+        if start is not None and not shared:
+            inputs = {s: [e for e in evs if e["t"] >= start] for s, evs in inputs.items()}
+        rel = self.relation(inputs)
+        if start is not None and shared:
+            rel = rel.clip(start)
+        return output(rel, self.form, self.period)
+
+
+def _records_kind(form: str) -> str:
+    return {"": "intervals", "CHANGELOG": "changelog"}.get(form, "instants")
+
+
 @dataclass(frozen=True)
-class AggQuery:
-    """SELECT ex[, k], aggs FROM s [win] [WHERE v > w] GROUP BY ex[, k] [HAVING count(*) > h]."""
+class AggQuery(Shape):
+    """[form] SELECT ex[, k], aggs FROM s [win] [WHERE v > w] GROUP BY ex[, k]
+    [HAVING count(*) > h]."""
 
     win: Win
     aggs: tuple[str, ...]
-    grouped: bool
+    grouped: bool = True
     where: int | None = None
     having: int | None = None
-    form: str = ""
+    agg_form: str = ""
+    stream: str = "s"
 
-    def sql(self, stream: str) -> str:
-        keys = "ex, k" if self.grouped else "ex"
+    @property
+    def form(self) -> str:
+        return self.agg_form
+
+    @property
+    def period(self) -> int | None:
+        return self.win.period
+
+    @property
+    def records_kind(self) -> str:  # type: ignore[override]
+        return _records_kind(self.agg_form)
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return ("ex", "k") if self.grouped else ("ex",)
+
+    def sql(self) -> str:
+        keys = ", ".join(self.keys)
         cols = ", ".join(f"{a} AS a{i}" for i, a in enumerate(self.aggs))
         where = f" WHERE v > {self.where}" if self.where is not None else ""
         having = f" HAVING count(*) > {self.having}" if self.having is not None else ""
-        return (f"{self.form} SELECT {keys}, {cols} FROM {stream} {self.win.sql()}{where} "
-                f"GROUP BY {keys}{having}").strip()
+        return (f"{self.agg_form} SELECT {keys}, {cols} FROM {self.stream} {self.win.sql()}"
+                f"{where} GROUP BY {keys}{having}").strip()
 
-    def evaluate(self, events: list[dict]) -> list[tuple]:
-        elements = self.win.elements(events)
-        series = []
-        for c, snap in snapshots(elements):
-            rows = [e for e in snap if self.where is None or e["v"] > self.where]
-            groups: dict[tuple, list[int]] = {}
-            for e in rows:
-                groups.setdefault((e["ex"], e["k"]) if self.grouped else (e["ex"],),
-                                  []).append(e["v"])
-            out = []
-            for key, vs in groups.items():
-                if self.having is not None and not len(vs) > self.having:
-                    continue
-                out.append((*key, *[(AGGS | UDAS)[a](vs) for a in self.aggs]))
-            series.append((c, out))
-        return to_output(series, self.form, self.win.period)
+    def features(self) -> set[str]:
+        out = super().features() | {f"window {self.win.name}", "GROUP BY"}
+        out |= {f"aggregate {a}" if a in AGGS else f"user aggregate {a}" for a in self.aggs}
+        out |= {"WHERE"} if self.where is not None else set()
+        return out | ({"HAVING"} if self.having is not None else set())
+
+    def relation(self, inputs: Inputs) -> Relation:
+        rel = window(inputs[self.stream], self.win)
+        if self.where is not None:
+            rel = rel.where(lambda r: r["v"] > self.where)
+        calls = [(f"a{i}", (AGGS | UDAS)[a]) for i, a in enumerate(self.aggs)]
+        having = (None if self.having is None else lambda rows: len(rows) > self.having)
+        return aggregate(rel, self.keys, calls, having)
 
 
 @dataclass(frozen=True)
-class JoinQuery:
+class ProjectQuery(Shape):
+    """[form] SELECT ex, k, v * 2 + 1 AS w, v % 3 = 0 AS m FROM s [win] WHERE v > w."""
+
+    win: Win
+    where: int
+    proj_form: str = ""
+    stream: str = "s"
+
+    @property
+    def form(self) -> str:
+        return self.proj_form
+
+    @property
+    def period(self) -> int | None:
+        return self.win.period
+
+    @property
+    def records_kind(self) -> str:  # type: ignore[override]
+        return _records_kind(self.proj_form)
+
+    def sql(self) -> str:
+        return (f"{self.proj_form} SELECT ex, k, v * 2 + 1 AS w, v % 3 = 0 AS m FROM "
+                f"{self.stream} {self.win.sql()} WHERE v > {self.where}").strip()
+
+    def features(self) -> set[str]:
+        return super().features() | {f"window {self.win.name}", "projection", "WHERE"}
+
+    def relation(self, inputs: Inputs) -> Relation:
+        rel = window(inputs[self.stream], self.win).where(lambda r: r["v"] > self.where)
+        return rel.select(("ex", "k", "w", "m"),
+                          lambda r: (r["ex"], r["k"], r["v"] * 2 + 1, r["v"] % 3 == 0))
+
+
+@dataclass(frozen=True)
+class JoinQuery(Shape):
     """SELECT a.ex, a.k, a.v, b.v FROM s [w1] a JOIN s2 [w2] b ON ex, k [AND a.v < b.v]."""
 
     left: Win
     right: Win
     theta: bool
+    streams: tuple[str, str] = ("s", "s2")
 
-    def sql(self, left: str, right: str) -> str:
+    def sql(self) -> str:
         theta = " AND a.v < b.v" if self.theta else ""
+        left, right = self.streams
         return (f"SELECT a.ex AS ex, a.k AS k, a.v AS av, b.v AS bv FROM {left} "
                 f"{self.left.sql()} AS a JOIN {right} {self.right.sql()} AS b "
                 f"ON a.ex = b.ex AND a.k = b.k{theta}")
 
-    def evaluate(self, left: list[dict], right: list[dict]) -> list[tuple]:
-        out = []
-        for a, ats, ate in self.left.elements(left):
-            for b, bts, bte in self.right.elements(right):
-                if (a["ex"], a["k"]) != (b["ex"], b["k"]) or (self.theta and not a["v"] < b["v"]):
-                    continue
-                ts, te = max(ats, bts), min(ate, bte)
-                if ts < te:
-                    out.append(((a["ex"], a["k"], a["v"], b["v"]), ts, te))
-        return coalesce(snapshots(out))
+    def features(self) -> set[str]:
+        kind = "theta join" if self.theta else "equi join"
+        return super().features() | {kind, f"window {self.left.name}",
+                                     f"window {self.right.name}"}
+
+    def relation(self, inputs: Inputs) -> Relation:
+        left, right = self.streams
+        return join(window(inputs[left], self.left), window(inputs[right], self.right),
+                    key=lambda r: (r["ex"], r["k"]),
+                    theta=(lambda a, b: a["v"] < b["v"]) if self.theta else None,
+                    columns=("ex", "k", "av", "bv"),
+                    make=lambda a, b: (a["ex"], a["k"], a["v"], b["v"]))
 
 
 @dataclass(frozen=True)
-class FilterQuery:
-    """SELECT ex, k, v FROM s WHERE v > w: raw events in, instants out."""
+class BandJoinQuery(Shape):
+    """A theta join without equality on k: |a.v - b.v| <= 1 within an example."""
 
-    where: int
+    left: Win
+    right: Win
+    streams: tuple[str, str] = ("s", "s2")
 
-    def sql(self, stream: str) -> str:
-        return f"SELECT ex, k, v FROM {stream} WHERE v > {self.where}"
+    def sql(self) -> str:
+        left, right = self.streams
+        return (f"SELECT a.ex AS ex, a.k AS ak, b.k AS bk, a.v - b.v AS dv FROM {left} "
+                f"{self.left.sql()} AS a JOIN {right} {self.right.sql()} AS b "
+                "ON a.ex = b.ex AND abs(a.v - b.v) <= 1")
 
-    def evaluate(self, events: list[dict]) -> list[tuple]:
-        return sorted((((e["ex"], e["k"], e["v"]), e["t"]) for e in events
-                       if e["v"] > self.where), key=_key)
+    def features(self) -> set[str]:
+        return super().features() | {"theta join", "projection", f"window {self.left.name}",
+                                     f"window {self.right.name}"}
+
+    def relation(self, inputs: Inputs) -> Relation:
+        left, right = self.streams
+        return join(window(inputs[left], self.left), window(inputs[right], self.right),
+                    key=lambda r: r["ex"], theta=lambda a, b: abs(a["v"] - b["v"]) <= 1,
+                    columns=("ex", "ak", "bk", "dv"),
+                    make=lambda a, b: (a["ex"], a["k"], b["k"], a["v"] - b["v"]))
 
 
 @dataclass(frozen=True)
-class UnionQuery:
+class UnionQuery(Shape):
     """SELECT ex, k, v FROM s [w1] WHERE v > w UNION ALL SELECT ex, k, v FROM s2 [w2]."""
 
     left: Win
     right: Win
     where: int
+    streams: tuple[str, str] = ("s", "s2")
 
-    def sql(self, left: str, right: str) -> str:
+    def sql(self) -> str:
+        left, right = self.streams
         return (f"SELECT ex, k, v FROM {left} {self.left.sql()} WHERE v > {self.where} "
                 f"UNION ALL SELECT ex, k, v FROM {right} {self.right.sql()}")
 
-    def evaluate(self, left: list[dict], right: list[dict]) -> list[tuple]:
-        els = [((e["ex"], e["k"], e["v"]), ts, te) for e, ts, te in self.left.elements(left)
-               if e["v"] > self.where]
-        els += [((e["ex"], e["k"], e["v"]), ts, te) for e, ts, te in self.right.elements(right)]
-        return coalesce(snapshots(els))
+    def features(self) -> set[str]:
+        return super().features() | {"UNION ALL", "WHERE", f"window {self.left.name}",
+                                     f"window {self.right.name}"}
+
+    def relation(self, inputs: Inputs) -> Relation:
+        left, right = self.streams
+        cols = ("ex", "k", "v")
+        return union(window(inputs[left], self.left, cols).where(lambda r: r["v"] > self.where),
+                     window(inputs[right], self.right, cols))
+
+
+@dataclass(frozen=True)
+class FilterQuery(Shape):
+    """SELECT ex, k, v, v * 10 + 1 AS w FROM s WHERE v > w: raw events in, instants out."""
+
+    where: int
+    stream: str = "s"
+    records_kind = "instants"
+
+    def sql(self) -> str:
+        return f"SELECT ex, k, v, v * 10 + 1 AS w FROM {self.stream} WHERE v > {self.where}"
+
+    def features(self) -> set[str]:
+        return {"stream: WHERE", "stream: projection"}
+
+    def records(self, inputs: Inputs, start: float | None = None,
+                shared: bool = False) -> list[tuple]:
+        events = [e for e in inputs[self.stream] if start is None or e["t"] >= start]
+        return stream_output(events, ("ex", "k", "v", "w"),
+                             lambda e: (e["ex"], e["k"], e["v"], e["v"] * 10 + 1)
+                             if e["v"] > self.where else None)
+
+
+@dataclass(frozen=True)
+class UnionStreamsQuery(Shape):
+    """SELECT ex, k, v FROM s WHERE v > w UNION ALL SELECT ex, k, v FROM s2: instants."""
+
+    where: int
+    streams: tuple[str, str] = ("s", "s2")
+    records_kind = "instants"
+
+    def sql(self) -> str:
+        left, right = self.streams
+        return (f"SELECT ex, k, v FROM {left} WHERE v > {self.where} "
+                f"UNION ALL SELECT ex, k, v FROM {right}")
+
+    def features(self) -> set[str]:
+        return {"stream: UNION ALL", "stream: WHERE"}
+
+    def records(self, inputs: Inputs, start: float | None = None,
+                shared: bool = False) -> list[tuple]:
+        left, right = self.streams
+        events = [e for e in inputs[left] if e["v"] > self.where] + inputs[right]
+        return stream_output([e for e in events if start is None or e["t"] >= start],
+                             ("ex", "k", "v"), lambda e: (e["ex"], e["k"], e["v"]))
+
+
+@dataclass(frozen=True)
+class DerivedStreamQuery(Shape):
+    """CREATE STREAM name AS SELECT ex, k, v + 1 AS v, t FROM s WHERE v <> w; then a windowed
+    aggregate over it (a stream derived from a stream, read like a source)."""
+
+    name: str
+    skip: int
+    win: Win
+    stream: str = "s"
+
+    def setup(self) -> str:
+        return (f"CREATE STREAM {self.name} AS SELECT ex, k, v + 1 AS v, t FROM {self.stream} "
+                f"WHERE v <> {self.skip}")
+
+    def sql(self) -> str:
+        return (f"SELECT ex, k, max(v) AS m, count(*) AS c FROM {self.name} {self.win.sql()} "
+                "GROUP BY ex, k")
+
+    def features(self) -> set[str]:
+        return super().features() | {"derived stream", f"window {self.win.name}", "GROUP BY"}
+
+    def derived(self, inputs: Inputs) -> list[Event]:
+        return [{**e, "v": e["v"] + 1} for e in inputs[self.stream] if e["v"] != self.skip]
+
+    def relation(self, inputs: Inputs) -> Relation:
+        rel = window(self.derived(inputs), self.win)
+        return aggregate(rel, ("ex", "k"), [("m", AGGS["max(v)"]), ("c", AGGS["count(*)"])])
+
+
+@dataclass(frozen=True)
+class DerivedRelationQuery(Shape):
+    """CREATE STREAM name AS SELECT ex, k, sum(v) AS sv, count(*) AS c FROM s [win] GROUP BY
+    ex, k (a relation other queries read); the query joins it with s2 [w2], or only filters
+    it (``right`` None)."""
+
+    name: str
+    win: Win
+    right: Win | None
+    streams: tuple[str, str] = ("s", "s2")
+
+    def setup(self) -> str:
+        return (f"CREATE STREAM {self.name} AS SELECT ex, k, sum(v) AS sv, count(*) AS c "
+                f"FROM {self.streams[0]} {self.win.sql()} GROUP BY ex, k")
+
+    def sql(self) -> str:
+        if self.right is None:
+            return f"SELECT ex, k, sv FROM {self.name} WHERE c > 1"
+        return (f"SELECT d.ex AS ex, d.k AS k, d.sv AS sv, b.v AS bv FROM {self.name} AS d "
+                f"JOIN {self.streams[1]} {self.right.sql()} AS b "
+                "ON d.ex = b.ex AND d.k = b.k AND d.sv > b.v")
+
+    def features(self) -> set[str]:
+        out = super().features() | {"derived relation read by several queries"}
+        return out | ({"theta join"} if self.right is not None else {"WHERE"})
+
+    def totals(self, inputs: Inputs) -> Relation:
+        rel = window(inputs[self.streams[0]], self.win)
+        return aggregate(rel, ("ex", "k"), [("sv", AGGS["sum(v)"]), ("c", AGGS["count(*)"])])
+
+    def relation(self, inputs: Inputs) -> Relation:
+        totals = self.totals(inputs)
+        if self.right is None:
+            return totals.where(lambda r: r["c"] > 1).select(
+                ("ex", "k", "sv"), lambda r: (r["ex"], r["k"], r["sv"]))
+        return join(totals, window(inputs[self.streams[1]], self.right),
+                    key=lambda r: (r["ex"], r["k"]), theta=lambda d, b: d["sv"] > b["v"],
+                    columns=("ex", "k", "sv", "bv"),
+                    make=lambda d, b: (d["ex"], d["k"], d["sv"], b["v"]))

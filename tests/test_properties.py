@@ -1,211 +1,160 @@
-"""Property tests: random query shapes over random streams give exactly the reference's
-coalesced output, whatever the cycle sizes.
+"""Properties: whatever users do to a running engine, every query equals the reference.
 
-Hypothesis draws a handful of query shapes and 200 independent examples of input; every
-example carries its own id ``ex`` (a group and join key of every query), so one engine run
-checks all examples against every shape: 200 examples per shape for the cost of a few
-queries. Each engine run is done twice, with all input in one cycle and cut into many
-cycles by watermarks; both must equal the reference interpreter in ``oracle.py``.
+Each property draws a scenario (``scenarios.py``: many cases sharing one run, input out of
+order within the lateness bound and stragglers beyond it, streams advancing in different
+cycles, idle streams, heartbeats, early ends) and a set of queries covering a part of the
+dialect, runs them on a real engine and compares every case with the reference interpreter
+(``oracle.py``), and every dead letter with the events the contract calls late. Hypothesis
+shrinks a failure (by emptying cases and simplifying the schedule) and keeps it in the
+example database under ``tests/.hypothesis``; the failure message shows the failing case as
+it was delivered, cycle by cycle.
+
+Profiles (``HYPOTHESIS_PROFILE``): ``ci`` (default) runs a few scenarios of about a hundred
+cases each, so every query shape is checked on hundreds of cases; ``slow`` runs more.
 """
 
 from __future__ import annotations
 
-import math
-import random
-from dataclasses import replace
-
-import pandas as pd
 import pytest
-from hypothesis import HealthCheck, Phase, assume, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
-from oracle import AGGS, AggQuery, FilterQuery, JoinQuery, UnionQuery, Win
-
-from sparkcq import Engine
-from sparkcq.testing import EndOfInput, ListSource, Watermark
-
-EXAMPLES = 200
-SETTINGS = settings(max_examples=1, deadline=None, database=None,
-                    phases=[Phase.generate], suppress_health_check=list(HealthCheck))
-
-windows = st.one_of(
-    st.builds(Win, st.just("range"), st.integers(1, 12)),
-    st.builds(lambda size, slide: Win("slide", size, slide),
-              st.integers(2, 12), st.integers(2, 6)),
-    st.just(Win("now")),
-    st.just(Win("unbounded")),
-    st.builds(lambda n, by_k: Win("rows", n, by_k=by_k), st.integers(1, 3), st.booleans()),
-    st.builds(lambda d: Win("cut", d), st.integers(2, 10)),
+from oracle import (
+    AGGS,
+    UDAS,
+    AggQuery,
+    BandJoinQuery,
+    DerivedRelationQuery,
+    DerivedStreamQuery,
+    FilterQuery,
+    JoinQuery,
+    ProjectQuery,
+    UnionQuery,
+    UnionStreamsQuery,
+    Win,
 )
-join_windows = st.one_of(
-    st.builds(Win, st.just("range"), st.integers(1, 8)),
-    st.just(Win("now")),
-    st.just(Win("unbounded")),
-    st.builds(lambda n: Win("rows", n, by_k=True), st.integers(1, 2)),
-)
+from scenarios import Query, Scenario, check_scenario, scenarios
+
+FORMS = ["", "", "ISTREAM", "DSTREAM", "RSTREAM", "CHANGELOG"]
+
+WINDOWS = {
+    "RANGE": st.builds(Win, st.just("range"), st.integers(1, 12)),
+    "RANGE SLIDE": st.builds(lambda size, slide: Win("slide", size, slide),
+                             st.integers(2, 12), st.integers(2, 6)),
+    "NOW": st.just(Win("now")),
+    "UNBOUNDED": st.just(Win("unbounded")),
+    "ROWS": st.builds(lambda n: Win("rows", n), st.integers(1, 3)),
+    "PARTITION BY ROWS": st.builds(lambda n, by_k: Win("rows", n, partition=("ex", "k")[:1 + by_k]),
+                                   st.integers(1, 3), st.booleans()),
+    "CUT": st.builds(lambda d, n: Win("cut", d, n), st.integers(2, 10), st.integers(1, 3)),
+}
+any_window = st.one_of(*WINDOWS.values())
+# windows within one case (ROWS over all cases would let one case's rows end another's)
+case_windows = st.one_of(*[w for kind, w in WINDOWS.items() if kind != "ROWS"])
 
 
-def aggregate_queries(aggs: list[str], forms: list[str]) -> st.SearchStrategy[AggQuery]:
-    """Query shapes with one to three of ``aggs`` and an output form from ``forms``."""
+def agg_query(win: Win, aggs: list[str], form: str | None = None,
+              stream: str = "s") -> st.SearchStrategy[AggQuery]:
+    """An aggregate of one to three of ``aggs`` over ``win``, in ``form`` or any form."""
     return st.builds(
-        AggQuery,
-        win=windows,
-        aggs=st.lists(st.sampled_from(sorted(aggs)), min_size=1, max_size=3, unique=True)
-        .map(tuple),
-        grouped=st.booleans(),
-        where=st.none() | st.integers(0, 6),
+        AggQuery, st.just(win),
+        st.lists(st.sampled_from(sorted(aggs)), min_size=1, max_size=3, unique=True).map(tuple),
+        grouped=st.booleans(), where=st.none() | st.integers(0, 6),
         having=st.none() | st.integers(0, 2),
-        form=st.sampled_from(forms),
-    ).map(lambda q: q if q.form != "RSTREAM" or q.win.period else replace(q, form="ISTREAM"))
+        agg_form=st.sampled_from(FORMS) if form is None else st.just(form),
+        stream=st.just(stream))
 
 
-agg_queries = aggregate_queries(list(AGGS), ["", "", "ISTREAM", "DSTREAM", "RSTREAM"])
-# RSTREAM without a slide snapshots the whole relation whenever any row changes, so one
-# example's output depends on the others' instants: it is checked by a hand-computed test.
-
-
-def draw_events(data, n_streams: int) -> list[list[list[dict]]]:
-    """Per example, per stream, up to 10 random events.
-
-    Hypothesis draws the seed (and prints it on failure); a seeded PRNG draws the bulk
-    events, which would exceed Hypothesis's entropy budget as 2,000 separate draws.
-    """
-    seed = data.draw(st.integers(0, 2**32), label="seed")
-    assume(seed != 0)  # Hypothesis tries the simplest example first: same trivial shapes
-    rnd = random.Random(seed)
-
-    def events(ex: int) -> list[dict]:
-        return [{"ex": ex, "k": rnd.choice("xy"), "v": rnd.randint(0, 9),
-                 "t": rnd.randint(0, 30)} for _ in range(rnd.randint(0, 10))]
-
-    return [[events(ex) for _ in range(n_streams)] for ex in range(EXAMPLES)]
-
-
-def feed(events: list[dict], cut_every: int | None) -> list:
-    """All events in time order, either in one cycle or cut by watermarks every few units."""
-    ordered = sorted(events, key=lambda e: e["t"])
-    if cut_every is None:
-        return [*ordered, EndOfInput()]
-    items: list = []
-    bound = cut_every
-    for e in ordered:
-        while e["t"] >= bound:
-            items.append(Watermark(bound))
-            bound += cut_every
-        items.append(e)
-    return [*items, EndOfInput()]
-
-
-def run_engine(spark, streams: dict[str, list[dict]], queries: dict[str, str],
-               cut_every: int | None, script: str = "") -> dict[str, pd.DataFrame]:
-    """Run ``queries`` over ``streams`` (after the statements of ``script``)."""
-    eng = Engine(spark=spark, allow_udf_modules=["udas"])
-    if script:
-        eng.execute(script)
-    for name, events in streams.items():
-        eng.execute(f"CREATE STREAM {name} (ex BIGINT, k STRING, v BIGINT, t BIGINT) "
-                    "WITH (event_time='t')")
-        eng.attach_source(name, ListSource(feed(events, cut_every)))
-    for name, sql in queries.items():
-        eng.execute(f"CREATE QUERY {name} AS {sql}")
-    eng.run_until_idle()
-    return {name: eng.results(name) for name in queries}
-
-
-def as_reference(frame: pd.DataFrame, instants: bool) -> dict[int, list[tuple]]:
-    """Engine results in the reference's form, per example id."""
-    cols = [c for c in frame.columns if c not in ("_ts", "_te")]
-    out: dict[int, list[tuple]] = {}
-    for rec in frame.itertuples(index=False):
-        values = dict(zip(frame.columns, rec, strict=True))
-        row = tuple(_clean(values[c]) for c in cols)
-        ts = _clean(values["_ts"])
-        item = (row, ts) if instants else (row, ts, _clean(values["_te"]))
-        out.setdefault(row[0], []).append(item)
-    return {ex: sorted(rows, key=_order) for ex, rows in out.items()}
-
-
-def _clean(x):
-    if x is None or (not isinstance(x, str) and pd.isna(x)):
-        return None
-    if isinstance(x, float):
-        return round(x, 9)
-    return int(x) if hasattr(x, "item") and isinstance(x.item(), int) else x
-
-
-def _order(x):
-    return tuple((v is None, str(type(v)), v) if not isinstance(v, tuple) else _order(v)
-                 for v in x)
-
-
-def per_example(rows: list[tuple]) -> dict[int, list[tuple]]:
-    out: dict[int, list[tuple]] = {}
-    for item in rows:
-        row = tuple(round(v, 9) if isinstance(v, float) and not math.isinf(v) else v
-                    for v in item[0])
-        out.setdefault(row[0], []).append((row, *item[1:]))
-    return {ex: sorted(v, key=_order) for ex, v in out.items()}
-
-
-def check(spark, streams, shapes: dict[str, tuple[str, object, bool]],
-          script: str = "") -> dict[str, pd.DataFrame]:
-    """Run all shapes twice (one cycle / many cycles); compare with the reference.
-    Returns the engine's results of the one-cycle run.
-    """
-    queries = {name: sql for name, (sql, _, _) in shapes.items()}
-    one = run_engine(spark, streams, queries, cut_every=None, script=script)
-    many = run_engine(spark, streams, queries, cut_every=4, script=script)
-    assert sum(len(rows) for _, rows, _ in shapes.values()) > EXAMPLES  # a real check
-    for name, (sql, expected_rows, instants) in shapes.items():
-        got_one = as_reference(one[name], instants)
-        got_many = as_reference(many[name], instants)
-        expected = per_example(expected_rows)
-        assert got_many == got_one, f"{name}: cycle sizes changed the output of {sql}"
-        for ex in range(EXAMPLES):
-            want, got = expected.get(ex, []), got_one.get(ex, [])
-            assert got == want, (
-                f"{name} = {sql}\nexample {ex}: {sorted_events(streams, ex)}\n"
-                f"engine:    {got}\nreference: {want}")
-    return one
-
-
-def sorted_events(streams, ex):
-    return {n: sorted([(e["k"], e["v"], e["t"]) for e in evs if e["ex"] == ex],
-                      key=lambda x: x[2]) for n, evs in streams.items()}
+@st.composite
+def aggregate_queries(draw) -> dict[str, Query]:
+    """One grouped aggregate per window kind, a second over one of those windows (fused
+    with it into a family), and a user aggregate."""
+    queries = {}
+    wins = {}
+    # every output form in every scenario, over a different window each time
+    forms = draw(st.permutations([*FORMS, ""]), label="forms")
+    for i, (kind, strategy) in enumerate(WINDOWS.items()):
+        wins[kind] = draw(strategy)
+        shape = draw(agg_query(wins[kind], list(AGGS), forms[i]))
+        queries[f"agg{i}"] = Query(shape, "aggregate")
+    kind = draw(st.sampled_from(sorted(WINDOWS)), label="family window")
+    queries["family"] = Query(draw(agg_query(wins[kind], list(AGGS))), "aggregate family")
+    queries["uda"] = Query(draw(agg_query(draw(case_windows), list(UDAS))), "user aggregate")
+    return queries
 
 
 @pytest.mark.slow
-@SETTINGS
-@given(shapes=st.lists(agg_queries, min_size=6, max_size=6), data=st.data())
-def test_windowed_aggregates_match_the_reference(spark, shapes, data):
-    per_ex = draw_events(data, 1)
-    events = [e for ex in per_ex for e in ex[0]]
-    cases = {f"agg{i}": (shape.sql("s"), [r for ex in per_ex for r in shape.evaluate(ex[0])],
-                         shape.form != "") for i, shape in enumerate(shapes)}
-    check(spark, {"s": events}, cases)
+@given(scenario=scenarios(("s",), cases=120), queries=aggregate_queries())
+def test_aggregates_over_every_window(spark, scenario: Scenario, queries: dict[str, Query]):
+    check_scenario(spark, scenario, queries, udas=True)
+
+
+@st.composite
+def two_stream_queries(draw) -> dict[str, Query]:
+    """Joins (equi, theta, band), unions of relations and of streams, a raw-stream filter,
+    a projection, a derived stream and a derived relation read by two queries."""
+    totals = draw(case_windows, label="totals window")
+    shapes = {
+        "equi": JoinQuery(draw(case_windows), draw(case_windows), theta=False),
+        "theta": JoinQuery(draw(case_windows), draw(case_windows), theta=True),
+        "band": BandJoinQuery(draw(case_windows), draw(case_windows)),
+        "union": UnionQuery(draw(case_windows), draw(case_windows), draw(st.integers(0, 6))),
+        "union streams": UnionStreamsQuery(draw(st.integers(0, 6))),
+        "filter": FilterQuery(draw(st.integers(0, 8)), stream="s2"),
+        "project": ProjectQuery(draw(case_windows), draw(st.integers(0, 6)),
+                                draw(st.sampled_from(FORMS)), stream="s2"),
+        "derived stream": DerivedStreamQuery("d1", draw(st.integers(0, 9)), draw(case_windows)),
+        "derived relation join": DerivedRelationQuery("tot1", totals, draw(case_windows)),
+        "derived relation filter": DerivedRelationQuery("tot1", totals, None),
+    }
+    return {name.replace(" ", "_"): Query(shape, name) for name, shape in shapes.items()}
 
 
 @pytest.mark.slow
-@SETTINGS
-@given(
-    joins=st.lists(st.builds(JoinQuery, join_windows, join_windows, st.booleans()),
-                   min_size=3, max_size=3),
-    unions=st.lists(st.builds(UnionQuery, windows.filter(lambda w: w.kind != "rows"),
-                              st.sampled_from([Win("now"), Win("range", 3)]),
-                              st.integers(0, 6)), min_size=2, max_size=2),
-    filters=st.lists(st.builds(FilterQuery, st.integers(0, 8)), min_size=1, max_size=1),
-    data=st.data(),
-)
-def test_joins_unions_and_filters_match_the_reference(spark, joins, unions, filters, data):
-    per_ex = draw_events(data, 2)
-    left = [e for ex in per_ex for e in ex[0]]
-    right = [e for ex in per_ex for e in ex[1]]
-    cases = {}
-    for i, j in enumerate(joins):
-        cases[f"join{i}"] = (j.sql("s", "s2"), [r for a, b in per_ex for r in j.evaluate(a, b)],
-                             False)
-    for i, u in enumerate(unions):
-        cases[f"union{i}"] = (u.sql("s", "s2"), [r for a, b in per_ex for r in u.evaluate(a, b)],
-                              False)
-    for i, f in enumerate(filters):
-        cases[f"filter{i}"] = (f.sql("s"), [r for a, _ in per_ex for r in f.evaluate(a)], True)
-    check(spark, {"s": left, "s2": right}, cases)
+@given(scenario=scenarios(("s", "s2"), cases=80), queries=two_stream_queries())
+def test_joins_unions_and_derived_streams(spark, scenario: Scenario, queries: dict[str, Query]):
+    check_scenario(spark, scenario, queries)
+
+
+def same_aggregate(a: AggQuery, b: AggQuery) -> bool:
+    """Whether two queries compute the same aggregate (their output forms aside)."""
+    return (a.win, a.aggs, a.grouped, a.where, a.having) == (b.win, b.aggs, b.grouped, b.where,
+                                                             b.having)
+
+
+@st.composite
+def late_queries(draw, cycles: int) -> dict[str, Query]:
+    """Queries from the start, and queries added later: the same query (shares all of it),
+    another aggregate over its window (a new member of its family), a HAVING over its
+    aggregate, another output form of it, and an aggregate over a window no one else
+    computes (it sees only the events from its start on)."""
+    win = draw(any_window, label="shared window")
+    early = [draw(agg_query(win, list(AGGS)).filter(lambda q: q.form == "")) for _ in range(2)]
+    base = early[0]
+    start = draw(st.integers(1, cycles - 1), label="late start")
+    fresh_win = draw(any_window.filter(lambda w: w != win), label="fresh window")
+    late = {
+        "same": (base, "the same query"),
+        "member": (draw(agg_query(win, list(AGGS))), "another aggregate over its window"),
+        "having": (AggQuery(win, base.aggs, base.grouped, base.where, having=1),
+                   "a HAVING above its aggregate"),
+        "form": (AggQuery(win, base.aggs, base.grouped, base.where,
+                          agg_form=draw(st.sampled_from(FORMS[2:]))),
+                 "another output form of its aggregate"),
+    }
+    queries = {f"early{i}": Query(q, "sharing: from the start") for i, q in enumerate(early)}
+    for name, (shape, what) in late.items():
+        # a window's contents are its live elements; an UNBOUNDED window keeps none, so
+        # above it only an aggregate that already runs starts from what it holds
+        shared = win.kind != "unbounded" or any(same_aggregate(shape, q) for q in early)
+        queries[name] = Query(shape, f"sharing: late, {what}", start, shared=shared)
+    queries["fresh"] = Query(draw(agg_query(fresh_win, list(AGGS))),
+                             "sharing: late, over a window no one else computes", start)
+    return queries
+
+
+@pytest.mark.slow
+@given(data=st.data())
+def test_late_queries_start_from_shared_state(spark, data):
+    scenario = data.draw(scenarios(("s",), cases=120, min_cycles=2), label="scenario")
+    queries = data.draw(late_queries(scenario.cycles), label="queries")
+    check_scenario(spark, scenario, queries)

@@ -9,8 +9,9 @@ import pandas as pd
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from oracle import UDA_DEFINITIONS, UDAS, AggQuery
-from test_properties import SETTINGS, aggregate_queries, check, draw_events, run_engine
+from oracle import UDAS, AggQuery
+from scenarios import Query, check_scenario, scenarios
+from test_properties import agg_query, case_windows
 
 from sparkcq import Engine
 from sparkcq.aggregates.library import Median
@@ -21,36 +22,39 @@ from sparkcq.testing import EndOfInput, ListSource, Watermark
 BUILTIN_TWINS = {"usum(v)": "sum(v)", "uavg(v)": "avg(v)", "umin(v)": "min(v)",
                  "umax(v)": "max(v)", "umax(nullif(v, 4))": "max(nullif(v, 4))"}
 
-uda_queries = aggregate_queries(list(UDAS), [""])
 MEDIAN = ("CREATE AGGREGATE median(x DOUBLE) RETURNS DOUBLE "
           "USING 'sparkcq.aggregates.library:Median'")
 PERCENTILE = ("CREATE AGGREGATE pct(x DOUBLE, p DOUBLE) RETURNS DOUBLE "
               "USING 'sparkcq.aggregates.library:Percentile'")
 
 
+@st.composite
+def user_aggregate_queries(draw) -> dict[str, Query]:
+    """User aggregates over windows, one mixed with a built-in in its SELECT, and a query of
+    the user aggregates that redo built-ins beside the same query of those built-ins."""
+    queries = {}
+    for i in range(3):
+        shape = draw(agg_query(draw(case_windows), list(UDAS)))
+        queries[f"uda{i}"] = Query(shape, f"user aggregate {shape.win.kind}")
+    mixed = draw(st.sampled_from(["count(*)", "sum(v)", "min(v)", "count(DISTINCT v)"]))
+    first = queries["uda0"].shape
+    queries["uda0"].shape = AggQuery(first.win, (*first.aggs, mixed), first.grouped,
+                                     first.where, first.having, first.form)
+    win, grouped = draw(case_windows), draw(st.booleans())
+    queries["twin"] = Query(AggQuery(win, tuple(BUILTIN_TWINS), grouped), "user aggregate twin")
+    queries["builtin"] = Query(AggQuery(win, tuple(BUILTIN_TWINS.values()), grouped),
+                               "built-in twin")
+    return queries
+
+
 @pytest.mark.slow
-@SETTINGS
-@given(shapes=st.lists(uda_queries, min_size=4, max_size=4),
-       mixed=st.sampled_from(["count(*)", "sum(v)", "min(v)", "count(DISTINCT v)"]),
-       data=st.data())
-def test_user_aggregates_match_the_reference_and_the_builtins(spark, shapes, mixed, data):
-    per_ex = draw_events(data, 1)
-    events = [e for ex in per_ex for e in ex[0]]
-    # one shape mixes a built-in into the user aggregates' SELECT
-    shapes[0] = AggQuery(shapes[0].win, (*shapes[0].aggs, mixed), shapes[0].grouped,
-                         shapes[0].where, shapes[0].having)
-    twin = AggQuery(shapes[1].win, tuple(BUILTIN_TWINS), shapes[1].grouped)
-    shapes.append(twin)
-    cases = {f"uda{i}": (shape.sql("s"), [r for ex in per_ex for r in shape.evaluate(ex[0])],
-                         False) for i, shape in enumerate(shapes)}
-    results = check(spark, {"s": events}, cases, script=UDA_DEFINITIONS)
-    # the user aggregates' twin with the built-ins gives the very same output
-    builtins = AggQuery(twin.win, tuple(BUILTIN_TWINS.values()), twin.grouped)
-    plain = run_engine(spark, {"s": events}, {"b": builtins.sql("s")}, cut_every=3)["b"]
-    mine = results[f"uda{len(shapes) - 1}"]
+@given(scenario=scenarios(("s",), cases=120), queries=user_aggregate_queries())
+def test_user_aggregates_match_the_reference_and_the_builtins(spark, scenario, queries):
+    outcome = check_scenario(spark, scenario, queries, udas=True)
+    # the user aggregates that redo built-ins give the very same output as the built-ins
+    mine, plain = outcome.results["twin"], outcome.results["builtin"]
     assert len(plain) > 0
-    cols = list(mine.columns)
-    plain.columns = cols
+    plain.columns = list(mine.columns)
     pd.testing.assert_frame_equal(_ordered(mine), _ordered(plain), check_dtype=False)
 
 
@@ -123,8 +127,8 @@ def test_aggregate_added_to_a_running_engine_and_instances_return_to_zero(engine
     mid = engine.results("mid").sort_values(["_ts", "k"])
     assert mid[["k", "m", "_ts"]].values.tolist() == [["a", 1.0, 3], ["b", 4.0, 3],
                                                        ["a", 2.0, 4], ["c", 2.0, 5]]
-    assert engine.metrics()["live_instances"]  # per operator running user aggregates
-    assert sum(engine.metrics()["live_instances"].values()) == 3  # groups a, b, c
+    # one operator runs user aggregates, with an instance for each of the groups a, b, c
+    assert list(engine.metrics()["live_instances"].values()) == [3]
     assert "instances=3" in engine.explain_global()
     with pytest.raises(CatalogError, match="aggregate 'median' is used by mid"):
         engine.execute("DROP AGGREGATE median")
