@@ -23,17 +23,19 @@ def test_spark_work_counts_the_jobs_of_its_group_only(spark):
     with job_group(spark, "bench-tools-b"):
         spark.range(10).collect()
     assert len(rows) == 10
-    work = spark_work(spark, ["bench-tools-a"])
-    assert work.jobs == 1
-    assert work.stages == 2  # the partial aggregation, then the final one
-    assert work.tasks == 3 + int(spark.conf.get("spark.sql.shuffle.partitions"))
-    # map-side combine: each of the 3 map tasks writes one partial count per key
-    assert work.shuffled == 30
+    work, other = spark_work(spark, ["bench-tools-a"]), spark_work(spark, ["bench-tools-b"])
+    assert work.jobs == 1 and other.jobs == 1
+    # a grouping shuffles: a map stage of one task per input partition, then a reduce stage
+    assert work.stages >= 2 and work.tasks >= 3 + 1
+    # map-side combine: each key written at least once, at most once per map task
+    assert 10 <= work.shuffled <= 3 * 10
     assert work.task_s > 0 and 0 < work.busy_s
     both = spark_work(spark, ["bench-tools-a", "bench-tools-b"])
-    assert both.jobs == 2 and both.stages == 3 and both.shuffled == 30
+    assert (both.jobs, both.stages, both.tasks, both.shuffled) == (
+        work.jobs + other.jobs, work.stages + other.stages, work.tasks + other.tasks,
+        work.shuffled + other.shuffled)
     per = work.per(50_000)
-    assert per["jobs"] == 2 and per["shuffled"] == 60
+    assert per["jobs"] == 2 * work.jobs and per["shuffled"] == 2 * work.shuffled
 
 
 def _frame(rows: list[tuple[str, int, float]]) -> pd.DataFrame:

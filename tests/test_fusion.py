@@ -10,6 +10,8 @@ import random
 from decimal import Decimal
 
 import pandas as pd
+from oracle import Win, aggregate, output, window
+from scenarios import engine_records, per_case
 
 from sparkcq import Engine
 
@@ -27,8 +29,37 @@ QUERIES = {
 }
 
 
+def _vs(rows, column, f=lambda x: x):
+    return [f(r[column]) for r in rows]
+
+
+# the queries' meaning for the reference: calls over a group's rows, HAVING, and the instant
+# each starts from (c is added at watermark 10, e at 30; both above the running window)
+REFERENCE = {
+    "a": ([("x", lambda rs: sum(_vs(rs, "v"))), ("lo", lambda rs: min(_vs(rs, "v")))],
+          None, None),
+    "b": ([("hi", lambda rs: max(_vs(rs, "w", lambda w: w * 2))),
+           ("dw", lambda rs: len(set(_vs(rs, "w")))), ("n", len)], lambda rs: len(rs) > 1, None),
+    "c": ([("m", lambda rs: sum(_vs(rs, "v")) / len(rs)), ("lo", lambda rs: min(_vs(rs, "v")))],
+          None, 10),
+    "e": ([("m", lambda rs: max(_vs(rs, "w"))), ("s1", lambda rs: sum(_vs(rs, "w")) + 1)],
+          lambda rs: max(_vs(rs, "w")) > 1, 30),
+}
+
+
+def reference(events: list[dict], query: str) -> list[tuple]:
+    calls, having, start = REFERENCE[query]
+    rel = aggregate(window(events, Win("range", 10), ("k", "v", "w", "t")), ("k",), calls,
+                    having)
+    return output(rel if start is None else rel.clip(start), "")
+
+
 def sorted_frame(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.sort_values(list(frame.columns)).reset_index(drop=True)
+
+
+EVENTS = [{"k": rng.choice("ab"), "v": float(rng.randint(0, 9)), "w": rng.randint(0, 5),
+           "t": t} for rng in [random.Random(7)] for t in range(0, 60)]
 
 
 def run_scenario(spark, fuse: bool) -> tuple[dict[str, pd.DataFrame], str]:
@@ -36,9 +67,7 @@ def run_scenario(spark, fuse: bool) -> tuple[dict[str, pd.DataFrame], str]:
     eng.execute(STREAM)
     for name in "abd":
         eng.execute(f"CREATE QUERY {name} AS {QUERIES[name]}")
-    rng = random.Random(7)
-    events = [{"k": rng.choice("ab"), "v": float(rng.randint(0, 9)), "w": rng.randint(0, 5),
-               "t": t} for t in range(0, 60)]
+    events = EVENTS
     eng.push("s", events[:10], watermark=10)
     eng.run_until_idle()
     eng.execute(f"CREATE QUERY c AS {QUERIES['c']}")
@@ -63,6 +92,7 @@ def test_families_give_what_one_operator_per_query_gives(spark):
     alone, _ = run_scenario(spark, fuse=False)
     for q in fused:
         assert len(fused[q]) > 5, q
+        assert per_case(engine_records(fused[q], "intervals")) == per_case(reference(EVENTS, q))
         pd.testing.assert_frame_equal(fused[q], alone[q], check_dtype=False)
     families = [line for line in explain.splitlines() if line.startswith("family")]
     assert len(families) == 1, explain

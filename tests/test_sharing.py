@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import pandas as pd
-
-from tests.oracle import INF, coalesce, snapshots
+from oracle import INF, Relation, Win, aggregate, join, output, window
+from scenarios import engine_records, per_case
 
 
 def rows(triples):
@@ -15,17 +14,21 @@ EVENTS = [("a", 1.0, 1), ("b", 4.0, 2), ("a", 3.0, 5), ("a", 2.0, 9), ("b", 1.0,
           ("a", 5.0, 14), ("b", 2.0, 18), ("a", 1.0, 21), ("a", 7.0, 25), ("b", 3.0, 27)]
 
 
-def coalesce_from(frame, cols, t0):
-    """A query's interval results as a query started at ``t0`` must give them: clipped to
-    [t0, inf) and coalesced again.
-    """
-    elements = []
-    for rec in frame.to_dict("records"):
-        te = INF if pd.isna(rec["_te"]) else rec["_te"]
-        if te > t0:
-            elements.append((tuple(rec[c] for c in cols), max(rec["_ts"], t0), te))
-    out = coalesce(snapshots(elements))
-    return pd.DataFrame([(*row, ts, te) for row, ts, te in out], columns=[*cols, "_ts", "_te"])
+def events_of(triples):
+    return [{"k": k, "v": v, "t": t} for k, v, t in triples]
+
+
+def avg(rows):
+    return sum(r["v"] for r in rows) / len(rows)
+
+
+def reference(rel, start=None):
+    """Interval records of ``rel``, as a query started at ``start`` (if any) sees it."""
+    return per_case(output(rel if start is None else rel.clip(start), ""))
+
+
+def engine_output(engine, query):
+    return per_case(engine_records(engine.results(query), "intervals"))
 
 
 def run_in_batches(eng, events, until):
@@ -70,17 +73,17 @@ def test_late_query_over_shared_window_and_aggregate_starts_complete(engine):
     t0 = added_at["t"]
     plan = engine.explain_global()
     assert sum("Window" in line for line in plan.splitlines()) == 1
-    for late, early, cols, keep in [("late_max", "early_max", ["k", "m", "n"], None),
-                                    ("late_avg", "early_avg", ["k", "a"], None),
-                                    ("late_big", "early_avg", ["k", "a"], lambda f: f["a"] > 2)]:
-        want = engine.results(early)
-        if keep is not None:
-            want = want[keep(want)]
-        want = coalesce_from(want, cols, t0)
-        got = engine.results(late)
-        assert len(got) > 0
-        assert got["_ts"].min() == t0, late
-        pd.testing.assert_frame_equal(sorted_frame(got), sorted_frame(want), check_dtype=False)
+    rel = window(events_of(EVENTS), Win("range", 10), ("k", "v", "t"))
+    maxes = aggregate(rel, ("k",), [("m", lambda rs: max(r["v"] for r in rs)), ("n", len)])
+    avgs = aggregate(rel, ("k",), [("a", avg)])
+    big = aggregate(rel, ("k",), [("a", avg)], having=lambda rs: avg(rs) > 2)
+    for query, want in [("early_max", reference(maxes)), ("early_avg", reference(avgs)),
+                        ("late_max", reference(maxes, t0)), ("late_avg", reference(avgs, t0)),
+                        ("late_big", reference(big, t0))]:
+        got = engine_output(engine, query)
+        assert got == want, query
+    assert min(ts for recs in engine_output(engine, "late_big").values()
+               for _, ts, _ in recs) == t0
 
 
 def persisted(spark):
@@ -141,12 +144,12 @@ def test_drop_frees_exactly_what_no_other_query_uses(engine, spark):
 
 
 def test_late_query_over_shared_join_starts_complete(engine):
-    join = ("SELECT x.k, x.v, y.v AS w FROM s [RANGE 10] AS x JOIN s [RANGE 8] AS y "
-            "ON x.k = y.k AND x.v < y.v")
+    join_sql = ("SELECT x.k, x.v, y.v AS w FROM s [RANGE 10] AS x JOIN s [RANGE 8] AS y "
+                "ON x.k = y.k AND x.v < y.v")
     engine.register_table("names", [{"k": "a", "name": "alpha"}, {"k": "b", "name": "beta"}])
     engine.execute(f"""
         CREATE STREAM s (k STRING, v DOUBLE, t BIGINT) WITH (event_time='t');
-        CREATE QUERY early AS {join};
+        CREATE QUERY early AS {join_sql};
         CREATE QUERY early_named AS SELECT x.k, n.name, x.v FROM s [RANGE 6] AS x
             JOIN names AS n ON x.k = n.k;
     """)
@@ -155,7 +158,7 @@ def test_late_query_over_shared_join_starts_complete(engine):
     def add_late(i):
         if i == 4:
             added["t"] = engine.metrics()["watermarks"]["s"]
-            engine.execute(f"CREATE QUERY late AS {join}")
+            engine.execute(f"CREATE QUERY late AS {join_sql}")
             engine.execute("CREATE QUERY late_named AS SELECT x.k, n.name, x.v FROM "
                            "s [RANGE 6] AS x JOIN names AS n ON x.k = n.k")
             assert not any("starts with the changes" in line
@@ -164,12 +167,20 @@ def test_late_query_over_shared_join_starts_complete(engine):
     run_in_batches(engine, EVENTS, add_late)
     engine.end_input("s")
     engine.run_until_idle()
-    for late, early, cols in [("late", "early", ["k", "v", "w"]),
-                              ("late_named", "early_named", ["k", "name", "v"])]:
-        want = coalesce_from(engine.results(early), cols, added["t"])
-        got = engine.results(late)
-        assert len(got) > 0 and got["_ts"].min() == added["t"]
-        pd.testing.assert_frame_equal(sorted_frame(got), sorted_frame(want), check_dtype=False)
+    events = events_of(EVENTS)
+    pairs = join(window(events, Win("range", 10), ("k", "v", "t")),
+                 window(events, Win("range", 8), ("k", "v", "t")), key=lambda r: r["k"],
+                 theta=lambda x, y: x["v"] < y["v"], columns=("k", "v", "w"),
+                 make=lambda x, y: (x["k"], x["v"], y["v"]))
+    names = Relation(("k", "name"), ((("a", "alpha"), -INF, INF), (("b", "beta"), -INF, INF)))
+    named = join(window(events, Win("range", 6), ("k", "v", "t")), names,
+                 key=lambda r: r["k"], theta=None, columns=("k", "name", "v"),
+                 make=lambda x, n: (x["k"], n["name"], x["v"]))
+    t0 = added["t"]
+    for query, want in [("early", reference(pairs)), ("late", reference(pairs, t0)),
+                        ("early_named", reference(named)), ("late_named", reference(named, t0))]:
+        got = engine_output(engine, query)
+        assert got and got == want, query
 
 
 def test_late_having_over_shared_aggregate_starts_with_groups_that_do_not_change(engine):
