@@ -101,14 +101,15 @@ def _events(lateness: int, stragglers: bool, max_events: int) -> st.SearchStrate
 
 
 @st.composite
-def stream_plans(draw, events: list[tuple[dict, int]], cycles: int, lateness: int
-                 ) -> StreamPlan:
+def stream_plans(draw, events: list[tuple[dict, int]], cycles: int, lateness: int,
+                 cases: int) -> StreamPlan:
     """Cut one stream's events (with their jitter) into ``cycles`` deliveries.
 
     The stream uses the first ``span`` cycles only (so it may run far ahead of the others),
     cut at drawn points of its arrival order; it may go idle for a run of cycles (nothing,
     not even a heartbeat), defer some cycles' rows to the next one sending only a heartbeat,
-    and end right after its last rows or only at the last cycle.
+    and end right after its last rows or only at the last cycle. Some deliveries also carry
+    events right at the watermark in force.
     """
     ordered = sorted(events, key=lambda x: (x[0]["t"] + x[1], x[0]["ex"]))
     span = draw(st.integers(1, cycles), label="span")
@@ -144,18 +145,32 @@ def stream_plans(draw, events: list[tuple[dict, int]], cycles: int, lateness: in
     if draw(st.booleans(), label="ends early"):
         end_at = filled[-1] if filled else 0
     beats = draw(st.lists(st.booleans(), min_size=cycles, max_size=cycles), label="heartbeats")
-    batches = []
+    batches: list[Batch] = []
     for i, rows in enumerate(per_cycle[:end_at + 1]):
         later = [e["t"] for rows_after in per_cycle[i + 1:] for e in rows_after]
         mark = None
         if (beats[i] or i in heartbeat_only) and i not in quiet and i < end_at:
             mark = min(later) if later else T_MAX + 5  # the tightest honest heartbeat
+        if i > 0 and draw(st.booleans(), label="at the watermark"):
+            rows = [*rows, *draw(_at_watermark(batches, lateness, cases))]
         batches.append(Batch(tuple(rows), mark, end=i == end_at))
     return StreamPlan(lateness, tuple(batches))
 
 
+def _at_watermark(batches: list[Batch], lateness: int, cases: int) -> st.SearchStrategy:
+    """Events right at the watermark the earlier deliveries set: one just below it (late)
+    and one at it (on time), where off-by-one mistakes in lateness would show."""
+    mark = arrivals(batches, lateness).watermarks[-1]
+    if not 0 < mark <= T_MAX:
+        return st.just([])
+    return st.lists(st.builds(lambda ex, k, v, t: {"ex": ex, "k": k, "v": v, "t": t},
+                              st.integers(0, cases - 1), st.sampled_from("xy"),
+                              st.integers(0, 9), st.sampled_from([int(mark) - 1, int(mark)])),
+                    min_size=1, max_size=2)
+
+
 @st.composite
-def scenarios(draw, streams: tuple[str, ...], cases: int, min_cycles: int = 1,
+def scenarios(draw, streams: tuple[str, ...], cases: int, min_cycles: int = 3,
               max_cycles: int = 8, max_events: int = 6, stragglers: bool = True) -> Scenario:
     """Cases of events on ``streams``, each stream cut into cycles its own way."""
     lateness = {s: draw(st.sampled_from([0, 0, 1, 3]), label=f"lateness {s}") for s in streams}
@@ -165,9 +180,14 @@ def scenarios(draw, streams: tuple[str, ...], cases: int, min_cycles: int = 1,
         for s in streams:
             for k, v, t, j in draw(_events(lateness[s], late[s], max_events)):
                 events[s].append(({"ex": ex, "k": k, "v": v, "t": t}, j))
-    assume(sum(len(e) for e in events.values()) >= cases)  # not the trivial empty example
+    # hypothesis tries simple examples first (every event at t=0, v=0); a scenario is an
+    # engine run, so spend it on input spread over time, values and keys
+    for s in streams:
+        assume(len(events[s]) >= cases)
+        assume(len({e["t"] for e, _ in events[s]}) > T_MAX // 2)
+        assume(len({e["v"] for e, _ in events[s]}) > 5 and len({e["k"] for e, _ in events[s]}) == 2)
     cycles = draw(st.integers(min_cycles, max_cycles), label="cycles")
-    plans = {s: draw(stream_plans(events[s], cycles, lateness[s])) for s in streams}
+    plans = {s: draw(stream_plans(events[s], cycles, lateness[s], cases)) for s in streams}
     return Scenario(plans, cases, cycles, fuse=draw(st.booleans(), label="fuse"))
 
 
