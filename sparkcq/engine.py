@@ -88,7 +88,7 @@ from sparkcq.runtime.functions import (
 )
 from sparkcq.runtime.fused_outputs import QueryTail, find_tail, tail_changes
 from sparkcq.runtime.fusion import AggregateFamily
-from sparkcq.runtime.global_plan import GlobalPlan, with_start
+from sparkcq.runtime.global_plan import GlobalPlan, waiting_starts, with_start
 from sparkcq.runtime.lowering import lower
 from sparkcq.runtime.operators.base import Operator
 from sparkcq.runtime.operators.outputs import OP, TE, TS, SinkFormatter
@@ -604,7 +604,8 @@ class Engine:
             families: dict[int, AggregateFamily] = {}
             for run in runs:
                 changes = with_start(slices[run.info.plan], run.formatter, 0, starts)
-                run.formatter.seeded_inputs = frozenset()
+                run.formatter.seeded_inputs = waiting_starts([slices[run.info.plan]],
+                                                             run.formatter, starts)
                 tail = fused.get(run.info.name)
                 if tail is not None:
                     family = tail.member.family

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pandas as pd
 from oracle import INF, Relation, Win, aggregate, join, output, window
 from scenarios import engine_records, per_case
 
@@ -205,3 +206,40 @@ def test_late_having_over_shared_aggregate_starts_with_groups_that_do_not_change
         {"k": "a", "a": 2.0, "_ts": 4, "_te": None},
         {"k": "b", "a": 5.0, "_ts": 3, "_te": None},
     ]
+
+
+def test_late_query_while_the_stream_is_idle_at_an_element_end(engine):
+    """Submitted when the shared relation stands exactly where an element ends (the NOW
+    window's row of t=29 leaves at 30 = the watermark) and the stream then idles a cycle:
+    the new queries start from the contents only once the input passes 30, where they meet
+    that row's end. (They emitted it at 30 as open, and never closed it.)
+    """
+    window = "FROM s [NOW] GROUP BY k"
+    engine.execute(f"""
+        CREATE STREAM s (k STRING, v BIGINT, t BIGINT) WITH (event_time='t');
+        CREATE QUERY base AS SELECT k, max(v) AS m {window};
+    """)
+    engine.push("s", [{"k": "y", "v": 9, "t": 29}, {"k": "z", "v": 1, "t": 29}], watermark=30)
+    engine.run_cycle()
+    engine.push("s", [{"k": "z", "v": 2, "t": 30}])
+    engine.run_cycle()  # holds t=30: the watermark stays at 30
+    engine.execute(f"""
+        CREATE QUERY same AS SELECT k, max(v) AS m {window};
+        CREATE QUERY member AS SELECT k, count(*) AS n {window};
+        CREATE QUERY above AS SELECT k, max(v) AS m {window} HAVING max(v) > 0;
+    """)
+    engine.run_cycle()  # nothing new: the new queries wait
+    engine.push("s", [], watermark=35)
+    engine.run_cycle()
+    engine.end_input("s")
+    engine.run_until_idle()
+    assert records(engine, "base") == [("y", 9, 29, 30), ("z", 1, 29, 30), ("z", 2, 30, 31)]
+    # from 30 on: y is gone, z holds 2 on [30, 31)
+    assert records(engine, "same") == [("z", 2, 30, 31)]
+    assert records(engine, "member") == [("z", 1, 30, 31)]
+    assert records(engine, "above") == [("z", 2, 30, 31)]
+
+
+def records(engine, query):
+    return sorted(tuple(None if pd.isna(v) else v for v in row)
+                  for row in engine.results(query).itertuples(index=False))

@@ -92,6 +92,7 @@ class AggregateFamily:
         self.seed: DataFrame | None = None  # the input's contents at seed_at
         self.active: set[PlanNode] | None = None  # members this cycle evaluates (None: all)
         self.run: Slice | None = None  # this cycle's evaluation
+        self.seed_waits = False  # this cycle the base stayed at the seed's position
 
     # -- membership (between cycles) ---------------------------------------------------------
     @property
@@ -198,6 +199,12 @@ class AggregateFamily:
                 dtype = self.arg_types[sql].simpleString()
                 sql = f"CAST(NULL AS {dtype})"
             cols.append(F.expr(sql).alias(name))
+        if self.seed_at is not None and base.hi <= self.seed_at:
+            # the base has not passed the seed's position: the rebuilt operator starts a
+            # cycle later (see global_plan.Start); nothing changed for anyone this cycle
+            self.run = Slice(None, base.lo, base.hi)
+            self.seed_waits = True
+            return self.run
         inp = base.df
         if seed is not None and self.seed_at is not None:
             inp = union_all([seed.withColumn(T, F.lit(self.seed_at - 1).cast("long")), inp])
@@ -214,6 +221,10 @@ class AggregateFamily:
         is no longer needed.
         """
         if self.run is None:
+            return
+        if self.seed_waits:  # still to start from the base's contents, as it was
+            self.run, self.seed_waits = None, False
+            self.seed_at, self.seed, self.active = None, None, None
             return
         self.run, self.fresh, self.needs_seed = None, frozenset(), False
         self.seed_at, self.seed, self.active = None, None, None

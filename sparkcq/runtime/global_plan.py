@@ -21,7 +21,23 @@ from sparkcq.runtime.frames import Runtime, Slice, union_all
 from sparkcq.runtime.fusion import AggregateFamily, FamilyMemberOperator, FusionKey, fusion_key
 from sparkcq.runtime.operators.base import ContentsUnknownError, Operator
 
-Starts = dict[tuple[int, int], DataFrame | None]
+
+@dataclass(frozen=True)
+class Start:
+    """The contents a seeded input starts from: its relation's rows as +n changes at ``at``,
+    the relation's position when they were taken.
+
+    Changes *at* ``at`` are still to come, so the start is only due in a cycle whose slice of
+    that input passes ``at``: then it meets them (a row leaving at ``at`` cancels its +1).
+    Applied in a cycle where the input stays at ``at``, the new query would emit rows at
+    ``at`` before ``at`` is final.
+    """
+
+    df: DataFrame | None
+    at: int
+
+
+Starts = dict[tuple[int, int], Start]
 
 
 @dataclass
@@ -149,7 +165,8 @@ class GlobalPlan:
                 position = self.ops[child].position
                 assert position is not None
                 df = self.contents(child, position)
-                out[(id(op), i)] = None if df is None else self.rt.cache_for_cycle(df)
+                out[(id(op), i)] = Start(None if df is None else self.rt.cache_for_cycle(df),
+                                         position)
         return out
 
     def remove(self, root: PlanNode, query: str) -> list[Operator]:
@@ -222,11 +239,13 @@ class GlobalPlan:
             if only is not None and node not in only:
                 continue
             began = time.perf_counter()
-            inputs = [with_start(out[c], op, i, starts) for i, c in enumerate(op.input_nodes())]
+            slices = [out[c] for c in op.input_nodes()]
+            inputs = [with_start(s, op, i, starts) for i, s in enumerate(slices)]
             op.unread = node in unread
             result = op.pass_unread(inputs) if op.unread else op.step(inputs)
             op.plan_seconds = time.perf_counter() - began
-            op.position, op.seeded_inputs = result.hi, frozenset()
+            op.position = result.hi
+            op.seeded_inputs = waiting_starts(slices, op, starts)
             if result.df is not None and readers[node] > 1:
                 result = Slice(self.rt.cache_for_cycle(result.df), result.lo, result.hi)
             out[node] = result
@@ -239,10 +258,19 @@ class GlobalPlan:
 
 
 def with_start(inp: Slice, op: Operator, i: int, starts: Starts | None) -> Slice:
-    """``inp`` preceded by the contents input ``i`` of ``op`` starts from, if it is seeded."""
-    if starts is None or i not in op.seeded_inputs:
+    """``inp`` preceded by the contents input ``i`` of ``op`` starts from, if it is seeded
+    and ``inp`` passes the position they were taken at (see ``Start``).
+    """
+    start = None if starts is None or i not in op.seeded_inputs else starts.get((id(op), i))
+    if start is None or inp.hi <= start.at:
         return inp
-    start = starts.get((id(op), i))
-    if start is None:
-        return inp
-    return Slice(union_all([start, inp.df]), inp.lo, inp.hi)
+    return Slice(union_all([start.df, inp.df]), inp.lo, inp.hi)
+
+
+def waiting_starts(inputs: list[Slice], op: Operator, starts: Starts | None) -> frozenset[int]:
+    """The seeded inputs of ``op`` whose start is not yet due: their slice stayed at the
+    start's position this cycle, so the operator starts from the contents a cycle later.
+    """
+    return frozenset(i for i in op.seeded_inputs
+                     if starts is not None and (start := starts.get((id(op), i))) is not None
+                     and inputs[i].hi <= start.at)
