@@ -45,19 +45,23 @@ WINDOWS = {
     "ROWS": st.builds(lambda n: Win("rows", n), st.integers(1, 3)),
     "PARTITION BY ROWS": st.builds(lambda n, by_k: Win("rows", n, partition=("ex", "k")[:1 + by_k]),
                                    st.integers(1, 3), st.booleans()),
-    "CUT": st.builds(lambda d, n: Win("cut", d, n), st.integers(2, 10), st.integers(1, 3)),
+    "CUT": st.builds(lambda d: Win("cut", d, 1), st.integers(2, 10)),
+    "CUT WINDOW n CHUNKS": st.builds(lambda d, n: Win("cut", d, n), st.integers(2, 10),
+                                     st.integers(2, 3)),
 }
 any_window = st.one_of(*WINDOWS.values())
 # windows within one case (ROWS over all cases would let one case's rows end another's)
 case_windows = st.one_of(*[w for kind, w in WINDOWS.items() if kind != "ROWS"])
 
 
-def agg_query(win: Win, aggs: list[str], form: str | None = None,
-              stream: str = "s") -> st.SearchStrategy[AggQuery]:
-    """An aggregate of one to three of ``aggs`` over ``win``, in ``form`` or any form."""
+def agg_query(win: Win, aggs: list[str], form: str | None = None, stream: str = "s",
+              calls: tuple[str, ...] = ()) -> st.SearchStrategy[AggQuery]:
+    """An aggregate of ``calls`` and up to three of ``aggs`` over ``win``, in ``form`` or
+    any form."""
     return st.builds(
         AggQuery, st.just(win),
-        st.lists(st.sampled_from(sorted(aggs)), min_size=1, max_size=3, unique=True).map(tuple),
+        st.lists(st.sampled_from(sorted(aggs)), min_size=0 if calls else 1, max_size=3,
+                 unique=True).map(lambda more: tuple(dict.fromkeys((*calls, *more)))),
         grouped=st.booleans(), where=st.none() | st.integers(0, 6),
         having=st.none() | st.integers(0, 2),
         agg_form=st.sampled_from(FORMS) if form is None else st.just(form),
@@ -70,11 +74,13 @@ def aggregate_queries(draw) -> dict[str, Query]:
     with it into a family), and a user aggregate."""
     queries = {}
     wins = {}
-    # every output form in every scenario, over a different window each time
-    forms = draw(st.permutations([*FORMS, ""]), label="forms")
+    # every output form and every built-in aggregate in every scenario, over windows that
+    # differ from scenario to scenario
+    forms = draw(st.permutations([*FORMS, "", ""]), label="forms")
+    calls = draw(st.permutations(sorted(AGGS)), label="calls")
     for i, (kind, strategy) in enumerate(WINDOWS.items()):
         wins[kind] = draw(strategy)
-        shape = draw(agg_query(wins[kind], list(AGGS), forms[i]))
+        shape = draw(agg_query(wins[kind], list(AGGS), forms[i], calls=tuple(calls[i::8])))
         queries[f"agg{i}"] = Query(shape, "aggregate")
     kind = draw(st.sampled_from(sorted(WINDOWS)), label="family window")
     queries["family"] = Query(draw(agg_query(wins[kind], list(AGGS))), "aggregate family")
