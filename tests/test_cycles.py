@@ -1,62 +1,15 @@
-"""Determinism: the same input gives the same coalesced output whatever the cycle sizes."""
+"""What a sink sees cycle by cycle.
+
+That results do not depend on how input is cut into cycles is the property suite's job
+(``test_properties.py``), against the reference interpreter.
+"""
 
 from __future__ import annotations
 
-import random
-
 import pandas as pd
-import pytest
 
 from sparkcq import Engine
 from sparkcq.testing import CollectingSink, EndOfInput, ListSource, Watermark
-
-QUERIES = {
-    "agg": "SELECT k, count(*) AS c, sum(v) AS s, min(v) AS mn FROM s [RANGE 7] GROUP BY k",
-    "slide": "SELECT k, avg(v) AS a FROM s [RANGE 10 SLIDE 3] GROUP BY k",
-    "rows": "SELECT k, max(v) AS m FROM s [PARTITION BY k ROWS 2] GROUP BY k",
-    "join": "SELECT a.k AS k, a.v AS av, b.v AS bv FROM s [RANGE 4] AS a "
-            "JOIN s [NOW] AS b ON a.k = b.k AND a.v < b.v",
-    "istream": "ISTREAM SELECT k, count(DISTINCT v) AS d FROM s [RANGE 6] GROUP BY k",
-}
-
-
-def events(seed: int, n: int = 40):
-    rnd = random.Random(seed)
-    out = [{"k": rnd.choice("xyz"), "v": rnd.randint(0, 9), "t": rnd.randint(0, 50)}
-           for _ in range(n)]
-    return sorted(out, key=lambda e: e["t"])
-
-
-def run(spark, items, lateness="0"):
-    eng = Engine(spark=spark)
-    eng.execute(f"CREATE STREAM s (k STRING, v BIGINT, t BIGINT) "
-                f"WITH (event_time='t', lateness='{lateness}')")
-    eng.attach_source("s", ListSource(items))
-    for name, sql in QUERIES.items():
-        eng.execute(f"CREATE QUERY {name} AS {sql}")
-    cycles = eng.run_until_idle()
-    return {n: canonical(eng.results(n)) for n in QUERIES}, cycles
-
-
-def canonical(frame: pd.DataFrame) -> list[tuple]:
-    rows = [tuple(None if pd.isna(x) else x for x in r) for r in frame.itertuples(index=False)]
-    return sorted(rows, key=lambda r: tuple((x is None, str(type(x)), x) for x in r))
-
-
-@pytest.mark.slow
-def test_same_output_for_any_cycle_sizes(spark):
-    data = events(7)
-    one_cycle, _ = run(spark, [*data, EndOfInput()])
-    # the same events cut into cycles of 5, with watermarks from event order
-    chunks = []
-    for i in range(0, len(data), 5):
-        part = data[i:i + 5]
-        chunks += [*part, Watermark(part[-1]["t"])]
-    many_cycles, n = run(spark, [*chunks, EndOfInput()])
-    assert n > 5
-    for name in QUERIES:
-        assert many_cycles[name] == one_cycle[name], name
-    assert all(one_cycle[name] for name in QUERIES)
 
 
 def test_collecting_sink_sees_each_cycles_commit(spark):
