@@ -547,8 +547,9 @@ class JoinQuery(Shape):
 
     def features(self) -> set[str]:
         kind = "theta join" if self.theta else "equi join"
-        return super().features() | {kind, f"window {self.left.name}",
-                                     f"window {self.right.name}"}
+        self_join = {"self join"} if self.streams[0] == self.streams[1] else set()
+        return super().features() | self_join | {kind, f"window {self.left.name}",
+                                                 f"window {self.right.name}"}
 
     def relation(self, inputs: Inputs) -> Relation:
         left, right = self.streams

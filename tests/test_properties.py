@@ -96,13 +96,15 @@ def test_aggregates_over_every_window(spark, scenario: Scenario, queries: dict[s
 
 @st.composite
 def two_stream_queries(draw) -> dict[str, Query]:
-    """Joins (equi, theta, band), unions of relations and of streams, a raw-stream filter,
+    """Joins (equi, theta, band, self), unions of relations and of streams, a raw-stream filter,
     a projection, a derived stream and a derived relation read by two queries."""
     totals = draw(case_windows, label="totals window")
     shapes = {
         "equi": JoinQuery(draw(case_windows), draw(case_windows), theta=False),
         "theta": JoinQuery(draw(case_windows), draw(case_windows), theta=True),
         "band": BandJoinQuery(draw(case_windows), draw(case_windows)),
+        "self join": JoinQuery(draw(case_windows), draw(case_windows), theta=True,
+                               streams=("s", "s")),
         "union": UnionQuery(draw(case_windows), draw(case_windows), draw(st.integers(0, 6))),
         "union streams": UnionStreamsQuery(draw(st.integers(0, 6))),
         "filter": FilterQuery(draw(st.integers(0, 8)), stream="s2"),
