@@ -118,7 +118,7 @@ def two_stream_queries(draw) -> dict[str, Query]:
 
 
 @pytest.mark.slow
-@given(scenario=scenarios(("s", "s2"), cases=80), queries=two_stream_queries())
+@given(scenario=scenarios(("s", "s2"), cases=110), queries=two_stream_queries())
 def test_joins_unions_and_derived_streams(spark, scenario: Scenario, queries: dict[str, Query]):
     check_scenario(spark, scenario, queries)
 
