@@ -38,6 +38,9 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--allow-udf-module", action="append", default=[], metavar="MODULE",
                        help="a module or package CREATE AGGREGATE ... USING may load code "
                             "from (repeatable; sparkcq's own library is always allowed)")
+    serve.add_argument("--data-root", action="append", default=[], metavar="DIR",
+                       help="a folder tables, file sources and file sinks may use "
+                            "(repeatable; no paths at all without one)")
     add_remote_verbs(sub)
     args = parser.parse_args(argv)
     console = Console()
@@ -46,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
             from sparkcq.server.serve import serve as run_server
 
             return run_server(args.host, args.port, args.master, args.interval, args.token,
-                              args.allow_udf_module)
+                              args.allow_udf_module, args.data_root)
         if args.command in REMOTE_VERBS:
             return run_remote(args, console)
         if args.command == "run":

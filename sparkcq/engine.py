@@ -131,7 +131,8 @@ class Engine:
 
     def __init__(self, spark: SparkSession | None = None, master: str | None = None,
                  shuffle_partitions: int = 4, count_rows: bool = True,
-                 fuse: bool = True, allow_udf_modules: Sequence[str] = ()):
+                 fuse: bool = True, allow_udf_modules: Sequence[str] = (),
+                 trusted: bool = False, data_roots: Sequence[str] = ()):
         # stop() stops Spark only if this engine started it (not a session it was given)
         self.owns_session = spark is None and SparkSession.getActiveSession() is None
         self.spark = spark or make_session(master, shuffle_partitions=shuffle_partitions)
@@ -160,6 +161,10 @@ class Engine:
         self._tables: dict[str, DataFrame] = {}
         # packages CREATE AGGREGATE ... USING may load code from (besides sparkcq's own)
         self.allow_udf_modules = tuple(allow_udf_modules)
+        # a sandboxed engine (the default; the server's) refuses functions that reach the
+        # JVM or the file system and paths outside ``data_roots`` (plan/sandbox.py)
+        self.trusted = trusted
+        self.data_roots = tuple(os.path.realpath(r) for r in data_roots)
 
     # -- statements ----------------------------------------------------------------------
     def execute(self, sql: str) -> Any:

@@ -2,63 +2,24 @@
 
 from __future__ import annotations
 
-import os
-import socket
 import subprocess
-import sys
 import time
 
 import pandas as pd
 import pytest
+from served import start_server, wait_for
 
 from sparkcq.engine import close_elements
-from sparkcq.server.client import Client, ServerError
+from sparkcq.server.client import ServerError
 
 pytestmark = pytest.mark.slow
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    port = free_port()
-    log = open(tmp_path_factory.mktemp("server") / "server.log", "w+")  # noqa: SIM115
-    tests = os.path.dirname(__file__)  # where the user aggregates in udas.py live
-    path = os.pathsep.join(p for p in (tests, os.environ.get("PYTHONPATH")) if p)
-    env = {**os.environ, "SPARKCQ_DRIVER_MEMORY": "1g", "PYTHONFAULTHANDLER": "1",
-           "PYTHONPATH": path}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "sparkcq.cli", "--master", "local[2]", "serve", "--port",
-         str(port), "--interval", "0.5", "--allow-udf-module", "udas"], stdout=log,
-        stderr=subprocess.STDOUT, env=env)
-    client = Client(f"http://127.0.0.1:{port}")
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            client.status()
-            break
-        except ServerError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                log.seek(0)
-                pytest.fail(f"server did not start:\n{log.read()[-3000:]}")
-            time.sleep(0.5)
-    yield client, proc, log
-    if proc.poll() is None:
-        proc.kill()
-
-
-def wait_for(predicate, timeout=90):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value is not None and value is not False:
-            return value
-        time.sleep(0.3)
-    pytest.fail("timed out")
+    served = start_server(tmp_path_factory.mktemp("server"))
+    yield served.client, served.proc, served.log
+    served.stop()
 
 
 def elements(client, name, cols):

@@ -29,7 +29,7 @@ def is_loopback(host: str) -> bool:
 
 def serve(host: str = "127.0.0.1", port: int = 8765, master: str | None = None,
           interval: float = 1.0, token: str | None = None,
-          allow_udf_modules: Sequence[str] = ()) -> int:
+          allow_udf_modules: Sequence[str] = (), data_roots: Sequence[str] = ()) -> int:
     """Run the service until SIGINT/SIGTERM or ``POST /shutdown``; returns an exit code."""
     if not is_loopback(host) and not token:
         msg = f"binding to {host!r} exposes the control API; pass --token (or SPARKCQ_TOKEN)"
@@ -44,7 +44,8 @@ def serve(host: str = "127.0.0.1", port: int = 8765, master: str | None = None,
     from sparkcq.server.loop import EngineLoop
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    loop = EngineLoop(Engine(master=master, allow_udf_modules=allow_udf_modules),
+    loop = EngineLoop(Engine(master=master, allow_udf_modules=allow_udf_modules,
+                             data_roots=data_roots),
                       interval=interval)
     loop.start()
     server: uvicorn.Server | None = None
