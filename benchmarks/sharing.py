@@ -42,7 +42,7 @@ def measure(n: int, batch: int, cycles: int) -> tuple[float, list[float], str]:
         began = time.perf_counter()
         eng.run_cycle()
         times.append(time.perf_counter() - began)
-        eng.sinks["memory"].records.clear()
+        eng.sinks["memory"].clear()
     explain = eng.explain_global()
     eng.stop()
     return statistics.median(times[2:]), times, explain

@@ -22,7 +22,7 @@ def run(eng: Engine, total: int) -> None:
     cycles = []
     while eng.has_pending_input():
         report = eng.run_cycle()
-        eng.sinks["memory"].records.clear()
+        eng.sinks["memory"].clear()
         cycles.append(report.seconds)
     elapsed = time.monotonic() - began
     seen = sum(s.rows_in for s in eng.scans.values())

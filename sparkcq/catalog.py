@@ -4,12 +4,13 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.types import StructType
 
-from sparkcq.errors import CatalogError
+from sparkcq.errors import CatalogError, UnknownNameError
 from sparkcq.model.time import TimeKind
 
 if TYPE_CHECKING:
@@ -65,6 +66,32 @@ class FunctionInfo:
     origin: str  # where the code lives: ``module.fn line N``
 
 
+MAX_NAME_LENGTH = 128
+_IDENTIFIER = re.compile(rf"[A-Za-z_][A-Za-z0-9_]{{0,{MAX_NAME_LENGTH - 1}}}")
+
+
+def is_identifier(name: str) -> bool:
+    """Whether ``name`` may name a stream, table, query, function or aggregate."""
+    return _IDENTIFIER.fullmatch(name) is not None
+
+
+def ensure_identifier(name: str, kind: str) -> None:
+    """Refuse a name that is not an identifier (ASCII letters, digits and underscores, not
+    starting with a digit, at most 128 characters).
+
+    Names become folder names (the files sink writes a folder per query), parts of URLs
+    and of plans, so a name is never a path: ``../../x`` or ``a/b`` cannot be one.
+    """
+    if is_identifier(name):
+        return
+    suggestion = re.sub(r"[^A-Za-z0-9_]+", "_", name).strip("_")[:MAX_NAME_LENGTH]
+    hint = f"; for example {suggestion!r}" if is_identifier(suggestion) else ""
+    msg = (f"{kind} name {name!r} is not allowed: a name has only letters, digits and "
+           f"underscores, does not start with a digit and has at most {MAX_NAME_LENGTH} "
+           f"characters{hint}")
+    raise CatalogError(msg)
+
+
 class Catalog:
     """Names to streams, tables and queries; one namespace for streams and tables."""
 
@@ -91,16 +118,19 @@ class Catalog:
 
     def add_stream(self, info: StreamInfo) -> None:
         """Register a stream under a free name."""
+        ensure_identifier(info.name, "stream")
         self.ensure_free(info.name)
         self.streams[self._key(info.name)] = info
 
     def add_table(self, info: TableInfo) -> None:
         """Register a table under a free name."""
+        ensure_identifier(info.name, "table")
         self.ensure_free(info.name)
         self.tables[self._key(info.name)] = info
 
     def add_query(self, info: QueryInfo) -> None:
         """Register a query under a free name."""
+        ensure_identifier(info.name, "query")
         self.ensure_free(info.name)
         self.queries[self._key(info.name)] = info
 
@@ -114,7 +144,7 @@ class Catalog:
         info = self.streams.get(self._key(name))
         if info is None:
             msg = f"unknown stream {name!r}; streams: {', '.join(sorted(self.streams)) or 'none'}"
-            raise CatalogError(msg)
+            raise UnknownNameError(msg)
         return info
 
     def query(self, name: str) -> QueryInfo:
@@ -123,7 +153,7 @@ class Catalog:
         if info is None:
             known = ", ".join(sorted(self.queries)) or "none"
             msg = f"unknown query {name!r}; queries: {known}"
-            raise CatalogError(msg)
+            raise UnknownNameError(msg)
         return info
 
     def known_relations(self) -> str:

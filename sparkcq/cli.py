@@ -9,10 +9,11 @@ import time
 from importlib import resources
 
 from rich.console import Console
+from rich.text import Text
 
 from sparkcq.engine import Engine
 from sparkcq.errors import SparkcqError
-from sparkcq.server.commands import REMOTE_VERBS, add_remote_verbs, run_remote
+from sparkcq.server.commands import REMOTE_VERBS, add_remote_verbs, read_text, run_remote
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,24 +42,44 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--data-root", action="append", default=[], metavar="DIR",
                        help="a folder tables, file sources and file sinks may use "
                             "(repeatable; no paths at all without one)")
+    serve.add_argument("--max-body-bytes", type=int, default=16 * 2**20, metavar="N",
+                       help="largest request body (413 beyond; default 16 MiB)")
+    serve.add_argument("--max-queued-rows", type=int, default=200_000, metavar="N",
+                       help="rows a stream may hold before a cycle takes them; a push "
+                            "beyond gets 429 with Retry-After (default 200,000)")
+    serve.add_argument("--max-rows-per-cycle", type=int, default=100_000, metavar="N",
+                       help="rows of one stream a cycle takes (default 100,000)")
+    serve.add_argument("--retain-rows", type=int, default=100_000, metavar="N",
+                       help="records kept per query for /results and tail (0: all; "
+                            "default 100,000; a query may say WITH (retain_rows='n'))")
+    serve.add_argument("--retain-seconds", type=float, default=None, metavar="S",
+                       help="keep only records committed in the last S seconds")
+    serve.add_argument("--stop-timeout", type=float, default=60.0, metavar="S",
+                       help="bound of the clean stop on SIGTERM/SIGINT/shutdown (default 60)")
     add_remote_verbs(sub)
     args = parser.parse_args(argv)
     console = Console()
     try:
         if args.command == "serve":
+            from sparkcq.server.serve import ServerConfig
             from sparkcq.server.serve import serve as run_server
 
-            return run_server(args.host, args.port, args.master, args.interval, args.token,
-                              args.allow_udf_module, args.data_root)
+            return run_server(ServerConfig(
+                args.host, args.port, args.master, args.interval, args.token,
+                tuple(args.allow_udf_module), tuple(args.data_root), args.max_body_bytes,
+                args.max_queued_rows, args.max_rows_per_cycle, args.retain_rows or None,
+                args.retain_seconds, args.stop_timeout))
         if args.command in REMOTE_VERBS:
             return run_remote(args, console)
         if args.command == "run":
-            with open(args.file, encoding="utf-8") as f:
-                script = f.read()
+            script = read_text(args.file)
             return run_script(script, args.master, args.duration, args.interval, console)
         return run_demo(args.master, args.duration, args.rate, args.interval, console)
     except SparkcqError as e:
-        console.print(f"[bold red]error:[/] {e}", highlight=False)
+        # as is, unwrapped: it quotes user text ('[RANGE 10]' is no markup) and underlines
+        # places with carets that must stay under their line
+        Console(stderr=True).print(Text.assemble(("error:", "bold red"), f" {e}"),
+                                   highlight=False, soft_wrap=True)
         return 1
     except KeyboardInterrupt:
         console.print("stopped")
@@ -67,8 +88,12 @@ def main(argv: list[str] | None = None) -> int:
 
 def run_script(script: str, master: str | None, duration: float | None, interval: float,
                console: Console) -> int:
-    """Execute ``script``; queries print to the console unless they name another sink."""
-    eng = Engine(master=master)
+    """Execute ``script``; queries print to the console unless they name another sink.
+
+    Trusted: whoever runs a local script already has this machine's files and programs, so
+    its SQL may call any function and name any path (unlike a server's clients).
+    """
+    eng = Engine(master=master, trusted=True)
     eng.sinks["memory"] = eng.sinks["console"]
     eng.execute(script)
     loop(eng, duration, interval, console, stop_when_idle=duration is None)
@@ -79,7 +104,7 @@ def run_script(script: str, master: str | None, duration: float | None, interval
 def run_demo(master: str | None, duration: float | None, rate: int, interval: float,
              console: Console) -> int:
     """The main job: generated road-sensor readings and packets, six continuous queries."""
-    eng = Engine(master=master)
+    eng = Engine(master=master, trusted=True)  # our own script, run by a local user
     eng.register_table("hosts", [{"ip": f"ip_{i}", "host": f"host-{chr(97 + i)}"}
                                  for i in range(8)])
     script = resources.files("sparkcq").joinpath("demo.sql").read_text(encoding="utf-8")

@@ -15,6 +15,7 @@ import datetime as dt
 import hashlib
 import inspect
 import json
+import logging
 import os
 import re
 import time
@@ -41,19 +42,38 @@ from pyspark.sql.types import (
 )
 
 from sparkcq.aggregates.user import define_aggregate, load_aggregate_class
-from sparkcq.catalog import Catalog, FunctionInfo, QueryInfo, StreamInfo, TableInfo
+from sparkcq.catalog import (
+    Catalog,
+    FunctionInfo,
+    QueryInfo,
+    StreamInfo,
+    TableInfo,
+    ensure_identifier,
+)
 from sparkcq.errors import (
     AnalysisError,
     CatalogError,
     ExecutionError,
+    Location,
     QuerySyntaxError,
+    ScriptError,
     SourceError,
+    SparkcqError,
+    SparkDiedError,
+    UnknownNameError,
 )
 from sparkcq.io.files import FilesSource
 from sparkcq.io.generator import GeneratorSource
-from sparkcq.io.sinks import ConsoleSink, FilesSink, MemorySink, QueryOutput, Sink
-from sparkcq.io.sources import MemorySource, Source
-from sparkcq.language.sql.parser import parse_script
+from sparkcq.io.sinks import (
+    ConsoleSink,
+    FilesSink,
+    MemorySink,
+    QueryOutput,
+    Retention,
+    Sink,
+)
+from sparkcq.io.sources import IngestLimits, MemorySource, PushReceipt, Source
+from sparkcq.language.sql.parser import parse_script_located
 from sparkcq.language.sql.statements import (
     CreateAggregate,
     CreateQuery,
@@ -76,6 +96,13 @@ from sparkcq.plan.nodes import (
     TableScan,
     render_tree,
     walk,
+)
+from sparkcq.plan.sandbox import (
+    HOW_TO_TRUST,
+    TABLE_FORMATS,
+    ensure_data_path,
+    find_refusal,
+    locate,
 )
 from sparkcq.runtime.explain import explain_global_dot, explain_global_text
 from sparkcq.runtime.failures import describe_failure, user_traceback
@@ -102,7 +129,7 @@ from sparkcq.runtime.operators.shared_output import (
     split_by_query,
 )
 from sparkcq.runtime.transaction import CycleTransaction
-from sparkcq.session import make_session
+from sparkcq.session import make_session, spark_alive
 
 _INTEGRAL = (ByteType, ShortType, IntegerType, LongType)
 
@@ -118,6 +145,8 @@ class CycleReport:
     watermarks: dict[str, int] = field(default_factory=dict)
 
 
+log = logging.getLogger("sparkcq.engine")
+
 @dataclass
 class _Running:
     info: QueryInfo
@@ -132,7 +161,8 @@ class Engine:
     def __init__(self, spark: SparkSession | None = None, master: str | None = None,
                  shuffle_partitions: int = 4, count_rows: bool = True,
                  fuse: bool = True, allow_udf_modules: Sequence[str] = (),
-                 trusted: bool = False, data_roots: Sequence[str] = ()):
+                 trusted: bool = False, data_roots: Sequence[str] = (),
+                 ingest_limits: IngestLimits | None = None):
         # stop() stops Spark only if this engine started it (not a session it was given)
         self.owns_session = spark is None and SparkSession.getActiveSession() is None
         self.spark = spark or make_session(master, shuffle_partitions=shuffle_partitions)
@@ -164,17 +194,87 @@ class Engine:
         # a sandboxed engine (the default; the server's) refuses functions that reach the
         # JVM or the file system and paths outside ``data_roots`` (plan/sandbox.py)
         self.trusted = trusted
+        self.ingest_limits = ingest_limits or IngestLimits()  # of pushed streams
         self.data_roots = tuple(os.path.realpath(r) for r in data_roots)
 
     # -- statements ----------------------------------------------------------------------
     def execute(self, sql: str) -> Any:
-        """Run one statement or a script; returns the last statement's result."""
+        """Run one statement or a script, all or nothing; returns the last statement's result.
+
+        The whole script is parsed first, so a syntax error anywhere runs nothing. Then the
+        statements run in order; when one fails, what the statements before it (and the
+        failing one, part way) created is undone in reverse order: created queries, streams,
+        tables and aggregates are dropped, a table a CREATE TABLE replaced comes back. A
+        script of one statement raises that statement's own error; a longer one raises a
+        ScriptError that names the failing statement's line and says nothing was applied.
+
+        A DROP cannot be undone (a dropped query's state is gone), so a script holding a
+        DROP holds only DROPs, and they are all checked before the first runs: each names
+        something that exists, and whatever uses it is dropped earlier in the script.
+        """
+        located = parse_script_located(sql)
+        drops = [stmt for stmt, _ in located if isinstance(stmt, Drop)]
+        if drops and len(drops) < len(located):
+            first = next(loc for stmt, loc in located if isinstance(stmt, Drop))
+            msg = ("a script with DROP must hold only DROP statements: a DROP cannot be "
+                   "undone if a later statement fails; run the DROPs as a script of their own")
+            raise AnalysisError(msg, sql, first)
+        if drops:
+            self._check_drops(located, sql)
+        anon = self._anon  # numbers of unnamed queries, given back when the script is undone
+        created: list[_Created] = []
         result: Any = None
-        for stmt in parse_script(sql):
-            result = self._run_statement(stmt, sql)
+        for i, (stmt, loc) in enumerate(located):
+            before = _CatalogNames.of(self.catalog)
+            try:
+                result = self._run_statement(stmt, sql)
+            except Exception as e:
+                created.append(_Created.since(before, self.catalog))
+                problems = self._undo(created)
+                if not problems:
+                    self._anon = anon
+                applied = [_head(sql, at) for done, at in located[:i]
+                           if isinstance(done, Drop)]
+                if len(located) == 1 and not problems:
+                    raise
+                failure = _script_failure(sql, located, i, e, applied, problems)
+                if not isinstance(e, SparkcqError):
+                    e.add_note(failure)  # a bug, not a mistake in the script: keep its class
+                    raise
+                raise ScriptError(failure, e, loc.line) from e
+            created.append(_Created.since(before, self.catalog))
         return result
 
+    def _check_drops(self, located: list[tuple[Statement, Location]], sql: str) -> None:
+        """Check a script of DROPs as a whole before any of them runs (see ``execute``)."""
+        dropped: set[tuple[str, str]] = set()
+        for i, (stmt, loc) in enumerate(located):
+            assert isinstance(stmt, Drop)
+            try:
+                self._check_drop(stmt.kind, stmt.name, frozenset(dropped))
+            except SparkcqError as e:
+                if len(located) == 1:
+                    raise
+                failure = _script_failure(sql, located, i, e, [], [])
+                raise ScriptError(failure, e, loc.line) from e
+            dropped.add((stmt.kind.upper(), stmt.name.lower()))
+
+    def _undo(self, created: list[_Created]) -> list[str]:
+        """Undo what statements created, last first; what could not be undone, as text."""
+        problems = []
+        for step in reversed(created):
+            for kind, name in step.drops():
+                try:
+                    self.drop(kind, name)
+                except Exception as e:  # noqa: BLE001 - reported with the script's error
+                    problems.append(f"DROP {kind} {name} failed: {e}")
+            for key, table in step.replaced_tables.items():
+                self.catalog.tables[key] = table
+                self._tables[key] = table.dataframe
+        return problems
+
     def _run_statement(self, stmt: Statement, text: str) -> Any:
+        _ensure_new_name(stmt, text)
         if isinstance(stmt, CreateStream):
             return self._create_stream(stmt, text)
         if isinstance(stmt, CreateTable):
@@ -182,7 +282,8 @@ class Engine:
         if isinstance(stmt, CreateQuery):
             return self._create_query(stmt, text)
         if isinstance(stmt, CreateStreamAs):
-            bound = bind_select(stmt.select, text, self.catalog, self.spark)
+            bound = bind_select(stmt.select, text, self.catalog, self.spark,
+                                trusted=self.trusted)
             self.catalog.add_stream(StreamInfo(
                 stmt.name, bound.plan.schema, None, None, bound.plan.time_kind, stmt.options,
                 bound.plan, derived=True))
@@ -193,7 +294,8 @@ class Engine:
             return self.drop(stmt.kind, stmt.name)
         if isinstance(stmt, Explain):
             if stmt.select is not None:
-                return render_tree(bind_select(stmt.select, text, self.catalog, self.spark).plan)
+                return render_tree(bind_select(stmt.select, text, self.catalog, self.spark,
+                                               trusted=self.trusted).plan)
             if stmt.glob or stmt.name is None:
                 return self.explain_global(stmt.fmt)
             return self.explain(stmt.name)
@@ -215,6 +317,34 @@ class Engine:
                 raise AnalysisError(msg, text, c.loc) from None
             fields.append(StructField(c.name, dtype))
         return StructType(fields)
+
+    def _with_data_path(self, options: Mapping[str, str], text: str,
+                        loc: Location | None) -> dict[str, str]:
+        """``options`` with their ``path`` resolved inside the data roots (plan/sandbox.py),
+        as is in a trusted engine.
+        """
+        out = dict(options)
+        if not self.trusted and "path" in out:
+            where = _option_loc(text, loc, out["path"])
+            out["path"] = ensure_data_path(out["path"], self.data_roots, text, where)
+        return out
+
+    def _ensure_allowed_options(self, options: Mapping[str, str], text: str,
+                                loc: Location) -> None:
+        """Refuse, in an untrusted engine, a generator's ``expr_<column>`` that calls what a
+        server client may not (plan/sandbox.py): Spark evaluates it like a query's SELECT.
+        """
+        if self.trusted:
+            return
+        own = {*self.catalog.functions, *self.catalog.aggregates}
+        for key, sql in options.items():
+            refusal = find_refusal(self.spark, sql, own, ("id", "rnd")) \
+                if key.startswith("expr_") else None
+            if refusal is not None:
+                where = _option_loc(text, loc, sql) or loc
+                spans = [(where.start, where.end)] if where is not loc else []
+                msg = f"{key}: {refusal.message}"
+                raise AnalysisError(msg, text, locate(refusal, text, spans, where))
 
     def _create_stream(self, stmt: CreateStream, text: str) -> None:
         schema = self._schema(stmt, text)
@@ -258,12 +388,17 @@ class Engine:
         source: Source
         try:
             if source_kind == "memory":
-                source = MemorySource(self.spark, stmt.name, schema)
+                source = MemorySource(self.spark, stmt.name, schema,
+                                      names[time_col.lower()].name, lateness,
+                                      self.ingest_limits)
             elif source_kind == "generator":
+                self._ensure_allowed_options(opts, text, stmt.loc)
                 source = GeneratorSource(self.spark, stmt.name, schema, node.time_col, opts,
                                          numeric_time=kind is TimeKind.NUMERIC)
             elif source_kind == "files":
-                source = FilesSource(self.spark, stmt.name, schema, opts)
+                source = FilesSource(self.spark, stmt.name, schema,
+                                     self._with_data_path(opts, text, stmt.loc),
+                                     roots=None if self.trusted else self.data_roots)
             else:
                 msg = f"unknown source {source_kind!r}; available: memory, generator, files"
                 raise AnalysisError(msg, text, stmt.loc)
@@ -306,6 +441,7 @@ class Engine:
 
     def _add_aggregate(self, name: str, cls: type, params: list[tuple[str, DataType]],
                        return_type: DataType, using: str | None = None) -> None:
+        ensure_identifier(name, "aggregate")
         key = name.lower()
         if key in self.catalog.aggregates:
             msg = f"an aggregate named {name!r} already exists; DROP AGGREGATE {name} first"
@@ -336,6 +472,11 @@ class Engine:
             if path is None:
                 msg = f"CREATE TABLE {stmt.name} WITH (format={fmt!r}) also needs path='...'"
                 raise AnalysisError(msg, text, stmt.loc)
+            if not self.trusted and fmt.lower() not in TABLE_FORMATS:
+                msg = (f"format {fmt!r} is not allowed for server clients; tables read "
+                       f"{', '.join(TABLE_FORMATS)} files; {HOW_TO_TRUST}")
+                raise AnalysisError(msg, text, _option_loc(text, stmt.loc, fmt))
+            path = self._with_data_path(opts, text, stmt.loc)["path"]
             reader = self.spark.read.schema(schema)
             if fmt.lower() == "csv":
                 reader = reader.option("header", opts.get("header", "true"))
@@ -346,6 +487,7 @@ class Engine:
 
     def register_table(self, name: str, data: Any, schema: StructType | None = None) -> None:
         """Register a static table from a Spark DataFrame, pandas frame or list of rows."""
+        ensure_identifier(name, "table")
         if isinstance(data, DataFrame):
             df = data
         else:
@@ -371,7 +513,7 @@ class Engine:
         info = self.catalog.tables.get(name.lower())
         if info is None:
             msg = f"unknown table {name!r}"
-            raise CatalogError(msg)
+            raise UnknownNameError(msg)
         self.register_table(info.name, rows, info.schema)
 
     def _create_query(self, stmt: CreateQuery, text: str) -> str:
@@ -380,14 +522,18 @@ class Engine:
             self._anon += 1
             name = f"query_{self._anon}"
         self.catalog.ensure_free(name)
-        bound = bind_select(stmt.select, text, self.catalog, self.spark)
+        bound = bind_select(stmt.select, text, self.catalog, self.spark, trusted=self.trusted)
         sink = stmt.options.get("sink", "memory").lower()
         if sink not in self.sinks:
             msg = f"unknown sink {sink!r}; available: {', '.join(sorted(self.sinks))}"
             raise AnalysisError(msg, text, stmt.loc)
         if sink == "files" and (problem := FilesSink.check(stmt.options)):
             raise AnalysisError(problem, text, stmt.loc)
-        info = QueryInfo(name, text, bound.plan, sink, dict(stmt.options))
+        options = self._with_data_path(stmt.options, text, stmt.loc) if sink == "files" \
+            else dict(stmt.options)
+        if problem := Retention.check(stmt.options):
+            raise AnalysisError(problem, text, stmt.loc)
+        info = QueryInfo(name, text, bound.plan, sink, dict(options))
         info.options["form"] = bound.form
         self.catalog.add_query(info)
         nodes = walk(bound.plan)
@@ -403,7 +549,7 @@ class Engine:
         info.log += [f"cycle {self.cycle}: {note}" for note in notes]
         columns = [f.name for f in bound.plan.schema.fields]
         output = QueryOutput(name, columns, bound.plan.time_kind is TimeKind.TIMESTAMP,
-                             dict(stmt.options))
+                             dict(options))
         qid = None
         if (self.fuse and bound.plan.kind is EdgeKind.RELATION
                 and bound.form is OutputForm.INTERVALS and encodable(bound.plan.schema)):
@@ -421,17 +567,12 @@ class Engine:
         return lower(node, self.rt)
 
     def drop(self, kind: str, name: str) -> None:
-        """Drop a query (freeing operators no one else uses), a stream or a table."""
+        """Drop a query (freeing operators no one else uses), a stream, a table or an
+        aggregate; refused while something else uses it.
+        """
         kind = kind.upper()
+        self._check_drop(kind, name)
         if kind == "AGGREGATE":
-            if name.lower() not in self.catalog.aggregates:
-                known = ", ".join(sorted(self.catalog.aggregates)) or "none"
-                msg = f"unknown aggregate {name!r}; aggregates: {known}"
-                raise CatalogError(msg)
-            users = self.aggregate_users(name)
-            if users:
-                msg = f"aggregate {name!r} is used by {', '.join(users)}; drop them first"
-                raise CatalogError(msg)
             del self.catalog.aggregates[name.lower()]
             return
         if kind == "QUERY":
@@ -446,20 +587,46 @@ class Engine:
             self.rt.end_cycle()  # between cycles: free the dropped state now
             return
         space = self.catalog.streams if kind == "STREAM" else self.catalog.tables
-        target = space.get(name.lower())
-        if target is None:
-            msg = f"unknown {kind.lower()} {name!r}"
-            raise CatalogError(msg)
-        users = [q for q, r in self.running.items() if target.plan in walk(r.info.plan)]
-        users += [s.name for s in self.catalog.streams.values()
-                  if s.derived and s is not target and target.plan in walk(s.plan)]
-        if users:
-            msg = f"{kind.lower()} {name!r} is used by {', '.join(users)}; drop them first"
-            raise CatalogError(msg)
         del space[name.lower()]
         if kind == "STREAM" and name.lower() in self.scans:
             self.scans.pop(name.lower()).release()
             self.sources.pop(name.lower()).close()
+
+    def _check_drop(self, kind: str, name: str,
+                    dropped: frozenset[tuple[str, str]] = frozenset()) -> None:
+        """Raise CatalogError unless ``name`` can be dropped: it exists and nothing uses it.
+
+        ``dropped`` holds ``(KIND, lower-case name)`` of what earlier DROPs of the same script
+        remove: those are gone, and they no longer count as users.
+        """
+        kind = kind.upper()
+        if (kind, name.lower()) in dropped:
+            msg = f"{kind.lower()} {name!r} is already dropped by an earlier statement"
+            raise CatalogError(msg)
+        if kind == "AGGREGATE":
+            if name.lower() not in self.catalog.aggregates:
+                known = ", ".join(sorted(self.catalog.aggregates)) or "none"
+                msg = f"unknown aggregate {name!r}; aggregates: {known}"
+                raise UnknownNameError(msg)
+            users = self.aggregate_users(name)
+        elif kind == "QUERY":
+            self.catalog.query(name)
+            users = []
+        else:
+            space = self.catalog.streams if kind == "STREAM" else self.catalog.tables
+            target = space.get(name.lower())
+            if target is None:
+                msg = f"unknown {kind.lower()} {name!r}"
+                raise UnknownNameError(msg)
+            users = [r.info.name for r in self.running.values()
+                     if target.plan in walk(r.info.plan)]
+            users += [s.name for s in self.catalog.streams.values()
+                      if s.derived and s is not target and target.plan in walk(s.plan)]
+        users = [u for u in users
+                 if ("QUERY", u.lower()) not in dropped and ("STREAM", u.lower()) not in dropped]
+        if users:
+            msg = f"{kind.lower()} {name!r} is used by {', '.join(users)}; drop them first"
+            raise CatalogError(msg)
 
     # -- sources and sinks ---------------------------------------------------------------
     def attach_source(self, stream: str, source: Source) -> None:
@@ -482,9 +649,7 @@ class Engine:
         rows through Arrow) or pandas Series (``vectorized=True``). Queries submitted from
         now on may call it; an exception it raises fails only the queries calling it.
         """
-        if not name.isidentifier():
-            msg = f"function name {name!r} must be an identifier"
-            raise CatalogError(msg)
+        ensure_identifier(name, "function")
         key = name.lower()
         if key in self.catalog.aggregates:
             msg = f"an aggregate named {name!r} already exists; pick another name"
@@ -506,16 +671,30 @@ class Engine:
         self.sinks[name.lower()] = sink
 
     # -- input ---------------------------------------------------------------------------
-    def push(self, stream: str, rows: Any, watermark: Any = None, end: bool = False) -> None:
+    def push(self, stream: str, rows: Any, watermark: Any = None,
+             end: bool = False) -> PushReceipt:
         """Queue rows for a memory-source stream; ``watermark`` W promises that no later
         event has event time < W; ``end`` marks the end of the stream's input.
+
+        Safe to call from any thread (the server's handlers do, while a cycle runs). Each
+        row is checked against the stream's schema: the receipt counts the rows accepted
+        and lists the refused ones (they are also kept as dead letters). Raises
+        ``BackpressureError`` when the stream's queue is full.
         """
         info = self.catalog.stream(stream)
         source = self.sources.get(info.name.lower())
         if not isinstance(source, MemorySource):
             msg = f"stream {stream!r} is not fed by the memory source; it cannot be pushed to"
             raise SourceError(msg)
-        source.push(rows, self._time_value(watermark, info.time_kind), end)
+        try:
+            mark = self._time_value(watermark, info.time_kind)
+        except (ValueError, TypeError) as e:
+            msg = f"watermark {watermark!r} for stream {stream!r} is not a time: {e}"
+            raise SourceError(msg) from None
+        receipt = source.push(rows, mark, end)
+        for error in receipt.rejected[:3]:
+            log.warning("push to %s: %s", info.name, error.describe())
+        return receipt
 
     def end_input(self, stream: str) -> None:
         """Declare a memory stream complete: its watermark becomes +inf."""
@@ -523,13 +702,23 @@ class Engine:
 
     @staticmethod
     def _time_value(value: Any, kind: TimeKind) -> int | None:
+        """A watermark as a point of the stream's time axis: a whole number, or for a
+        timestamp stream a datetime or ISO-8601 text (UTC when it names no zone).
+        """
         if value is None:
             return None
-        if isinstance(value, dt.datetime | pd.Timestamp):
+        if kind is TimeKind.TIMESTAMP and isinstance(value, str | dt.datetime | pd.Timestamp):
             ts = pd.Timestamp(value)
             ts = ts.tz_localize("UTC") if ts.tzinfo is None else ts
             return int(ts.value // 1000)
-        return int(value)
+        if isinstance(value, bool) or not isinstance(value, int | float | str):
+            msg = f"expected a whole number, got {type(value).__name__}"
+            raise ValueError(msg)
+        number = float(value) if not isinstance(value, int) else value
+        if number != int(number):
+            msg = "expected a whole number"
+            raise ValueError(msg)
+        return int(number)
 
     # -- cycles --------------------------------------------------------------------------
     def has_pending_input(self) -> bool:
@@ -554,6 +743,9 @@ class Engine:
             try:
                 tables = self._attempt(runs, full=True)
             except Exception as first:  # noqa: BLE001 - any failure is isolated per query
+                if not spark_alive(self.spark):  # no query is to blame; the input stays
+                    msg = f"cycle {self.cycle} failed: Spark is gone: {describe_failure(first)}"
+                    raise SparkDiedError(msg) from first
                 failed = self._isolate_failures(runs)
                 if not failed:
                     msg = f"cycle {self.cycle} failed (input kept for the next cycle): " \
@@ -894,6 +1086,100 @@ class Engine:
             source.close()
         if self.owns_session:
             self.spark.stop()
+
+
+@dataclass(frozen=True)
+class _CatalogNames:
+    """The names in the catalog before a statement (tables with their entry, which CREATE
+    TABLE may replace): what that statement created is what is new after it.
+    """
+
+    streams: frozenset[str]
+    tables: dict[str, TableInfo]
+    queries: frozenset[str]
+    aggregates: frozenset[str]
+
+    @classmethod
+    def of(cls, catalog: Catalog) -> _CatalogNames:
+        return cls(frozenset(catalog.streams), dict(catalog.tables), frozenset(catalog.queries),
+                   frozenset(catalog.aggregates))
+
+
+@dataclass(frozen=True)
+class _Created:
+    """What one statement of a script created, and the tables it replaced: how to undo it."""
+
+    queries: tuple[str, ...]
+    streams: tuple[str, ...]
+    tables: tuple[str, ...]
+    aggregates: tuple[str, ...]
+    replaced_tables: dict[str, TableInfo]
+
+    @classmethod
+    def since(cls, before: _CatalogNames, catalog: Catalog) -> _Created:
+        return cls(
+            tuple(q.name for k, q in catalog.queries.items() if k not in before.queries),
+            tuple(s.name for k, s in catalog.streams.items() if k not in before.streams),
+            tuple(t.name for k, t in catalog.tables.items() if k not in before.tables),
+            tuple(a for a in catalog.aggregates if a not in before.aggregates),
+            {k: t for k, t in before.tables.items()
+             if k in catalog.tables and catalog.tables[k] is not t})
+
+    def drops(self) -> list[tuple[str, str]]:
+        """The DROPs that undo it: queries first, as they may read the streams."""
+        return ([("QUERY", n) for n in self.queries] + [("STREAM", n) for n in self.streams]
+                + [("TABLE", n) for n in self.tables]
+                + [("AGGREGATE", n) for n in self.aggregates])
+
+
+_CREATED_KINDS = {CreateStream: "stream", CreateStreamAs: "stream", CreateTable: "table",
+                  CreateQuery: "query", CreateAggregate: "aggregate"}
+
+
+def _ensure_new_name(stmt: Statement, text: str) -> None:
+    """Refuse a CREATE whose name is not an identifier, underlining the name."""
+    kind = _CREATED_KINDS.get(type(stmt))
+    name = getattr(stmt, "name", "")
+    if kind is None or not name:
+        return
+    try:
+        ensure_identifier(name, kind)
+    except CatalogError as e:
+        loc: Location | None = getattr(stmt, "loc", None)
+        at = text.rfind(name, loc.start, loc.end) if loc is not None else -1
+        if at >= 0:
+            quoted = text[at - 1 : at] == "`"
+            loc = Location.of_span(text, at - quoted, at + len(name) + quoted)
+        raise AnalysisError(str(e), text, loc) from None
+
+
+def _option_loc(text: str, loc: Location | None, value: str) -> Location | None:
+    """Where an option's ``value`` is written in the statement starting at ``loc``, or
+    ``loc`` itself if it is not found there.
+    """
+    if loc is None:
+        return None
+    end = text.find(";", loc.end)
+    at = text.find(value, loc.start, len(text) if end < 0 else end)
+    return loc if at < 0 or not value else Location.of_span(text, at, at + len(value))
+
+
+def _head(sql: str, loc: Location) -> str:
+    """The start of a statement's text, on one line, to name it in a message."""
+    text = " ".join(sql[loc.start:loc.end].split())
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _script_failure(sql: str, located: Sequence[tuple[Statement, Location]], index: int,
+                    error: BaseException, applied: list[str], problems: list[str]) -> str:
+    """Why a script failed: which statement, what became of the others, the error itself."""
+    loc = located[index][1]
+    where = f"statement {index + 1} of {len(located)} (line {loc.line}: {_head(sql, loc)})"
+    if applied or problems:
+        kept = "; ".join([*(f"{a} took effect and cannot be undone" for a in applied),
+                          *problems])
+        return f"{where} failed and the script was applied only in part ({kept}): {error}"
+    return f"{where} failed, so the script was not applied (nothing of it took effect): {error}"
 
 
 def fingerprint(node: PlanNode) -> str:

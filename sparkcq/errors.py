@@ -70,9 +70,34 @@ class CatalogError(SparkcqError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+class UnknownNameError(CatalogError):
+    """No stream, table, query or aggregate has this name (the server answers 404)."""
+
+
 class ExecutionError(SparkcqError, RuntimeError):
     """A running query failed; the message names the query and the operator."""
 
 
+class ScriptError(SparkcqError):
+    """A statement of a script failed, so the script was not applied (``Engine.execute``).
+
+    ``cause`` is the failing statement's own error, whose class says what kind of mistake it
+    is; ``line`` is where that statement starts in the script.
+    """
+
+    def __init__(self, message: str, cause: BaseException, line: int):
+        super().__init__(message)
+        self.cause = cause
+        self.line = line
+
+
+class SparkDiedError(ExecutionError):
+    """Spark's JVM is gone: no query can run until the service is restarted."""
+
+
 class SourceError(SparkcqError, ValueError):
     """Input could not be accepted by a source (wrong shape, unknown stream)."""
+
+
+class BackpressureError(SourceError):
+    """A stream's queue of pushed rows is full: the push was not taken, send it again later."""

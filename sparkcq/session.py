@@ -43,6 +43,11 @@ def make_session(master: str | None = None, app_name: str = "sparkcq",
         .config("spark.sql.requireAllClusterKeysForCoPartition", "false")
         .config("spark.driver.memory", os.environ.get("SPARKCQ_DRIVER_MEMORY", "2g"))
     )
+    if (master or default_master()).startswith("local"):
+        # nothing outside this machine talks to an embedded Spark: its driver RPC and block
+        # manager ports listen on loopback only
+        builder = (builder.config("spark.driver.host", "127.0.0.1")
+                   .config("spark.driver.bindAddress", "127.0.0.1"))
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
@@ -64,3 +69,12 @@ def _quiet_metric_updates(spark: SparkSession) -> None:
     level = jvm.org.apache.logging.log4j.Level.FATAL
     jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
         "org.apache.spark.scheduler.DAGScheduler", level)
+
+
+def spark_alive(spark: SparkSession) -> bool:
+    """Whether the session's JVM still answers and its context is not stopped."""
+    try:
+        jsc = spark.sparkContext._jsc
+        return jsc is not None and not jsc.sc().isStopped()
+    except Exception:  # noqa: BLE001 - a dead gateway fails in many ways
+        return False

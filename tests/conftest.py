@@ -42,9 +42,17 @@ def spark():
 
 
 @pytest.fixture
-def engine(spark):
-    """A fresh engine (its own catalog and plan) on the shared session."""
-    return Engine(spark=spark)
+def engine(spark, tmp_path):
+    """A fresh engine (its own catalog and plan) on the shared session, sandboxed like a
+    server's (plan/sandbox.py) with the test's ``tmp_path`` as its data root.
+    """
+    return Engine(spark=spark, data_roots=[str(tmp_path)])
+
+
+@pytest.fixture
+def trusted_engine(spark):
+    """A fresh engine that may call any function and name any path (``trusted=True``)."""
+    return Engine(spark=spark, trusted=True)
 
 
 def pytest_terminal_summary(terminalreporter) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sparkcq.errors import AnalysisError, CatalogError, SourceError
+from sparkcq.errors import AnalysisError, CatalogError
 
 
 @pytest.fixture
@@ -63,9 +63,12 @@ def test_catalog_errors(eng):
         eng.execute("DROP STREAM sensors")
 
 
-def test_push_with_wrong_columns_is_refused_with_the_schema(eng):
-    with pytest.raises(SourceError, match="missing column.*'t'.*the stream has sector, speed, t"):
-        eng.push("sensors", [{"sector": "a", "speed": 1.0}])
+def test_pushed_row_with_an_unknown_column_is_refused_with_the_schema(eng):
+    receipt = eng.push("sensors", [{"sector": "a", "speed": 1.0, "tt": 3},
+                                   {"sector": "b", "speed": 2.0, "t": 4}])
+    assert receipt.accepted == 1
+    [error] = receipt.rejected
+    assert error.describe() == "row 0, column 'tt': unknown column; 'sensors' has sector, speed, t"
 
 
 def test_late_and_null_time_events_go_to_dead_letters_and_queries_go_on(eng):

@@ -123,6 +123,7 @@ def test_files_and_callback_sinks(engine, tmp_path):
         CREATE QUERY c INTO cb AS SELECT k FROM s;
     """)
     engine.push("s", [{"k": "a", "t": 1}], watermark=2)
+    engine.run_until_idle()
     engine.push("s", [{"k": "b", "t": 3}], end=True)
     engine.run_until_idle()
     files = sorted(os.listdir(tmp_path / "f"))

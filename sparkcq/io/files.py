@@ -6,17 +6,21 @@ elsewhere and rename it into the directory. With ``bounded='true'`` the stream e
 first poll that finds no new file, so ``run_until_idle`` processes a fixed data set.
 ``files_per_cycle='n'`` reads at most n of the new files per poll (the rest wait for the
 next cycles, in name order), so a large data set is taken in cycles of a chosen size.
+In an untrusted engine (``roots`` given) a file whose real path lies outside the data roots
+(a link placed in the directory) is skipped.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
 
 from sparkcq.errors import SourceError
 from sparkcq.io.sources import Source
+from sparkcq.plan.sandbox import is_inside
 from sparkcq.runtime.operators.scan import SourceBatch
 
 FORMATS = {"csv": "csv", "json": "json", "parquet": "parquet"}
@@ -25,8 +29,10 @@ FORMATS = {"csv": "csv", "json": "json", "parquet": "parquet"}
 class FilesSource(Source):
     """New files of a directory, read once each with Spark."""
 
-    def __init__(self, spark: SparkSession, name: str, schema: StructType, options: dict[str, str]):
+    def __init__(self, spark: SparkSession, name: str, schema: StructType, options: dict[str, str],
+                 roots: Sequence[str] | None = None):
         self.spark = spark
+        self.roots = roots
         self.name = name
         self.schema = schema
         self.path = options.get("path")
@@ -58,7 +64,10 @@ class FilesSource(Source):
             return []
         paths = sorted(os.path.join(self.path, n) for n in os.listdir(self.path)
                        if not n.startswith((".", "_")))
-        return [p for p in paths if os.path.isfile(p) and p not in self.seen]
+        paths = [p for p in paths if os.path.isfile(p) and p not in self.seen]
+        if self.roots is not None:
+            paths = [p for p in paths if is_inside(os.path.realpath(p), self.roots)]
+        return paths
 
     def has_pending(self) -> bool:  # noqa: D102
         return not self.ended and (self.bounded or bool(self._new_files()))

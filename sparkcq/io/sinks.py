@@ -9,11 +9,19 @@ by the cycle's single commit action; a cycle's records become visible at once wh
 from __future__ import annotations
 
 import os
+import threading
+import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
+
+from sparkcq.catalog import is_identifier
+from sparkcq.errors import ExecutionError
+
+TS = "_ts"
 
 
 @dataclass
@@ -37,25 +45,114 @@ class Sink:
         """The query was dropped."""
 
 
+@dataclass(frozen=True)
+class Retention:
+    """How many of a query's records the memory sink keeps: the newest ``rows`` and/or
+    those committed in the last ``seconds`` (None: no bound of that kind).
+    """
+
+    rows: int | None = None
+    seconds: float | None = None
+
+    @classmethod
+    def of(cls, options: dict[str, str], default: Retention) -> Retention:
+        """A query's ``WITH (retain_rows='n', retain_seconds='s')``, else ``default``."""
+        rows, seconds = options.get("retain_rows"), options.get("retain_seconds")
+        return cls(int(rows) if rows is not None else default.rows,
+                   float(seconds) if seconds is not None else default.seconds)
+
+    @staticmethod
+    def check(options: dict[str, str]) -> str | None:
+        """What is wrong with a query's retention options, if anything."""
+        for key, kind in (("retain_rows", int), ("retain_seconds", float)):
+            if key in options:
+                try:
+                    ok = kind(options[key]) > 0
+                except ValueError:
+                    ok = False
+                if not ok:
+                    return f"{key} must be a positive number, got {options[key]!r}"
+        return None
+
+
+@dataclass
+class _Kept:
+    """One query's retained records: frames with the offset of their first record."""
+
+    parts: deque[tuple[int, float, pd.DataFrame]] = field(default_factory=deque)
+    end: int = 0  # offset after the newest record
+
+    @property
+    def first(self) -> int:
+        return self.parts[0][0] if self.parts else self.end
+
+
 @dataclass
 class MemorySink(Sink):
-    """Keeps every query's records in driver memory for ``Engine.results``."""
+    """Keeps each query's newest records in driver memory for ``Engine.results`` and the
+    server's ``/results``; what falls out of the retention is gone (``first_offset`` says
+    where the kept records begin). Reads may come from any thread.
+    """
 
-    records: dict[str, list[pd.DataFrame]] = field(default_factory=dict)
+    retention: Retention = field(default_factory=Retention)
+    kept: dict[str, _Kept] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    clock: Callable[[], float] = time.monotonic
 
     def write(self, cycle: int, records: dict[str, tuple[QueryOutput, pd.DataFrame]]) -> None:  # noqa: D102
-        for name, (_out, frame) in records.items():
-            self.records.setdefault(name, []).append(frame)
+        now = self.clock()
+        with self.lock:
+            for name, (out, frame) in records.items():
+                kept = self.kept.setdefault(name, _Kept())
+                if TS in frame.columns:  # a cycle's records come in Spark's partition order
+                    frame = frame.sort_values(TS, kind="mergesort", na_position="first")
+                kept.parts.append((kept.end, now, frame.reset_index(drop=True)))
+                kept.end += len(frame)
+                self._trim(kept, Retention.of(out.options, self.retention), now)
+
+    @staticmethod
+    def _trim(kept: _Kept, keep: Retention, now: float) -> None:
+        if keep.seconds is not None:
+            while kept.parts and kept.parts[0][1] < now - keep.seconds:
+                kept.parts.popleft()
+        if keep.rows is not None:
+            while kept.parts and kept.end - kept.parts[0][0] > keep.rows:
+                start, at, frame = kept.parts.popleft()
+                drop = kept.end - start - keep.rows
+                if drop < len(frame):  # keep the newest part of this frame
+                    kept.parts.appendleft((start + drop, at, frame.iloc[drop:]))
 
     def forget(self, query: str) -> None:  # noqa: D102
-        self.records.pop(query, None)
+        with self.lock:
+            self.kept.pop(query, None)
+
+    def clear(self) -> None:
+        """Drop every kept record (benchmarks keep the driver's buffer out of a run)."""
+        with self.lock:
+            for kept in self.kept.values():
+                kept.parts.clear()
+
+    def since(self, query: str, offset: int) -> tuple[pd.DataFrame, int, int]:
+        """Kept records of ``query`` from ``offset`` on: (frame, offset after them, offset of
+        the first record still kept). Records before that were dropped by the retention.
+        """
+        with self.lock:
+            kept = self.kept.get(query)
+            if kept is None:
+                return pd.DataFrame(), 0, 0
+            parts = [(start, frame) for start, _, frame in kept.parts
+                     if start + len(frame) > offset]
+            end, first = kept.end, kept.first
+        frames = [frame.iloc[max(0, offset - start):] for start, frame in parts]
+        out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+        return out, end, first
 
     def frame(self, query: str, columns: list[str]) -> pd.DataFrame:
-        """All records of ``query`` so far, in commit order."""
-        parts = self.records.get(query, [])
-        if not parts:
+        """The kept records of ``query``, in commit order."""
+        out, _, _ = self.since(query, 0)
+        if out.empty and not len(out.columns):
             return pd.DataFrame({c: [] for c in [*columns, "_ts", "_te", "_op"]})
-        return pd.concat(parts, ignore_index=True)
+        return out
 
 
 @dataclass
@@ -111,13 +208,13 @@ class FilesSink(Sink):
     ``CREATE QUERY q INTO files WITH (path='/out', format='parquet' | 'json')``: cycle n of
     query q becomes ``/out/q/cycle-000000n.parquet`` (or ``.jsonl``, JSON lines). The file is
     written under a hidden temporary name and renamed into place, so a reader sees a cycle's
-    file whole or not at all.
+    file whole or not at all. A query's folder is always a direct child of ``path``.
     """
 
     def write(self, cycle: int, records: dict[str, tuple[QueryOutput, pd.DataFrame]]) -> None:  # noqa: D102
         for name, (out, frame) in records.items():
             fmt = out.options.get("format", "parquet").lower()
-            folder = os.path.join(out.options["path"], name)
+            folder = self.query_folder(out.options["path"], name)
             os.makedirs(folder, exist_ok=True)
             ext = "parquet" if fmt == "parquet" else "jsonl"
             final = os.path.join(folder, f"cycle-{cycle:08d}.{ext}")
@@ -128,6 +225,20 @@ class FilesSink(Sink):
                 frame.to_json(tmp, orient="records", lines=True, date_format="iso",
                               date_unit="us")
             os.replace(tmp, final)
+
+    @staticmethod
+    def query_folder(path: str, query: str) -> str:
+        """The folder of ``query``'s files under ``path``; ExecutionError if it would not be a
+        direct child of ``path`` (the catalog admits only identifiers as names, and a link
+        in place of the folder could lead elsewhere).
+        """
+        folder = os.path.join(path, query)
+        real = os.path.realpath(folder)
+        if not is_identifier(query) or os.path.dirname(real) != os.path.realpath(path):
+            msg = (f"files sink: query {query!r} would write to {real!r}, outside its folder "
+                   f"under {path!r}; nothing was written")
+            raise ExecutionError(msg)
+        return folder
 
     @staticmethod
     def check(options: dict[str, str]) -> str | None:

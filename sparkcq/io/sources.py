@@ -8,16 +8,23 @@ tells the engine whether another cycle would receive anything.
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
 
-from sparkcq.errors import SourceError
-from sparkcq.runtime.operators.scan import SourceBatch
+from sparkcq.errors import BackpressureError, SourceError
+from sparkcq.io.ingest import conform
+from sparkcq.model.rows import RowError
+from sparkcq.model.time import TIME_MAX, TIME_MIN
+from sparkcq.runtime.operators.scan import ARRIVAL_WATERMARK, SourceBatch
 
 
 class Source:
@@ -63,46 +70,113 @@ def to_pandas(rows: Any, schema: StructType, stream: str) -> pd.DataFrame:
     return frame[names]
 
 
-class MemorySource(Source):
-    """Rows pushed from Python (``Engine.push``), delivered in push order.
-
-    One poll delivers the pushes up to and including the first that carries a watermark or
-    the end of input, so a watermark always applies to exactly the rows pushed before it.
+@dataclass(frozen=True)
+class IngestLimits:
+    """Bounds on what a pushed stream holds: rows queued and not yet taken by a cycle (a
+    push beyond it is refused, to be retried later), and rows one cycle takes.
     """
 
-    def __init__(self, spark: SparkSession, name: str, schema: StructType):
+    max_queued_rows: int = 1_000_000
+    max_rows_per_cycle: int = 500_000
+
+
+@dataclass(frozen=True)
+class PushReceipt:
+    """What became of a push: rows accepted (they will be processed), rows refused."""
+
+    accepted: int
+    rejected: tuple[RowError, ...] = ()
+
+
+@dataclass
+class _Push:
+    table: pa.Table | None  # the rows that fit, with the watermark in force at the push
+    rejected: tuple[RowError, ...]
+    watermark: int | None
+    end: bool
+
+
+class MemorySource(Source):
+    """Rows pushed from Python or over HTTP (``Engine.push``), delivered in push order.
+
+    ``push`` may be called from any thread; it checks every row at the door
+    (``io/ingest.py``) and answers at once. A cycle takes every queued push, up to
+    ``max_rows_per_cycle`` rows, not one push per cycle. Lateness stays as if each push were
+    a cycle of its own: each row carries the watermark in force when it was pushed (from the
+    pushes before it: their explicit watermarks, their largest event time minus the
+    lateness), and the stream's scan sends a row older than that to the dead letters.
+    """
+
+    def __init__(self, spark: SparkSession, name: str, schema: StructType, time_col: str,
+                 lateness: int = 0, limits: IngestLimits | None = None):
         self.spark = spark
         self.name = name
         self.schema = schema
-        self.queue: deque[tuple[pd.DataFrame | None, int | None, bool]] = deque()
+        self.time_col = time_col
+        self.lateness = lateness
+        self.limits = limits or IngestLimits()
+        self.queue: deque[_Push] = deque()
+        self.queued_rows = 0
+        self.watermark = TIME_MIN  # in force for the next push
+        self.ended = False
+        self.lock = threading.Lock()
 
     def push(self, rows: Iterable[Any] | pd.DataFrame | None, watermark: int | None = None,
-             end: bool = False) -> None:
-        """Queue rows (and optionally a watermark or the end of input) for the next cycle."""
-        frame = to_pandas(rows, self.schema, self.name) if rows is not None else None
-        if frame is not None and frame.empty:
-            frame = None
-        self.queue.append((frame, watermark, end))
+             end: bool = False) -> PushReceipt:
+        """Queue the rows that fit (and a watermark, or the end of input) for the next
+        cycle; refuse the others, each with its reason. ``BackpressureError`` when the
+        queue is full: nothing of the push is queued, it may be sent again later.
+        """
+        fit = conform(rows if rows is not None else [], self.schema, self.name)
+        table = fit.table if fit.table.num_rows else None
+        with self.lock:
+            if self.ended:
+                msg = f"stream {self.name!r} has ended (end of input was pushed); it takes no more"
+                raise SourceError(msg)
+            n = 0 if table is None else table.num_rows
+            if self.queued_rows and self.queued_rows + n > self.limits.max_queued_rows:
+                msg = (f"stream {self.name!r} has {self.queued_rows:,} rows queued (at most "
+                       f"{self.limits.max_queued_rows:,}); send the push again later")
+                raise BackpressureError(msg)
+            if table is not None:
+                table = table.append_column(
+                    ARRIVAL_WATERMARK, pa.array([self.watermark] * n, type=pa.int64()))
+                self._advance(table)
+            if watermark is not None:
+                self.watermark = max(self.watermark, watermark)
+            if end:
+                self.ended = True
+                self.watermark = TIME_MAX
+            self.queue.append(_Push(table, fit.errors, watermark, end))
+            self.queued_rows += n
+        return PushReceipt(n, fit.errors)
+
+    def _advance(self, table: pa.Table) -> None:
+        """Raise the watermark by the push's largest on-time event time minus the lateness."""
+        times = table.column(self.time_col)
+        if pa.types.is_timestamp(times.type):
+            times = pc.cast(times, pa.timestamp("us", tz="UTC")).cast(pa.int64())
+        times = pc.cast(times, pa.int64())
+        on_time = pc.filter(times, pc.greater_equal(times, self.watermark))
+        largest = pc.max(on_time).as_py()
+        if largest is not None:
+            self.watermark = max(self.watermark, largest - self.lateness)
 
     def has_pending(self) -> bool:  # noqa: D102
         return bool(self.queue)
 
     def poll(self) -> SourceBatch:  # noqa: D102
-        frames: list[pd.DataFrame] = []
-        watermark: int | None = None
-        end = False
-        while self.queue:
-            frame, watermark, end = self.queue.popleft()
-            if frame is not None:
-                frames.append(frame)
-            if watermark is not None or end:
-                break
-        if not frames:
-            return SourceBatch(None, watermark, end)
-        data = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
-        try:
-            df = self.spark.createDataFrame(data, schema=self.schema)
-        except (TypeError, ValueError) as e:
-            msg = f"rows pushed to {self.name!r} do not fit its schema: {e}"
-            raise SourceError(msg) from e
-        return SourceBatch(df, watermark, end)
+        with self.lock:
+            taken: list[_Push] = []
+            rows = 0
+            while self.queue and (not taken or rows < self.limits.max_rows_per_cycle):
+                push = self.queue.popleft()
+                taken.append(push)
+                rows += 0 if push.table is None else push.table.num_rows
+            self.queued_rows -= rows
+        tables = [p.table for p in taken if p.table is not None]
+        marks = [p.watermark for p in taken if p.watermark is not None]
+        rejected = tuple(e for p in taken for e in p.rejected)
+        df = self.spark.createDataFrame(pa.concat_tables(tables)) if tables else None
+        return SourceBatch(df, max(marks) if marks else None, any(p.end for p in taken),
+                           rejected)

@@ -39,6 +39,7 @@ from sparkcq.plan.nodes import (
     Union,
     Window,
 )
+from sparkcq.plan.sandbox import find_refusal, locate
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -115,10 +116,15 @@ class BoundQuery:
 
 
 def bind_select(
-    select: SelectText, text: str, catalog: Catalog, spark: SparkSession
+    select: SelectText, text: str, catalog: Catalog, spark: SparkSession, *,
+    trusted: bool = False,
 ) -> BoundQuery:
-    """Bind a parsed SELECT (with its output form) into a logical plan."""
-    binder = _Binder(select, text, catalog, spark)
+    """Bind a parsed SELECT (with its output form) into a logical plan.
+
+    Unless ``trusted``, its expressions may call only the functions a server client may
+    (plan/sandbox.py): a call of any other is an AnalysisError at its place.
+    """
+    binder = _Binder(select, text, catalog, spark, trusted)
     plan, period = binder.bind(select.expression)
     if select.form is OutputForm.INTERVALS or select.form is OutputForm.CHANGELOG:
         return BoundQuery(plan, select.form)
@@ -133,11 +139,13 @@ def bind_select(
 
 
 class _Binder:
-    def __init__(self, select: SelectText, text: str, catalog: Catalog, spark: SparkSession):
+    def __init__(self, select: SelectText, text: str, catalog: Catalog, spark: SparkSession,
+                 trusted: bool = False):
         self.select = select
         self.text = text
         self.catalog = catalog
         self.spark = spark
+        self.trusted = trusted
 
     # -- errors --------------------------------------------------------------------------
     def loc(self, node: Any) -> Location:
@@ -154,6 +162,24 @@ class _Binder:
 
     def error(self, message: str, node: Any) -> AnalysisError:
         return AnalysisError(message, self.text, self.loc(node))
+
+    def allowed_sql(self, tree: exp.Expression, node: exp.Expression) -> str:
+        """The Spark SQL of ``tree`` (``node`` with our column names) unless it calls what a
+        server client may not: checked before Spark analyses it, since analysing
+        ``java_method`` already loads the class it names (plan/sandbox.py).
+        """
+        sql = tree.sql(dialect="spark")
+        if self.trusted:
+            return sql
+        own = {*self.catalog.functions, *self.catalog.aggregates}
+        columns = {c.name.lower() for c in tree.find_all(exp.Column)}
+        refusal = find_refusal(self.spark, sql, own, columns)
+        if refusal is None:
+            return sql
+        at = self.loc(node)
+        start = self.select.offset
+        spans = [(at.start, at.end), (start, start + len(self.select.text))]
+        raise AnalysisError(refusal.message, self.text, locate(refusal, self.text, spans, at))
 
     # -- queries -------------------------------------------------------------------------
     def bind(self, node: Any) -> tuple[PlanNode, int | None]:
@@ -325,7 +351,7 @@ class _Binder:
             if self.is_aggregate(n):
                 msg = f"aggregate {n.sql(dialect='spark')} is not allowed here"
                 raise self.error(msg, n)
-        return node.copy().transform(rewrite).sql(dialect="spark")
+        return self.allowed_sql(node.copy().transform(rewrite), node)
 
     def check_predicate(self, schema: StructType, sql: str, node: Any, where: str) -> None:
         try:
@@ -518,7 +544,7 @@ class _Binder:
                         "inside an aggregate function"
                     )
                     raise self.error(msg, _original(node, col))
-            return out.sql(dialect="spark")
+            return self.allowed_sql(out, node)
 
         outputs: list[tuple[str, str]] = []
         origins: list[exp.Expression] = []

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+import re
 
 from sparkcq.runtime.global_plan import GlobalPlan
 from sparkcq.runtime.operators.base import Operator
@@ -33,13 +33,18 @@ def explain_global_text(plan: GlobalPlan) -> str:
 
 
 def explain_global_dot(plan: GlobalPlan) -> str:
-    """The shared DAG for Graphviz: operators as boxes, queries as ellipses reading them."""
+    """The shared DAG for Graphviz: operators as boxes, queries as ellipses reading them.
+
+    Node ids are generated (``n3``, ``q0``), never made from user names, and every label is
+    quoted by ``_quote``, so names and predicates with quotes, backslashes, brackets or line
+    breaks still give valid DOT that shows them as written.
+    """
     ids = {node: i for i, node in enumerate(plan.ops)}
     roots: dict[str, int] = {}
     out = ["digraph sparkcq {", "  rankdir=BT;", "  node [shape=box, fontname=Helvetica];"]
     for node, op in plan.ops.items():
         users = sorted(plan.users.get(node, set()))
-        label = (f"#{ids[node]} {node.label()}\\nrefs={plan.refs[node]} "
+        label = (f"#{ids[node]} {node.label()}\nrefs={plan.refs[node]} "
                  f"state_rows={op.state_rows} rows/cycle={_rows(op)}"
                  + (f" instances={op.live_instances}" if op.live_instances is not None else ""))
         shared = ", style=filled, fillcolor=lightblue" if len(users) > 1 else ""
@@ -50,9 +55,9 @@ def explain_global_dot(plan: GlobalPlan) -> str:
             if not any(node in parent.children and query in plan.users.get(parent, set())
                        for parent in plan.ops):
                 roots[query] = ids[node]
-    for query, node_id in sorted(roots.items()):
-        out.append(f"  q_{_ident(query)} [label={_quote(query)}, shape=ellipse];")
-        out.append(f"  n{node_id} -> q_{_ident(query)};")
+    for n, (query, node_id) in enumerate(sorted(roots.items())):
+        out.append(f"  q{n} [label={_quote(query)}, shape=ellipse];")
+        out.append(f"  n{node_id} -> q{n};")
     out.append("}")
     return "\n".join(out)
 
@@ -68,8 +73,16 @@ def _rows(op: Operator) -> str:
 
 
 def _quote(text: str) -> str:
-    return json.dumps(text).replace("\\\\n", "\\n")
+    r"""A DOT string showing ``text`` as written, each line break a DOT ``\n``.
 
+    Inside DOT quotes only ``\"`` is an escape, but label strings give a backslash before
+    ``n``, ``l``, ``N``, ``G`` ... a meaning, so every backslash is doubled; other control
+    characters (which Graphviz rejects or drops) become spaces.
 
-def _ident(name: str) -> str:
-    return "".join(ch if ch.isalnum() else "_" for ch in name)
+    >>> print(_quote('a "b"\\n[c]\nd'))
+    "a \"b\"\\n[c]\nd"
+    """
+    body = text.replace("\\", "\\\\").replace('"', '\\"')
+    body = re.sub(r"\r\n|\r|\n", r"\\n", body)
+    body = "".join(" " if ord(ch) < 32 or ch == "\x7f" else ch for ch in body)
+    return f'"{body}"'

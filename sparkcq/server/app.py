@@ -7,8 +7,8 @@ import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-import pandas as pd
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
 from starlette.requests import Request
@@ -16,26 +16,91 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response, Strea
 from starlette.routing import Route
 
 from sparkcq.engine import Engine
-from sparkcq.errors import CatalogError, SparkcqError
+from sparkcq.errors import BackpressureError, SparkcqError, SparkDiedError, UnknownNameError
+from sparkcq.io.sinks import MemorySink
 from sparkcq.server.convert import to_json
-from sparkcq.server.loop import EngineLoop
+from sparkcq.server.loop import RETRY_AFTER_SECONDS, BusyError, EngineLoop, ServerStoppingError
+
+
+class RequestError(SparkcqError, ValueError):
+    """A request the API cannot read: not JSON, a wrong shape, a bad parameter (400)."""
+
+
+class PayloadTooLargeError(RequestError):
+    """A body over the server's limit (413)."""
+
+
+#: HTTP status per error class, most specific first; any other SparkcqError is 400
+STATUS: tuple[tuple[type[BaseException], int], ...] = (
+    (UnknownNameError, 404), (PayloadTooLargeError, 413), (BackpressureError, 429),
+    (BusyError, 429), (SparkDiedError, 503), (ServerStoppingError, 503), (SparkcqError, 400),
+)
 
 
 def error_response(e: BaseException) -> JSONResponse:
-    """A user's error as 400 (404 for unknown names); anything else as 500."""
-    status = 500
-    if isinstance(e, SparkcqError):
-        status = 404 if isinstance(e, CatalogError) and str(e).startswith("unknown") else 400
-    return JSONResponse({"error": str(e), "kind": type(e).__name__}, status_code=status)
+    """An error as JSON with the status its class maps to (500 for anything unexpected)."""
+    status = next((code for kind, code in STATUS if isinstance(e, kind)), 500)
+    headers = {"Retry-After": str(RETRY_AFTER_SECONDS)} if status in (429, 503) else None
+    return JSONResponse({"error": str(e), "kind": type(e).__name__}, status_code=status,
+                        headers=headers)
 
 
-def records_since(eng: Engine, name: str, offset: int) -> tuple[pd.DataFrame, int]:
-    """The memory-sink records of query ``name`` after the first ``offset`` ones."""
+async def read_json(request: Request, limit: int) -> Any:
+    """The request's JSON body, refused past ``limit`` bytes before it is all read."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        msg = f"the body has {int(declared):,} bytes; the limit is {limit:,} (--max-body-bytes)"
+        raise PayloadTooLargeError(msg)
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            msg = f"the body is over the limit of {limit:,} bytes (--max-body-bytes)"
+            raise PayloadTooLargeError(msg)
+    try:
+        return json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        msg = f"the body is not JSON: {e}"
+        raise RequestError(msg) from None
+
+
+def int_param(request: Request, name: str, default: int, low: int = 0) -> int:
+    """A whole-number query parameter, at least ``low``."""
+    text = request.query_params.get(name)
+    if text is None:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        value = low - 1
+    if value < low:
+        msg = f"query parameter {name}={text!r} must be a whole number >= {low}"
+        raise RequestError(msg)
+    return value
+
+
+def memory_sink(eng: Engine, name: str) -> tuple[MemorySink, str]:
+    """The memory sink query ``name`` writes to, and the query's name as created."""
     info = eng.catalog.query(name)
     sink = eng.sinks.get(info.sink)
-    parts = getattr(sink, "records", {}).get(info.name, [])
-    frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
-    return frame.iloc[offset:].reset_index(drop=True), len(frame)
+    if not isinstance(sink, MemorySink):
+        msg = f"query {info.name!r} writes to the {info.sink!r} sink; only memory is served"
+        raise RequestError(msg)
+    return sink, info.name
+
+
+def records_since(eng: Engine, name: str, offset: int,
+                  limit: int = 10_000) -> dict[str, Any]:
+    """At most ``limit`` records of query ``name`` from ``offset`` on (read without the engine
+    thread). ``first_offset`` is where the kept records begin: rows before it were dropped by
+    the query's retention; ``dropped`` counts those the caller asked for and missed.
+    """
+    sink, query = memory_sink(eng, name)
+    frame, end, first = sink.since(query, offset)
+    start = max(offset, first)
+    rows = frame.iloc[:limit].reset_index(drop=True)
+    return {"rows": rows, "offset": start + len(rows), "first_offset": first,
+            "end_offset": end, "dropped": max(0, first - offset)}
 
 
 class TokenAuth(BaseHTTPMiddleware):
@@ -53,11 +118,20 @@ class TokenAuth(BaseHTTPMiddleware):
 
 
 def build_app(loop: EngineLoop, token: str | None = None,
-              on_shutdown: Callable[[], None] | None = None) -> Starlette:
-    """The Starlette application serving ``loop``'s engine."""
+              on_shutdown: Callable[[], None] | None = None,
+              max_body_bytes: int = 16 * 2**20) -> Starlette:
+    """The Starlette application serving ``loop``'s engine.
+
+    Statements and reads of Spark state wait for the engine thread (between two cycles);
+    pushes, results and status do not, so they answer at once during a long cycle.
+    """
 
     async def call(fn: Callable[[Engine], Any]) -> Any:
         return await asyncio.wrap_future(loop.submit(fn))
+
+    def engine() -> Engine:
+        loop.check_alive()
+        return loop.engine
 
     def handler(fn: Callable[[Request], Any]) -> Callable[[Request], Any]:
         async def endpoint(request: Request) -> Response:
@@ -71,7 +145,7 @@ def build_app(loop: EngineLoop, token: str | None = None,
         return endpoint
 
     async def statements(request: Request) -> Any:
-        body = await request.json()
+        body = await read_json(request, max_body_bytes)
         sql = body.get("sql") if isinstance(body, dict) else None
         if not isinstance(sql, str):
             msg = 'POST /statements needs a JSON body {"sql": "..."}'
@@ -84,13 +158,9 @@ def build_app(loop: EngineLoop, token: str | None = None,
         return list_things
 
     async def query(request: Request) -> Any:
-        name = request.path_params["name"]
-
-        def describe(e: Engine) -> dict[str, Any]:
-            info = e.catalog.query(name)
-            return {"name": info.name, "status": info.status, "sink": info.sink,
-                    "text": info.text, "log": list(info.log)}
-        return await call(describe)
+        info = loop.engine.catalog.query(request.path_params["name"])  # no Spark: read here
+        return {"name": info.name, "status": info.status, "sink": info.sink,
+                "text": info.text, "log": list(info.log)}
 
     async def drop(request: Request) -> Any:
         name = request.path_params["name"]
@@ -98,8 +168,7 @@ def build_app(loop: EngineLoop, token: str | None = None,
         return {"dropped": name}
 
     async def logs(request: Request) -> Any:
-        name = request.path_params["name"]
-        return {"log": await call(lambda e: e.query_log(name))}
+        return {"log": list(loop.engine.catalog.query(request.path_params["name"]).log)}
 
     async def explain_query(request: Request) -> Any:
         name = request.path_params["name"]
@@ -113,43 +182,72 @@ def build_app(loop: EngineLoop, token: str | None = None,
         return await call(lambda e: e.metrics())
 
     async def status(request: Request) -> Any:
-        return await call(lambda e: loop.status())
+        report = loop.status()
+        if report["spark"] != "running":
+            return JSONResponse(to_json(report), status_code=503)
+        return report
 
     async def results(request: Request) -> Any:
         name = request.path_params["name"]
-        offset = int(request.query_params.get("offset", "0"))
-        frame, new_offset = await call(lambda e: records_since(e, name, offset))
-        return {"rows": frame, "offset": new_offset}
+        offset = int_param(request, "offset", 0)
+        limit = int_param(request, "limit", 10_000, low=1)
+        return records_since(engine(), name, offset, limit)
 
     async def stream(request: Request) -> Any:
         name = request.path_params["name"]
-        _, offset = await call(lambda e: records_since(e, name, 0))  # 404 before streaming
+        cursor = records_since(engine(), name, 0, 1)["end_offset"]  # 404 before streaming
 
         async def events() -> AsyncIterator[str]:
-            cursor = offset
+            nonlocal cursor
             while not loop.stopping.is_set():
                 if await request.is_disconnected():
                     return
                 try:
-                    frame, cursor_next = await call(
-                        lambda e, c=cursor: records_since(e, name, c))  # type: ignore[misc]
+                    page = records_since(engine(), name, cursor)
                 except SparkcqError as e:
                     yield f"event: error\ndata: {json.dumps(str(e))}\n\n"
                     return
-                if len(frame):
-                    yield f"data: {json.dumps(to_json(frame))}\n\n"
-                cursor = cursor_next
-                await asyncio.sleep(0.25)
+                if len(page["rows"]):
+                    yield f"data: {json.dumps(to_json(page['rows']))}\n\n"
+                    cursor = page["offset"]
+                else:
+                    await asyncio.sleep(0.25)
         return StreamingResponse(events(), media_type="text/event-stream")
 
     async def push(request: Request) -> Any:
         name = request.path_params["name"]
-        body = await request.json()
-        rows = body.get("rows")
-        watermark, end = body.get("watermark"), bool(body.get("end", False))
-        frame = pd.DataFrame.from_records(rows) if rows else None
-        await call(lambda e: e.push(name, frame, watermark=watermark, end=end))
-        return {"accepted": 0 if frame is None else len(frame)}
+        body = await read_json(request, max_body_bytes)
+        shape = 'a JSON object {"rows": [{...}, ...], "watermark": W, "end": false}'
+        if not isinstance(body, dict):
+            msg = f"POST /streams/{name}/rows needs {shape}; got {type(body).__name__}"
+            raise RequestError(msg)
+        if unknown := sorted(set(body) - {"rows", "watermark", "end"}):
+            msg = f"unknown field(s) {', '.join(map(repr, unknown))}; send {shape}"
+            raise RequestError(msg)
+        rows = body.get("rows") or []
+        if not isinstance(rows, list):
+            msg = f"rows must be a list of objects; got {type(rows).__name__}"
+            raise RequestError(msg)
+        end = body.get("end", False)
+        if not isinstance(end, bool):
+            msg = f"end must be true or false; got {end!r}"
+            raise RequestError(msg)
+        if loop.stopping.is_set():
+            msg = "the server is stopping; it takes no more input"
+            raise ServerStoppingError(msg)
+        eng = engine()
+        receipt = await run_in_threadpool(eng.push, name, rows, body.get("watermark"), end)
+        return {"accepted": receipt.accepted,
+                "rejected": [{"index": e.index, "column": e.column, "reason": e.reason}
+                             for e in receipt.rejected]}
+
+    async def dead_letters(request: Request) -> Any:
+        name = request.path_params["name"]
+        offset = int_param(request, "offset", 0)
+        limit = int_param(request, "limit", 10_000, low=1)
+        frame = await call(lambda e: e.dead_letters(name))
+        rows = frame.iloc[offset:offset + limit].reset_index(drop=True)
+        return {"rows": rows, "offset": offset + len(rows), "total": len(frame)}
 
     async def shutdown(request: Request) -> Any:
         if on_shutdown is not None:
@@ -170,6 +268,7 @@ def build_app(loop: EngineLoop, token: str | None = None,
         Route("/queries/{name}/results", handler(results)),
         Route("/queries/{name}/stream", handler(stream)),
         Route("/streams/{name}/rows", handler(push), methods=["POST"]),
+        Route("/streams/{name}/dead-letters", handler(dead_letters)),
         Route("/explain", handler(explain)),
         Route("/metrics", handler(metrics)),
         Route("/status", handler(status)),

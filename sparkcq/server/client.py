@@ -8,6 +8,7 @@ frame, offset = c.results("q")
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import urllib.error
@@ -40,26 +41,45 @@ class Client:
         self.token = token or os.environ.get("SPARKCQ_TOKEN")
         self.timeout = timeout
 
-    def _request(self, method: str, path: str, body: Any = None, raw: bool = False) -> Any:
+    def _open(self, method: str, path: str, body: Any = None,
+              timeout: float | None = None) -> http.client.HTTPResponse:
+        """Send a request; every way it can fail becomes a ServerError saying what to check."""
         data = None if body is None else json.dumps(body).encode()
+        parts = urllib.parse.urlsplit(self.url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            msg = (f"{self.url!r} is not a server URL; give one like {DEFAULT_URL} "
+                   "with --server or SPARKCQ_SERVER")
+            raise ServerError(msg, 0, "ConnectionError")
         req = urllib.request.Request(self.url + path, data=data, method=method)
         req.add_header("Content-Type", "application/json")
         if self.token:
             req.add_header("Authorization", f"Bearer {self.token}")
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                text = resp.read().decode()
+            return urllib.request.urlopen(req, timeout=timeout)
         except urllib.error.HTTPError as e:
-            payload = e.read().decode()
-            try:
-                err = json.loads(payload)
-                raise ServerError(err.get("error", payload), e.code, err.get("kind", "")) from None
-            except json.JSONDecodeError:
-                raise ServerError(payload or str(e), e.code, "") from None
+            raise _refusal(e) from None
         except urllib.error.URLError as e:
             msg = f"cannot reach the sparkcq server at {self.url}: {e.reason}"
             raise ServerError(msg, 0, "ConnectionError") from None
-        return text if raw else json.loads(text)
+        except (OSError, http.client.HTTPException) as e:  # reset, timed out, not HTTP
+            msg = f"the connection to the sparkcq server at {self.url} failed: {e!r}"
+            raise ServerError(msg, 0, "ConnectionError") from None
+
+    def _request(self, method: str, path: str, body: Any = None, raw: bool = False) -> Any:
+        with self._open(method, path, body, self.timeout) as resp:
+            try:
+                text = resp.read().decode()
+            except (OSError, http.client.HTTPException) as e:
+                msg = f"the connection to the sparkcq server at {self.url} failed: {e!r}"
+                raise ServerError(msg, 0, "ConnectionError") from None
+        if raw:
+            return text
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError:
+            msg = (f"{self.url}{path} did not answer with JSON; is {self.url} a sparkcq "
+                   f"server? It answered: {text[:200]!r}")
+            raise ServerError(msg, resp.status, "") from None
 
     # -- statements and catalog --------------------------------------------------------------
     def submit(self, sql: str) -> Any:
@@ -111,34 +131,67 @@ class Client:
         return pd.DataFrame.from_records(out["rows"]), out["offset"]
 
     def tail(self, name: str) -> Iterator[pd.DataFrame]:
-        """Each cycle's new records of a query, as they are committed (server-sent events)."""
-        req = urllib.request.Request(f"{self.url}/queries/{_q(name)}/stream")
-        if self.token:
-            req.add_header("Authorization", f"Bearer {self.token}")
-        with urllib.request.urlopen(req, timeout=None) as resp:
-            event = ""
-            for line in resp:
-                text = line.decode().rstrip("\n")
-                if text.startswith("event:"):
-                    event = text[6:].strip()
-                elif text.startswith("data:"):
-                    payload = json.loads(text[5:])
-                    if event == "error":
-                        raise ServerError(str(payload), 400, "")
-                    yield pd.DataFrame.from_records(payload)
-                elif not text:
-                    event = ""
+        """Each cycle's new records of a query, as they are committed (server-sent events).
 
-    def push(self, stream: str, rows: Any, watermark: Any = None, end: bool = False) -> int:
-        """Send rows (dicts or a pandas frame) to a memory-source stream."""
+        An unknown query raises ServerError (404) before anything is yielded; the iterator
+        ends when the server stops.
+        """
+        with self._open("GET", f"/queries/{_q(name)}/stream") as resp:
+            event = ""
+            try:
+                for line in resp:
+                    text = line.decode().rstrip("\n")
+                    if text.startswith("event:"):
+                        event = text[6:].strip()
+                    elif text.startswith("data:"):
+                        payload = json.loads(text[5:])
+                        if event == "error":
+                            raise ServerError(str(payload), 400, "")
+                        yield pd.DataFrame.from_records(payload)
+                    elif not text:
+                        event = ""
+            except (OSError, http.client.HTTPException) as e:
+                msg = f"lost the connection to the sparkcq server at {self.url}: {e!r}"
+                raise ServerError(msg, 0, "ConnectionError") from None
+
+    def push(self, stream: str, rows: Any, watermark: Any = None,
+             end: bool = False) -> dict[str, Any]:
+        """Send rows (dicts or a pandas frame) to a memory-source stream. The answer:
+        ``accepted`` (rows that will be processed) and ``rejected`` (index, column, reason
+        of each row refused; those are kept as dead letters). A full queue raises
+        ServerError with status 429: send the same push again later.
+        """
         if isinstance(rows, pd.DataFrame):
             rows = json.loads(rows.to_json(orient="records", date_format="iso"))
         body = {"rows": list(rows or []), "watermark": watermark, "end": end}
-        return self._request("POST", f"/streams/{_q(stream)}/rows", body)["accepted"]
+        return self._request("POST", f"/streams/{_q(stream)}/rows", body)
+
+    def dead_letters(self, stream: str, offset: int = 0) -> tuple[pd.DataFrame, int]:
+        """A stream's dead letters after the first ``offset``: late events, rows refused
+        at the door (with ``_raw``), each with its ``_reason``; and the offset to ask next.
+        """
+        out = self._request("GET", f"/streams/{_q(stream)}/dead-letters?offset={offset}")
+        return pd.DataFrame.from_records(out["rows"]), out["offset"]
 
     def shutdown(self) -> None:
         """Stop the server: queries stop cleanly and Spark is released."""
         self._request("POST", "/shutdown")
+
+
+def _refusal(e: urllib.error.HTTPError) -> ServerError:
+    """The server's own error message for a refused request; what to do for a 401."""
+    payload = e.read().decode(errors="replace")
+    try:
+        err = json.loads(payload)
+    except json.JSONDecodeError:
+        err = None
+    if not isinstance(err, dict):
+        return ServerError(payload or str(e), e.code, "")
+    message, kind = str(err.get("error", payload)), str(err.get("kind", ""))
+    if e.code == 401:
+        message += ("; the server needs its API token: pass --token or set SPARKCQ_TOKEN "
+                    "(Client(token=...) from Python)")
+    return ServerError(message, e.code, kind)
 
 
 def _q(text: str) -> str:

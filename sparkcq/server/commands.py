@@ -9,7 +9,9 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
+from sparkcq.errors import SparkcqError
 from sparkcq.server.client import Client
 
 
@@ -43,58 +45,116 @@ def add_remote_verbs(sub: Any) -> None:
 REMOTE_VERBS = ("submit", "drop", "ls", "explain", "logs", "tail", "status", "push")
 
 
+class CommandError(SparkcqError, ValueError):
+    """A verb's own input is unusable (a file that cannot be read, a line that is not a row)."""
+
+
 def run_remote(args: argparse.Namespace, console: Console) -> int:
-    """Carry out one remote verb."""
+    """Carry out one remote verb; text from the server is printed as is (no rich markup)."""
     client = Client(args.server, args.token)
     verb = args.command
     if verb == "submit":
         text = args.statement
         if os.path.isfile(text):
-            with open(text, encoding="utf-8") as f:
-                text = f.read()
+            text = read_text(text)
+        elif _looks_like_a_path(text):
+            msg = f"no such file {text!r}; give the path of a .sql script or the SQL itself"
+            raise CommandError(msg)
         result = client.submit(text)
         if isinstance(result, list):
             print_records(console, "result", result)
         elif result is not None:
-            console.print(result, highlight=False)
+            console.out(str(result), highlight=False)
     elif verb == "drop":
         client.drop(args.name)
-        console.print(f"dropped {args.name}")
+        console.out(f"dropped {args.name}", highlight=False)
     elif verb == "ls":
         for title, rows in (("streams", client.streams()), ("tables", client.tables()),
                             ("functions", client.functions()),
                             ("aggregates", client.aggregates()), ("queries", client.queries())):
             print_records(console, title, rows)
     elif verb == "explain":
-        console.print(client.explain(args.name, args.glob or args.name is None,
-                                     "dot" if args.dot else "text"), highlight=False)
+        console.out(client.explain(args.name, args.glob or args.name is None,
+                                   "dot" if args.dot else "text"), highlight=False)
     elif verb == "logs":
         for line in client.logs(args.name):
-            console.print(line, highlight=False)
+            console.out(line, highlight=False)
     elif verb == "tail":
         for frame in client.tail(args.name):
             print_records(console, args.name, frame.to_dict("records"))
     elif verb == "status":
         for key, value in client.status().items():
-            console.print(f"{key}: {value}", highlight=False)
+            console.out(f"{key}: {value}", highlight=False)
     elif verb == "push":
-        with open(args.file, encoding="utf-8") as f:
-            rows = [json.loads(line) for line in f if line.strip()]
+        rows = read_rows(args.file)
         wm = args.watermark
         watermark = int(wm) if wm is not None and wm.lstrip("-").isdigit() else wm
-        n = client.push(args.stream, rows, watermark, args.end)
-        console.print(f"pushed {n} rows to {args.stream}")
+        answer = client.push(args.stream, rows, watermark, args.end)
+        console.out(f"pushed {answer['accepted']} rows to {args.stream}", highlight=False)
+        for refused in answer["rejected"]:  # the file's lines count from 1
+            column = f", column {refused['column']!r}" if refused["column"] else ""
+            console.out(f"refused row {refused['index'] + 1}{column}: {refused['reason']}",
+                        highlight=False)
+        if answer["rejected"]:
+            return 1
     return 0
 
 
+def read_text(path: str) -> str:
+    """A file's text; a CommandError naming the file when it cannot be read."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as e:
+        msg = f"cannot read {path!r}: {e.strerror or e}"
+        raise CommandError(msg) from None
+    except UnicodeDecodeError as e:
+        msg = f"{path!r} is not UTF-8 text: {e.reason} at byte {e.start}"
+        raise CommandError(msg) from None
+
+
+def read_rows(path: str) -> list[dict[str, Any]]:
+    """The rows of a JSON lines file, one object a line (blank lines skipped).
+
+    A line that is not a JSON object is refused with its number, so nothing is pushed from a
+    file with a mistake in it.
+    """
+    rows = []
+    for number, line in enumerate(read_text(path).split("\n"), start=1):  # not \u2028
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            msg = f"line {number} of {path} is not JSON: {e.msg} at col {e.colno}"
+            raise CommandError(msg) from None
+        if not isinstance(row, dict):
+            msg = (f"line {number} of {path} is not a JSON object: it is a "
+                   f"{_JSON_KINDS.get(type(row), type(row).__name__)}; each line must be one "
+                   'row like {"k": "a", "t": 1}')
+            raise CommandError(msg)
+        rows.append(row)
+    return rows
+
+
+_JSON_KINDS = {list: "list", str: "string", int: "number", float: "number", bool: "boolean",
+               type(None): "null"}
+
+
+def _looks_like_a_path(text: str) -> bool:
+    """Whether ``submit``'s argument was meant as a script's path rather than SQL."""
+    return (not any(ch.isspace() for ch in text)
+            and (text.lower().endswith(".sql") or os.sep in text))
+
+
 def print_records(console: Console, title: str, rows: list[dict[Any, Any]]) -> None:
-    """Rows as a rich table (or a note that there are none)."""
+    """Rows as a rich table (or a note that there are none); cells are shown as they are."""
     if not rows:
-        console.print(f"[dim]{title}: none[/]")
+        console.print(Text(f"{title}: none", style="dim"))
         return
-    table = Table(title=title)
+    table = Table(title=Text(title))
     for column in rows[0]:
-        table.add_column(str(column))
+        table.add_column(Text(str(column)))
     for row in rows:
-        table.add_row(*["" if v is None else str(v) for v in row.values()])
+        table.add_row(*[Text("" if v is None else str(v)) for v in row.values()])
     console.print(table)

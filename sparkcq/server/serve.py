@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import signal
 import socket
-from collections.abc import Sequence
+import threading
+from dataclasses import dataclass
+from types import FrameType
 
 from sparkcq.engine import Engine
 from sparkcq.errors import SparkcqError
+from sparkcq.io.sinks import MemorySink, Retention
+from sparkcq.io.sources import IngestLimits
 
 log = logging.getLogger("sparkcq.server")
 
@@ -27,12 +32,42 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def serve(host: str = "127.0.0.1", port: int = 8765, master: str | None = None,
-          interval: float = 1.0, token: str | None = None,
-          allow_udf_modules: Sequence[str] = (), data_roots: Sequence[str] = ()) -> int:
-    """Run the service until SIGINT/SIGTERM or ``POST /shutdown``; returns an exit code."""
-    if not is_loopback(host) and not token:
-        msg = f"binding to {host!r} exposes the control API; pass --token (or SPARKCQ_TOKEN)"
+@dataclass(frozen=True)
+class ServerConfig:
+    """What ``sparkcq serve`` runs with (its command-line options)."""
+
+    host: str = "127.0.0.1"
+    port: int = 8765
+    master: str | None = None
+    interval: float = 1.0
+    token: str | None = None
+    allow_udf_modules: tuple[str, ...] = ()
+    data_roots: tuple[str, ...] = ()
+    max_body_bytes: int = 16 * 2**20
+    max_queued_rows: int = 200_000  # per stream; a push beyond it gets 429
+    max_rows_per_cycle: int = 100_000  # per stream
+    retain_rows: int | None = 100_000  # per query, in the memory sink
+    retain_seconds: float | None = None
+    stop_timeout: float = 60.0  # SIGTERM, SIGINT or POST /shutdown: the clean stop's bound
+    spark_death_grace: float = 5.0  # /status answers 503 this long before exit code 3
+
+
+class _Terminated(Exception):  # noqa: N818 - a signal, not an error
+    """SIGTERM arrived: leave ``server.run`` and stop cleanly."""
+
+
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    raise _Terminated
+
+
+def serve(config: ServerConfig) -> int:
+    """Run the service until SIGINT/SIGTERM or ``POST /shutdown``; returns an exit code:
+    0 after a clean stop, 1 if the engine did not stop within ``stop_timeout``, 3 if Spark
+    died (a supervisor should restart the service).
+    """
+    if not is_loopback(config.host) and not config.token:
+        msg = (f"binding to {config.host!r} exposes the control API; pass --token "
+               "(or SPARKCQ_TOKEN)")
         raise ServerSetupError(msg)
     try:
         import uvicorn
@@ -44,25 +79,47 @@ def serve(host: str = "127.0.0.1", port: int = 8765, master: str | None = None,
     from sparkcq.server.loop import EngineLoop
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    loop = EngineLoop(Engine(master=master, allow_udf_modules=allow_udf_modules,
-                             data_roots=data_roots),
-                      interval=interval)
-    loop.start()
+    # uvicorn re-raises a SIGTERM it caught once it has closed, which would end the process
+    # before the engine stops; this handler turns it (then or earlier) into a clean stop
+    signal.signal(signal.SIGTERM, _on_sigterm)
     server: uvicorn.Server | None = None
+    exit_code = 0
+    loop: EngineLoop | None = None
 
     def request_exit() -> None:
         log.info("shutdown requested")
         if server is not None:
             server.should_exit = True
 
-    app = build_app(loop, token=token, on_shutdown=request_exit)
-    # open connections (a `tail` client) get 5 s to finish before the server closes them
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning",
-                                           timeout_graceful_shutdown=5))
+    def spark_died(reason: str) -> None:
+        nonlocal exit_code
+        exit_code = 3
+        threading.Timer(config.spark_death_grace, request_exit).start()
+
     try:
-        server.run()  # returns on SIGINT/SIGTERM or should_exit
+        engine = Engine(master=config.master, allow_udf_modules=config.allow_udf_modules,
+                        data_roots=config.data_roots,
+                        ingest_limits=IngestLimits(config.max_queued_rows,
+                                                   config.max_rows_per_cycle))
+        engine.register_sink("memory", MemorySink(Retention(config.retain_rows,
+                                                            config.retain_seconds)))
+        loop = EngineLoop(engine, interval=config.interval, on_spark_death=spark_died)
+        loop.start()
+        app = build_app(loop, token=config.token, on_shutdown=request_exit,
+                        max_body_bytes=config.max_body_bytes)
+        # open connections (a `tail` client) get 5 s to finish before the server closes them
+        server = uvicorn.Server(uvicorn.Config(app, host=config.host, port=config.port,
+                                               log_level="warning", timeout_graceful_shutdown=5))
+        server.run()  # returns on SIGINT or should_exit; SIGTERM raises _Terminated
+    except _Terminated:
+        log.info("SIGTERM: stopping")
     finally:
-        log.info("control API closed; stopping queries and Spark")
-        loop.stop()
-        log.info("stopped" if loop.stopped.is_set() else "engine thread did not stop in time")
-    return 0
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if loop is not None:
+            log.info("control API closed; stopping queries and Spark")
+            if loop.stop(config.stop_timeout):
+                log.info("stopped")
+            else:
+                log.error("engine thread did not stop within %.0f s", config.stop_timeout)
+                exit_code = exit_code or 1
+    return exit_code

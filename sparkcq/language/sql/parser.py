@@ -52,8 +52,17 @@ _FROM_ITEM_LEADS = {TokenType.FROM, TokenType.JOIN, TokenType.COMMA}
 
 def parse_script(text: str) -> list[Statement]:
     """Parse every statement of a script (statements separated by semicolons)."""
+    return [stmt for stmt, _ in parse_script_located(text)]
+
+
+def parse_script_located(text: str) -> list[tuple[Statement, Location]]:
+    """Parse every statement of a script, each with the place of its text in ``text``.
+
+    The whole script is parsed before anything runs, so a syntax error anywhere is raised
+    before any statement took effect.
+    """
     tokens = _tokenize(text, 0)
-    statements: list[Statement] = []
+    statements: list[tuple[Statement, Location]] = []
     start = 0
     depth = 0
     for i, tok in enumerate(tokens):
@@ -63,11 +72,15 @@ def parse_script(text: str) -> list[Statement]:
             depth -= 1
         elif tok.token_type is TokenType.SEMICOLON and depth <= 0:
             if i > start:
-                statements.append(_parse_tokens(text, tokens[start:i]))
+                statements.append(_parse_located(text, tokens[start:i]))
             start = i + 1
     if start < len(tokens):
-        statements.append(_parse_tokens(text, tokens[start:]))
+        statements.append(_parse_located(text, tokens[start:]))
     return statements
+
+
+def _parse_located(text: str, tokens: list[Token]) -> tuple[Statement, Location]:
+    return _parse_tokens(text, tokens), _span(text, tokens[0], tokens[-1])
 
 
 def _parse_tokens(text: str, tokens: list[Token]) -> Statement:

@@ -8,6 +8,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
+from sparkcq.model.rows import RowError
 from sparkcq.model.time import TIME_MAX, TIME_MIN, TimeKind
 from sparkcq.plan.nodes import StreamScan
 from sparkcq.runtime.frames import D, Runtime, Slice, T, col, split_at, union_all
@@ -15,24 +16,32 @@ from sparkcq.runtime.operators.base import FutureBuffer, Operator
 
 TE = "_te"
 REASON = "_reason"
+RAW = "_raw"  # a dead letter refused at the door: the row as it was sent
+#: optional column of a source's rows: the watermark in force when the row arrived, when a
+#: source delivers several arrivals in one cycle (io/sources.py MemorySource)
+ARRIVAL_WATERMARK = "_arrival_watermark"
 
 
 @dataclass
 class SourceBatch:
-    """What a source delivered for one cycle: rows, an explicit watermark, end of input."""
+    """What a source delivered for one cycle: rows, an explicit watermark, end of input,
+    and rows it refused at the door (each becomes a dead letter).
+    """
 
     df: DataFrame | None = None
     watermark: int | None = None
     end: bool = False
+    rejected: tuple[RowError, ...] = ()
 
 
 def merge_batches(kept: SourceBatch, new: SourceBatch) -> SourceBatch:
     """A batch a failed cycle kept, followed by the source's next one."""
-    if kept.df is None and kept.watermark is None and not kept.end:
+    if kept.df is None and kept.watermark is None and not kept.end and not kept.rejected:
         return new
     df = union_all([kept.df, new.df])
     marks = [w for w in (kept.watermark, new.watermark) if w is not None]
-    return SourceBatch(df, max(marks) if marks else None, kept.end or new.end)
+    return SourceBatch(df, max(marks) if marks else None, kept.end or new.end,
+                       kept.rejected + new.rejected)
 
 
 class ScanOperator(Operator):
@@ -57,7 +66,8 @@ class ScanOperator(Operator):
         if node.end_col:
             fields.append(StructField(TE, LongType()))
         self.pending = self.state(StructType(fields), "pending")
-        self.dead_schema = StructType([*node.schema.fields, StructField(REASON, StringType())])
+        self.dead_schema = StructType([*node.schema.fields, StructField(REASON, StringType()),
+                                       StructField(RAW, StringType())])
         self.dead = self.state(self.dead_schema, "dead-letters")
         self.dead_count = 0
         self.rows_in = 0
@@ -77,6 +87,8 @@ class ScanOperator(Operator):
         batch, self.batch = self.batch, SourceBatch()
         lo = self.watermark
         good = None
+        if batch.rejected:
+            self.refuse(batch.rejected)
         if batch.df is not None:
             good = self.accept(batch.df, lo)
         wm = lo
@@ -101,12 +113,16 @@ class ScanOperator(Operator):
     def accept(self, raw: DataFrame, lo: int) -> DataFrame | None:
         """Add time columns; route null, late and malformed events to the dead letters."""
         names = [f.name for f in self.scan.schema.fields]
-        df = raw.select(*[col(n) for n in names]).withColumn(T, self.time_expr(self.scan.time_col))
+        # late: before the watermark of the cycle, or of the row's arrival if later
+        bound = (F.greatest(F.lit(lo), col(ARRIVAL_WATERMARK))
+                 if ARRIVAL_WATERMARK in raw.columns else F.lit(lo))
+        df = raw.select(*[col(n) for n in names], bound.alias("_bound")).withColumn(
+            T, self.time_expr(self.scan.time_col))
         reason = (
             F.when(col(T).isNull(), F.lit(f"null event time in column {self.scan.time_col!r}"))
-            .when(col(T) < F.lit(lo), F.concat(
+            .when(col(T) < col("_bound"), F.concat(
                 F.lit("late: event time "), col(T).cast("string"),
-                F.lit(f" is before the watermark {lo}")))
+                F.lit(" is before the watermark "), col("_bound").cast("string")))
         )
         if self.scan.end_col:
             df = df.withColumn(TE, self.time_expr(self.scan.end_col))
@@ -120,14 +136,22 @@ class ScanOperator(Operator):
         self.rows_in += total
         if bad:
             self.dead_count += bad
-            new_dead = df.where(col(REASON).isNotNull()).select(*[col(n) for n in names],
-                                                                 col(REASON))
+            new_dead = df.where(col(REASON).isNotNull()).select(
+                *[col(n) for n in names], col(REASON), F.lit(None).cast("string").alias(RAW))
             self.dead.set(union_all([self.dead.get(), new_dead]))
         if mx is not None:
             self.max_seen = mx if self.max_seen is None else max(self.max_seen, mx)
         if total == bad:
             return None
-        return df.where(col(REASON).isNull()).drop(REASON)
+        return df.where(col(REASON).isNull()).drop(REASON, "_bound")
+
+    def refuse(self, rejected: tuple[RowError, ...]) -> None:
+        """Keep rows a source refused at the door as dead letters: reason and raw row."""
+        self.dead_count += len(rejected)
+        rows = [(*([None] * len(self.scan.schema.fields)), e.describe(), e.raw)
+                for e in rejected]
+        new_dead = self.rt.spark.createDataFrame(rows, self.dead_schema)
+        self.dead.set(union_all([self.dead.get(), new_dead]))
 
     def emit(self, ready: DataFrame | None, lo: int, hi: int) -> Slice:
         """Stream edge: instants with _d = 1; with an end time, +1 at ts and -1 at te."""
