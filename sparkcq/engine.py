@@ -407,7 +407,8 @@ class Engine:
         self.catalog.add_stream(StreamInfo(stmt.name, schema, node.time_col, end_col, kind,
                                            opts, node))
         self.sources[stmt.name.lower()] = source
-        self.scans[stmt.name.lower()] = ScanOperator(node, self.rt, lateness)
+        self.scans[stmt.name.lower()] = ScanOperator(
+            node, self.rt, lateness, self.ingest_limits.max_dead_letters)
 
     def _create_aggregate(self, stmt: CreateAggregate, text: str) -> None:
         params = []

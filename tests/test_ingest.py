@@ -157,3 +157,22 @@ def test_watermark_that_is_not_a_time_is_refused(engine):
     engine.run_cycle()
     assert engine.scans["ts"].watermark == int(
         dt.datetime(2026, 1, 31, 13, tzinfo=dt.UTC).timestamp() * 1_000_000)
+
+
+def test_dead_letters_keep_the_newest_and_refused_rows_count_in_the_queue(spark):
+    engine = Engine(spark=spark, ingest_limits=IngestLimits(max_queued_rows=3,
+                                                           max_dead_letters=3))
+    engine.execute("CREATE STREAM s (k STRING, v BIGINT, t BIGINT) WITH (event_time='t')")
+    engine.execute("CREATE QUERY q AS SELECT k, v FROM s WHERE v > 0")
+    engine.push("s", [{"k": "a", "v": "x", "t": 1}, {"k": "b", "v": "y", "t": 1}])
+    with pytest.raises(BackpressureError):  # two refused rows wait for the cycle too
+        engine.push("s", [{"k": "c", "v": 1, "t": 5}, {"k": "d", "v": 2, "t": 6}])
+    engine.run_cycle()
+    engine.push("s", [{"k": "c", "v": 1, "t": 5}], watermark=10)
+    engine.run_cycle()
+    engine.push("s", [{"k": "e", "v": 3, "t": 2}, {"k": "f", "v": 4, "t": 3}])  # late
+    engine.run_cycle()
+    dead = engine.dead_letters("s")
+    assert sorted(dead["k"]) == ["e", "f"]  # the oldest batch went beyond 3 kept
+    assert "_dead_batch" not in dead.columns
+    assert engine.metrics()["dead_letters"] == {"s": 4}

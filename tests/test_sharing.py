@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 from oracle import INF, Relation, Win, aggregate, join, output, window
 from scenarios import engine_records, per_case
+
+from sparkcq.plan.nodes import Filter
 
 
 def rows(triples):
@@ -244,3 +247,22 @@ def test_late_query_while_the_stream_is_idle_at_an_element_end(engine):
 def records(engine, query):
     return sorted(tuple(None if pd.isna(v) else v for v in row)
                   for row in engine.results(query).itertuples(index=False))
+
+
+def test_query_whose_operator_fails_to_build_leaves_no_trace_in_the_plan(engine, monkeypatch):
+    engine.execute("CREATE STREAM s (k STRING, v BIGINT, t BIGINT) WITH (event_time='t')")
+    engine.execute("CREATE QUERY a AS SELECT k, v FROM s [RANGE 5]")
+    before = (dict(engine.plan.refs), {n: set(u) for n, u in engine.plan.users.items()})
+    build = engine._operator_for
+
+    def failing(node):
+        if isinstance(node, Filter):
+            msg = "cannot build"
+            raise RuntimeError(msg)
+        return build(node)
+
+    monkeypatch.setattr(engine, "_operator_for", failing)
+    with pytest.raises(RuntimeError, match="cannot build"):
+        engine.execute("CREATE QUERY b AS SELECT k FROM s [RANGE 5] WHERE v > 1")
+    assert (dict(engine.plan.refs), {n: set(u) for n, u in engine.plan.users.items()}) == before
+    assert "b" not in engine.catalog.queries

@@ -78,6 +78,7 @@ class IngestLimits:
 
     max_queued_rows: int = 1_000_000
     max_rows_per_cycle: int = 500_000
+    max_dead_letters: int = 100_000  # kept per stream (the newest; all are counted)
 
 
 @dataclass(frozen=True)
@@ -134,7 +135,8 @@ class MemorySource(Source):
                 msg = f"stream {self.name!r} has ended (end of input was pushed); it takes no more"
                 raise SourceError(msg)
             n = 0 if table is None else table.num_rows
-            if self.queued_rows and self.queued_rows + n > self.limits.max_queued_rows:
+            held = n + len(fit.errors)  # refused rows wait for the cycle too
+            if self.queued_rows and self.queued_rows + held > self.limits.max_queued_rows:
                 msg = (f"stream {self.name!r} has {self.queued_rows:,} rows queued (at most "
                        f"{self.limits.max_queued_rows:,}); send the push again later")
                 raise BackpressureError(msg)
@@ -148,7 +150,7 @@ class MemorySource(Source):
                 self.ended = True
                 self.watermark = TIME_MAX
             self.queue.append(_Push(table, fit.errors, watermark, end))
-            self.queued_rows += n
+            self.queued_rows += held
         return PushReceipt(n, fit.errors)
 
     def _advance(self, table: pa.Table) -> None:
@@ -172,7 +174,7 @@ class MemorySource(Source):
             while self.queue and (not taken or rows < self.limits.max_rows_per_cycle):
                 push = self.queue.popleft()
                 taken.append(push)
-                rows += 0 if push.table is None else push.table.num_rows
+                rows += (0 if push.table is None else push.table.num_rows) + len(push.rejected)
             self.queued_rows -= rows
         tables = [p.table for p in taken if p.table is not None]
         marks = [p.watermark for p in taken if p.watermark is not None]

@@ -59,21 +59,28 @@ class GlobalPlan:
         shared relation's contents (they then see only changes after their start).
         """
         notes = []
-        for node in walk(root):
-            if node not in self.ops:
-                key = fusion_key(node) if self.fuse else None
-                op: Operator
-                if key is not None:
-                    family = self.family_for(key)
-                    op = FamilyMemberOperator(node, family)  # type: ignore[arg-type]
-                    family.add(node)  # type: ignore[arg-type]
-                else:
-                    op = make(node)
-                    op.seeded_inputs, missing = self.seedable(node.children)
-                    notes += missing
-                self.ops[node] = op
-            self.refs[node] += 1
-            self.users.setdefault(node, set()).add(query)
+        merged: list[PlanNode] = []
+        try:
+            for node in walk(root):
+                if node not in self.ops:
+                    key = fusion_key(node) if self.fuse else None
+                    op: Operator
+                    if key is not None:
+                        family = self.family_for(key)
+                        op = FamilyMemberOperator(node, family)  # type: ignore[arg-type]
+                        family.add(node)  # type: ignore[arg-type]
+                    else:
+                        op = make(node)
+                        op.seeded_inputs, missing = self.seedable(node.children)
+                        notes += missing
+                    self.ops[node] = op
+                self.refs[node] += 1
+                self.users.setdefault(node, set()).add(query)
+                merged.append(node)
+        except BaseException:
+            for node in reversed(merged):  # a node failed to build: leave no trace
+                self._release(node, query)
+            raise
         return notes
 
     def family_for(self, key: FusionKey) -> AggregateFamily:
@@ -173,16 +180,23 @@ class GlobalPlan:
         """Lower the query's reference counts; return (and forget) operators left unused."""
         freed = []
         for node in reversed(walk(root)):
-            self.refs[node] -= 1
-            self.users.get(node, set()).discard(query)
-            if self.refs[node] <= 0:
-                op = self.ops.pop(node)
-                if isinstance(op, FamilyMemberOperator):
-                    self.leave_family(op)
+            op = self._release(node, query)
+            if op is not None:
                 freed.append(op)
-                del self.refs[node]
-                self.users.pop(node, None)
         return freed
+
+    def _release(self, node: PlanNode, query: str) -> Operator | None:
+        """Lower one node's reference count for ``query``; its operator if now unused."""
+        self.refs[node] -= 1
+        self.users.get(node, set()).discard(query)
+        if self.refs[node] > 0:
+            return None
+        op = self.ops.pop(node)
+        if isinstance(op, FamilyMemberOperator):
+            self.leave_family(op)
+        del self.refs[node]
+        self.users.pop(node, None)
+        return op
 
     def leave_family(self, member: FamilyMemberOperator) -> None:
         """Take a dropped aggregate out of its family (rebuilt without its calls if the

@@ -17,6 +17,7 @@ from sparkcq.runtime.operators.base import FutureBuffer, Operator
 TE = "_te"
 REASON = "_reason"
 RAW = "_raw"  # a dead letter refused at the door: the row as it was sent
+DEAD_BATCH = "_dead_batch"  # which batch of dead letters a row came in (oldest dropped first)
 #: optional column of a source's rows: the watermark in force when the row arrived, when a
 #: source delivers several arrivals in one cycle (io/sources.py MemorySource)
 ARRIVAL_WATERMARK = "_arrival_watermark"
@@ -54,7 +55,8 @@ class ScanOperator(Operator):
     (in Spark) so that each cycle releases exactly the events in [W_prev, W).
     """
 
-    def __init__(self, node: StreamScan, rt: Runtime, lateness: int = 0):
+    def __init__(self, node: StreamScan, rt: Runtime, lateness: int = 0,
+                 max_dead_letters: int = 100_000):
         super().__init__(node, rt)
         self.scan = node
         self.lateness = lateness
@@ -68,8 +70,13 @@ class ScanOperator(Operator):
         self.pending = self.state(StructType(fields), "pending")
         self.dead_schema = StructType([*node.schema.fields, StructField(REASON, StringType()),
                                        StructField(RAW, StringType())])
-        self.dead = self.state(self.dead_schema, "dead-letters")
-        self.dead_count = 0
+        self.dead = self.state(StructType([*self.dead_schema.fields,
+                                           StructField(DEAD_BATCH, LongType())]), "dead-letters")
+        self.dead_count = 0  # every dead letter ever
+        # the newest dead letters are kept, about ``max_dead_letters`` of them: (batch, rows)
+        # of each batch kept, oldest first (a tuple: the cycle's rollback restores it)
+        self.max_dead_letters = max_dead_letters
+        self.dead_batches: tuple[tuple[int, int], ...] = ()
         self.rows_in = 0
         self.future = (
             FutureBuffer(self, StructType([*node.schema.fields, StructField(T, LongType()),
@@ -135,10 +142,9 @@ class ScanOperator(Operator):
         ).first()  # type: ignore[misc]
         self.rows_in += total
         if bad:
-            self.dead_count += bad
-            new_dead = df.where(col(REASON).isNotNull()).select(
-                *[col(n) for n in names], col(REASON), F.lit(None).cast("string").alias(RAW))
-            self.dead.set(union_all([self.dead.get(), new_dead]))
+            self.keep_dead(df.where(col(REASON).isNotNull()).select(
+                *[col(n) for n in names], col(REASON), F.lit(None).cast("string").alias(RAW)),
+                bad)
         if mx is not None:
             self.max_seen = mx if self.max_seen is None else max(self.max_seen, mx)
         if total == bad:
@@ -147,11 +153,27 @@ class ScanOperator(Operator):
 
     def refuse(self, rejected: tuple[RowError, ...]) -> None:
         """Keep rows a source refused at the door as dead letters: reason and raw row."""
-        self.dead_count += len(rejected)
         rows = [(*([None] * len(self.scan.schema.fields)), e.describe(), e.raw)
-                for e in rejected]
-        new_dead = self.rt.spark.createDataFrame(rows, self.dead_schema)
-        self.dead.set(union_all([self.dead.get(), new_dead]))
+                for e in rejected[-self.max_dead_letters:]]
+        self.keep_dead(self.rt.spark.createDataFrame(rows, self.dead_schema), len(rejected))
+
+    def keep_dead(self, new_dead: DataFrame, rows: int) -> None:
+        """Add a batch of dead letters; drop the oldest batches beyond ``max_dead_letters``
+        (all are still counted), so a client sending bad rows cannot grow the state.
+        """
+        self.dead_count += rows
+        new_dead = new_dead.limit(self.max_dead_letters)
+        batch = (self.dead_batches[-1][0] + 1) if self.dead_batches else 0
+        rows = min(rows, self.max_dead_letters)
+        kept = (*self.dead_batches, (batch, rows))
+        dropped = None
+        while len(kept) > 1 and sum(n for _, n in kept) > self.max_dead_letters:
+            dropped, kept = kept[0][0], kept[1:]
+        self.dead_batches = kept
+        old = self.dead.get()
+        if old is not None and dropped is not None:
+            old = old.where(col(DEAD_BATCH) > F.lit(dropped))
+        self.dead.set(union_all([old, new_dead.withColumn(DEAD_BATCH, F.lit(batch).cast("long"))]))
 
     def emit(self, ready: DataFrame | None, lo: int, hi: int) -> Slice:
         """Stream edge: instants with _d = 1; with an end time, +1 at ts and -1 at te."""
@@ -171,5 +193,7 @@ class ScanOperator(Operator):
         return self.future.emit(produced, lo, hi)
 
     def dead_letters(self) -> DataFrame:
-        """The stream's dead-letter table: rejected rows with the reason."""
-        return self.dead.get_or_empty()
+        """The stream's newest dead letters (``max_dead_letters``, about): rejected rows with
+        the reason, and the raw row for those refused at the door.
+        """
+        return self.dead.get_or_empty().drop(DEAD_BATCH)
