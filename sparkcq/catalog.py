@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.types import StructType
@@ -44,6 +45,14 @@ class TableInfo:
     plan: PlanNode
 
 
+class QueryStatus(StrEnum):
+    """Where a query stands; a string, so JSON and comparisons with text keep working."""
+
+    RUNNING = "running"
+    FAILED = "failed"  # its own operators failed: the reason is in its log
+    ENGINE_FAILED = "engine failed"  # Spark died under it: no fault of the query
+
+
 @dataclass
 class QueryInfo:
     """A continuous query: its plan root, output form and where its results go."""
@@ -53,7 +62,7 @@ class QueryInfo:
     plan: PlanNode
     sink: str
     options: dict[str, Any] = field(default_factory=dict)
-    status: str = "running"
+    status: QueryStatus = QueryStatus.RUNNING
     log: list[str] = field(default_factory=list)
 
 

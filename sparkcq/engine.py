@@ -46,6 +46,7 @@ from sparkcq.catalog import (
     Catalog,
     FunctionInfo,
     QueryInfo,
+    QueryStatus,
     StreamInfo,
     TableInfo,
     ensure_identifier,
@@ -656,8 +657,8 @@ class Engine:
             msg = f"an aggregate named {name!r} already exists; pick another name"
             raise CatalogError(msg)
         used = [q.name for q in self.catalog.queries.values()
-                if q.status == "running" and re.search(rf"\b{re.escape(key)}\s*\(", q.text,
-                                                       re.IGNORECASE)]
+                if q.status is QueryStatus.RUNNING
+                and re.search(rf"\b{re.escape(key)}\s*\(", q.text, re.IGNORECASE)]
         if key in self.catalog.functions and used:
             msg = f"function {name!r} is used by queries {used}; drop them before replacing it"
             raise CatalogError(msg)
@@ -879,7 +880,7 @@ class Engine:
     def _fail_query(self, run: _Running, error: BaseException) -> None:
         """Stop one query after a failure; its log says why, the others keep running."""
         info = run.info
-        info.status = "failed"
+        info.status = QueryStatus.FAILED
         info.log.append(f"cycle {self.cycle}: failed: {describe_failure(error)}")
         frames = user_traceback(error)
         if frames:

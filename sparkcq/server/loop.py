@@ -23,6 +23,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
+from sparkcq.catalog import QueryStatus
 from sparkcq.engine import Engine
 from sparkcq.errors import SparkcqError, SparkDiedError
 from sparkcq.io.sources import MemorySource
@@ -32,7 +33,6 @@ from sparkcq.session import spark_alive
 log = logging.getLogger("sparkcq.server")
 
 RETRY_AFTER_SECONDS = 1  # advised to a client refused for a full queue or a stop
-ENGINE_FAILED = "engine failed"
 
 
 def memory() -> dict[str, int]:
@@ -131,8 +131,8 @@ class EngineLoop:
     def _spark_died(self, reason: str) -> None:
         self.spark_failure = reason
         for info in self.engine.catalog.queries.values():
-            if info.status == "running":
-                info.status = ENGINE_FAILED
+            if info.status is QueryStatus.RUNNING:
+                info.status = QueryStatus.ENGINE_FAILED
                 info.log.append(f"cycle {self.engine.cycle}: stopped: Spark is gone ({reason})")
         log.error("Spark is gone (%s); no query can run", reason)
         while True:  # statements waiting for the engine get the reason
@@ -194,9 +194,9 @@ class EngineLoop:
             "spark_failure": self.spark_failure,
             "cycles": eng.cycle,
             "last_cycle_seconds": last.seconds if last else None,
-            "queries_running": statuses.count("running"),
-            "queries_failed": statuses.count("failed"),
-            "queries_engine_failed": statuses.count(ENGINE_FAILED),
+            "queries_running": statuses.count(QueryStatus.RUNNING),
+            "queries_failed": statuses.count(QueryStatus.FAILED),
+            "queries_engine_failed": statuses.count(QueryStatus.ENGINE_FAILED),
             "cycle_errors": self.cycle_errors,
             "last_error": self.last_error,
             "queued_rows": queued,
