@@ -130,6 +130,7 @@ from sparkcq.runtime.operators.shared_output import (
     split_by_query,
 )
 from sparkcq.runtime.transaction import CycleTransaction
+from sparkcq.scripts import CatalogNames, Created, script_failure, statement_head
 from sparkcq.session import make_session, spark_alive
 
 _INTEGRAL = (ByteType, ShortType, IntegerType, LongType)
@@ -223,27 +224,27 @@ class Engine:
         if drops:
             self._check_drops(located, sql)
         anon = self._anon  # numbers of unnamed queries, given back when the script is undone
-        created: list[_Created] = []
+        created: list[Created] = []
         result: Any = None
         for i, (stmt, loc) in enumerate(located):
-            before = _CatalogNames.of(self.catalog)
+            before = CatalogNames.of(self.catalog)
             try:
                 result = self._run_statement(stmt, sql)
             except Exception as e:
-                created.append(_Created.since(before, self.catalog))
+                created.append(Created.since(before, self.catalog))
                 problems = self._undo(created)
                 if not problems:
                     self._anon = anon
-                applied = [_head(sql, at) for done, at in located[:i]
+                applied = [statement_head(sql, at) for done, at in located[:i]
                            if isinstance(done, Drop)]
                 if len(located) == 1 and not problems:
                     raise
-                failure = _script_failure(sql, located, i, e, applied, problems)
+                failure = script_failure(sql, located, i, e, applied, problems)
                 if not isinstance(e, SparkcqError):
                     e.add_note(failure)  # a bug, not a mistake in the script: keep its class
                     raise
                 raise ScriptError(failure, e, loc.line) from e
-            created.append(_Created.since(before, self.catalog))
+            created.append(Created.since(before, self.catalog))
         return result
 
     def _check_drops(self, located: list[tuple[Statement, Location]], sql: str) -> None:
@@ -256,11 +257,11 @@ class Engine:
             except SparkcqError as e:
                 if len(located) == 1:
                     raise
-                failure = _script_failure(sql, located, i, e, [], [])
+                failure = script_failure(sql, located, i, e, [], [])
                 raise ScriptError(failure, e, loc.line) from e
             dropped.add((stmt.kind.upper(), stmt.name.lower()))
 
-    def _undo(self, created: list[_Created]) -> list[str]:
+    def _undo(self, created: list[Created]) -> list[str]:
         """Undo what statements created, last first; what could not be undone, as text."""
         problems = []
         for step in reversed(created):
@@ -1090,50 +1091,6 @@ class Engine:
             self.spark.stop()
 
 
-@dataclass(frozen=True)
-class _CatalogNames:
-    """The names in the catalog before a statement (tables with their entry, which CREATE
-    TABLE may replace): what that statement created is what is new after it.
-    """
-
-    streams: frozenset[str]
-    tables: dict[str, TableInfo]
-    queries: frozenset[str]
-    aggregates: frozenset[str]
-
-    @classmethod
-    def of(cls, catalog: Catalog) -> _CatalogNames:
-        return cls(frozenset(catalog.streams), dict(catalog.tables), frozenset(catalog.queries),
-                   frozenset(catalog.aggregates))
-
-
-@dataclass(frozen=True)
-class _Created:
-    """What one statement of a script created, and the tables it replaced: how to undo it."""
-
-    queries: tuple[str, ...]
-    streams: tuple[str, ...]
-    tables: tuple[str, ...]
-    aggregates: tuple[str, ...]
-    replaced_tables: dict[str, TableInfo]
-
-    @classmethod
-    def since(cls, before: _CatalogNames, catalog: Catalog) -> _Created:
-        return cls(
-            tuple(q.name for k, q in catalog.queries.items() if k not in before.queries),
-            tuple(s.name for k, s in catalog.streams.items() if k not in before.streams),
-            tuple(t.name for k, t in catalog.tables.items() if k not in before.tables),
-            tuple(a for a in catalog.aggregates if a not in before.aggregates),
-            {k: t for k, t in before.tables.items()
-             if k in catalog.tables and catalog.tables[k] is not t})
-
-    def drops(self) -> list[tuple[str, str]]:
-        """The DROPs that undo it: queries first, as they may read the streams."""
-        return ([("QUERY", n) for n in self.queries] + [("STREAM", n) for n in self.streams]
-                + [("TABLE", n) for n in self.tables]
-                + [("AGGREGATE", n) for n in self.aggregates])
-
-
 _CREATED_KINDS = {CreateStream: "stream", CreateStreamAs: "stream", CreateTable: "table",
                   CreateQuery: "query", CreateAggregate: "aggregate"}
 
@@ -1164,24 +1121,6 @@ def _option_loc(text: str, loc: Location | None, value: str) -> Location | None:
     end = text.find(";", loc.end)
     at = text.find(value, loc.start, len(text) if end < 0 else end)
     return loc if at < 0 or not value else Location.of_span(text, at, at + len(value))
-
-
-def _head(sql: str, loc: Location) -> str:
-    """The start of a statement's text, on one line, to name it in a message."""
-    text = " ".join(sql[loc.start:loc.end].split())
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _script_failure(sql: str, located: Sequence[tuple[Statement, Location]], index: int,
-                    error: BaseException, applied: list[str], problems: list[str]) -> str:
-    """Why a script failed: which statement, what became of the others, the error itself."""
-    loc = located[index][1]
-    where = f"statement {index + 1} of {len(located)} (line {loc.line}: {_head(sql, loc)})"
-    if applied or problems:
-        kept = "; ".join([*(f"{a} took effect and cannot be undone" for a in applied),
-                          *problems])
-        return f"{where} failed and the script was applied only in part ({kept}): {error}"
-    return f"{where} failed, so the script was not applied (nothing of it took effect): {error}"
 
 
 def fingerprint(node: PlanNode) -> str:
