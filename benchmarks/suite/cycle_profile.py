@@ -1,7 +1,7 @@
 """Where a sparkcq cycle's time goes, for one workload of the suite.
 
-    .venv/bin/python -m benchmarks.suite.profile tumble            # 1M events, 10 cycles
-    .venv/bin/python -m benchmarks.suite.profile join --events 200000 --show 2
+    .venv/bin/python -m benchmarks.suite.cycle_profile tumble            # 1M events, 10 cycles
+    .venv/bin/python -m benchmarks.suite.cycle_profile join --events 200000 --show 2
 
 Runs the workload's sparkcq queries over the suite's CSV files as ``make bench`` does and
 prints, for each cycle after the first (start-up): its wall time, the time no Spark job
@@ -36,7 +36,7 @@ def print_jobs(jobs: list[JobRun]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.suite.profile")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.suite.cycle_profile")
     parser.add_argument("workload", choices=sorted(WORKLOADS))
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--show", type=int, default=5, help="the cycle whose jobs to list")
