@@ -21,7 +21,7 @@ import re
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pandas as pd
@@ -98,6 +98,7 @@ from sparkcq.plan.nodes import (
     render_tree,
     walk,
 )
+from sparkcq.plan.rules import optimize
 from sparkcq.plan.sandbox import (
     HOW_TO_TRUST,
     TABLE_FORMATS,
@@ -296,8 +297,9 @@ class Engine:
             return self.drop(stmt.kind, stmt.name)
         if isinstance(stmt, Explain):
             if stmt.select is not None:
-                return render_tree(bind_select(stmt.select, text, self.catalog, self.spark,
-                                               trusted=self.trusted).plan)
+                return render_tree(optimize(bind_select(
+                    stmt.select, text, self.catalog, self.spark, trusted=self.trusted).plan,
+                    running=self.plan.ops))
             if stmt.glob or stmt.name is None:
                 return self.explain_global(stmt.fmt)
             return self.explain(stmt.name)
@@ -526,6 +528,7 @@ class Engine:
             name = f"query_{self._anon}"
         self.catalog.ensure_free(name)
         bound = bind_select(stmt.select, text, self.catalog, self.spark, trusted=self.trusted)
+        bound = replace(bound, plan=optimize(bound.plan, running=self.plan.ops))
         sink = stmt.options.get("sink", "memory").lower()
         if sink not in self.sinks:
             msg = f"unknown sink {sink!r}; available: {', '.join(sorted(self.sinks))}"

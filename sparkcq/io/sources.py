@@ -176,6 +176,7 @@ class MemorySource(Source):
         tables = [p.table for p in taken if p.table is not None]
         marks = [p.watermark for p in taken if p.watermark is not None]
         rejected = tuple(e for p in taken for e in p.rejected)
-        df = self.spark.createDataFrame(pa.concat_tables(tables)) if tables else None
+        arrow = pa.concat_tables(tables) if tables else None
+        df = self.spark.createDataFrame(arrow) if arrow is not None else None
         return SourceBatch(df, max(marks) if marks else None, any(p.end for p in taken),
-                           rejected)
+                           rejected, arrow)

@@ -14,7 +14,8 @@ Every edge carries one of three kinds of data:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields, replace
 from enum import Enum
 from functools import cached_property
 
@@ -181,6 +182,18 @@ class CutSpec:
 ResolvedWindow = RangeSpec | UnboundedSpec | RowsSpec | CutSpec
 
 
+def window_reach(spec: ResolvedWindow) -> int | None:
+    """How far before an instant p the events of the elements live just before p may lie
+    (their event time is at least p minus this); None for windows that reach back without
+    bound or by row count.
+    """
+    if isinstance(spec, RangeSpec):
+        return spec.size + (spec.slide or 1)
+    if isinstance(spec, CutSpec):
+        return spec.by * spec.chunks + spec.by
+    return None
+
+
 @dataclass(frozen=True)
 class Window(UnaryNode):
     """Stream to relation: each event becomes an element with a validity interval."""
@@ -298,6 +311,54 @@ class Aggregate(UnaryNode):
 
 
 @dataclass(frozen=True)
+class SlicedAggregate(UnaryNode):
+    """A grouped aggregate over a time window of a stream, computed from panes.
+
+    ``child`` is the stream; ``aggregate`` is the logical plan it replaces (the aggregate
+    over filters and projections over the window over ``child``), kept whole so that equal
+    queries build equal nodes and EXPLAIN can say what runs. Made by the optimizer rule
+    ``plan/rules/slice_window_aggregates.py``; DESIGN 6, "Aggregate before the shuffle".
+    """
+
+    aggregate: Aggregate
+
+    @property
+    def kind(self) -> EdgeKind:  # noqa: D102
+        return EdgeKind.RELATION
+
+    @property
+    def schema(self) -> StructType:  # noqa: D102
+        return self.aggregate.schema
+
+    @cached_property
+    def window(self) -> Window:
+        """The time window the aggregate reads."""
+        return next(n for n in self.steps_and_window() if isinstance(n, Window))
+
+    def steps(self) -> tuple[Filter | Project, ...]:
+        """The per-event filters and projections between window and aggregate, lowest first."""
+        return tuple(n for n in reversed(self.steps_and_window())
+                     if isinstance(n, Filter | Project))
+
+    def steps_and_window(self) -> list[PlanNode]:
+        """The nodes from the aggregate's child down to the window, top first."""
+        chain: list[PlanNode] = []
+        node = self.aggregate.child
+        while True:
+            chain.append(node)
+            if isinstance(node, Window):
+                return chain
+            assert isinstance(node, Filter | Project), node
+            node = node.child
+
+    def label(self) -> str:  # noqa: D102
+        keys = f" BY {', '.join(self.aggregate.keys)}" if self.aggregate.keys else ""
+        steps = "".join(f" <- {n.label()}" for n in reversed(self.steps()))
+        return (f"SlicedAggregate {', '.join(map(str, self.aggregate.aggs))}{keys}{steps} "
+                f"<- {self.window.label()}")
+
+
+@dataclass(frozen=True)
 class Union(PlanNode):
     """UNION ALL of inputs of one kind with the same column types (named by the first)."""
 
@@ -334,6 +395,24 @@ class ToStream(UnaryNode):
     def label(self) -> str:  # noqa: D102
         every = f" every {self.period}" if self.period else ""
         return f"{self.form.name}{every}"
+
+
+def transform_up(node: PlanNode, rewrite: Callable[[PlanNode], PlanNode]) -> PlanNode:
+    """``node`` with ``rewrite`` applied to every node, children first (a rewrite sees its
+    children already rewritten); subtrees it leaves alone stay the same objects.
+    """
+    changed: dict[str, object] = {}
+    for f in fields(node):
+        value = getattr(node, f.name)
+        if isinstance(value, PlanNode):
+            new = transform_up(value, rewrite)
+            if new is not value:
+                changed[f.name] = new
+        elif isinstance(value, tuple) and value and all(isinstance(v, PlanNode) for v in value):
+            news = tuple(transform_up(v, rewrite) for v in value)
+            if any(a is not b for a, b in zip(news, value, strict=True)):
+                changed[f.name] = news
+    return rewrite(replace(node, **changed) if changed else node)
 
 
 def walk(node: PlanNode) -> list[PlanNode]:

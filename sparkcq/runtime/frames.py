@@ -22,6 +22,7 @@ from pyspark.sql.types import StructType
 
 T = "_t"
 D = "_d"
+FROM, TO = "_from", "_to"  # an interval row (``Slice.segments``) holds over [_from, _to)
 _COUNT_BASE = 1 << 30  # ids of counted frames in the commit's union, apart from states
 _BUNDLE_SID = -(1 << 30)  # id of the bundled records of several queries
 
@@ -76,11 +77,18 @@ def col(name: str) -> Column:
 
 @dataclass
 class Slice:
-    """What an edge delivers in one cycle: changes in [lo, hi), or None when known empty."""
+    """What an edge delivers in one cycle: changes in [lo, hi), or None when known empty.
+
+    ``segments``, when an operator gives them (``SlicedAggregateOperator``), are the
+    relation's whole content over [lo, hi) as interval rows: the user's columns, ``_from``
+    and ``_to``, each row one copy valid over [_from, _to) (which may reach outside the
+    slice). A consumer that reads them (RSTREAM) needs no state of the relation's content.
+    """
 
     df: DataFrame | None
     lo: int
     hi: int
+    segments: DataFrame | None = None
 
 
 @dataclass

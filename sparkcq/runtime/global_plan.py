@@ -12,14 +12,15 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pyspark.sql import DataFrame
 
-from sparkcq.plan.nodes import EdgeKind, PlanNode, walk
+from sparkcq.plan.nodes import EdgeKind, PlanNode, SlicedAggregate, Window, walk, window_reach
 from sparkcq.runtime.frames import Runtime, Slice, union_all
 from sparkcq.runtime.fusion import AggregateFamily, FamilyMemberOperator, FusionKey, fusion_key
 from sparkcq.runtime.operators.base import ContentsUnknownError, Operator
+from sparkcq.runtime.operators.sliced_aggregate import SlicedAggregateOperator
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ class GlobalPlan:
                         family.add(node)  # type: ignore[arg-type]
                     else:
                         op = make(node)
-                        op.seeded_inputs, missing = self.seedable(node.children)
+                        op.seeded_inputs, missing = self.seedable(node.children, node)
                         notes += missing
                     self.ops[node] = op
                 self.refs[node] += 1
@@ -122,12 +123,23 @@ class GlobalPlan:
                 out += op.family.operators()
         return out
 
-    def seedable(self, children: Iterable[PlanNode]) -> tuple[frozenset[int], list[str]]:
-        """Which inputs (running relations) a new consumer starts from, and which it cannot."""
+    def seedable(self, children: Iterable[PlanNode], consumer: PlanNode | None = None,
+                 ) -> tuple[frozenset[int], list[str]]:
+        """Which inputs (running relations) a new consumer starts from, and which it cannot.
+
+        A new window over a running stream (``consumer``: a Window, or a SlicedAggregate)
+        starts from the stream's recent events when a sliced aggregate logged them.
+        """
         seeded, notes = set(), []
         for i, child in enumerate(children):
             op = self.ops.get(child)
-            if op is None or child.kind is not EdgeKind.RELATION or op.position is None:
+            if op is None or op.position is None:
+                continue
+            if child.kind is EdgeKind.STREAM:
+                if consumer is not None and self.history_of(child, consumer) is not None:
+                    seeded.add(i)
+                continue
+            if child.kind is not EdgeKind.RELATION:
                 continue
             try:
                 self.contents(child, op.position)
@@ -136,6 +148,23 @@ class GlobalPlan:
                 continue
             seeded.add(i)
         return frozenset(seeded), notes
+
+    def history_of(self, stream: PlanNode, consumer: PlanNode,
+                   ) -> tuple[SlicedAggregateOperator, int] | None:
+        """A running sliced aggregate over ``stream`` whose log holds the events a new
+        window ``consumer`` needs, and how far back it needs them.
+        """
+        spec = consumer.window.spec if isinstance(consumer, SlicedAggregate) else \
+            consumer.spec if isinstance(consumer, Window) else None
+        reach = None if spec is None else window_reach(spec)
+        position = self.ops[stream].position
+        if reach is None or position is None:
+            return None
+        for node, op in self.ops.items():
+            if (isinstance(op, SlicedAggregateOperator) and node.children == (stream,)
+                    and op.covers(position, reach)):
+                return op, reach
+        return None
 
     def contents(self, node: PlanNode, at: int) -> DataFrame | None:
         """The current contents of a running relation node as +n changes at ``at``."""
@@ -171,7 +200,13 @@ class GlobalPlan:
                 child = children[i]
                 position = self.ops[child].position
                 assert position is not None
-                df = self.contents(child, position)
+                if child.kind is EdgeKind.STREAM:  # a window's events (see ``seedable``)
+                    found = self.history_of(child, op.node)
+                    if found is None:
+                        continue
+                    df = found[0].history(position, found[1])
+                else:
+                    df = self.contents(child, position)
                 out[(id(op), i)] = Start(None if df is None else self.rt.cache_for_cycle(df),
                                          position)
         return out
@@ -261,7 +296,7 @@ class GlobalPlan:
             op.position = result.hi
             op.seeded_inputs = waiting_starts(slices, op, starts)
             if result.df is not None and readers[node] > 1:
-                result = Slice(self.rt.cache_for_cycle(result.df), result.lo, result.hi)
+                result = replace(result, df=self.rt.cache_for_cycle(result.df))
             out[node] = result
         return out
 
@@ -278,7 +313,7 @@ def with_start(inp: Slice, op: Operator, i: int, starts: Starts | None) -> Slice
     start = None if starts is None or i not in op.seeded_inputs else starts.get((id(op), i))
     if start is None or inp.hi <= start.at:
         return inp
-    return Slice(union_all([start.df, inp.df]), inp.lo, inp.hi)
+    return replace(inp, df=union_all([start.df, inp.df]))
 
 
 def waiting_starts(inputs: list[Slice], op: Operator, starts: Starts | None) -> frozenset[int]:

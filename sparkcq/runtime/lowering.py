@@ -13,6 +13,7 @@ from sparkcq.plan.nodes import (
     PlanNode,
     Project,
     RowsSpec,
+    SlicedAggregate,
     StreamScan,
     TableScan,
     ToStream,
@@ -25,6 +26,7 @@ from sparkcq.runtime.operators.base import Operator
 from sparkcq.runtime.operators.join import JoinOperator
 from sparkcq.runtime.operators.outputs import ToStreamOperator
 from sparkcq.runtime.operators.scan import ScanOperator
+from sparkcq.runtime.operators.sliced_aggregate import SlicedAggregateOperator
 from sparkcq.runtime.operators.stateless import FilterOperator, ProjectOperator
 from sparkcq.runtime.operators.union import UnionOperator
 from sparkcq.runtime.operators.window import RowsWindowOperator, TimeWindowOperator
@@ -64,6 +66,8 @@ def lower(node: PlanNode, rt: Runtime, *, lateness: int = 0,
         return JoinOperator(node, rt)
     if isinstance(node, Aggregate):
         return AggregateOperator(node, rt)
+    if isinstance(node, SlicedAggregate):
+        return SlicedAggregateOperator(node, rt)
     if isinstance(node, Union):
         return UnionOperator(node, rt)
     if isinstance(node, ToStream):

@@ -16,7 +16,7 @@ from pyspark.sql.types import LongType, StructField, StructType
 from sparkcq.language.sql.statements import OutputForm
 from sparkcq.model.time import TIME_MAX
 from sparkcq.plan.nodes import PlanNode, ToStream
-from sparkcq.runtime.frames import D, Runtime, Slice, StateFrame, T, col, union_all
+from sparkcq.runtime.frames import FROM, TO, D, Runtime, Slice, StateFrame, T, col, union_all
 from sparkcq.runtime.operators.base import Operator
 from sparkcq.runtime.operators.join import net, units
 
@@ -68,6 +68,8 @@ class ToStreamOperator(Operator):
 
     def rstream(self, inp: Slice) -> Slice:
         """Snapshots at evaluation instants in [lo, hi), each row an instant."""
+        if inp.segments is not None and self.period is not None:
+            return self.rstream_segments(inp, inp.segments, self.period)
         names = [col(n) for n in self.names]
         base = self.live.get()
         if inp.df is None and (self.period is None or base is None):
@@ -144,6 +146,20 @@ class ToStreamOperator(Operator):
         if out is None:
             return Slice(None, inp.lo, inp.hi)
         out = units(out, col("_cnt")).drop("_cnt").withColumn(D, F.lit(1).cast("long"))
+        return Slice(out, inp.lo, inp.hi)
+
+
+    def rstream_segments(self, inp: Slice, segments: DataFrame, period: int) -> Slice:
+        """Snapshots at the multiples of ``period`` in [lo, hi) from the input's segments,
+        which hold the relation's whole content over the slice: no state, no join.
+        """
+        start = F.greatest(col(FROM), F.lit(inp.lo))
+        end = F.least(F.coalesce(col(TO), F.lit(inp.hi)), F.lit(inp.hi))
+        first = start + F.pmod(-start, F.lit(period))
+        out = segments.where(first < end).select(
+            *[col(n) for n in self.names],
+            F.explode(F.sequence(first, end - F.lit(1), F.lit(period))).alias(T),
+            F.lit(1).cast("long").alias(D))
         return Slice(out, inp.lo, inp.hi)
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
@@ -33,6 +35,9 @@ class SourceBatch:
     watermark: int | None = None
     end: bool = False
     rejected: tuple[RowError, ...] = ()
+    # the rows of ``df`` on the driver, when the source has them there (pushed rows): the
+    # scan then checks them without a Spark job of its own
+    arrow: pa.Table | None = None
 
 
 def merge_batches(kept: SourceBatch, new: SourceBatch) -> SourceBatch:
@@ -41,8 +46,12 @@ def merge_batches(kept: SourceBatch, new: SourceBatch) -> SourceBatch:
         return new
     df = union_all([kept.df, new.df])
     marks = [w for w in (kept.watermark, new.watermark) if w is not None]
+    arrow = None
+    if (kept.df is None or kept.arrow is not None) and (new.df is None or new.arrow is not None):
+        arrow = pa.concat_tables([t for t in (kept.arrow, new.arrow) if t is not None]) \
+            if df is not None else None
     return SourceBatch(df, max(marks) if marks else None, kept.end or new.end,
-                       kept.rejected + new.rejected)
+                       kept.rejected + new.rejected, arrow)
 
 
 class ScanOperator(Operator):
@@ -97,7 +106,7 @@ class ScanOperator(Operator):
         if batch.rejected:
             self.refuse(batch.rejected)
         if batch.df is not None:
-            good = self.accept(batch.df, lo)
+            good = self.accept(batch.df, lo, batch.arrow)
         wm = lo
         if self.max_seen is not None:
             wm = max(wm, self.max_seen - self.lateness)
@@ -117,8 +126,12 @@ class ScanOperator(Operator):
         self.pending.set(later)
         return self.emit(ready, lo, hi)
 
-    def accept(self, raw: DataFrame, lo: int) -> DataFrame | None:
-        """Add time columns; route null, late and malformed events to the dead letters."""
+    def accept(self, raw: DataFrame, lo: int, arrow: pa.Table | None = None) -> DataFrame | None:
+        """Add time columns; route null, late and malformed events to the dead letters.
+
+        The rows are counted, and the largest on-time event time found, on the driver when
+        ``arrow`` holds them there, otherwise by a Spark job over the cycle's cached rows.
+        """
         names = [f.name for f in self.scan.schema.fields]
         # late: before the watermark of the cycle, or of the row's arrival if later
         bound = (F.greatest(F.lit(lo), col(ARRIVAL_WATERMARK))
@@ -135,11 +148,15 @@ class ScanOperator(Operator):
             df = df.withColumn(TE, self.time_expr(self.scan.end_col))
             reason = reason.when(col(TE).isNull() | (col(TE) < col(T)), F.lit(
                 f"end time {self.scan.end_col!r} is null or before the event time"))
-        df = self.rt.cache_for_cycle(df.withColumn(REASON, reason))
-        self.rt.jobs += 1
-        total, bad, mx = df.agg(
-            F.count(F.lit(1)), F.count(col(REASON)), F.max(F.when(col(REASON).isNull(), col(T)))
-        ).first()  # type: ignore[misc]
+        df = df.withColumn(REASON, reason)
+        if arrow is not None and not self.scan.end_col:
+            total, bad, mx = self.check_on_driver(arrow, lo)
+        else:
+            df = self.rt.cache_for_cycle(df)
+            self.rt.jobs += 1
+            total, bad, mx = df.agg(
+                F.count(F.lit(1)), F.count(col(REASON)),
+                F.max(F.when(col(REASON).isNull(), col(T)))).first()  # type: ignore[misc]
         self.rows_in += total
         if bad:
             self.keep_dead(df.where(col(REASON).isNotNull()).select(
@@ -150,6 +167,24 @@ class ScanOperator(Operator):
         if total == bad:
             return None
         return df.where(col(REASON).isNull()).drop(REASON, "_bound")
+
+    def check_on_driver(self, rows: pa.Table, lo: int) -> tuple[int, int, int | None]:
+        """Rows, dead rows (null or late event time) and the largest on-time event time of
+        the batch's rows held on the driver, as ``accept``'s Spark expressions count them.
+        """
+        times = rows.column(self.scan.time_col)
+        if pa.types.is_timestamp(times.type):
+            times = pc.cast(times, pa.timestamp("us", times.type.tz))
+        times = pc.cast(times, pa.int64())
+        bound = pa.scalar(lo, pa.int64())
+        if ARRIVAL_WATERMARK in rows.column_names:
+            bound = pc.max_element_wise(rows.column(ARRIVAL_WATERMARK), bound)
+        good = pc.fill_null(pc.greater_equal(times, bound), False)
+        on_time = pc.filter(times, good)
+        total = rows.num_rows
+        kept = len(on_time)
+        largest = pc.max(on_time).as_py() if kept else None
+        return total, total - kept, largest
 
     def refuse(self, rejected: tuple[RowError, ...]) -> None:
         """Keep rows a source refused at the door as dead letters: reason and raw row."""

@@ -6,7 +6,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from sparkcq.plan.nodes import EdgeKind, Filter, Project
-from sparkcq.runtime.frames import D, Runtime, Slice, T, col
+from sparkcq.runtime.frames import FROM, TO, D, Runtime, Slice, T, col
 from sparkcq.runtime.operators.base import Operator
 
 
@@ -31,7 +31,8 @@ class FilterOperator(StatelessOperator):
         (inp,) = inputs
         if inp.df is None:
             return inp
-        return Slice(inp.df.where(self.predicate), inp.lo, inp.hi)
+        segments = None if inp.segments is None else inp.segments.where(self.predicate)
+        return Slice(inp.df.where(self.predicate), inp.lo, inp.hi, segments)
 
     def contents(self, children: list[DataFrame | None], at: int) -> DataFrame | None:  # noqa: D102
         return self.step([Slice(children[0], at, at + 1)]).df
@@ -50,7 +51,9 @@ class ProjectOperator(StatelessOperator):
             return inp
         if self.node.kind is EdgeKind.TABLE:
             return Slice(inp.df.select(*self.exprs), inp.lo, inp.hi)
-        return Slice(inp.df.select(*self.exprs, col(T), col(D)), inp.lo, inp.hi)
+        segments = None if inp.segments is None else inp.segments.select(
+            *self.exprs, col(FROM), col(TO))
+        return Slice(inp.df.select(*self.exprs, col(T), col(D)), inp.lo, inp.hi, segments)
 
     def contents(self, children: list[DataFrame | None], at: int) -> DataFrame | None:  # noqa: D102
         return self.step([Slice(children[0], at, at + 1)]).df

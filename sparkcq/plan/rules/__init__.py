@@ -1,0 +1,26 @@
+"""The optimizer: rewrite rules applied to a bound query plan before it joins the global plan.
+
+Each rule is a function ``rule(plan, *, running) -> plan`` in a module of its own, with a
+before/after example in its docstring; ``RULES`` lists them in the order they run.
+``running`` holds the nodes the global plan runs already, for rules whose choice depends on
+what a new query can share.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+
+from sparkcq.plan.nodes import PlanNode
+from sparkcq.plan.rules.slice_window_aggregates import slice_window_aggregates
+
+Rule = Callable[..., PlanNode]
+
+RULES: tuple[Rule, ...] = (slice_window_aggregates,)
+
+
+def optimize(plan: PlanNode, running: Collection[PlanNode] = (),
+             rules: tuple[Rule, ...] = RULES) -> PlanNode:
+    """``plan`` rewritten by every rule in turn."""
+    for rule in rules:
+        plan = rule(plan, running=running)
+    return plan

@@ -1,0 +1,299 @@
+"""A grouped aggregate over a hopping, tumbling or chunk window, computed from panes.
+
+The window's length W is a whole number of steps S (the slide, or the chunk length), so the
+time axis cuts into panes of one step each, and the window at an instant holds whole panes:
+- ``[RANGE W SLIDE S]``: an event at t lies in the pane ending at ceil(t / S) * S and is in
+  the windows of the instants [pane end, pane end + W);
+- ``CUT BY S [WINDOW c CHUNKS]`` (W = c * S): an event at t lies in the pane ending at the
+  cut after it, floor(t / S) * S + S, and is valid from that cut for W.
+
+Each event is added to its (group, pane) before the shuffle: a pane holds the count, the
+exact sum (``aggregate.accumulator_type``), min and max of each argument, so the shuffle
+carries about one record per group, pane and task instead of two changes per event. The
+state is the panes still in a window at or after the watermark. The group's value changes
+only where a pane enters (at its end) or leaves (W later): a running sum over those points,
+sorted once per group, gives count, sum and avg at each point without any subtraction of
+doubles (the sums are exact), and min and max come from a frame over the panes of the last
+W. Consecutive points bound the segments ``[from, to)`` over which the group's row holds.
+
+The output slice carries those segments (``Slice.segments``: the relation's whole content
+over the slice, which RSTREAM expands to its evaluation instants with no state of its own)
+and the usual change edge derived from them (+1 where a segment starts, -1 where it ends),
+for every other consumer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame
+from pyspark.sql.types import (
+    DataType,
+    DoubleType,
+    LongType,
+    StructField,
+    StructType,
+)
+
+from sparkcq.model.time import TIME_MAX, TIME_MIN
+from sparkcq.plan.nodes import CutSpec, Filter, Project, RangeSpec, SlicedAggregate
+from sparkcq.runtime.frames import FROM, TO, Runtime, Slice, SqlViews, q
+from sparkcq.runtime.operators.aggregate import accumulator_type
+from sparkcq.runtime.operators.base import Operator, as_changes_at
+from sparkcq.runtime.operators.multiset import GROUP_HASH
+
+PANE_END = "_e"  # the end of an event's pane: where it enters the window
+AT = "_at"  # a point where a group's value may change
+NEXT = "_nx"  # the group's next point: the end of the segment starting at ``AT``
+N = "_n"  # the number of events (rows) in a pane, or in the window at a point
+
+
+@dataclass(frozen=True)
+class _Measure:
+    """One column a pane keeps for an aggregate argument, and how panes combine it."""
+
+    name: str
+    sql: str  # over an event (its argument and multiplicity ``_d``)
+    combine: str  # sum, min or max
+    dtype: DataType
+
+
+class SlicedAggregateOperator(Operator):
+    """count, sum, avg, min and max per group over a time window, from panes (see module)."""
+
+    def __init__(self, node: SlicedAggregate, rt: Runtime):
+        super().__init__(node, rt)
+        self.views = SqlViews(rt.spark, "sliced")
+        agg = node.aggregate
+        spec = node.window.spec
+        if isinstance(spec, CutSpec):
+            self.step_len, self.length = spec.by, spec.by * spec.chunks
+            self.pane_end = f"`_t` - pmod(`_t`, {spec.by}) + {spec.by}"
+        else:
+            assert isinstance(spec, RangeSpec) and spec.slide
+            self.step_len, self.length = spec.slide, spec.size
+            self.pane_end = f"`_t` + pmod(-`_t`, {spec.slide})"
+        self.keys = list(agg.keys)
+        arg_types = {f.name: f.dataType for f in agg.child.schema.fields}
+        self.measures: dict[str, _Measure] = {}
+        self.values: dict[str, str] = {}  # output column -> SQL over a point's measures
+        out_types = {f.name: f.dataType for f in agg.schema.fields}
+        for call in agg.aggs:
+            out = out_types[call.name].simpleString()
+            if call.arg is None:
+                self.values[call.name] = f"CAST(`{N}` AS {out})"
+                continue
+            i = list(arg_types).index(call.arg)
+            arg, dtype = q(call.arg), arg_types[call.arg]
+            count = self.measure(f"_c{i}", f"CASE WHEN {arg} IS NOT NULL THEN `_d` ELSE 0 END",
+                                 "sum", LongType())
+            if call.func == "count":
+                self.values[call.name] = f"CAST({count} AS {out})"
+            elif call.func in ("sum", "avg"):
+                acc = accumulator_type(dtype)
+                total = self.measure(f"_s{i}", f"CAST({arg} * `_d` AS {acc.simpleString()})",
+                                     "sum", acc)
+                if call.func == "sum":
+                    value = f"CAST({total} AS {out})"
+                elif isinstance(out_types[call.name], DoubleType):
+                    value = f"CAST({total} AS DOUBLE) / CAST({count} AS DOUBLE)"
+                else:
+                    value = f"CAST({total} / {count} AS {out})"
+                self.values[call.name] = f"CASE WHEN {count} > 0 THEN {value} END"
+            else:
+                extreme = self.measure(f"_{call.func}{i}", arg, call.func, dtype)
+                self.values[call.name] = f"CAST({extreme} AS {out})"
+        self.names = [f.name for f in agg.schema.fields]
+        self.panes = self.state(StructType([
+            StructField(GROUP_HASH, LongType()),
+            *[f for f in agg.child.schema.fields if f.name in self.keys],
+            StructField(PANE_END, LongType()), StructField(N, LongType()),
+            *[StructField(m.name, m.dtype) for m in self.measures.values()]]), "panes",
+            GROUP_HASH)
+        self.events_sql = self.build_events_sql(node)
+        # the stream's events of the last ``history`` (before the filters): what a window
+        # over the same stream added later starts from (``history``, DESIGN 4.2)
+        self.history_length = self.length + self.step_len
+        stream = node.child.schema.fields
+        self.log = self.state(StructType([*stream, StructField("_t", LongType()),
+                                          StructField("_d", LongType())]), "window-events")
+        self.log_sql = f"SELECT {', '.join(q(f.name) for f in stream)}, `_t`, `_d` FROM {{inp}}"
+        self.started = False  # has emitted: segments that began before lo were emitted
+
+    def measure(self, name: str, sql: str, combine: str, dtype: DataType) -> str:
+        """Keep ``sql`` per pane (once, however many calls read it); its column, quoted."""
+        self.measures.setdefault(name, _Measure(name, sql, combine, dtype))
+        return q(name)
+
+    # -- SQL text, built once ----------------------------------------------------------------
+    def build_events_sql(self, node: SlicedAggregate) -> str:
+        """The input's events through the filters and projections below the aggregate."""
+        src = "{inp}"
+        for step in node.steps():
+            if isinstance(step, Filter):
+                src = f"(SELECT * FROM {src} WHERE {step.predicate})"
+            else:
+                assert isinstance(step, Project)
+                exprs = ", ".join(f"{sql} AS {q(name)}" for name, sql in step.exprs)
+                src = f"(SELECT {exprs}, `_t`, `_d` FROM {src})"
+        return src
+
+    def key_list(self, *extra: str) -> str:
+        """The group hash, the keys and ``extra`` columns, comma-separated."""
+        return ", ".join([q(GROUP_HASH), *map(q, self.keys), *extra])
+
+    def group_hash(self) -> str:
+        """The group hash ``_g`` of an event; every frame of the operator after the pane
+        sums is partitioned by it alone, so grouping per (group, pane), per (group, point)
+        and the per-group sort need no shuffle of their own (as ``GroupKeys``).
+        """
+        if not self.keys:
+            return "CAST(0 AS BIGINT)"
+        return f"xxhash64({', '.join(map(q, self.keys))})"
+
+    def panes_sql(self, with_old: bool) -> str:
+        """The cycle's events summed per (group, pane) map-side, before the shuffle, then
+        merged with the panes kept from earlier cycles.
+        """
+        measures = "".join(f", {m.combine}({m.sql}) AS {q(m.name)}"
+                           for m in self.measures.values())
+        by = self.key_list(q(PANE_END))
+        partial = (f"SELECT {by}, sum(`_d`) AS `{N}`{measures} "
+                   f"FROM (SELECT *, {self.pane_end} AS {q(PANE_END)}, {self.group_hash()} AS "
+                   f"{q(GROUP_HASH)} FROM {self.events_sql}) WHERE `_d` > 0 GROUP BY {by}")
+        if with_old:
+            columns = ", ".join(q(f.name) for f in self.panes.schema.fields)
+            partial = f"SELECT {columns} FROM {{old}} UNION ALL SELECT {columns} FROM ({partial})"
+        merged = "".join(f", {m.combine}({q(m.name)}) AS {q(m.name)}"
+                         for m in self.measures.values())
+        return (f"SELECT {by}, sum(`{N}`) AS `{N}`{merged} FROM ({partial} "
+                f"DISTRIBUTE BY {q(GROUP_HASH)}) GROUP BY {by}")
+
+    def points_sql(self) -> str:
+        """Each pane enters the window at its end and leaves ``length`` later: the points
+        where a group's value may change, with the change in count and sums (and the
+        pane's own min and max where it enters).
+        """
+        enter = [q(m.name) for m in self.measures.values()]
+        leave = [f"-{q(m.name)}" if m.combine == "sum"
+                 else f"CAST(NULL AS {m.dtype.simpleString()})"
+                 for m in self.measures.values()]
+        names = ", ".join([q(AT), q(N), *(q(m.name) for m in self.measures.values())])
+        both = ", ".join([q(PANE_END), q(N), *enter,
+                          f"{q(PANE_END)} + {self.length}", f"-{q(N)}", *leave])
+        merged = "".join(f", {m.combine}({q(m.name)}) AS {q(m.name)}"
+                         for m in self.measures.values())
+        by = self.key_list(q(AT))
+        return (f"SELECT {by}, sum(`{N}`) AS `{N}`{merged} FROM (SELECT {self.key_list()}, "
+                f"stack(2, {both}) AS ({names}) FROM {{panes}}) GROUP BY {by}")
+
+    def segments_sql(self, lo: int, hi: int) -> str:
+        """Each group's row over [point, next point) where its window is not empty, for the
+        segments that start before ``hi`` and end at or after ``lo`` (their end is due).
+        """
+        part = f"PARTITION BY {self.key_list()} "
+        order = f"({part}ORDER BY {q(AT)}"
+        running = f"{order} ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)"
+        frame = f"{order} RANGE BETWEEN {self.length - 1} PRECEDING AND CURRENT ROW)"
+        cols = [f"sum(`{N}`) OVER {running} AS `{N}`"]
+        for m in self.measures.values():
+            over = running if m.combine == "sum" else frame
+            cols.append(f"{m.combine}({q(m.name)}) OVER {over} AS {q(m.name)}")
+        run = (f"SELECT {self.key_list(q(AT))}, lead({q(AT)}) OVER {order}) AS {q(NEXT)}, "
+               f"{', '.join(cols)} FROM ({self.points_sql()})")
+        out = ", ".join(q(n) if n in self.keys else f"{self.values[n]} AS {q(n)}"
+                        for n in self.names)
+        where = [f"`{N}` > 0"]
+        if hi != TIME_MAX:
+            where.append(f"{q(AT)} < {hi}")
+        if lo != TIME_MIN:
+            where.append(f"{q(NEXT)} >= {lo}")
+        return (f"SELECT {out}, {q(AT)} AS {q(FROM)}, {q(NEXT)} AS {q(TO)} FROM ({run}) "
+                f"WHERE {' AND '.join(where)}")
+
+    def changes_sql(self, lo: int, hi: int, fresh: bool) -> str:
+        """+1 where a segment starts in [lo, hi), -1 where one ends in it.
+
+        ``fresh``: nothing was emitted yet, so a segment that began before ``lo`` (from
+        seeded events) starts at ``lo``, and one that ended at ``lo`` does not exist.
+        """
+        names = ", ".join(map(q, self.names))
+        start = q(FROM)
+        starts = f" WHERE {q(FROM)} >= {lo}" if lo != TIME_MIN else ""
+        ends = f" AND {q(TO)} < {hi}" if hi != TIME_MAX else ""
+        if fresh and lo != TIME_MIN:
+            start = f"greatest({q(FROM)}, {lo})"
+            starts = f" WHERE {q(TO)} > {lo}"
+            ends += f" AND {q(TO)} > {lo}"
+        return (f"SELECT {names}, {start} AS `_t`, CAST(1 AS BIGINT) AS `_d` "
+                f"FROM {{seg}}{starts} UNION ALL "
+                f"SELECT {names}, {q(TO)} AS `_t`, CAST(-1 AS BIGINT) AS `_d` "
+                f"FROM {{seg}} WHERE {q(TO)} IS NOT NULL{ends}")
+
+    # -- the cycle ---------------------------------------------------------------------------
+    def step(self, inputs: list[Slice]) -> Slice:  # noqa: D102
+        (inp,) = inputs
+        lo, hi = inp.lo, inp.hi
+        sql = self.views.sql
+        old = self.panes.get()
+        if inp.df is None and old is None:
+            return Slice(None, lo, hi)
+        if inp.df is None:
+            assert old is not None
+            panes = old
+        else:
+            self.keep_history(inp.df, hi)
+            views = {"inp": inp.df} if old is None else {"inp": inp.df, "old": old}
+            panes = self.rt.cache_for_cycle(sql(self.panes_sql(old is not None), **views))
+        # a pane is needed while it is in a window at or after hi, or leaves at hi
+        self.panes.set(None if hi == TIME_MAX else
+                       sql(f"SELECT * FROM {{p}} WHERE {q(PANE_END)} >= {hi - self.length}",
+                           p=panes))
+        segments = self.rt.cache_for_cycle(sql(self.segments_sql(lo, hi), panes=panes))
+        changes = sql(self.changes_sql(lo, hi, fresh=not self.started), seg=segments)
+        self.started = True
+        return Slice(changes, lo, hi, segments)
+
+    def keep_history(self, events: DataFrame, hi: int) -> None:
+        """Add the cycle's events to the log; drop those older than ``history_length``."""
+        old = self.log.get()
+        if hi == TIME_MAX:
+            self.log.set(None)
+            return
+        new = self.views.sql(f"{self.log_sql} WHERE `_d` > 0", inp=events)
+        if old is not None:
+            new = old.where(f"`_t` >= {hi - self.history_length}").unionByName(new)
+        self.log.set(new)
+
+    def covers(self, at: int, length: int) -> bool:
+        """Whether the log holds every event of [at - length, at) (see ``history``)."""
+        return length <= self.history_length and self.position == at
+
+    def history(self, at: int, length: int) -> DataFrame | None:
+        """The stream's events in [at - length, at) as this operator logged them (``covers``
+        says whether its log reaches back that far); None when there were none.
+        """
+        log = self.log.get()
+        return log if log is None else log.where(f"`_t` >= {at - length} AND `_t` < {at}")
+
+    def contents(self, children: list[DataFrame | None], at: int) -> DataFrame | None:
+        """Each group's row once every change before ``at`` (the operator's position) is
+        applied: the panes that entered before ``at`` and have not left before it.
+        """
+        panes = self.panes.get()
+        if panes is None:
+            return None
+        out = ", ".join(q(n) if n in self.keys else f"{self.values[n]} AS {q(n)}"
+                        for n in self.names)
+        inside = f"(SELECT * FROM {{p}} WHERE {q(PANE_END)} < {at} " \
+                 f"AND {q(PANE_END)} >= {at - self.length})"
+        df = self.views.sql(f"SELECT {out} FROM ({self.group_sql(inside)}) WHERE `{N}` > 0",
+                            p=panes)
+        return as_changes_at(df, self.names, None, at)
+
+    def group_sql(self, source: str) -> str:
+        """Rows of ``source`` (pane columns) merged per group."""
+        measures = "".join(f", {m.combine}({q(m.name)}) AS {q(m.name)}"
+                           for m in self.measures.values())
+        return (f"SELECT {self.key_list()}, sum(`{N}`) AS `{N}`{measures} FROM {source} "
+                f"GROUP BY {self.key_list()}")
