@@ -139,15 +139,20 @@ class Runtime:
         parts: list[DataFrame] = []
         counted = counted or {}
         count_ids = {key: _COUNT_BASE + i for i, key in enumerate(counted)}
-        for key, df in counted.items():
-            parts.append(df.agg(F.count(F.lit(1)).alias("_n"))
-                         .select(F.lit(count_ids[key]).alias("_sid"), "_n"))
         states = [st for st in dict.fromkeys(self.changed_states) if st.df is not None]
+        # every count (and earliest instant) in one grouping: one small shuffle, not one
+        # stage per frame
+        tagged = [df.select(F.lit(count_ids[key]).alias("_sid"),
+                            F.lit(None).cast("long").alias("_m"))
+                  for key, df in counted.items()]
         for i, st in enumerate(states):
             assert st.df is not None
-            least = F.min(col(T)) if T in st.df.columns else F.lit(None).cast("long")
-            parts.append(st.df.agg(F.count(F.lit(1)).alias("_n"), least.alias("_m"))
-                         .select(F.lit(i).alias("_sid"), "_n", "_m"))
+            least = col(T) if T in st.df.columns else F.lit(None).cast("long")
+            tagged.append(st.df.select(F.lit(i).alias("_sid"), least.alias("_m")))
+        summaries = union_all(tagged)
+        if summaries is not None:
+            parts.append(summaries.groupBy("_sid").agg(F.count(F.lit(1)).alias("_n"),
+                                                       F.min("_m").alias("_m")))
         names = list(outputs)
         for j, name in enumerate(names):
             df = outputs[name]
