@@ -970,9 +970,10 @@ class Engine:
         for node, op in self.plan.ops.items():
             ops.append((fingerprint(node), op))
         ops.append(("sink-shared-intervals", self.intervals))  # type: ignore[arg-type]
-        for family in self.plan.all_families():
-            for op in family.operators():
-                ops.append((f"family-{fingerprint(op.node)}", op))
+        family_ops = [op for f in self.plan.all_families() for op in f.operators()]
+        family_ops += [op for g in self.plan.all_sliced_families() for op in g.operators()]
+        for op in family_ops:
+            ops.append((f"family-{fingerprint(op.node)}", op))
         for scan in self.scans.values():
             if scan.node not in self.plan.ops:
                 ops.append((fingerprint(scan.node), scan))

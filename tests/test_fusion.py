@@ -14,6 +14,7 @@ from oracle import Win, aggregate, output, window
 from scenarios import engine_records, per_case
 
 from sparkcq import Engine
+from sparkcq.plan.nodes import SlicedAggregate, walk
 
 STREAM = "CREATE STREAM s (k STRING, v DOUBLE, w BIGINT, t BIGINT) WITH (event_time='t')"
 QUERIES = {
@@ -170,3 +171,63 @@ def test_group_by_without_aggregates_alone_and_in_a_family(spark):
         if "h" in got:
             assert got["h"] == [("a", 1, 1, 13), ("a", 2, 12, 22)]
         eng.stop()
+
+
+# -- sliced families: window aggregates of several queries from one set of panes ----------
+SLICED = {
+    "a": "SELECT k, sum(v) AS x, min(v) AS lo FROM s [RANGE 10 SLIDE 2] GROUP BY k",
+    "d": "SELECT k, max(v) AS hi, min(w) AS lw FROM s [RANGE 10 SLIDE 2] GROUP BY k",
+    # added while a and d run: avg(v) is new, the family is rebuilt from the stream's history
+    "c": "SELECT k, avg(v) AS m, min(v) AS lo FROM s [RANGE 10 SLIDE 2] GROUP BY k",
+    # added after d is dropped: only calls the family computes already
+    "e": "SELECT k, min(w) AS lw, sum(v) + 1 AS x1 FROM s [RANGE 10 SLIDE 2] GROUP BY k "
+         "HAVING min(w) > 0",
+}
+SLICED_REFERENCE = {
+    "a": ([("x", lambda rs: sum(_vs(rs, "v"))), ("lo", lambda rs: min(_vs(rs, "v")))],
+          None, None),
+    "c": ([("m", lambda rs: sum(_vs(rs, "v")) / len(rs)), ("lo", lambda rs: min(_vs(rs, "v")))],
+          None, 10),
+    "e": ([("lw", lambda rs: min(_vs(rs, "w"))), ("x1", lambda rs: sum(_vs(rs, "v")) + 1)],
+          lambda rs: min(_vs(rs, "w")) > 0, 30),
+}
+
+
+def run_sliced(spark, fuse: bool) -> tuple[dict[str, pd.DataFrame], Engine]:
+    eng = Engine(spark=spark, fuse=fuse)
+    eng.execute(STREAM)
+    for name in "ad":
+        eng.execute(f"CREATE QUERY {name} AS {SLICED[name]}")
+    eng.push("s", EVENTS[:10], watermark=10)
+    eng.run_until_idle()
+    eng.execute(f"CREATE QUERY c AS {SLICED['c']}")
+    eng.push("s", EVENTS[10:30], watermark=30)
+    eng.run_until_idle()
+    eng.execute("DROP QUERY d")
+    eng.execute(f"CREATE QUERY e AS {SLICED['e']}")
+    eng.push("s", EVENTS[30:], watermark=100)
+    eng.end_input("s")
+    eng.run_until_idle()
+    return {q: sorted_frame(eng.results(q)) for q in "ace"}, eng
+
+
+def test_sliced_families_give_what_one_operator_per_query_gives(spark):
+    fused, eng = run_sliced(spark, fuse=True)
+    (family,) = eng.plan.all_sliced_families()
+    assert set(family.members) == {n for q in "ace" for n in walk(eng.catalog.query(q).plan)
+                                   if isinstance(n, SlicedAggregate)}
+    # sum v, min v, max v, min w, avg v: d's calls stay until the family empties
+    assert len(family.calls) == 5
+    for q in "ace":
+        eng.drop("QUERY", q)
+    assert not eng.plan.all_sliced_families()
+    assert eng.metrics()["total_state_rows"] == 0
+    alone, _ = run_sliced(spark, fuse=False)
+    for q in fused:
+        calls, having, start = SLICED_REFERENCE[q]
+        rel = aggregate(window(EVENTS, Win("slide", 10, 2), ("k", "v", "w", "t")), ("k",),
+                        calls, having)
+        want = output(rel if start is None else rel.clip(start), "")
+        assert len(fused[q]) > 5, q
+        assert per_case(engine_records(fused[q], "intervals")) == per_case(want), q
+        pd.testing.assert_frame_equal(fused[q], alone[q], check_dtype=False)

@@ -106,6 +106,7 @@ class Runtime:
     spark: SparkSession
     partitions: int = 2
     cycle_frames: list[DataFrame] = field(default_factory=list)
+    kept: list[DataFrame] = field(default_factory=list)  # cycle frames to keep if committed
     released: list[DataFrame] = field(default_factory=list)
     changed_states: list[StateFrame] = field(default_factory=list)
     jobs: int = 0
@@ -119,6 +120,13 @@ class Runtime:
         df = df.localCheckpoint(eager=False)
         self.cycle_frames.append(df)
         return df
+
+    def keep_after_cycle(self, df: DataFrame) -> None:
+        """Keep a frame cached for the cycle beyond it, if the cycle commits (a failed
+        cycle frees it with the others); its owner frees it later with
+        ``release_at_cycle_end``.
+        """
+        self.kept.append(df)
 
     def release_at_cycle_end(self, df: DataFrame) -> None:
         """Free a checkpointed frame once this cycle no longer reads it."""
@@ -198,12 +206,15 @@ class Runtime:
 
     def end_cycle(self) -> None:
         """Drop the cycle's caches and the state frames replaced during the cycle."""
+        kept = {id(df) for df in self.kept}
         for df in self.cycle_frames:
-            unpersist_checkpoint(df)
+            if id(df) not in kept:
+                unpersist_checkpoint(df)
         for df in self.released:
             unpersist_checkpoint(df)
         self.cycle_frames.clear()
         self.released.clear()
+        self.kept.clear()
 
     def abort_cycle(self) -> None:
         """Forget a failed cycle: free its caches, keep the states it meant to replace."""
@@ -211,6 +222,7 @@ class Runtime:
             unpersist_checkpoint(df)
         self.cycle_frames.clear()
         self.released.clear()
+        self.kept.clear()
         self.changed_states.clear()
 
     def empty(self, schema: StructType) -> DataFrame:

@@ -57,7 +57,7 @@ def fusion_key(node: PlanNode) -> FusionKey | None:
 
 
 @dataclass
-class _Columns:
+class StableNames:
     """Stable names of the family's projected arguments and calls: a name is never reused,
     so members keep their columns when the family is rebuilt.
     """
@@ -82,7 +82,7 @@ class AggregateFamily:
         self.base, self.key_sqls = key
         self.rt = rt
         self.members: dict[Aggregate, list[tuple[str, str]]] = {}  # output col -> family col
-        self.names = _Columns()
+        self.names = StableNames()
         self.arg_types: dict[str, DataType] = {}
         self.op: AggregateOperator | None = None
         self.previous: AggregateOperator | None = None  # the running one, until op has run
@@ -233,7 +233,7 @@ class AggregateFamily:
             self.previous = None
 
 
-def _call_column(node: Aggregate, name: str, exprs: dict[str, str], names: _Columns) -> str:
+def _call_column(node: Aggregate, name: str, exprs: dict[str, str], names: StableNames) -> str:
     call = next(a for a in node.aggs if a.name == name)
     arg_sql = exprs[call.arg] if call.arg is not None else None
     return names.calls[(call.func, arg_sql, call.distinct, call.uda)]

@@ -20,7 +20,13 @@ from sparkcq.plan.nodes import EdgeKind, PlanNode, SlicedAggregate, Window, walk
 from sparkcq.runtime.frames import Runtime, Slice, union_all
 from sparkcq.runtime.fusion import AggregateFamily, FamilyMemberOperator, FusionKey, fusion_key
 from sparkcq.runtime.operators.base import ContentsUnknownError, Operator
-from sparkcq.runtime.operators.sliced_aggregate import SlicedAggregateOperator
+from sparkcq.runtime.operators.scan import ScanOperator
+from sparkcq.runtime.sliced_family import (
+    SlicedFamily,
+    SlicedKey,
+    SlicedMemberOperator,
+    sliced_key,
+)
 
 
 @dataclass(frozen=True)
@@ -50,6 +56,7 @@ class GlobalPlan:
     refs: Counter[PlanNode] = field(default_factory=Counter)
     users: dict[PlanNode, set[str]] = field(default_factory=dict)
     families: dict[FusionKey, list[AggregateFamily]] = field(default_factory=dict)
+    sliced: dict[SlicedKey, list[SlicedFamily]] = field(default_factory=dict)
     fuse: bool = True  # fuse aggregates over one input and keys into families
 
     def add(self, root: PlanNode, query: str,
@@ -66,13 +73,19 @@ class GlobalPlan:
                 if node not in self.ops:
                     key = fusion_key(node) if self.fuse else None
                     op: Operator
-                    if key is not None:
+                    if self.fuse and isinstance(node, SlicedAggregate):
+                        sliced = self.sliced_family_for(node)
+                        op = SlicedMemberOperator(node, sliced)
+                        sliced.add(node)
+                        self.want_history(node)
+                    elif key is not None:
                         family = self.family_for(key)
                         op = FamilyMemberOperator(node, family)  # type: ignore[arg-type]
                         family.add(node)  # type: ignore[arg-type]
                     else:
                         op = make(node)
                         op.seeded_inputs, missing = self.seedable(node.children, node)
+                        self.want_history(node)
                         notes += missing
                     self.ops[node] = op
                 self.refs[node] += 1
@@ -83,6 +96,28 @@ class GlobalPlan:
                 self._release(node, query)
             raise
         return notes
+
+    def want_history(self, node: PlanNode) -> None:
+        """A sliced aggregate's window keeps no elements: its stream keeps the recent
+        events for it, for a window added later to start from (``ScanOperator.history``).
+        """
+        reach = _reach(node) if isinstance(node, SlicedAggregate) else None
+        scan = self.ops.get(node.children[0]) if reach else None
+        if isinstance(scan, ScanOperator) and reach:
+            scan.want_history(reach)
+
+    def sliced_family_for(self, node: SlicedAggregate) -> SlicedFamily:
+        """The sliced family a new sliced aggregate joins: one that can take it, or a new
+        one.
+        """
+        key = sliced_key(node)
+        families = self.sliced.setdefault(key, [])
+        for family in families:
+            if family.can_take(node):
+                return family
+        stream = node.children[0]
+        families.append(SlicedFamily(key, stream, self.ops[stream], self.rt))
+        return families[-1]
 
     def family_for(self, key: FusionKey) -> AggregateFamily:
         """The family a new aggregate joins: one that can take it in, or a new one."""
@@ -108,10 +143,16 @@ class GlobalPlan:
         """Every aggregate family in the plan."""
         return [f for fams in self.families.values() for f in fams]
 
+    def all_sliced_families(self) -> list[SlicedFamily]:
+        """Every sliced family in the plan."""
+        return [f for fams in self.sliced.values() for f in fams]
+
     def state_holders(self) -> list[Operator]:
         """Every operator holding state, each once (family members share their family's)."""
-        own = [op for op in self.ops.values() if not isinstance(op, FamilyMemberOperator)]
-        return own + [op for f in self.all_families() for op in f.operators()]
+        own = [op for op in self.ops.values()
+               if not isinstance(op, FamilyMemberOperator | SlicedMemberOperator)]
+        return (own + [op for f in self.all_families() for op in f.operators()]
+                + [op for g in self.all_sliced_families() for op in g.operators()])
 
     def operators(self, nodes: Iterable[PlanNode]) -> list[Operator]:
         """The operators of ``nodes`` and the family operators behind any members."""
@@ -119,7 +160,7 @@ class GlobalPlan:
         for node in nodes:
             op = self.ops[node]
             out.append(op)
-            if isinstance(op, FamilyMemberOperator):
+            if isinstance(op, FamilyMemberOperator | SlicedMemberOperator):
                 out += op.family.operators()
         return out
 
@@ -150,21 +191,16 @@ class GlobalPlan:
         return frozenset(seeded), notes
 
     def history_of(self, stream: PlanNode, consumer: PlanNode,
-                   ) -> tuple[SlicedAggregateOperator, int] | None:
-        """A running sliced aggregate over ``stream`` whose log holds the events a new
-        window ``consumer`` needs, and how far back it needs them.
+                   ) -> tuple[ScanOperator, int] | None:
+        """The scan of ``stream`` if it kept the recent events a new window ``consumer``
+        starts from (``ScanOperator.history``), and how far back it needs them.
         """
-        spec = consumer.window.spec if isinstance(consumer, SlicedAggregate) else \
-            consumer.spec if isinstance(consumer, Window) else None
-        reach = None if spec is None else window_reach(spec)
-        position = self.ops[stream].position
-        if reach is None or position is None:
+        reach = _reach(consumer)
+        op = self.ops[stream]
+        position = op.position
+        if reach is None or position is None or not isinstance(op, ScanOperator):
             return None
-        for node, op in self.ops.items():
-            if (isinstance(op, SlicedAggregateOperator) and node.children == (stream,)
-                    and op.covers(position, reach)):
-                return op, reach
-        return None
+        return (op, reach) if op.covers(position, reach) else None
 
     def contents(self, node: PlanNode, at: int) -> DataFrame | None:
         """The current contents of a running relation node as +n changes at ``at``."""
@@ -229,6 +265,13 @@ class GlobalPlan:
         op = self.ops.pop(node)
         if isinstance(op, FamilyMemberOperator):
             self.leave_family(op)
+        if isinstance(op, SlicedMemberOperator):
+            assert isinstance(node, SlicedAggregate)
+            op.family.remove(node)
+            if not op.family.members:
+                self.sliced = {k: [f for f in v if f is not op.family]
+                               for k, v in self.sliced.items()}
+                self.sliced = {k: v for k, v in self.sliced.items() if v}
         del self.refs[node]
         self.users.pop(node, None)
         return op
@@ -284,6 +327,8 @@ class GlobalPlan:
         unread = unread or set()
         for family in self.all_families():
             family.active = only
+        for sliced in self.all_sliced_families():
+            sliced.active = only
         for node, op in self.ops.items():
             if only is not None and node not in only:
                 continue
@@ -304,6 +349,15 @@ class GlobalPlan:
         """The cycle's plans are built: families forget this cycle's evaluation and seed."""
         for family in self.all_families():
             family.finish_cycle()
+        for sliced in self.all_sliced_families():
+            sliced.finish_cycle()
+
+
+def _reach(consumer: PlanNode) -> int | None:
+    """How far back a new window (or a sliced aggregate's window) needs its stream's events."""
+    spec = consumer.window.spec if isinstance(consumer, SlicedAggregate) else \
+        consumer.spec if isinstance(consumer, Window) else None
+    return None if spec is None else window_reach(spec)
 
 
 def with_start(inp: Slice, op: Operator, i: int, starts: Starts | None) -> Slice:

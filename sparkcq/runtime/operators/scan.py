@@ -13,7 +13,16 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 from sparkcq.model.rows import RowError
 from sparkcq.model.time import TIME_MAX, TIME_MIN, TimeKind
 from sparkcq.plan.nodes import StreamScan
-from sparkcq.runtime.frames import D, Runtime, Slice, T, col, split_at, union_all
+from sparkcq.runtime.frames import (
+    D,
+    Runtime,
+    Slice,
+    T,
+    col,
+    split_at,
+    union_all,
+    unpersist_checkpoint,
+)
 from sparkcq.runtime.operators.base import FutureBuffer, Operator
 
 TE = "_te"
@@ -87,6 +96,12 @@ class ScanOperator(Operator):
         self.max_dead_letters = max_dead_letters
         self.dead_batches: tuple[tuple[int, int], ...] = ()
         self.rows_in = 0
+        # recent events, for a window added later over this stream to start from (DESIGN
+        # 4.2): each cycle's cached rows with the [lo, hi) it released from them, for
+        # ``history_reach`` of event time, kept since the watermark ``history_since``
+        self.history_reach = 0
+        self.history_since: int | None = None
+        self.recent: tuple[tuple[int, int, DataFrame], ...] = ()
         self.future = (
             FutureBuffer(self, StructType([*node.schema.fields, StructField(T, LongType()),
                                            StructField(D, LongType())]))
@@ -122,9 +137,61 @@ class ScanOperator(Operator):
         merged = union_all([self.pending.get(), good])
         assert merged is not None
         merged = self.rt.cache_for_cycle(merged)
+        self.log_history(merged, lo, hi)
         ready, later = split_at(merged, hi)
         self.pending.set(later)
         return self.emit(ready, lo, hi)
+
+    def want_history(self, reach: int) -> None:
+        """Keep the events of the last ``reach`` of event time from now on (see
+        ``history``); a consumer asks when it is added.
+        """
+        if self.future is not None or reach <= self.history_reach:
+            return
+        self.history_reach = reach
+        if self.history_since is None:
+            self.history_since = self.watermark
+
+    def log_history(self, rows: DataFrame, lo: int, hi: int) -> None:
+        """Remember the cycle's rows (cached for the cycle: kept, not copied) as history."""
+        if not self.history_reach:
+            return
+        if hi == TIME_MAX:
+            for _lo, _hi, frame in self.recent:
+                self.rt.release_at_cycle_end(frame)
+            self.recent = ()
+            return
+        self.rt.keep_after_cycle(rows)
+        kept = []
+        for entry in self.recent:  # history up to lo stays readable in this cycle
+            if entry[1] <= lo - self.history_reach:
+                self.rt.release_at_cycle_end(entry[2])
+            else:
+                kept.append(entry)
+        self.recent = (*kept, (lo, hi, rows))
+
+    def covers(self, at: int, length: int) -> bool:
+        """Whether ``history`` can give every event of [at - length, at)."""
+        return (self.watermark == at and length <= self.history_reach
+                and self.history_since is not None
+                and (self.history_since == TIME_MIN or self.history_since <= at - length))
+
+    def history(self, at: int, length: int) -> DataFrame | None:
+        """The events of [at - length, at) as this stream's edge delivered them (instants,
+        ``_d`` = 1); ``covers`` says whether they are all still kept. None: there were none.
+        """
+        names = [col(f.name) for f in self.scan.schema.fields]
+        parts = [frame.where((col(T) >= F.lit(max(lo, at - length)))
+                             & (col(T) < F.lit(min(hi, at))))
+                 .select(*names, col(T), F.lit(1).cast("long").alias(D))
+                 for lo, hi, frame in self.recent if hi > at - length and lo < at]
+        return union_all(parts)
+
+    def release(self) -> None:  # noqa: D102
+        super().release()
+        for _lo, _hi, frame in self.recent:
+            unpersist_checkpoint(frame)
+        self.recent = ()
 
     def accept(self, raw: DataFrame, lo: int, arrow: pa.Table | None = None) -> DataFrame | None:
         """Add time columns; route null, late and malformed events to the dead letters.

@@ -63,6 +63,7 @@ class SlicedAggregateOperator(Operator):
 
     def __init__(self, node: SlicedAggregate, rt: Runtime):
         super().__init__(node, rt)
+        self.sliced = node
         self.views = SqlViews(rt.spark, "sliced")
         agg = node.aggregate
         spec = node.window.spec
@@ -111,14 +112,10 @@ class SlicedAggregateOperator(Operator):
             *[StructField(m.name, m.dtype) for m in self.measures.values()]]), "panes",
             GROUP_HASH)
         self.events_sql = self.build_events_sql(node)
-        # the stream's events of the last ``history`` (before the filters): what a window
-        # over the same stream added later starts from (``history``, DESIGN 4.2)
-        self.history_length = self.length + self.step_len
-        stream = node.child.schema.fields
-        self.log = self.state(StructType([*stream, StructField("_t", LongType()),
-                                          StructField("_d", LongType())]), "window-events")
-        self.log_sql = f"SELECT {', '.join(q(f.name) for f in stream)}, `_t`, `_d` FROM {{inp}}"
         self.started = False  # has emitted: segments that began before lo were emitted
+        # how far back the stream's events of the window's live elements reach: what a
+        # rebuilt family starts from (``ScanOperator.history``)
+        self.history_length = self.length + self.step_len
 
     def measure(self, name: str, sql: str, combine: str, dtype: DataType) -> str:
         """Keep ``sql`` per pane (once, however many calls read it); its column, quoted."""
@@ -126,15 +123,21 @@ class SlicedAggregateOperator(Operator):
         return q(name)
 
     # -- SQL text, built once ----------------------------------------------------------------
-    def build_events_sql(self, node: SlicedAggregate) -> str:
-        """The input's events through the filters and projections below the aggregate."""
+    def build_events_sql(self, node: SlicedAggregate,
+                         blank: frozenset[str] = frozenset()) -> str:
+        """The input's events through the filters and projections below the aggregate
+        (with the columns named in ``blank`` NULL, see ``evaluate``).
+        """
         src = "{inp}"
         for step in node.steps():
             if isinstance(step, Filter):
                 src = f"(SELECT * FROM {src} WHERE {step.predicate})"
             else:
                 assert isinstance(step, Project)
-                exprs = ", ".join(f"{sql} AS {q(name)}" for name, sql in step.exprs)
+                types = {f.name: f.dataType.simpleString() for f in step.schema.fields}
+                exprs = ", ".join(
+                    f"CAST(NULL AS {types[name]}) AS {q(name)}" if name in blank
+                    else f"{sql} AS {q(name)}" for name, sql in step.exprs)
                 src = f"(SELECT {exprs}, `_t`, `_d` FROM {src})"
         return src
 
@@ -232,7 +235,20 @@ class SlicedAggregateOperator(Operator):
 
     # -- the cycle ---------------------------------------------------------------------------
     def step(self, inputs: list[Slice]) -> Slice:  # noqa: D102
-        (inp,) = inputs
+        run = self.evaluate(inputs[0])
+        if run.segments is None:
+            return run
+        changes = self.changes(run, fresh=not self.started)
+        self.started = True
+        return Slice(changes, run.lo, run.hi, run.segments)
+
+    def evaluate(self, inp: Slice, blank: frozenset[str] = frozenset()) -> Slice:
+        """Merge the slice's events into the panes (the state) and return the segments of
+        [lo, hi) (cached for the cycle), or no segments when no group has a window there.
+
+        ``blank`` names argument columns evaluated as NULL (a family tries one query's
+        part of a cycle alone without evaluating the other queries' expressions).
+        """
         lo, hi = inp.lo, inp.hi
         sql = self.views.sql
         old = self.panes.get()
@@ -242,39 +258,22 @@ class SlicedAggregateOperator(Operator):
             assert old is not None
             panes = old
         else:
-            self.keep_history(inp.df, hi)
             views = {"inp": inp.df} if old is None else {"inp": inp.df, "old": old}
-            panes = self.rt.cache_for_cycle(sql(self.panes_sql(old is not None), **views))
+            text = self.panes_sql(old is not None)
+            if blank:
+                text = text.replace(self.events_sql, self.build_events_sql(self.sliced, blank))
+            panes = self.rt.cache_for_cycle(sql(text, **views))
         # a pane is needed while it is in a window at or after hi, or leaves at hi
         self.panes.set(None if hi == TIME_MAX else
                        sql(f"SELECT * FROM {{p}} WHERE {q(PANE_END)} >= {hi - self.length}",
                            p=panes))
         segments = self.rt.cache_for_cycle(sql(self.segments_sql(lo, hi), panes=panes))
-        changes = sql(self.changes_sql(lo, hi, fresh=not self.started), seg=segments)
-        self.started = True
-        return Slice(changes, lo, hi, segments)
+        return Slice(None, lo, hi, segments)
 
-    def keep_history(self, events: DataFrame, hi: int) -> None:
-        """Add the cycle's events to the log; drop those older than ``history_length``."""
-        old = self.log.get()
-        if hi == TIME_MAX:
-            self.log.set(None)
-            return
-        new = self.views.sql(f"{self.log_sql} WHERE `_d` > 0", inp=events)
-        if old is not None:
-            new = old.where(f"`_t` >= {hi - self.history_length}").unionByName(new)
-        self.log.set(new)
-
-    def covers(self, at: int, length: int) -> bool:
-        """Whether the log holds every event of [at - length, at) (see ``history``)."""
-        return length <= self.history_length and self.position == at
-
-    def history(self, at: int, length: int) -> DataFrame | None:
-        """The stream's events in [at - length, at) as this operator logged them (``covers``
-        says whether its log reaches back that far); None when there were none.
-        """
-        log = self.log.get()
-        return log if log is None else log.where(f"`_t` >= {at - length} AND `_t` < {at}")
+    def changes(self, run: Slice, fresh: bool) -> DataFrame:
+        """The change edge of ``evaluate``'s segments (see ``changes_sql``)."""
+        assert run.segments is not None
+        return self.views.sql(self.changes_sql(run.lo, run.hi, fresh), seg=run.segments)
 
     def contents(self, children: list[DataFrame | None], at: int) -> DataFrame | None:
         """Each group's row once every change before ``at`` (the operator's position) is

@@ -1,0 +1,254 @@
+"""Sliced families: the window aggregates of many queries over one window, from one set of
+panes.
+
+Fifty dashboards over ``readings [RANGE 60 SECONDS SLIDE 10 SECONDS] WHERE value > 0.1``
+grouped by sensor differ only in their aggregates. Their ``SlicedAggregate`` nodes (same
+window input below the argument projection, same group-key expressions) form a family: one
+``SlicedAggregateOperator`` computes the union of their calls, each distinct call once, from
+one pane state and one sort per cycle. A member is a projection of the family's result: its
+columns of the segments, and of the change edge (+1 where a segment starts, -1 where one
+ends; a segment boundary where only another member's value changes gives a -1 and a +1 of
+the same row, which cancel).
+
+Members come and go at run time. A member whose calls the family computes already just
+joins: the panes hold what it needs, and in its first cycle it takes the segments that began
+before the cycle as starting at the cycle's start (as a new query above a shared relation
+does, DESIGN 4.2). A member with new calls makes the family rebuild its operator over the
+union of calls; the rebuilt operator starts from the stream's recent events, which the scan
+keeps for the window's reach (``ScanOperator.history``), so the panes of the new calls are
+as complete as the others. If the stream does not hold them (a derived stream, or history
+kept since too recently), the member starts a family of its own. A dropped member's calls
+are computed until the family empties.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame
+from pyspark.sql.types import StructField, StructType
+
+from sparkcq.plan.nodes import AggCall, Aggregate, PlanNode, Project, SlicedAggregate
+from sparkcq.runtime.frames import FROM, TO, Runtime, Slice, SqlViews, q, union_all
+from sparkcq.runtime.fusion import StableNames, split_aggregate
+from sparkcq.runtime.operators.base import Operator
+from sparkcq.runtime.operators.scan import ScanOperator
+from sparkcq.runtime.operators.sliced_aggregate import SlicedAggregateOperator
+
+SlicedKey = tuple[PlanNode, tuple[str, ...]]
+CallKey = tuple[str, str | None]  # function, argument expression
+
+
+def sliced_key(node: SlicedAggregate) -> SlicedKey:
+    """What sliced aggregates must share to be one family: the window input below the
+    argument projection, and the group-key expressions.
+    """
+    base, exprs, _schema = split_aggregate(node.aggregate)
+    return base, tuple(exprs[k] for k in node.aggregate.keys)
+
+
+@dataclass
+class _Run:
+    """One cycle's evaluation of a family: segments, and the change edge for members that
+    ran before (``changes``) and for members in their first cycle (``fresh_changes``).
+    """
+
+    segments: Slice
+    changes: DataFrame | None = None
+    fresh_changes: DataFrame | None = None
+
+
+class SlicedFamily:
+    """The sliced aggregates over one window input and key list (see the module)."""
+
+    def __init__(self, key: SlicedKey, stream: PlanNode, scan: Operator, rt: Runtime):
+        self.base, self.key_sqls = key
+        self.stream = stream
+        self.scan = scan
+        self.rt = rt
+        self.members: dict[SlicedAggregate, list[tuple[str, str]]] = {}  # out col -> family col
+        self.calls: dict[CallKey, str] = {}
+        self.names = StableNames()
+        self.op: SlicedAggregateOperator | None = None
+        self.previous: SlicedAggregateOperator | None = None  # answers contents until op ran
+        self.reseed_at: int | None = None  # the rebuilt op starts from the history up to it
+        self.fresh: frozenset[SlicedAggregate] = frozenset()  # members yet to run
+        self.active: set[PlanNode] | None = None  # members this cycle evaluates (None: all)
+        self.run: _Run | None = None
+
+    # -- membership (between cycles) ---------------------------------------------------------
+    def new_calls(self, node: SlicedAggregate) -> bool:
+        """Whether ``node`` calls anything the family does not compute yet."""
+        _base, exprs, _schema = split_aggregate(node.aggregate)
+        return any((a.func, exprs[a.arg] if a.arg else None) not in self.calls
+                   for a in node.aggregate.aggs)
+
+    def can_take(self, node: SlicedAggregate) -> bool:
+        """Whether ``node`` can join: the family has not run, computes its calls already,
+        or can be rebuilt from the stream's history.
+        """
+        if self.op is None or self.op.position is None or not self.new_calls(node):
+            return True
+        reach = self.op.history_length
+        return isinstance(self.scan, ScanOperator) and self.scan.covers(self.op.position, reach)
+
+    def add(self, node: SlicedAggregate) -> None:
+        """Take ``node`` in; rebuild the operator if it calls something new."""
+        rebuild = self.op is None or self.new_calls(node)
+        self.members = {**self.members, node: []}
+        self.fresh = self.fresh | {node}
+        if rebuild:
+            self.rebuild()
+        else:
+            self.members[node] = self.columns_of(node)
+
+    def remove(self, node: SlicedAggregate) -> None:
+        """Let ``node`` go (its calls are computed until the family empties)."""
+        self.members = {m: c for m, c in self.members.items() if m != node}
+        self.fresh = self.fresh - {node}
+        if not self.members:
+            self.release()
+
+    def columns_of(self, node: SlicedAggregate) -> list[tuple[str, str]]:
+        """(output column, family column) pairs of a member, in its schema's order."""
+        _base, exprs, _schema = split_aggregate(node.aggregate)
+        keys = {k: f"_k{i}" for i, k in enumerate(node.aggregate.keys)}
+        calls = {a.name: self.calls[(a.func, exprs[a.arg] if a.arg else None)]
+                 for a in node.aggregate.aggs}
+        return [(f.name, keys.get(f.name) or calls[f.name]) for f in node.schema.fields]
+
+    def rebuild(self) -> None:
+        """A new operator over the union of the members' calls; when the old one ran, the
+        new one starts from the stream's history at the old one's position.
+        """
+        key_cols = [f"_k{i}" for i in range(len(self.key_sqls))]
+        exprs = dict(zip(key_cols, self.key_sqls, strict=True))
+        fields: dict[str, StructField] = {}
+        out_fields: dict[str, StructField] = {}
+        calls: dict[str, AggCall] = {}
+        for node in self.members:
+            _base, node_exprs, node_schema = split_aggregate(node.aggregate)
+            in_types = {f.name: f.dataType for f in node_schema.fields}
+            out_types = {f.name: f.dataType for f in node.schema.fields}
+            for k, kc in zip(node.aggregate.keys, key_cols, strict=True):
+                fields[kc] = StructField(kc, in_types[k])
+                out_fields[kc] = StructField(kc, out_types[k])
+            for call in node.aggregate.aggs:
+                arg_sql = node_exprs[call.arg] if call.arg is not None else None
+                arg_col = None
+                if arg_sql is not None and call.arg is not None:
+                    arg_col = self.names.name(self.names.args, arg_sql, "_f")
+                    exprs[arg_col] = arg_sql
+                    fields[arg_col] = StructField(arg_col, in_types[call.arg])
+                name = self.names.name(self.names.calls, (call.func, arg_sql), "_c")
+                self.calls[(call.func, arg_sql)] = name
+                calls[name] = AggCall(call.func, arg_col, False, name)
+                out_fields[name] = StructField(name, out_types[call.name])
+        project = Project(self.base, tuple(exprs.items()), StructType(list(fields.values())))
+        aggregate = Aggregate(project, tuple(key_cols), tuple(calls.values()),
+                              StructType([*[out_fields[k] for k in key_cols],
+                                          *[out_fields[c] for c in calls]]))
+        old = self.op
+        self.op = SlicedAggregateOperator(SlicedAggregate(self.stream, aggregate), self.rt)
+        if old is not None and old.position is not None:
+            self.previous, self.reseed_at = old, old.position
+            self.op.position = old.position
+        elif old is not None:
+            old.release()
+        for node in self.members:
+            self.members[node] = self.columns_of(node)
+
+    def release(self) -> None:
+        """Free every state the family holds."""
+        for op in self.operators():
+            op.release()
+        self.op = self.previous = None
+
+    def operators(self) -> list[Operator]:
+        """The physical operators whose state the family holds (transactions, metrics)."""
+        return [op for op in (self.op, self.previous) if op is not None]
+
+    # -- the cycle ---------------------------------------------------------------------------
+    def evaluate(self, base: Slice) -> _Run:
+        """The cycle's segments and change edges, computed once for every member."""
+        if self.run is not None:
+            return self.run
+        assert self.op is not None
+        inp = base
+        if self.reseed_at is not None:
+            if base.hi <= self.reseed_at:  # the stream stayed where the history ends
+                self.run = _Run(Slice(None, base.lo, base.hi))
+                return self.run
+            assert isinstance(self.scan, ScanOperator)
+            history = self.scan.history(self.reseed_at, self.op.history_length)
+            inp = Slice(union_all([history, base.df]), base.lo, base.hi)
+        blank: frozenset[str] = frozenset()
+        if self.active is not None and not set(self.members) <= self.active:
+            live = {c for m in self.active if m in self.members for _out, c in self.members[m]}
+            agg = self.op.node
+            assert isinstance(agg, SlicedAggregate)
+            blank = frozenset(a.arg for a in agg.aggregate.aggs
+                              if a.arg is not None and a.name not in live)
+        segments = self.op.evaluate(inp, blank)
+        self.run = _Run(segments)
+        if segments.segments is not None:
+            if set(self.members) - self.fresh:
+                self.run.changes = self.op.changes(segments, fresh=False)
+            if self.fresh:
+                self.run.fresh_changes = self.op.changes(segments, fresh=True)
+        self.op.position = base.hi
+        return self.run
+
+    def finish_cycle(self) -> None:
+        """The cycle was built: fresh members have run, a reseed is spent."""
+        if self.run is None:
+            return
+        if self.run.segments.segments is None and self.reseed_at is not None:
+            self.run = None  # still to start from the history, as it was
+            return
+        self.run, self.fresh, self.reseed_at, self.active = None, frozenset(), None, None
+        if self.previous is not None:
+            self.previous.release()
+            self.previous = None
+
+
+class SlicedMemberOperator(Operator):
+    """One query's sliced aggregate, a projection of its family's evaluation."""
+
+    contents_from_inputs = False
+
+    def __init__(self, node: SlicedAggregate, family: SlicedFamily):
+        super().__init__(node, family.rt)
+        self.family = family
+        self.views = SqlViews(family.rt.spark, "sliced_member")
+
+    @property
+    def state_rows(self) -> int:
+        """The rows of the family's state this member shares (counted once in totals)."""
+        return sum(op.state_rows for op in self.family.operators())
+
+    def step(self, inputs: list[Slice]) -> Slice:  # noqa: D102
+        fam = self.family
+        run = fam.evaluate(inputs[0])
+        seg = run.segments
+        if seg.segments is None:
+            return Slice(None, seg.lo, seg.hi)
+        assert isinstance(self.node, SlicedAggregate)
+        changes = run.fresh_changes if self.node in fam.fresh else run.changes
+        assert changes is not None
+        pick = ", ".join(f"{q(src)} AS {q(out)}" for out, src in fam.members[self.node])
+        return Slice(self.views.sql(f"SELECT {pick}, `_t`, `_d` FROM {{c}}", c=changes),
+                     seg.lo, seg.hi,
+                     self.views.sql(f"SELECT {pick}, {q(FROM)}, {q(TO)} FROM {{s}}",
+                                    s=seg.segments))
+
+    def contents(self, children: list[DataFrame | None], at: int) -> DataFrame | None:
+        """The member's rows now, from the family's operator that ran last."""
+        fam = self.family
+        op = fam.previous if fam.previous is not None else fam.op
+        assert op is not None and isinstance(self.node, SlicedAggregate)
+        rows = op.contents([], at)
+        if rows is None:
+            return None
+        pick = ", ".join(f"{q(src)} AS {q(out)}" for out, src in fam.members[self.node])
+        return self.views.sql(f"SELECT {pick}, `_t`, `_d` FROM {{r}}", r=rows)
