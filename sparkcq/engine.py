@@ -115,7 +115,12 @@ from sparkcq.runtime.functions import (
     register_python_function,
     ship_module_by_value,
 )
-from sparkcq.runtime.fused_outputs import QueryTail, find_tail, tail_changes
+from sparkcq.runtime.fused_outputs import (
+    QueryTail,
+    find_tail,
+    sliced_tail_changes,
+    tail_changes,
+)
 from sparkcq.runtime.fusion import AggregateFamily
 from sparkcq.runtime.global_plan import GlobalPlan, waiting_starts, with_start
 from sparkcq.runtime.lowering import lower
@@ -130,6 +135,7 @@ from sparkcq.runtime.operators.shared_output import (
     output_shapes,
     split_by_query,
 )
+from sparkcq.runtime.sliced_family import SlicedFamily
 from sparkcq.runtime.transaction import CycleTransaction
 from sparkcq.scripts import CatalogNames, Created, script_failure, statement_head
 from sparkcq.session import make_session, spark_alive
@@ -804,7 +810,7 @@ class Engine:
             outputs: dict[str, DataFrame] = {}
             encoded: list[DataFrame] = []
             tails: dict[int, list[QueryTail]] = {}  # by family, see runtime/fused_outputs.py
-            families: dict[int, AggregateFamily] = {}
+            families: dict[int, AggregateFamily | SlicedFamily] = {}
             for run in runs:
                 changes = with_start(slices[run.info.plan], run.formatter, 0, starts)
                 run.formatter.seeded_inputs = waiting_starts([slices[run.info.plan]],
@@ -834,7 +840,11 @@ class Engine:
                 if out_df is not None and self.count_rows:
                     counted[i] = out_df
             for key, family in families.items():
-                if family.run is not None and family.run.df is not None:
+                if isinstance(family, SlicedFamily):
+                    sliced = sliced_tail_changes(family, tails[key])
+                    if sliced is not None:
+                        encoded.append(sliced)
+                elif family.run is not None and family.run.df is not None:
                     encoded.append(tail_changes(family, family.run.df, tails[key]))
             self.plan.finish_families()
             shapes = output_shapes((r.qid, r.info.name, r.info.plan.schema, r.output.timestamp)

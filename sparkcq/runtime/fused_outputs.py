@@ -21,11 +21,13 @@ import sqlglot.expressions as exp
 from pyspark.sql import DataFrame
 from pyspark.sql.types import StructType
 
-from sparkcq.plan.nodes import Aggregate, Filter, PlanNode, Project
-from sparkcq.runtime.frames import D, T, q
+from sparkcq.model.time import TIME_MIN
+from sparkcq.plan.nodes import Aggregate, Filter, PlanNode, Project, SlicedAggregate
+from sparkcq.runtime.frames import FROM, TO, D, T, q
 from sparkcq.runtime.fusion import AggregateFamily, FamilyMemberOperator
 from sparkcq.runtime.operators.aggregate import seed_time_sql
 from sparkcq.runtime.operators.shared_output import QID, ROW, json_options_sql, normalised_sql
+from sparkcq.runtime.sliced_family import SlicedFamily, SlicedMemberOperator
 
 
 @dataclass(frozen=True)
@@ -33,7 +35,7 @@ class QueryTail:
     """A query's stateless steps above a family member, bottom up."""
 
     qid: int
-    member: FamilyMemberOperator
+    member: FamilyMemberOperator | SlicedMemberOperator
     steps: tuple[Filter | Project, ...]
     schema: StructType
 
@@ -46,9 +48,50 @@ def find_tail(root: PlanNode, ops: Mapping[PlanNode, object], qid: int) -> Query
         steps.append(node)
         node = node.child
     op = ops.get(node)
-    if not isinstance(op, FamilyMemberOperator):
+    if not isinstance(op, FamilyMemberOperator | SlicedMemberOperator):
         return None
     return QueryTail(qid, op, tuple(reversed(steps)), root.schema)
+
+
+def _record(tail: QueryTail, mapping: dict[str, str], conds: list[str], t: str,
+            sign: int) -> str:
+    """One encoded change of ``tail``'s query (see ``tail_changes_sql``), or NULL."""
+    for step in tail.steps:
+        if isinstance(step, Filter):
+            conds.append(f"coalesce({substitute(step.predicate, mapping)}, false)")
+        else:
+            mapping = {name: substitute(e, mapping) for name, e in step.exprs}
+    row = ", ".join(f"{normalised_sql(mapping[f.name], f.dataType)} AS {q(f.name)}"
+                    for f in tail.schema.fields)
+    record = (f"named_struct('{QID}', {tail.qid}, '{ROW}', "
+              f"to_json(struct({row}), {json_options_sql()}), '{T}', {t}, "
+              f"'{D}', CAST({sign} AS BIGINT))")
+    return f"CASE WHEN {' AND '.join(conds)} THEN {record} END"
+
+
+def sliced_tail_changes(family: SlicedFamily, tails: list[QueryTail]) -> DataFrame | None:
+    """All ``tails``' encoded changes of this cycle from a sliced family's segments: +1
+    where a segment starts in the cycle, -1 where it ends (as ``changes_sql``), where the
+    query's filters hold.
+    """
+    run = family.run
+    if run is None or run.segments.segments is None:
+        return None
+    lo, hi = run.segments.lo, run.segments.hi
+    parts = []
+    for tail in tails:
+        member = tail.member.node
+        assert isinstance(member, SlicedAggregate)
+        mapping = {out: q(src) for out, src in family.members[member]}
+        fresh = member in family.fresh and lo != TIME_MIN
+        start = f"greatest({q(FROM)}, {lo})" if fresh else q(FROM)
+        begins = [f"{q(TO)} > {lo}" if fresh else f"{q(FROM)} >= {lo}"]
+        ends = [f"{q(TO)} IS NOT NULL", f"{q(TO)} < {hi}", *([f"{q(TO)} > {lo}"] if fresh
+                                                             else [])]
+        parts.append(_record(tail, mapping, begins, start, 1))
+        parts.append(_record(tail, mapping, ends, q(TO), -1))
+    text = f"inline(filter(array({', '.join(parts)}), x -> x IS NOT NULL))"
+    return run.segments.segments.selectExpr(text)
 
 
 def substitute(sql: str, mapping: dict[str, str]) -> str:
@@ -67,7 +110,6 @@ def tail_changes_sql(family: AggregateFamily, tails: list[QueryTail]) -> str:
     """One generator expression producing (query, row text, instant, change) for ``tails``."""
     assert family.op is not None
     parts = []
-    options = json_options_sql()
     for tail in tails:
         member = tail.member.node
         assert isinstance(member, Aggregate)
@@ -78,17 +120,9 @@ def tail_changes_sql(family: AggregateFamily, tails: list[QueryTail]) -> str:
         for sign, present, prefix in ((-1, "`_pn` > 0", "_p"), (1, "`_n` > 0", "")):
             mapping = {out: q(src) if src in keys else q(prefix + src) for out, src in columns}
             conds = [f"({changed})", present]
-            for step in tail.steps:
-                if isinstance(step, Filter):
-                    conds.append(f"coalesce({substitute(step.predicate, mapping)}, false)")
-                else:
-                    mapping = {name: substitute(e, mapping) for name, e in step.exprs}
-            row = ", ".join(f"{normalised_sql(mapping[f.name], f.dataType)} AS {q(f.name)}"
-                            for f in tail.schema.fields)
-            record = (f"named_struct('{QID}', {tail.qid}, '{ROW}', "
-                      f"to_json(struct({row}), {options}), '{T}', {t}, "
-                      f"'{D}', CAST({sign} AS BIGINT))")
-            parts.append(f"CASE WHEN {' AND '.join(conds)}{when_time} THEN {record} END")
+            if when_time:
+                conds.append(when_time.removeprefix(" AND "))
+            parts.append(_record(tail, mapping, conds, t, sign))
     return f"inline(filter(array({', '.join(parts)}), x -> x IS NOT NULL))"
 
 

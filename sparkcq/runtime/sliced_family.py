@@ -242,6 +242,13 @@ class SlicedMemberOperator(Operator):
                      self.views.sql(f"SELECT {pick}, {q(FROM)}, {q(TO)} FROM {{s}}",
                                     s=seg.segments))
 
+    def pass_unread(self, inputs: list[Slice]) -> Slice:
+        """The family is evaluated (its segments feed fused query outputs); the member's
+        own output is not built.
+        """
+        seg = self.family.evaluate(inputs[0]).segments
+        return Slice(None, seg.lo, seg.hi)
+
     def contents(self, children: list[DataFrame | None], at: int) -> DataFrame | None:
         """The member's rows now, from the family's operator that ran last."""
         fam = self.family
