@@ -909,6 +909,8 @@ class Engine:
             if not isinstance(op, ScanOperator):
                 op.release()
         run.formatter.release()
+        if run.qid is not None and not any(r.qid is not None for r in self.running.values()):
+            self.intervals.open.set(None)  # the last query it formatted: nothing stays open
 
     def _write_sinks(self, runs: list[_Running], tables: dict[str, pa.Table]) -> None:
         """Hand each sink the cycle's records of all its queries at once."""

@@ -17,15 +17,17 @@ from sparkcq import Engine
 from sparkcq.plan.nodes import SlicedAggregate, walk
 
 STREAM = "CREATE STREAM s (k STRING, v DOUBLE, w BIGINT, t BIGINT) WITH (event_time='t')"
+# over a ROWS window: time windows' aggregates of count, sum, avg, min and max run from
+# panes (the sliced families below); these take the general, change-based family
 QUERIES = {
-    "a": "SELECT k, sum(v) AS x, min(v) AS lo FROM s [RANGE 10] GROUP BY k",
+    "a": "SELECT k, sum(v) AS x, min(v) AS lo FROM s [ROWS 10] GROUP BY k",
     "b": "SELECT k, max(w * 2) AS hi, count(DISTINCT w) AS dw, count(*) AS n "
-         "FROM s [RANGE 10] GROUP BY k HAVING count(*) > 1",
-    "d": "SELECT k, max(v) AS hi, min(w) AS lw FROM s [RANGE 10] GROUP BY k",
+         "FROM s [ROWS 10] GROUP BY k HAVING count(*) > 1",
+    "d": "SELECT k, max(v) AS hi, min(w) AS lw FROM s [ROWS 10] GROUP BY k",
     # added while the others run (joins the running family) ...
-    "c": "SELECT k, avg(v) AS m, min(v) AS lo FROM s [RANGE 10] GROUP BY k",
+    "c": "SELECT k, avg(v) AS m, min(v) AS lo FROM s [ROWS 10] GROUP BY k",
     # ... and after d is dropped (the family is rebuilt without d's calls)
-    "e": "SELECT k, max(w) AS m, sum(w) + 1 AS s1 FROM s [RANGE 10] GROUP BY k "
+    "e": "SELECT k, max(w) AS m, sum(w) + 1 AS s1 FROM s [ROWS 10] GROUP BY k "
          "HAVING max(w) > 1",
 }
 
@@ -50,7 +52,7 @@ REFERENCE = {
 
 def reference(events: list[dict], query: str) -> list[tuple]:
     calls, having, start = REFERENCE[query]
-    rel = aggregate(window(events, Win("range", 10), ("k", "v", "w", "t")), ("k",), calls,
+    rel = aggregate(window(events, Win("rows", 10), ("k", "v", "w", "t")), ("k",), calls,
                     having)
     return output(rel if start is None else rel.clip(start), "")
 
@@ -63,22 +65,29 @@ EVENTS = [{"k": rng.choice("ab"), "v": float(rng.randint(0, 9)), "w": rng.randin
            "t": t} for rng in [random.Random(7)] for t in range(0, 60)]
 
 
-def run_scenario(spark, fuse: bool) -> tuple[dict[str, pd.DataFrame], str]:
+def run_steps(spark, fuse: bool, queries: dict[str, str], first: str) -> Engine:
+    """``first`` queries from the start, c added at watermark 10, d dropped and e added at
+    30, all of EVENTS pushed; the engine at the end of input.
+    """
     eng = Engine(spark=spark, fuse=fuse)
     eng.execute(STREAM)
-    for name in "abd":
-        eng.execute(f"CREATE QUERY {name} AS {QUERIES[name]}")
-    events = EVENTS
-    eng.push("s", events[:10], watermark=10)
+    for name in first:
+        eng.execute(f"CREATE QUERY {name} AS {queries[name]}")
+    eng.push("s", EVENTS[:10], watermark=10)
     eng.run_until_idle()
-    eng.execute(f"CREATE QUERY c AS {QUERIES['c']}")
-    eng.push("s", events[10:30], watermark=30)
+    eng.execute(f"CREATE QUERY c AS {queries['c']}")
+    eng.push("s", EVENTS[10:30], watermark=30)
     eng.run_until_idle()
     eng.execute("DROP QUERY d")
-    eng.execute(f"CREATE QUERY e AS {QUERIES['e']}")
-    eng.push("s", events[30:], watermark=100)
+    eng.execute(f"CREATE QUERY e AS {queries['e']}")
+    eng.push("s", EVENTS[30:], watermark=100)
     eng.end_input("s")
     eng.run_until_idle()
+    return eng
+
+
+def run_scenario(spark, fuse: bool) -> tuple[dict[str, pd.DataFrame], str]:
+    eng = run_steps(spark, fuse, QUERIES, "abd")
     out = {q: sorted_frame(eng.results(q)) for q in "abce"}
     explain = eng.explain_global()
     for q in "abce":
@@ -194,20 +203,7 @@ SLICED_REFERENCE = {
 
 
 def run_sliced(spark, fuse: bool) -> tuple[dict[str, pd.DataFrame], Engine]:
-    eng = Engine(spark=spark, fuse=fuse)
-    eng.execute(STREAM)
-    for name in "ad":
-        eng.execute(f"CREATE QUERY {name} AS {SLICED[name]}")
-    eng.push("s", EVENTS[:10], watermark=10)
-    eng.run_until_idle()
-    eng.execute(f"CREATE QUERY c AS {SLICED['c']}")
-    eng.push("s", EVENTS[10:30], watermark=30)
-    eng.run_until_idle()
-    eng.execute("DROP QUERY d")
-    eng.execute(f"CREATE QUERY e AS {SLICED['e']}")
-    eng.push("s", EVENTS[30:], watermark=100)
-    eng.end_input("s")
-    eng.run_until_idle()
+    eng = run_steps(spark, fuse, SLICED, "ad")
     return {q: sorted_frame(eng.results(q)) for q in "ace"}, eng
 
 
