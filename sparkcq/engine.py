@@ -976,6 +976,7 @@ class Engine:
             scan.watermark, scan.max_seen, scan.ended = (marks["watermark"], marks["max_seen"],
                                                          marks["ended"])
         self.cycle = saved["cycle"]
+        self.plan.resume()
 
     def _stateful(self) -> list[tuple[str, Operator]]:
         ops: list[tuple[str, Operator]] = []

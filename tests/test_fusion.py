@@ -17,17 +17,15 @@ from sparkcq import Engine
 from sparkcq.plan.nodes import SlicedAggregate, walk
 
 STREAM = "CREATE STREAM s (k STRING, v DOUBLE, w BIGINT, t BIGINT) WITH (event_time='t')"
-# over a ROWS window: time windows' aggregates of count, sum, avg, min and max run from
-# panes (the sliced families below); these take the general, change-based family
 QUERIES = {
-    "a": "SELECT k, sum(v) AS x, min(v) AS lo FROM s [ROWS 10] GROUP BY k",
+    "a": "SELECT k, sum(v) AS x, min(v) AS lo FROM s [RANGE 10] GROUP BY k",
     "b": "SELECT k, max(w * 2) AS hi, count(DISTINCT w) AS dw, count(*) AS n "
-         "FROM s [ROWS 10] GROUP BY k HAVING count(*) > 1",
-    "d": "SELECT k, max(v) AS hi, min(w) AS lw FROM s [ROWS 10] GROUP BY k",
+         "FROM s [RANGE 10] GROUP BY k HAVING count(*) > 1",
+    "d": "SELECT k, max(v) AS hi, min(w) AS lw FROM s [RANGE 10] GROUP BY k",
     # added while the others run (joins the running family) ...
-    "c": "SELECT k, avg(v) AS m, min(v) AS lo FROM s [ROWS 10] GROUP BY k",
+    "c": "SELECT k, avg(v) AS m, min(v) AS lo FROM s [RANGE 10] GROUP BY k",
     # ... and after d is dropped (the family is rebuilt without d's calls)
-    "e": "SELECT k, max(w) AS m, sum(w) + 1 AS s1 FROM s [ROWS 10] GROUP BY k "
+    "e": "SELECT k, max(w) AS m, sum(w) + 1 AS s1 FROM s [RANGE 10] GROUP BY k "
          "HAVING max(w) > 1",
 }
 
@@ -52,7 +50,7 @@ REFERENCE = {
 
 def reference(events: list[dict], query: str) -> list[tuple]:
     calls, having, start = REFERENCE[query]
-    rel = aggregate(window(events, Win("rows", 10), ("k", "v", "w", "t")), ("k",), calls,
+    rel = aggregate(window(events, Win("range", 10), ("k", "v", "w", "t")), ("k",), calls,
                     having)
     return output(rel if start is None else rel.clip(start), "")
 

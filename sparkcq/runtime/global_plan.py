@@ -21,6 +21,7 @@ from sparkcq.runtime.frames import Runtime, Slice, union_all
 from sparkcq.runtime.fusion import AggregateFamily, FamilyMemberOperator, FusionKey, fusion_key
 from sparkcq.runtime.operators.base import ContentsUnknownError, Operator
 from sparkcq.runtime.operators.scan import ScanOperator
+from sparkcq.runtime.operators.sliced_aggregate import SlicedAggregateOperator
 from sparkcq.runtime.sliced_family import (
     SlicedFamily,
     SlicedKey,
@@ -142,6 +143,17 @@ class GlobalPlan:
     def all_families(self) -> list[AggregateFamily]:
         """Every aggregate family in the plan."""
         return [f for fams in self.families.values() for f in fams]
+
+    def resume(self) -> None:
+        """State was restored from a checkpoint: every operator continues where the saved
+        one was, none starts fresh (a fresh sliced aggregate would emit again the segments
+        the saved run emitted).
+        """
+        for family in self.all_sliced_families():
+            family.fresh = frozenset()
+        for op in self.ops.values():
+            if isinstance(op, SlicedAggregateOperator):
+                op.started = True
 
     def all_sliced_families(self) -> list[SlicedFamily]:
         """Every sliced family in the plan."""

@@ -18,7 +18,8 @@ union of calls; the rebuilt operator starts from the stream's recent events, whi
 keeps for the window's reach (``ScanOperator.history``), so the panes of the new calls are
 as complete as the others. If the stream does not hold them (a derived stream, or history
 kept since too recently), the member starts a family of its own. A dropped member's calls
-are computed until the family empties.
+stay in the operator until the family empties, with their arguments read as NULL, so a
+query stopped because its expression failed cannot fail the others.
 """
 
 from __future__ import annotations
@@ -182,13 +183,15 @@ class SlicedFamily:
             assert isinstance(self.scan, ScanOperator)
             history = self.scan.history(self.reseed_at, self.op.history_length)
             inp = Slice(union_all([history, base.df]), base.lo, base.hi)
-        blank: frozenset[str] = frozenset()
-        if self.active is not None and not set(self.members) <= self.active:
-            live = {c for m in self.active if m in self.members for _out, c in self.members[m]}
-            agg = self.op.node
-            assert isinstance(agg, SlicedAggregate)
-            blank = frozenset(a.arg for a in agg.aggregate.aggs
-                              if a.arg is not None and a.name not in live)
+        # arguments no member evaluated this cycle reads (dropped members' calls, or
+        # another query's while one is tried alone) are NULL: a failed query's expression
+        # must not fail the others
+        members = self.members if self.active is None else \
+            {m: c for m, c in self.members.items() if m in self.active}
+        live = {c for cols in members.values() for _out, c in cols}
+        agg = self.op.sliced.aggregate
+        needed = {a.arg for a in agg.aggs if a.arg is not None and a.name in live}
+        blank = frozenset(a.arg for a in agg.aggs if a.arg is not None and a.arg not in needed)
         segments = self.op.evaluate(inp, blank)
         self.run = _Run(segments)
         if segments.segments is not None:

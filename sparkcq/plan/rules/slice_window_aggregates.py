@@ -1,5 +1,5 @@
-"""Rule: a built-in aggregate over a time window (per-event, hopping, tumbling or chunks)
-becomes a ``SlicedAggregate`` that aggregates panes before the shuffle (DESIGN 6).
+"""Rule: a built-in aggregate over a hopping, tumbling or chunk window becomes a
+``SlicedAggregate`` that aggregates panes before the shuffle (DESIGN 6).
 
 Before::
 
@@ -66,6 +66,6 @@ def sliceable_window(node: Aggregate) -> Window | None:
     spec = below.spec
     if isinstance(spec, CutSpec):
         return below
-    if isinstance(spec, RangeSpec) and spec.size % (spec.slide or 1) == 0:
+    if isinstance(spec, RangeSpec) and spec.slide and spec.size % spec.slide == 0:
         return below
     return None

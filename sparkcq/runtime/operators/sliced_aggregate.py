@@ -1,14 +1,9 @@
-"""A grouped aggregate over a time window (per-event, hopping, tumbling or chunks),
-computed from panes.
+"""A grouped aggregate over a hopping, tumbling or chunk window, computed from panes.
 
-The window's length W is a whole number of steps S (the slide, the chunk length, or one unit
-of time for a per-event window), so the time axis cuts into panes of one step each, and the
-window at an instant holds whole panes:
+The window's length W is a whole number of steps S (the slide, or the chunk length), so the
+time axis cuts into panes of one step each, and the window at an instant holds whole panes:
 - ``[RANGE W SLIDE S]``: an event at t lies in the pane ending at ceil(t / S) * S and is in
   the windows of the instants [pane end, pane end + W);
-- ``[RANGE W]`` and ``[NOW]`` (W = 1): a pane per instant (S = 1), so the panes of a group
-  are the log of its last W of events, summed per instant; an event's departure W later
-  comes from that log;
 - ``CUT BY S [WINDOW c CHUNKS]`` (W = c * S): an event at t lies in the pane ending at the
   cut after it, floor(t / S) * S + S, and is valid from that cut for W.
 
@@ -76,10 +71,9 @@ class SlicedAggregateOperator(Operator):
             self.step_len, self.length = spec.by, spec.by * spec.chunks
             self.pane_end = f"`_t` - pmod(`_t`, {spec.by}) + {spec.by}"
         else:
-            assert isinstance(spec, RangeSpec)
-            self.step_len, self.length = spec.slide or 1, spec.size
-            self.pane_end = (f"`_t` + pmod(-`_t`, {spec.slide})" if spec.slide and spec.slide > 1
-                             else "`_t`")
+            assert isinstance(spec, RangeSpec) and spec.slide
+            self.step_len, self.length = spec.slide, spec.size
+            self.pane_end = f"`_t` + pmod(-`_t`, {spec.slide})"
         self.keys = list(agg.keys)
         arg_types = {f.name: f.dataType for f in agg.child.schema.fields}
         self.measures: dict[str, _Measure] = {}
