@@ -180,8 +180,8 @@ class GlobalPlan:
                  ) -> tuple[frozenset[int], list[str]]:
         """Which inputs (running relations) a new consumer starts from, and which it cannot.
 
-        A new window over a running stream (``consumer``: a Window, or a SlicedAggregate)
-        starts from the stream's recent events when a sliced aggregate logged them.
+        A new sliced aggregate over a running stream (``consumer``) starts from the
+        stream's recent events when its scan kept them for an earlier one.
         """
         seeded, notes = set(), []
         for i, child in enumerate(children):
@@ -204,10 +204,10 @@ class GlobalPlan:
 
     def history_of(self, stream: PlanNode, consumer: PlanNode,
                    ) -> tuple[ScanOperator, int] | None:
-        """The scan of ``stream`` if it kept the recent events a new window ``consumer``
-        starts from (``ScanOperator.history``), and how far back it needs them.
+        """The scan of ``stream`` if it kept the recent events a new sliced aggregate
+        ``consumer`` starts from (``ScanOperator.history``), and how far back it needs them.
         """
-        reach = _reach(consumer)
+        reach = _reach(consumer) if isinstance(consumer, SlicedAggregate) else None
         op = self.ops[stream]
         position = op.position
         if reach is None or position is None or not isinstance(op, ScanOperator):

@@ -62,9 +62,6 @@ class TimeWindowOperator(Operator):
             events = events.select(*[col(n) for n in names], start.alias("_s"),
                                    (end if end is not None else F.lit(None).cast("long"))
                                    .alias("_e"))
-            # events from before lo come only from a seed (a new window started from the
-            # events another operator logged): their elements start at lo, if still live
-            events = events.withColumn("_s", F.greatest(col("_s"), F.lit(inp.lo)))
             events = events.where(col("_e").isNull() | (col("_e") > col("_s")))
             plus = events.select(*[col(n) for n in names], col("_s").alias(T),
                                  F.lit(1).cast("long").alias(D))
