@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 
 from pyspark.sql import DataFrame
 
-from sparkcq.plan.nodes import EdgeKind, PlanNode, SlicedAggregate, Window, walk, window_reach
+from sparkcq.plan.nodes import EdgeKind, PlanNode, SlicedAggregate, walk, window_reach
 from sparkcq.runtime.frames import Runtime, Slice, union_all
 from sparkcq.runtime.fusion import AggregateFamily, FamilyMemberOperator, FusionKey, fusion_key
 from sparkcq.runtime.operators.base import ContentsUnknownError, Operator
@@ -102,7 +102,7 @@ class GlobalPlan:
         """A sliced aggregate's window keeps no elements: its stream keeps the recent
         events for it, for a window added later to start from (``ScanOperator.history``).
         """
-        reach = _reach(node) if isinstance(node, SlicedAggregate) else None
+        reach = window_reach(node.window.spec) if isinstance(node, SlicedAggregate) else None
         scan = self.ops.get(node.children[0]) if reach else None
         if isinstance(scan, ScanOperator) and reach:
             scan.want_history(reach)
@@ -207,7 +207,8 @@ class GlobalPlan:
         """The scan of ``stream`` if it kept the recent events a new sliced aggregate
         ``consumer`` starts from (``ScanOperator.history``), and how far back it needs them.
         """
-        reach = _reach(consumer) if isinstance(consumer, SlicedAggregate) else None
+        reach = (window_reach(consumer.window.spec) if isinstance(consumer, SlicedAggregate)
+                 else None)
         op = self.ops[stream]
         position = op.position
         if reach is None or position is None or not isinstance(op, ScanOperator):
@@ -363,13 +364,6 @@ class GlobalPlan:
             family.finish_cycle()
         for sliced in self.all_sliced_families():
             sliced.finish_cycle()
-
-
-def _reach(consumer: PlanNode) -> int | None:
-    """How far back a new window (or a sliced aggregate's window) needs its stream's events."""
-    spec = consumer.window.spec if isinstance(consumer, SlicedAggregate) else \
-        consumer.spec if isinstance(consumer, Window) else None
-    return None if spec is None else window_reach(spec)
 
 
 def with_start(inp: Slice, op: Operator, i: int, starts: Starts | None) -> Slice:

@@ -36,7 +36,7 @@ from pyspark.sql.types import (
 )
 
 from sparkcq.model.time import TIME_MAX, TIME_MIN
-from sparkcq.plan.nodes import CutSpec, Filter, Project, RangeSpec, SlicedAggregate
+from sparkcq.plan.nodes import CutSpec, Filter, Project, RangeSpec, SlicedAggregate, window_reach
 from sparkcq.runtime.frames import FROM, TO, Runtime, Slice, SqlViews, q
 from sparkcq.runtime.operators.aggregate import accumulator_type
 from sparkcq.runtime.operators.base import Operator, as_changes_at
@@ -115,7 +115,9 @@ class SlicedAggregateOperator(Operator):
         self.started = False  # has emitted: segments that began before lo were emitted
         # how far back the stream's events of the window's live elements reach: what a
         # rebuilt family starts from (``ScanOperator.history``)
-        self.history_length = self.length + self.step_len
+        reach = window_reach(spec)
+        assert reach is not None
+        self.history_length = reach
 
     def measure(self, name: str, sql: str, combine: str, dtype: DataType) -> str:
         """Keep ``sql`` per pane (once, however many calls read it); its column, quoted."""
