@@ -443,6 +443,12 @@ def _records_kind(form: str) -> str:
     return {"": "intervals", "CHANGELOG": "changelog"}.get(form, "instants")
 
 
+def join_period(left: Win, right: Win) -> int | None:
+    """RSTREAM's period over a join: the inputs' one period, if they have exactly one."""
+    periods = {p for p in (left.period, right.period) if p}
+    return periods.pop() if len(periods) == 1 else None
+
+
 @dataclass(frozen=True)
 class AggQuery(Shape):
     """[form] SELECT ex[, k], aggs FROM s [win] [WHERE v > w] GROUP BY ex[, k]
@@ -537,13 +543,26 @@ class JoinQuery(Shape):
     right: Win
     theta: bool
     streams: tuple[str, str] = ("s", "s2")
+    join_form: str = ""
+
+    @property
+    def form(self) -> str:
+        return self.join_form
+
+    @property
+    def period(self) -> int | None:
+        return join_period(self.left, self.right)
+
+    @property
+    def records_kind(self) -> str:  # type: ignore[override]
+        return _records_kind(self.join_form)
 
     def sql(self) -> str:
         theta = " AND a.v < b.v" if self.theta else ""
         left, right = self.streams
-        return (f"SELECT a.ex AS ex, a.k AS k, a.v AS av, b.v AS bv FROM {left} "
-                f"{self.left.sql()} AS a JOIN {right} {self.right.sql()} AS b "
-                f"ON a.ex = b.ex AND a.k = b.k{theta}")
+        return (f"{self.join_form} SELECT a.ex AS ex, a.k AS k, a.v AS av, b.v AS bv FROM "
+                f"{left} {self.left.sql()} AS a JOIN {right} {self.right.sql()} AS b "
+                f"ON a.ex = b.ex AND a.k = b.k{theta}").strip()
 
     def features(self) -> set[str]:
         kind = "theta join" if self.theta else "equi join"
@@ -567,12 +586,25 @@ class BandJoinQuery(Shape):
     left: Win
     right: Win
     streams: tuple[str, str] = ("s", "s2")
+    join_form: str = ""
+
+    @property
+    def form(self) -> str:
+        return self.join_form
+
+    @property
+    def period(self) -> int | None:
+        return join_period(self.left, self.right)
+
+    @property
+    def records_kind(self) -> str:  # type: ignore[override]
+        return _records_kind(self.join_form)
 
     def sql(self) -> str:
         left, right = self.streams
-        return (f"SELECT a.ex AS ex, a.k AS ak, b.k AS bk, a.v - b.v AS dv FROM {left} "
-                f"{self.left.sql()} AS a JOIN {right} {self.right.sql()} AS b "
-                "ON a.ex = b.ex AND abs(a.v - b.v) <= 1")
+        return (f"{self.join_form} SELECT a.ex AS ex, a.k AS ak, b.k AS bk, a.v - b.v AS dv "
+                f"FROM {left} {self.left.sql()} AS a JOIN {right} {self.right.sql()} AS b "
+                "ON a.ex = b.ex AND abs(a.v - b.v) <= 1").strip()
 
     def features(self) -> set[str]:
         return super().features() | {"theta join", "projection", f"window {self.left.name}",

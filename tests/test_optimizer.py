@@ -39,6 +39,7 @@ def planner(spark):
 
     eng = Engine(spark)
     eng.execute("CREATE STREAM s (k STRING, v DOUBLE, t BIGINT) WITH (event_time='t')")
+    eng.execute("CREATE STREAM s2 (k STRING, v DOUBLE, t BIGINT) WITH (event_time='t')")
     return eng
 
 

@@ -99,12 +99,18 @@ def two_stream_queries(draw) -> dict[str, Query]:
     """Joins (equi, theta, band, self), unions of relations and of streams, a raw-stream filter,
     a projection, a derived stream and a derived relation read by two queries."""
     totals = draw(case_windows, label="totals window")
+    # every output form over a join in every scenario (interval joins: ISTREAM and
+    # RSTREAM read their changes and segments differently from the interval records)
+    forms = draw(st.permutations(["", "ISTREAM", "DSTREAM", "RSTREAM", "CHANGELOG"]),
+                 label="join forms")
     shapes = {
-        "equi": JoinQuery(draw(case_windows), draw(case_windows), theta=False),
-        "theta": JoinQuery(draw(case_windows), draw(case_windows), theta=True),
-        "band": BandJoinQuery(draw(case_windows), draw(case_windows)),
+        "equi": JoinQuery(draw(case_windows), draw(case_windows), theta=False,
+                          join_form=forms[0]),
+        "theta": JoinQuery(draw(case_windows), draw(case_windows), theta=True,
+                           join_form=forms[1]),
+        "band": BandJoinQuery(draw(case_windows), draw(case_windows), join_form=forms[2]),
         "self join": JoinQuery(draw(case_windows), draw(case_windows), theta=True,
-                               streams=("s", "s")),
+                               streams=("s", "s"), join_form=forms[3]),
         "union": UnionQuery(draw(case_windows), draw(case_windows), draw(st.integers(0, 6))),
         "union streams": UnionStreamsQuery(draw(st.integers(0, 6))),
         "filter": FilterQuery(draw(st.integers(0, 8)), stream="s2"),

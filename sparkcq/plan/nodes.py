@@ -359,6 +359,52 @@ class SlicedAggregate(UnaryNode):
 
 
 @dataclass(frozen=True)
+class IntervalJoin(PlanNode):
+    """An inner join of two time-windowed streams, computed from the elements' intervals.
+
+    ``left`` and ``right`` are the streams; ``join`` is the logical join it replaces (each
+    input a time window, possibly under filters and projections), kept whole so that equal
+    queries build equal nodes and EXPLAIN can say what runs. Every element's interval is
+    known when its event arrives, so a pair is emitted once, valid over
+    ``[max(ts), min(te))``, without rebuilding elements from changes. Made by the optimizer
+    rule ``plan/rules/join_windowed_streams.py``.
+    """
+
+    left: PlanNode
+    right: PlanNode
+    join: Join
+
+    @property
+    def children(self) -> tuple[PlanNode, ...]:  # noqa: D102
+        return (self.left, self.right)
+
+    @property
+    def kind(self) -> EdgeKind:  # noqa: D102
+        return EdgeKind.RELATION
+
+    @property
+    def schema(self) -> StructType:  # noqa: D102
+        return self.join.schema
+
+    def side(self, i: int) -> tuple[Window, tuple[Filter | Project, ...]]:
+        """Input ``i``'s window and the per-element filters and projections above it,
+        lowest first.
+        """
+        steps: list[Filter | Project] = []
+        node = self.join.children[i]
+        while isinstance(node, Filter | Project):
+            steps.append(node)
+            node = node.child
+        assert isinstance(node, Window), node
+        return node, tuple(reversed(steps))
+
+    def label(self) -> str:  # noqa: D102
+        on = f"ON {self.join.condition}" if self.join.condition else "(cross)"
+        return (f"IntervalJoin {on} <- {self.side(0)[0].label()} x "
+                f"{self.side(1)[0].label()}")
+
+
+@dataclass(frozen=True)
 class Union(PlanNode):
     """UNION ALL of inputs of one kind with the same column types (named by the first)."""
 

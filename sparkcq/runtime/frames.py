@@ -293,6 +293,20 @@ class StateFrame:
         if old is not None:
             self.rt.release_at_cycle_end(old)
 
+    def adopt(self, cached: DataFrame) -> None:
+        """Make a frame cached for this cycle (``Runtime.cache_for_cycle``) the new state as
+        it is: kept, not copied into a checkpoint of its own, its partitioning unchanged.
+
+        For an operator whose state is a superset of what it reads next cycle (rows that
+        expired are filtered out when read): it saves one checkpoint per cycle.
+        """
+        old = self.df
+        self.rt.keep_after_cycle(cached)
+        self.df = cached
+        self.rt.changed_states.append(self)
+        if old is not None:
+            self.rt.release_at_cycle_end(old)
+
     def committed(self, rows: int, min_t: int | None) -> None:
         """The commit materialised the state: remember its size; drop it if empty."""
         self.rows, self.min_t = rows, min_t

@@ -9,6 +9,7 @@ from sparkcq.model.time import TIME_MAX, TIME_MIN
 from sparkcq.plan.nodes import (
     Aggregate,
     Filter,
+    IntervalJoin,
     Join,
     PlanNode,
     Project,
@@ -23,6 +24,7 @@ from sparkcq.plan.nodes import (
 from sparkcq.runtime.frames import Runtime, Slice
 from sparkcq.runtime.operators.aggregate import AggregateOperator
 from sparkcq.runtime.operators.base import Operator
+from sparkcq.runtime.operators.interval_join import IntervalJoinOperator
 from sparkcq.runtime.operators.join import JoinOperator
 from sparkcq.runtime.operators.outputs import ToStreamOperator
 from sparkcq.runtime.operators.scan import ScanOperator
@@ -64,6 +66,8 @@ def lower(node: PlanNode, rt: Runtime, *, lateness: int = 0,
         return ProjectOperator(node, rt)
     if isinstance(node, Join):
         return JoinOperator(node, rt)
+    if isinstance(node, IntervalJoin):
+        return IntervalJoinOperator(node, rt)
     if isinstance(node, Aggregate):
         return AggregateOperator(node, rt)
     if isinstance(node, SlicedAggregate):

@@ -11,11 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 
 from sparkcq.plan.nodes import PlanNode
+from sparkcq.plan.rules.join_windowed_streams import join_windowed_streams
 from sparkcq.plan.rules.slice_window_aggregates import slice_window_aggregates
 
 Rule = Callable[..., PlanNode]
 
-RULES: tuple[Rule, ...] = (slice_window_aggregates,)
+RULES: tuple[Rule, ...] = (slice_window_aggregates, join_windowed_streams)
 
 
 def optimize(plan: PlanNode, running: Collection[PlanNode] = (),

@@ -1,0 +1,74 @@
+"""Rule: an inner join of two time-windowed streams becomes an ``IntervalJoin`` that pairs
+elements by their intervals instead of rebuilding them from +1/-1 changes (DESIGN 6,
+"Interval rows, not change pairs").
+
+Before::
+
+    Join ON `a__k` = `b__k`
+      Project `k` AS a__k, `ts` AS a__ts
+        Window [RANGE 5 SECONDS]
+          StreamScan events
+      Project `k` AS b__k, `ts` AS b__ts
+        Window [RANGE 5 SECONDS]
+          StreamScan other
+
+After::
+
+    IntervalJoin ON `a__k` = `b__k` <- Window [RANGE 5 SECONDS] x Window [RANGE 5 SECONDS]
+      StreamScan events
+      StreamScan other
+
+An element of a RANGE (with or without SLIDE), NOW or CUT window knows its end when its event
+arrives, so each side's state is its elements that have not ended, and each pair is found
+once, when the later of the two starts (``runtime/operators/interval_join.py``). Applies when
+both inputs are such windows over streams, with only filters and projections between window
+and join, and neither window already runs as a Window operator (a query added late over a
+running window starts from that window's elements, DESIGN 4.2). UNBOUNDED and ROWS windows
+keep the general join: their elements' ends are not known on arrival.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from sparkcq.plan.nodes import (
+    CutSpec,
+    EdgeKind,
+    Filter,
+    IntervalJoin,
+    Join,
+    PlanNode,
+    Project,
+    RangeSpec,
+    Window,
+    transform_up,
+)
+
+
+def join_windowed_streams(plan: PlanNode, *, running: Collection[PlanNode] = ()) -> PlanNode:
+    """``plan`` with every join of two time-windowed streams made an IntervalJoin."""
+    return transform_up(plan, lambda node: _pair(node, running))
+
+
+def _pair(node: PlanNode, running: Collection[PlanNode]) -> PlanNode:
+    if not isinstance(node, Join):
+        return node
+    windows = [timed_window(child) for child in node.children]
+    if any(w is None or w in running for w in windows):
+        return node
+    names = [f.name for c in node.children for f in c.schema.fields]
+    if len(set(names)) < len(names):  # the condition could not tell the sides apart
+        return node
+    left, right = (w.child for w in windows if w is not None)
+    return IntervalJoin(left, right, node)
+
+
+def timed_window(node: PlanNode) -> Window | None:
+    """The window below ``node`` (through filters and projections) if its elements' ends
+    are known when their events arrive.
+    """
+    while isinstance(node, Filter | Project):
+        node = node.child
+    if not isinstance(node, Window) or node.child.kind is not EdgeKind.STREAM:
+        return None
+    return node if isinstance(node.spec, RangeSpec | CutSpec) else None

@@ -1,0 +1,168 @@
+"""Inner join of two time-windowed streams, from the elements' intervals (DESIGN 6).
+
+An event of a RANGE, NOW or CUT window becomes an element whose interval ``[s, e)`` is known
+when the event arrives. A pair of elements meeting the condition is in the join's relation
+over ``[max(s), min(e))`` when that is not empty, so in a cycle ``[lo, hi)`` the join's
+changes are:
+
+- ``+1`` at ``max(s)`` for the pairs whose later start lies in ``[lo, hi)``: one side starts
+  in the cycle and the other started no later (ties go to the left side);
+- ``-1`` at ``min(e)`` for the pairs whose earlier end lies in ``[lo, hi)``: one side ends in
+  the cycle and the other ends no earlier (ties go to the left side).
+
+Both ends of a pair are below ``hi`` and every event with time below ``hi`` has arrived
+(``s >= t`` for every window), so each pair is found exactly once, by probing the elements
+that start (or end) in the cycle against the other side's elements. Each side's state is
+its elements that may still start or end a pair, ``e >= hi``; it is the cycle's frame of the
+side itself, hash-partitioned by the equi-join keys, kept for the next cycle rather than
+copied (``StateFrame.adopt``), with the elements that ended filtered out when it is read. The
+four probes then run on co-partitioned frames: the only shuffle is of each side's new
+elements (and its state, once per cycle).
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql.types import LongType, StructField, StructType
+
+from sparkcq.model.time import TIME_MAX, TIME_MIN
+from sparkcq.plan.nodes import CutSpec, Filter, IntervalJoin, Project, RangeSpec, Window
+from sparkcq.runtime.frames import Runtime, Slice, SqlViews, q
+from sparkcq.runtime.operators.base import Operator, as_changes_at
+from sparkcq.runtime.operators.union import AlignedInputs
+
+#: where each side's element starts and ends (the left's ``_ls``/``_le``, the right's
+#: ``_rs``/``_re``), so the join condition's columns and these never clash
+STARTS, ENDS = ("_ls", "_rs"), ("_le", "_re")
+
+
+def element_bounds(window: Window) -> tuple[str, str]:
+    """SQL for the start and the end of the element of an event at ``_t`` (``_e`` names the
+    start in the end's expression).
+    """
+    spec = window.spec
+    if isinstance(spec, RangeSpec) and spec.slide:
+        return (f"`_t` + pmod(-`_t`, {spec.slide})",
+                f"`_t` + {spec.size} + pmod(-(`_t` + {spec.size}), {spec.slide})")
+    if isinstance(spec, RangeSpec):
+        return "`_t`", f"`_t` + {spec.size}"
+    assert isinstance(spec, CutSpec), spec
+    return f"`_t` - pmod(`_t`, {spec.by}) + {spec.by}", f"`_s` + {spec.by * spec.chunks}"
+
+
+class IntervalJoinOperator(Operator):
+    """Pairs elements of two windowed streams by their intervals (see module)."""
+
+    def __init__(self, node: IntervalJoin, rt: Runtime):
+        super().__init__(node, rt)
+        self.interval_join = node
+        self.views = SqlViews(rt.spark, "ijoin")
+        self.aligned = AlignedInputs(self, node.children)
+        self.names = [[f.name for f in node.join.children[i].schema.fields] for i in (0, 1)]
+        self.keys = [[k[i] for k in node.join.equi_keys] for i in (0, 1)]
+        self.condition = node.join.condition or "TRUE"
+        self.elements_sql = [self.build_elements_sql(i) for i in (0, 1)]
+        self.sides = [self.state(StructType([
+            *node.join.children[i].schema.fields,
+            StructField(STARTS[i], LongType()), StructField(ENDS[i], LongType())]),
+            ("left", "right")[i] + "-elements") for i in (0, 1)]
+
+    # -- SQL text, built once ----------------------------------------------------------------
+    def build_elements_sql(self, i: int) -> str:
+        """Side ``i``'s new events (view ``{inp}``) as elements: its columns above the
+        window, with the interval's start and end; empty intervals dropped.
+        """
+        window, steps = self.interval_join.side(i)
+        src = "(SELECT * FROM {inp} WHERE `_d` > 0)"  # a stream edge: one event per row
+        for step in steps:
+            if isinstance(step, Filter):
+                src = f"(SELECT * FROM {src} WHERE {step.predicate})"
+            else:
+                assert isinstance(step, Project)
+                exprs = ", ".join(f"{sql} AS {q(name)}" for name, sql in step.exprs)
+                src = f"(SELECT {exprs}, `_t` FROM {src})"
+        start, end = element_bounds(window)
+        cols = ", ".join(map(q, self.names[i]))
+        return (f"SELECT {cols}, `_s` AS {STARTS[i]}, `_e` AS {ENDS[i]} FROM ("
+                f"SELECT *, {end} AS `_e` FROM (SELECT {cols}, `_t`, {start} AS `_s` "
+                f"FROM {src})) WHERE `_e` > `_s`")
+
+    def side_sql(self, i: int, with_state: bool, with_new: bool, lo: int) -> str:
+        """Side ``i``'s elements that may still start or end a pair at or after ``lo``: the
+        kept ones (``{old}``) and the new ones, hash-partitioned by the equi-join keys.
+        """
+        parts = []
+        if with_state:  # partitioned already: a union keeps that when both parts have it
+            where = f" WHERE {ENDS[i]} >= {lo}" if lo != TIME_MIN else ""
+            parts.append(f"SELECT * FROM {{old}}{where}")
+        if with_new:
+            spread = (f" DISTRIBUTE BY {', '.join(map(q, self.keys[i]))}" if self.keys[i]
+                      else "")
+            parts.append(f"(SELECT * FROM ({self.elements_sql[i]}){spread})")
+        return " UNION ALL ".join(parts)
+
+    def pairs_sql(self, lo: int, hi: int) -> str:
+        """The changes of the cycle ``[lo, hi)``: +1 at the later start, -1 at the earlier
+        end, each pair found once (see module).
+        """
+        ls, rs = STARTS
+        le, re_ = ENDS
+        cols = ", ".join(map(q, [*self.names[0], *self.names[1]]))
+
+        def within(column: str) -> str:
+            bounds = [f"{column} >= {lo}" if lo != TIME_MIN else "",
+                      f"{column} < {hi}" if hi != TIME_MAX else ""]
+            return " AND ".join(b for b in bounds if b) or "TRUE"
+
+        probes = [  # (instant, change, band of the pair)
+            (ls, 1, f"{within(ls)} AND {rs} <= {ls} AND {re_} > {ls}"),
+            (rs, 1, f"{within(rs)} AND {ls} < {rs} AND {le} > {rs}"),
+            (le, -1, f"{within(le)} AND {re_} >= {le} AND {rs} < {le}"),
+            (re_, -1, f"{within(re_)} AND {le} > {re_} AND {ls} < {re_}"),
+        ]
+        hint = "/*+ SHUFFLE_HASH(r) */"  # both sides are frames of the cycle: no broadcast
+        return " UNION ALL ".join(
+            f"SELECT {hint} {cols}, {at} AS `_t`, CAST({sign} AS BIGINT) AS `_d` "
+            f"FROM {{left}} AS l JOIN {{right}} AS r ON ({self.condition}) AND {band}"
+            for at, sign, band in probes)
+
+    # -- the cycle ---------------------------------------------------------------------------
+    def step(self, inputs: list[Slice]) -> Slice:  # noqa: D102
+        left, right = self.aligned.align(inputs)
+        lo, hi = left.lo, left.hi
+        frames: list[DataFrame | None] = []
+        for i, inp in enumerate((left, right)):
+            old = self.sides[i].get()
+            if inp.df is None:
+                frames.append(None if old is None else self.views.sql(
+                    self.side_sql(i, True, False, lo), old=old))
+                continue
+            views = {"inp": inp.df} if old is None else {"inp": inp.df, "old": old}
+            side = self.rt.cache_for_cycle(self.views.sql(
+                self.side_sql(i, old is not None, True, lo), **views))
+            frames.append(side)
+            if hi != TIME_MAX:
+                self.sides[i].adopt(side)
+        if hi == TIME_MAX:
+            for state in self.sides:
+                state.set(None)
+        if frames[0] is None or frames[1] is None:
+            return Slice(None, lo, hi)
+        return Slice(self.views.sql(self.pairs_sql(lo, hi), left=frames[0], right=frames[1]),
+                     lo, hi)
+
+    def contents(self, children: list[DataFrame | None], at: int) -> DataFrame | None:
+        """The pairs valid just before ``at`` (the operator's position): both elements
+        started before it and neither ended before it.
+        """
+        left, right = (s.get() for s in self.sides)
+        if left is None or right is None:
+            return None
+        ls, rs = STARTS
+        le, re_ = ENDS
+        cols = ", ".join(map(q, [*self.names[0], *self.names[1]]))
+        pairs = self.views.sql(
+            f"SELECT {cols} FROM {{left}} AS l JOIN {{right}} AS r ON ({self.condition}) "
+            f"AND {ls} < {at} AND {rs} < {at} AND {le} >= {at} AND {re_} >= {at}",
+            left=left, right=right)
+        return as_changes_at(pairs, [*self.names[0], *self.names[1]], None, at)
