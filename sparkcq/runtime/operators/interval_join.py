@@ -10,14 +10,18 @@ changes are:
 - ``-1`` at ``min(e)`` for the pairs whose earlier end lies in ``[lo, hi)``: one side ends in
   the cycle and the other ends no earlier (ties go to the left side).
 
-Both ends of a pair are below ``hi`` and every event with time below ``hi`` has arrived
-(``s >= t`` for every window), so each pair is found exactly once, by probing the elements
-that start (or end) in the cycle against the other side's elements. Each side's state is
-its elements that may still start or end a pair, ``e >= hi``; it is the cycle's frame of the
-side itself, hash-partitioned by the equi-join keys, kept for the next cycle rather than
-copied (``StateFrame.adopt``), with the elements that ended filtered out when it is read. The
-four probes then run on co-partitioned frames: the only shuffle is of each side's new
-elements (and its state, once per cycle).
+A change of the cycle lies below ``hi``, the slower input's watermark, and so do the starts
+of both elements of its pair; every event with a time below ``hi`` has arrived, and an
+element never starts before its event (``s >= t``), so each pair is found exactly once, by
+probing the elements that start (or end) in the cycle against the other side's elements. A
+faster input's events beyond ``hi`` need not wait in a buffer: their elements start at or
+after ``hi``, so they are only kept, and probed in the cycle they start in.
+
+Each side's state is its elements that may still start or end a pair, ``e >= hi``: the
+cycle's frame of the side itself, hash-partitioned by the equi-join keys and kept for the
+next cycle rather than copied (``StateFrame.adopt``); elements that ended are filtered out
+when it is read. Only the new elements are shuffled (a union with the kept ones keeps their
+partitioning), and the four probes run on co-partitioned frames with no shuffle of their own.
 """
 
 from __future__ import annotations
@@ -29,7 +33,6 @@ from sparkcq.model.time import TIME_MAX, TIME_MIN
 from sparkcq.plan.nodes import CutSpec, Filter, IntervalJoin, Project, RangeSpec, Window
 from sparkcq.runtime.frames import Runtime, Slice, SqlViews, q
 from sparkcq.runtime.operators.base import Operator, as_changes_at
-from sparkcq.runtime.operators.union import AlignedInputs
 
 #: where each side's element starts and ends (the left's ``_ls``/``_le``, the right's
 #: ``_rs``/``_re``), so the join condition's columns and these never clash
@@ -57,7 +60,7 @@ class IntervalJoinOperator(Operator):
         super().__init__(node, rt)
         self.interval_join = node
         self.views = SqlViews(rt.spark, "ijoin")
-        self.aligned = AlignedInputs(self, node.children)
+        self.lo: int | None = None  # where the next cycle starts: the last safe time
         self.names = [[f.name for f in node.join.children[i].schema.fields] for i in (0, 1)]
         self.keys = [[k[i] for k in node.join.equi_keys] for i in (0, 1)]
         self.condition = node.join.condition or "TRUE"
@@ -128,8 +131,13 @@ class IntervalJoinOperator(Operator):
 
     # -- the cycle ---------------------------------------------------------------------------
     def step(self, inputs: list[Slice]) -> Slice:  # noqa: D102
-        left, right = self.aligned.align(inputs)
-        lo, hi = left.lo, left.hi
+        left, right = inputs
+        # the safe time is the slower input's; a faster input's events beyond it are no
+        # trouble (their elements start at or after ``hi``: kept, probed in a later cycle),
+        # so no input waits in a buffer
+        lo = self.lo if self.lo is not None else min(left.lo, right.lo)
+        hi = min(left.hi, right.hi)
+        self.lo = hi
         frames: list[DataFrame | None] = []
         for i, inp in enumerate((left, right)):
             old = self.sides[i].get()
