@@ -10,6 +10,7 @@ from sparkcq.errors import (
     SourceError,
     SparkcqError,
 )
+from sparkcq.runtime.frames import RowCounting
 
 __all__ = [
     "AnalysisError",
@@ -18,6 +19,7 @@ __all__ = [
     "ExecutionError",
     "PlanError",
     "QuerySyntaxError",
+    "RowCounting",
     "SourceError",
     "SparkcqError",
 ]

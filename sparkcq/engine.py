@@ -108,7 +108,7 @@ from sparkcq.plan.sandbox import (
 )
 from sparkcq.runtime.explain import explain_global_dot, explain_global_text
 from sparkcq.runtime.failures import describe_failure, user_traceback
-from sparkcq.runtime.frames import Runtime
+from sparkcq.runtime.frames import RowCounting, Runtime
 from sparkcq.runtime.functions import (
     ensure_data_type,
     function_origin,
@@ -168,7 +168,8 @@ class Engine:
     """A sparkcq system on one Spark session: define streams, run continuous queries."""
 
     def __init__(self, spark: SparkSession | None = None, master: str | None = None,
-                 shuffle_partitions: int = 4, count_rows: bool = True,
+                 shuffle_partitions: int = 4,
+                 count_rows: RowCounting | str = RowCounting.CACHED,
                  fuse: bool = True, allow_udf_modules: Sequence[str] = (),
                  trusted: bool = False, data_roots: Sequence[str] = (),
                  ingest_limits: IngestLimits | None = None):
@@ -194,9 +195,8 @@ class Engine:
         self.cycle = 0
         self.reports: list[CycleReport] = []
         self._anon = 0
-        # count every operator's output rows per cycle (in the cycle's one action) for
-        # EXPLAIN GLOBAL; benchmarks may turn it off
-        self.count_rows = count_rows
+        # which operators' output rows a cycle counts (in its one action) for EXPLAIN GLOBAL
+        self.count_rows = RowCounting(count_rows)
         self._tables: dict[str, DataFrame] = {}
         # packages CREATE AGGREGATE ... USING may load code from (besides sparkcq's own)
         self.allow_udf_modules = tuple(allow_udf_modules)
@@ -837,7 +837,10 @@ class Engine:
             counted: dict[int, DataFrame] = {}
             for i, op in enumerate(stepped):
                 out_df = slices[op.node].df
-                if out_df is not None and self.count_rows:
+                if out_df is not None and (
+                        self.count_rows is RowCounting.ALL
+                        or (self.count_rows is RowCounting.CACHED
+                            and self.rt.is_cycle_frame(out_df))):
                     counted[i] = out_df
             for key, family in families.items():
                 if isinstance(family, SlicedFamily):
@@ -853,9 +856,10 @@ class Engine:
             bundle = None if shared is None else decode(shared, shapes)
             tables, counts = self.rt.commit_cycle(outputs, counted, bundle)
             split_by_query(tables, shapes)
-            if self.count_rows:
+            if self.count_rows is not RowCounting.OFF:
                 for i, op in enumerate(stepped):
-                    op.counted(counts.get(i, 0))
+                    inline = i not in counted and slices[op.node].df is not None
+                    op.counted(None if inline else counts.get(i, 0))
             return tables
         except BaseException:
             tx.rollback()

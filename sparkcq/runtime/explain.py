@@ -64,10 +64,13 @@ def explain_global_dot(plan: GlobalPlan) -> str:
 
 def _rows(op: Operator) -> str:
     """Rows of the last cycle and the average; ``fused`` when its queries' records came
-    from its family's result, so its own output was never built.
+    from its family's result, so its own output was never built; ``inline`` when its
+    output was computed inside its consumers' plans and not counted (``RowCounting``).
     """
     if op.unread:
         return "fused"
+    if op.rows_out is None:
+        return "inline"
     avg = op.rows_out_total / op.cycles if op.cycles else 0.0
     return f"{op.rows_out} (avg {avg:.0f})"
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from functools import lru_cache
 
 import pyarrow as pa
@@ -67,6 +68,21 @@ class SqlViews:
         return self.spark.sql(text)
 
 
+class RowCounting(StrEnum):
+    """Which operators' output rows a cycle counts, for EXPLAIN GLOBAL's rows per cycle.
+
+    An operator's output is usually computed inside its consumers' plans, never on its own;
+    counting it then means computing it once more in the commit (measured: a third of an
+    interval join's cycle). ``cached`` (the default) counts the outputs the cycle
+    materialises anyway, read by several operators or queries, and shows the others as
+    ``inline``; ``all`` counts every output, at that cost; ``off`` counts nothing.
+    """
+
+    CACHED = "cached"
+    ALL = "all"
+    OFF = "off"
+
+
 @lru_cache(maxsize=4096)
 def col(name: str) -> Column:
     """A column by exact name (names may hold dots); memoised, as each new Column is a round
@@ -120,6 +136,12 @@ class Runtime:
         df = df.localCheckpoint(eager=False)
         self.cycle_frames.append(df)
         return df
+
+    def is_cycle_frame(self, df: DataFrame) -> bool:
+        """Whether ``df`` is materialised by this cycle's commit anyway (cached for the
+        cycle): counting its rows then costs a scan of the cache, not a recomputation.
+        """
+        return any(f is df for f in self.cycle_frames)
 
     def keep_after_cycle(self, df: DataFrame) -> None:
         """Keep a frame cached for the cycle beyond it, if the cycle commits (a failed

@@ -36,7 +36,7 @@ class Operator:
         self.rt = rt
         self.states: list[StateFrame] = []
         self.plan_seconds = 0.0  # time spent building this cycle's plan (driver side)
-        self.rows_out = 0  # rows of the last cycle's output slice
+        self.rows_out: int | None = 0  # rows of the last cycle's output (None: not counted)
         self.unread = False  # the last cycle computed no output: no one read it (fused)
         self.rows_out_total = 0
         self.cycles = 0
@@ -52,11 +52,14 @@ class Operator:
         self.states.append(frame)
         return frame
 
-    def counted(self, rows: int) -> None:
-        """The commit counted this cycle's output rows."""
+    def counted(self, rows: int | None) -> None:
+        """The commit counted this cycle's output rows (None: it built the output inside
+        its consumers' plans and did not count it, see ``RowCounting``).
+        """
         self.rows_out = rows
-        self.rows_out_total += rows
-        self.cycles += 1
+        if rows is not None:
+            self.rows_out_total += rows
+            self.cycles += 1
 
     @property
     def state_rows(self) -> int:

@@ -96,8 +96,13 @@ class IntervalJoinOperator(Operator):
         """
         parts = []
         if with_state:  # partitioned already: a union keeps that when both parts have it
+            # (each column renamed to itself: the kept frame's columns are those of the
+            # union that made it, and a union whose parts share column ids, as they would
+            # from the second cycle on, loses the partitioning; Spark 4.3, measured)
             where = f" WHERE {ENDS[i]} >= {lo}" if lo != TIME_MIN else ""
-            parts.append(f"SELECT * FROM {{old}}{where}")
+            names = [*self.names[i], STARTS[i], ENDS[i]]
+            parts.append(f"SELECT {', '.join(f'{q(n)} AS {q(n)}' for n in names)} "
+                         f"FROM {{old}}{where}")
         if with_new:
             spread = (f" DISTRIBUTE BY {', '.join(map(q, self.keys[i]))}" if self.keys[i]
                       else "")
