@@ -795,8 +795,8 @@ class Engine:
         ops = self.plan.operators(nodes) + idle + [r.formatter for r in runs]
         tx = CycleTransaction.begin(self.rt, [*ops, self.intervals])
         try:
-            for scan in idle:
-                scan.step([])
+            for scan in idle:  # its position tells a first consumer what it holds
+                scan.position = scan.step([]).hi
             seeded = [(self.plan.ops[n], n.children) for n in nodes
                       if self.plan.ops[n].seeded_inputs]
             seeded += [(r.formatter, (r.info.plan,)) for r in runs if r.formatter.seeded_inputs]
@@ -957,8 +957,7 @@ class Engine:
         """
         os.makedirs(path, exist_ok=True)
         for key, op in self._stateful():
-            for frame in op.states:
-                frame.save(os.path.join(path, key))
+            op.save(os.path.join(path, key))
         marks = {name: {"watermark": s.watermark, "max_seen": s.max_seen, "ended": s.ended}
                  for name, s in self.scans.items()}
         with open(os.path.join(path, "streams.json"), "w", encoding="utf-8") as f:
@@ -973,8 +972,7 @@ class Engine:
             if not os.path.isdir(folder):
                 msg = f"no saved state for operator {op.node.label()!r} under {path!r}"
                 raise CatalogError(msg)
-            for frame in op.states:
-                frame.load(folder)
+            op.load(folder)
         for name, marks in saved["streams"].items():
             scan = self.scans[name]
             scan.watermark, scan.max_seen, scan.ended = (marks["watermark"], marks["max_seen"],

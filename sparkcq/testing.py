@@ -14,6 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.types import ByteType, IntegerType, LongType, ShortType, StructType
 
 from sparkcq.io.sinks import QueryOutput, Sink
 from sparkcq.io.sources import Source, to_pandas
@@ -45,9 +48,13 @@ class ListSource(Source):
     choose exactly how input is cut into cycles.
     """
 
-    def __init__(self, items: list[Any], rows_per_cycle: int | None = None):
+    def __init__(self, items: list[Any], rows_per_cycle: int | None = None,
+                 on_driver: bool = True):
         self.items = list(items)
         self.rows_per_cycle = rows_per_cycle
+        # rows also handed over as Arrow, so the scan counts them on the driver as it does
+        # pushed rows; False: the cycle's commit measures them, as it does a file's
+        self.on_driver = on_driver
         self.pos = 0
         self.attached: tuple[Any, Any, str] | None = None
 
@@ -77,8 +84,24 @@ class ListSource(Source):
             rows.append(item)
             if self.rows_per_cycle and len(rows) >= self.rows_per_cycle:
                 break
-        df = spark.createDataFrame(to_pandas(rows, schema, name), schema) if rows else None
-        return SourceBatch(df, watermark, end)
+        if not rows:
+            return SourceBatch(None, watermark, end)
+        frame = to_pandas(rows, schema, name)
+        df = spark.createDataFrame(frame, schema)
+        return SourceBatch(df, watermark, end,
+                           arrow=on_driver_rows(frame, schema) if self.on_driver else None)
+
+
+def on_driver_rows(frame: pd.DataFrame, schema: StructType) -> pa.Table:
+    """The rows as Arrow, integral columns as integers (pandas holds an integer column
+    with a missing value as floats; NaN is null here).
+    """
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    for f in schema.fields:
+        if isinstance(f.dataType, ByteType | ShortType | IntegerType | LongType):
+            i = table.schema.get_field_index(f.name)
+            table = table.set_column(i, f.name, pc.cast(table.column(i), pa.int64()))
+    return table
 
 
 @dataclass

@@ -45,24 +45,33 @@ class Arrivals:
     watermarks: list[float] = field(default_factory=list)
 
 
-def arrivals(batches: Iterable[Batch], lateness: int) -> Arrivals:
+def arrivals(batches: Iterable[Batch], lateness: int, measured: bool = False) -> Arrivals:
     """Apply the watermark rule (DESIGN 2.4) to a stream's deliveries, one batch per cycle.
 
     The watermark in force while a batch arrives is the one the previous batches set: the
     largest accepted event time minus the lateness, raised by heartbeats, +inf once the
     stream has ended. An event older than it is late: never applied, kept as a dead letter.
+
+    ``measured``: the stream's batches are measured by the commit of the cycle they arrive
+    in (files, generators), so a batch's largest event time raises the watermark from the
+    next cycle on, as Spark Structured Streaming's watermark moves.
     """
     out = Arrivals()
     mark, seen, ended = -INF, None, False
     for batch in batches:
+        batch_seen = None
         for row in batch.rows:
             if row["t"] < mark:
                 out.late.append((row, mark))
             else:
                 out.accepted.append(row)
-                seen = row["t"] if seen is None else max(seen, row["t"])
+                batch_seen = row["t"] if batch_seen is None else max(batch_seen, row["t"])
+        if not measured and batch_seen is not None:
+            seen = batch_seen if seen is None else max(seen, batch_seen)
         if seen is not None:
             mark = max(mark, seen - lateness)
+        if measured and batch_seen is not None:
+            seen = batch_seen if seen is None else max(seen, batch_seen)
         if batch.watermark is not None:
             mark = max(mark, batch.watermark)
         ended = ended or batch.end

@@ -37,10 +37,12 @@ SCHEDULE_STATS: Counter[str] = Counter()
 
 @dataclass(frozen=True)
 class StreamPlan:
-    """One stream's lateness and what it delivers in each cycle."""
+    """One stream's lateness and what it delivers in each cycle; ``measured``: its batches
+    are measured by the cycle's commit (as files are), not on the driver."""
 
     lateness: int
     batches: tuple[Batch, ...]
+    measured: bool = False
 
     def items(self) -> list:
         """The stream's deliveries as a ``ListSource`` list, one marker per cycle."""
@@ -68,17 +70,18 @@ class Scenario:
     def __repr__(self) -> str:
         streams = ", ".join(
             f"{s}: {sum(len(b.rows) for b in p.batches)} events in {len(p.batches)} cycles, "
-            f"lateness {p.lateness}" for s, p in self.streams.items())
+            f"lateness {p.lateness}{', measured' if p.measured else ''}"
+            for s, p in self.streams.items())
         return f"Scenario({self.cases} cases, {self.cycles} cycles, fuse={self.fuse}; {streams})"
 
     def arrivals(self) -> dict[str, Arrivals]:
-        return {s: arrivals(p.batches, p.lateness) for s, p in self.streams.items()}
+        return {s: arrivals(p.batches, p.lateness, p.measured) for s, p in self.streams.items()}
 
     def describe(self, ex: int) -> str:
         """Case ``ex`` as delivered: per stream and cycle its rows and the watermark after."""
         lines = []
         for name, plan in self.streams.items():
-            marks = arrivals(plan.batches, plan.lateness).watermarks
+            marks = arrivals(plan.batches, plan.lateness, plan.measured).watermarks
             cycles = []
             for c, batch in enumerate(plan.batches):
                 rows = [(e["k"], e["v"], e["t"]) for e in batch.rows if e["ex"] == ex]
@@ -86,7 +89,8 @@ class Scenario:
                                                  if batch.watermark is not None else "")
                 if rows or note:
                     cycles.append(f"cycle {c}: {rows}{note} -> watermark {marks[c]}")
-            lines.append(f"  {name} (lateness {plan.lateness}): " + "; ".join(cycles))
+            how = ", measured by the commit" if plan.measured else ""
+            lines.append(f"  {name} (lateness {plan.lateness}{how}): " + "; ".join(cycles))
         return "\n".join(lines)
 
 
@@ -102,7 +106,7 @@ def _events(lateness: int, stragglers: bool, max_events: int) -> st.SearchStrate
 
 @st.composite
 def stream_plans(draw, events: list[tuple[dict, int]], cycles: int, lateness: int,
-                 cases: int) -> StreamPlan:
+                 cases: int, measured: bool = False) -> StreamPlan:
     """Cut one stream's events (with their jitter) into ``cycles`` deliveries.
 
     The stream uses the first ``span`` cycles only (so it may run far ahead of the others),
@@ -152,15 +156,16 @@ def stream_plans(draw, events: list[tuple[dict, int]], cycles: int, lateness: in
         if (beats[i] or i in heartbeat_only) and i not in quiet and i < end_at:
             mark = min(later) if later else T_MAX + 5  # the tightest honest heartbeat
         if i > 0 and draw(st.booleans(), label="at the watermark"):
-            rows = [*rows, *draw(_at_watermark(batches, lateness, cases))]
+            rows = [*rows, *draw(_at_watermark(batches, lateness, cases, measured))]
         batches.append(Batch(tuple(rows), mark, end=i == end_at))
-    return StreamPlan(lateness, tuple(batches))
+    return StreamPlan(lateness, tuple(batches), measured)
 
 
-def _at_watermark(batches: list[Batch], lateness: int, cases: int) -> st.SearchStrategy:
+def _at_watermark(batches: list[Batch], lateness: int, cases: int,
+                  measured: bool) -> st.SearchStrategy:
     """Events right at the watermark the earlier deliveries set: one just below it (late)
     and one at it (on time), where off-by-one mistakes in lateness would show."""
-    mark = arrivals(batches, lateness).watermarks[-1]
+    mark = arrivals(batches, lateness, measured).watermarks[-1]
     if not 0 < mark <= T_MAX:
         return st.just([])
     return st.lists(st.builds(lambda ex, k, v, t: {"ex": ex, "k": k, "v": v, "t": t},
@@ -187,7 +192,11 @@ def scenarios(draw, streams: tuple[str, ...], cases: int, min_cycles: int = 3,
         assume(len({e["t"] for e, _ in events[s]}) > T_MAX // 2)
         assume(len({e["v"] for e, _ in events[s]}) > 5 and len({e["k"] for e, _ in events[s]}) == 2)
     cycles = draw(st.integers(min_cycles, max_cycles), label="cycles")
-    plans = {s: draw(stream_plans(events[s], cycles, lateness[s], cases)) for s in streams}
+    # some streams' batches are measured by the cycle's commit, as files are (the watermark
+    # then moves a cycle later), the others' on the driver, as pushed rows are
+    measured = {s: draw(st.booleans(), label=f"measured {s}") for s in streams}
+    plans = {s: draw(stream_plans(events[s], cycles, lateness[s], cases, measured[s]))
+             for s in streams}
     return Scenario(plans, cases, cycles, fuse=draw(st.booleans(), label="fuse"))
 
 
@@ -226,7 +235,7 @@ def run_scenario(spark, scenario: Scenario, queries: dict[str, Query],
     for name, plan in scenario.streams.items():
         eng.execute(f"CREATE STREAM {name} (ex BIGINT, k STRING, v BIGINT, t BIGINT) "
                     f"WITH (event_time='t', lateness='{plan.lateness}')")
-        eng.attach_source(name, ListSource(plan.items()))
+        eng.attach_source(name, ListSource(plan.items(), on_driver=not plan.measured))
     setups = dict.fromkeys(q.shape.setup() for q in queries.values() if q.shape.setup())
     for statement in setups:
         eng.execute(statement)

@@ -96,12 +96,14 @@ def persisted(spark):
 
 
 def live_frames(engine):
-    """Ids of the RDDs behind the engine's current state frames."""
+    """Ids of the RDDs behind the engine's current state frames and the batches its scans
+    hold."""
     ops = [*engine.plan.state_holders(), *(r.formatter for r in engine.running.values()),
            engine.intervals]
     ops += [s for s in engine.scans.values() if s.node not in engine.plan.ops]
-    return {f.df._jdf.queryExecution().analyzed().rdd().id()
-            for op in ops for f in op.states if f.df is not None}
+    frames = [f.df for op in ops for f in op.states if f.df is not None]
+    frames += [df for s in engine.scans.values() for df in s.held_frames]
+    return {df._jdf.queryExecution().analyzed().rdd().id() for df in frames}
 
 
 def test_drop_frees_exactly_what_no_other_query_uses(engine, spark):

@@ -10,7 +10,7 @@ final and nothing emitted is ever taken back.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import lru_cache
@@ -25,6 +25,7 @@ T = "_t"
 D = "_d"
 FROM, TO = "_from", "_to"  # an interval row (``Slice.segments``) holds over [_from, _to)
 _COUNT_BASE = 1 << 30  # ids of counted frames in the commit's union, apart from states
+_MEASURED_BASE = 1 << 40  # ids of measured frames (``Runtime.measure``)
 _BUNDLE_SID = -(1 << 30)  # id of the bundled records of several queries
 
 
@@ -105,6 +106,20 @@ class Slice:
     lo: int
     hi: int
     segments: DataFrame | None = None
+    # a stream scan's on-time events that arrived this cycle, whatever their time (at or
+    # after ``lo``), each in the arrivals of exactly one cycle: for consumers keyed by event
+    # time that need not wait for the watermark (``ScanOperator``); such a consumer reads
+    # them instead of ``df``, every cycle
+    arrivals: DataFrame | None = None
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What the commit found in a measured frame (``Runtime.measure``)."""
+
+    rows: int
+    flagged: int  # rows whose flag was true
+    largest: int | None  # the largest value (None: no row had one)
 
 
 @dataclass
@@ -125,6 +140,9 @@ class Runtime:
     kept: list[DataFrame] = field(default_factory=list)  # cycle frames to keep if committed
     released: list[DataFrame] = field(default_factory=list)
     changed_states: list[StateFrame] = field(default_factory=list)
+    # frames whose summary the commit computes, and who is told: see ``measure``
+    measured: list[tuple[DataFrame, Column, Column, Callable[[Summary], None]]] = field(
+        default_factory=list)
     jobs: int = 0
 
     def cache_for_cycle(self, df: DataFrame) -> DataFrame:
@@ -136,6 +154,27 @@ class Runtime:
         df = df.localCheckpoint(eager=False)
         self.cycle_frames.append(df)
         return df
+
+    def measure(self, df: DataFrame, flag: Column, value: Column,
+                then: Callable[[Summary], None]) -> None:
+        """Have the cycle's commit count ``df``'s rows, those where ``flag`` holds, and find
+        the largest ``value``; ``then`` receives them once the commit ran.
+
+        For what a source's batch holds (rows, late rows, largest event time): learnt in
+        the cycle's one action rather than a Spark job of its own.
+        """
+        self.measured.append((df, flag, value, then))
+
+    def materialize(self, state: StateFrame) -> None:
+        """Compute a state set after the commit now, in a Spark job of its own (rare: the
+        dead letters a commit found in a batch, before the batch is let go).
+        """
+        if state.df is None:
+            return
+        self.jobs += 1
+        rows = state.df.count()
+        self.changed_states = [st for st in self.changed_states if st is not state]
+        state.committed(rows, None)
 
     def is_cycle_frame(self, df: DataFrame) -> bool:
         """Whether ``df`` is materialised by this cycle's commit anyway (cached for the
@@ -172,17 +211,26 @@ class Runtime:
         states = [st for st in dict.fromkeys(self.changed_states) if st.df is not None]
         # every count (and earliest instant) in one grouping: one small shuffle, not one
         # stage per frame
-        tagged = [df.select(F.lit(count_ids[key]).alias("_sid"),
-                            F.lit(None).cast("long").alias("_m"))
+        none = F.lit(None).cast("long")
+        no = F.lit(0).cast("long")
+        tagged = [df.select(F.lit(count_ids[key]).alias("_sid"), none.alias("_m"),
+                            none.alias("_x"), no.alias("_f"))
                   for key, df in counted.items()]
         for i, st in enumerate(states):
             assert st.df is not None
-            least = col(T) if T in st.df.columns else F.lit(None).cast("long")
-            tagged.append(st.df.select(F.lit(i).alias("_sid"), least.alias("_m")))
+            least = col(T) if T in st.df.columns else none
+            tagged.append(st.df.select(F.lit(i).alias("_sid"), least.alias("_m"),
+                                       none.alias("_x"), no.alias("_f")))
+        measured, self.measured = self.measured, []
+        for j, (df, flag, value, _then) in enumerate(measured):
+            tagged.append(df.select(F.lit(_MEASURED_BASE + j).alias("_sid"), none.alias("_m"),
+                                    value.cast("long").alias("_x"),
+                                    F.when(flag, 1).otherwise(0).cast("long").alias("_f")))
         summaries = union_all(tagged)
         if summaries is not None:
-            parts.append(summaries.groupBy("_sid").agg(F.count(F.lit(1)).alias("_n"),
-                                                       F.min("_m").alias("_m")))
+            parts.append(summaries.groupBy("_sid").agg(
+                F.count(F.lit(1)).alias("_n"), F.min("_m").alias("_m"),
+                F.max("_x").alias("_x"), F.sum("_f").alias("_f")))
         names = list(outputs)
         for j, name in enumerate(names):
             df = outputs[name]
@@ -204,9 +252,18 @@ class Runtime:
         if not batches:
             for st in states:
                 st.committed(0, None)
+            for _df, _flag, _value, then in measured:
+                then(Summary(0, 0, None))
             return {}, dict.fromkeys(counted, 0)
         table = pa.Table.from_batches(batches)
         sid = table.column("_sid")
+        for j, (_df, _flag, _value, then) in enumerate(measured):
+            row = table.filter(pc.equal(sid, _MEASURED_BASE + j))
+            if not row.num_rows:
+                then(Summary(0, 0, None))
+                continue
+            then(Summary(row.column("_n")[0].as_py(), row.column("_f")[0].as_py() or 0,
+                         row.column("_x")[0].as_py()))
         for i, st in enumerate(states):
             row = table.filter(pc.equal(sid, i))
             n = row.column("_n")[0].as_py() if row.num_rows else 0
@@ -246,6 +303,7 @@ class Runtime:
         self.released.clear()
         self.kept.clear()
         self.changed_states.clear()
+        self.measured.clear()
 
     def empty(self, schema: StructType) -> DataFrame:
         """An empty DataFrame of ``schema``."""

@@ -16,7 +16,14 @@ from dataclasses import dataclass, field, replace
 
 from pyspark.sql import DataFrame
 
-from sparkcq.plan.nodes import EdgeKind, PlanNode, SlicedAggregate, walk, window_reach
+from sparkcq.plan.nodes import (
+    EdgeKind,
+    IntervalJoin,
+    PlanNode,
+    SlicedAggregate,
+    walk,
+    window_reach,
+)
 from sparkcq.runtime.frames import Runtime, Slice, union_all
 from sparkcq.runtime.fusion import AggregateFamily, FamilyMemberOperator, FusionKey, fusion_key
 from sparkcq.runtime.operators.base import ContentsUnknownError, Operator
@@ -204,16 +211,20 @@ class GlobalPlan:
 
     def history_of(self, stream: PlanNode, consumer: PlanNode,
                    ) -> tuple[ScanOperator, int] | None:
-        """The scan of ``stream`` if it kept the recent events a new sliced aggregate
-        ``consumer`` starts from (``ScanOperator.history``), and how far back it needs them.
+        """The scan of ``stream`` and how far back before its position a new ``consumer``
+        of its arrivals (``Slice.arrivals``) starts from the events it holds
+        (``ScanOperator.history``): a sliced aggregate from the window's reach when the
+        scan kept it, otherwise (and an interval join always) from the events that arrived
+        ahead of the watermark, which the consumer would never see as arrivals.
         """
-        reach = (window_reach(consumer.window.spec) if isinstance(consumer, SlicedAggregate)
-                 else None)
         op = self.ops[stream]
         position = op.position
-        if reach is None or position is None or not isinstance(op, ScanOperator):
+        if (position is None or not isinstance(op, ScanOperator)
+                or not isinstance(consumer, SlicedAggregate | IntervalJoin)):
             return None
-        return (op, reach) if op.covers(position, reach) else None
+        reach = (window_reach(consumer.window.spec) if isinstance(consumer, SlicedAggregate)
+                 else None)
+        return (op, reach) if reach is not None and op.covers(position, reach) else (op, 0)
 
     def contents(self, node: PlanNode, at: int) -> DataFrame | None:
         """The current contents of a running relation node as +n changes at ``at``."""
@@ -369,10 +380,19 @@ class GlobalPlan:
 def with_start(inp: Slice, op: Operator, i: int, starts: Starts | None) -> Slice:
     """``inp`` preceded by the contents input ``i`` of ``op`` starts from, if it is seeded
     and ``inp`` passes the position they were taken at (see ``Start``).
+
+    A stream's start is the events its scan holds, for a consumer of its arrivals: they go
+    with the arrivals; while the start waits, so do the arrivals (the scan holds them, and
+    the start taken next cycle has them).
     """
     start = None if starts is None or i not in op.seeded_inputs else starts.get((id(op), i))
-    if start is None or inp.hi <= start.at:
+    if start is None:
         return inp
+    stream = op.input_nodes()[i].kind is EdgeKind.STREAM
+    if inp.hi <= start.at:
+        return replace(inp, arrivals=None) if stream else inp
+    if stream:
+        return replace(inp, arrivals=union_all([start.df, inp.arrivals]))
     return replace(inp, df=union_all([start.df, inp.df]))
 
 

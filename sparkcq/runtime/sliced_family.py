@@ -30,7 +30,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql.types import StructField, StructType
 
 from sparkcq.plan.nodes import AggCall, Aggregate, PlanNode, Project, SlicedAggregate
-from sparkcq.runtime.frames import FROM, TO, Runtime, Slice, SqlViews, q, union_all
+from sparkcq.runtime.frames import FROM, TO, Runtime, Slice, SqlViews, q
 from sparkcq.runtime.fusion import StableNames, split_aggregate
 from sparkcq.runtime.operators.base import Operator
 from sparkcq.runtime.operators.scan import ScanOperator
@@ -72,7 +72,11 @@ class SlicedFamily:
         self.names = StableNames()
         self.op: SlicedAggregateOperator | None = None
         self.previous: SlicedAggregateOperator | None = None  # answers contents until op ran
-        self.reseed_at: int | None = None  # the rebuilt op starts from the history up to it
+        # the (re)built op starts from the stream's held events at or after reseed_at minus
+        # reseed_length: the history of the window's reach when it replaces an op that ran,
+        # or only the events ahead of the stream's position when the family is new
+        self.reseed_at: int | None = None
+        self.reseed_length = 0
         self.fresh: frozenset[SlicedAggregate] = frozenset()  # members yet to run
         self.active: set[PlanNode] | None = None  # members this cycle evaluates (None: all)
         self.run: _Run | None = None
@@ -153,9 +157,15 @@ class SlicedFamily:
         self.op = SlicedAggregateOperator(SlicedAggregate(self.stream, aggregate), self.rt)
         if old is not None and old.position is not None:
             self.previous, self.reseed_at = old, old.position
+            self.reseed_length = self.op.history_length
             self.op.position = old.position
-        elif old is not None:
-            old.release()
+        else:
+            if old is not None:
+                old.release()
+            if isinstance(self.scan, ScanOperator) and self.scan.position is not None:
+                # events that arrived ahead of the watermark before this family existed
+                self.reseed_at, self.reseed_length = self.scan.position, 0
+                self.op.position = self.scan.position
         for node in self.members:
             self.members[node] = self.columns_of(node)
 
@@ -181,8 +191,9 @@ class SlicedFamily:
                 self.run = _Run(Slice(None, base.lo, base.hi))
                 return self.run
             assert isinstance(self.scan, ScanOperator)
-            history = self.scan.history(self.reseed_at, self.op.history_length)
-            inp = Slice(union_all([history, base.df]), base.lo, base.hi)
+            # the scan stepped: its held events include this cycle's arrivals
+            inp = Slice(None, base.lo, base.hi,
+                        arrivals=self.scan.history(self.reseed_at, self.reseed_length))
         # arguments no member evaluated this cycle reads (dropped members' calls, or
         # another query's while one is tried alone) are NULL: a failed query's expression
         # must not fail the others

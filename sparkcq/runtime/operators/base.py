@@ -98,6 +98,16 @@ class Operator:
         msg = f"{self.node.label()} cannot tell its current contents"
         raise ContentsUnknownError(msg)
 
+    def save(self, path: str) -> None:
+        """Write the operator's state under ``path`` (a checkpoint at a cycle boundary)."""
+        for frame in self.states:
+            frame.save(path)
+
+    def load(self, path: str) -> None:
+        """Restore what ``save`` wrote."""
+        for frame in self.states:
+            frame.load(path)
+
     def release(self) -> None:
         """Free all state (the operator leaves the plan)."""
         for s in self.states:

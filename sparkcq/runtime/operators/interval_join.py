@@ -27,11 +27,20 @@ partitioning), and the four probes run on co-partitioned frames with no shuffle 
 from __future__ import annotations
 
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
 from sparkcq.model.time import TIME_MAX, TIME_MIN
-from sparkcq.plan.nodes import CutSpec, Filter, IntervalJoin, Project, RangeSpec, Window
-from sparkcq.runtime.frames import Runtime, Slice, SqlViews, q
+from sparkcq.plan.nodes import (
+    CutSpec,
+    Filter,
+    IntervalJoin,
+    Project,
+    RangeSpec,
+    StreamScan,
+    Window,
+)
+from sparkcq.runtime.frames import Runtime, Slice, SqlViews, col, q, union_all
 from sparkcq.runtime.operators.base import Operator, as_changes_at
 
 #: where each side's element starts and ends (the left's ``_ls``/``_le``, the right's
@@ -61,6 +70,9 @@ class IntervalJoinOperator(Operator):
         self.interval_join = node
         self.views = SqlViews(rt.spark, "ijoin")
         self.lo: int | None = None  # where the next cycle starts: the last safe time
+        # a source stream's events are taken in as they arrive (``Slice.arrivals``): their
+        # elements start at or after their time, so they wait in the state, not in a buffer
+        self.reads_arrivals = [isinstance(c, StreamScan) for c in node.children]
         self.names = [[f.name for f in node.join.children[i].schema.fields] for i in (0, 1)]
         self.keys = [[k[i] for k in node.join.equi_keys] for i in (0, 1)]
         self.condition = node.join.condition or "TRUE"
@@ -90,28 +102,40 @@ class IntervalJoinOperator(Operator):
                 f"SELECT *, {end} AS `_e` FROM (SELECT {cols}, `_t`, {start} AS `_s` "
                 f"FROM {src})) WHERE `_e` > `_s`")
 
-    def side_sql(self, i: int, with_state: bool, with_new: bool, lo: int) -> str:
+    def side(self, i: int, old: DataFrame | None, events: DataFrame | None,
+             lo: int) -> DataFrame | None:
         """Side ``i``'s elements that may still start or end a pair at or after ``lo``: the
-        kept ones (``{old}``) and the new ones, hash-partitioned by the equi-join keys.
-        """
-        parts = []
-        if with_state:  # partitioned already: a union keeps that when both parts have it
-            # (each column renamed to itself: the kept frame's columns are those of the
-            # union that made it, and a union whose parts share column ids, as they would
-            # from the second cycle on, loses the partitioning; Spark 4.3, measured)
-            where = f" WHERE {ENDS[i]} >= {lo}" if lo != TIME_MIN else ""
-            names = [*self.names[i], STARTS[i], ENDS[i]]
-            parts.append(f"SELECT {', '.join(f'{q(n)} AS {q(n)}' for n in names)} "
-                         f"FROM {{old}}{where}")
-        if with_new:
-            spread = (f" DISTRIBUTE BY {', '.join(map(q, self.keys[i]))}" if self.keys[i]
-                      else "")
-            parts.append(f"(SELECT * FROM ({self.elements_sql[i]}){spread})")
-        return " UNION ALL ".join(parts)
+        kept ones (``old``) and those of the new ``events``, hash-partitioned by the equi-join
+        keys and sorted by them within each partition, so the probes merge-join the frames
+        with no shuffle and no sort of their own (a hash join builds a table per probe that
+        cannot spill: many joins in one commit ran out of memory).
 
-    def pairs_sql(self, lo: int, hi: int) -> str:
-        """The changes of the cycle ``[lo, hi)``: +1 at the later start, -1 at the earlier
-        end, each pair found once (see module).
+        Built with DataFrame calls, not SQL text: a subquery's name on the columns makes
+        Spark 4.3 forget the partitioning of a copy of the cached frame (the probes read it
+        in one plan several times) or of a union with it, and every probe shuffled again.
+        """
+        names = [*self.names[i], STARTS[i], ENDS[i]]
+        kept = None
+        if old is not None:  # partitioned and sorted already
+            kept = old.select(*[col(n).alias(n) for n in names])
+            if lo != TIME_MIN:
+                kept = kept.where(col(ENDS[i]) >= F.lit(lo))
+        if events is None:
+            return kept
+        new = self.views.sql(self.elements_sql[i], inp=events)
+        keys = [col(k) for k in self.keys[i]]
+        if keys:
+            new = new.repartition(self.rt.partitions, *keys)
+        side = new if kept is None else kept.unionByName(new)
+        return side.sortWithinPartitions(*keys) if keys else side
+
+    def probes_sql(self, lo: int, hi: int) -> list[str]:
+        """The changes of the cycle ``[lo, hi)``, one probe each: +1 at the later start,
+        -1 at the earlier end, each pair found once (see module).
+
+        Each probe reads each side once, in a query of its own: within one query Spark
+        renames a relation read several times, and the renamed copies lose the partitioning
+        and order the probes rely on (Spark 4.3, measured), so every probe shuffled again.
         """
         ls, rs = STARTS
         le, re_ = ENDS
@@ -128,11 +152,10 @@ class IntervalJoinOperator(Operator):
             (le, -1, f"{within(le)} AND {re_} >= {le} AND {rs} < {le}"),
             (re_, -1, f"{within(re_)} AND {le} > {re_} AND {ls} < {re_}"),
         ]
-        hint = "/*+ SHUFFLE_HASH(r) */"  # both sides are frames of the cycle: no broadcast
-        return " UNION ALL ".join(
-            f"SELECT {hint} {cols}, {at} AS `_t`, CAST({sign} AS BIGINT) AS `_d` "
-            f"FROM {{left}} AS l JOIN {{right}} AS r ON ({self.condition}) AND {band}"
-            for at, sign, band in probes)
+        hint = "/*+ MERGE(r) */"  # both sides are frames of the cycle: no broadcast
+        return [f"SELECT {hint} {cols}, {at} AS `_t`, CAST({sign} AS BIGINT) AS `_d` "
+                f"FROM {{left}} AS l JOIN {{right}} AS r ON ({self.condition}) AND {band}"
+                for at, sign, band in probes]
 
     # -- the cycle ---------------------------------------------------------------------------
     def step(self, inputs: list[Slice]) -> Slice:  # noqa: D102
@@ -145,24 +168,21 @@ class IntervalJoinOperator(Operator):
         self.lo = hi
         frames: list[DataFrame | None] = []
         for i, inp in enumerate((left, right)):
-            old = self.sides[i].get()
-            if inp.df is None:
-                frames.append(None if old is None else self.views.sql(
-                    self.side_sql(i, True, False, lo), old=old))
-                continue
-            views = {"inp": inp.df} if old is None else {"inp": inp.df, "old": old}
-            side = self.rt.cache_for_cycle(self.views.sql(
-                self.side_sql(i, old is not None, True, lo), **views))
+            events = inp.arrivals if self.reads_arrivals[i] else inp.df
+            side = self.side(i, self.sides[i].get(), events, lo)
+            if events is not None and side is not None:
+                side = self.rt.cache_for_cycle(side)
+                if hi != TIME_MAX:
+                    self.sides[i].adopt(side)
             frames.append(side)
-            if hi != TIME_MAX:
-                self.sides[i].adopt(side)
         if hi == TIME_MAX:
             for state in self.sides:
                 state.set(None)
         if frames[0] is None or frames[1] is None:
             return Slice(None, lo, hi)
-        return Slice(self.views.sql(self.pairs_sql(lo, hi), left=frames[0], right=frames[1]),
-                     lo, hi)
+        probes = [self.views.sql(text, left=frames[0], right=frames[1])
+                  for text in self.probes_sql(lo, hi)]
+        return Slice(union_all(probes), lo, hi)
 
     def contents(self, children: list[DataFrame | None], at: int) -> DataFrame | None:
         """The pairs valid just before ``at`` (the operator's position): both elements

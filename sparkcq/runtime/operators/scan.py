@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -17,9 +18,9 @@ from sparkcq.runtime.frames import (
     D,
     Runtime,
     Slice,
+    Summary,
     T,
     col,
-    split_at,
     union_all,
     unpersist_checkpoint,
 )
@@ -63,14 +64,41 @@ def merge_batches(kept: SourceBatch, new: SourceBatch) -> SourceBatch:
                        kept.rejected + new.rejected, arrow)
 
 
+@dataclass(frozen=True)
+class HeldBatch:
+    """A batch of rows the scan holds: cached in the cycle it arrived in, then kept, not
+    copied, until every event of it has been delivered and has left the history's reach.
+
+    ``frame`` has the stream's columns, ``_t`` (and ``_te``) and ``_reason`` (null: on
+    time). ``largest`` (the largest on-time event time, None when there is none) and
+    ``rows`` are known once ``measured``: at once for rows held on the driver, otherwise
+    from the commit of the cycle the batch arrived in.
+    """
+
+    frame: DataFrame
+    measured: bool
+    largest: int | None = None
+    rows: int = 0
+
+
 class ScanOperator(Operator):
     """Turns a source's raw rows into the stream edge every consumer of the stream reads.
 
     Watermark ``W`` (DESIGN 2.4): the maximum event time seen minus the allowed lateness
     (0 when events come in order), raised by explicit watermarks, +inf at end of input.
     Events before the previous watermark are late: counted and kept in the dead-letter table
-    with the reason, never applied. Events at or after the new watermark wait in a buffer
-    (in Spark) so that each cycle releases exactly the events in [W_prev, W).
+    with the reason, never applied.
+
+    Each cycle's batch is cached once and held (``HeldBatch``); the edge of ``[W_prev, W)``
+    is read from the batches that still hold events of it, so events beyond the watermark
+    wait there without being copied into a buffer. What a batch holds is counted on the
+    driver for rows pushed from Python; for files and generators it is measured by the
+    cycle's commit, so such a stream's watermark moves with the batches of earlier cycles
+    (as Spark Structured Streaming's does) and no Spark job of its own is needed.
+
+    Consumers keyed by event time (sliced window aggregates, interval joins) read the
+    cycle's ``arrivals`` instead: every on-time event of the batch, whatever its time, each
+    delivered once, so they need not wait for the watermark to take an event in.
     """
 
     def __init__(self, node: StreamScan, rt: Runtime, lateness: int = 0,
@@ -82,10 +110,7 @@ class ScanOperator(Operator):
         self.max_seen: int | None = None
         self.batch = SourceBatch()
         self.ended = False
-        fields = [*node.schema.fields, StructField(T, LongType())]
-        if node.end_col:
-            fields.append(StructField(TE, LongType()))
-        self.pending = self.state(StructType(fields), "pending")
+        self.names = [f.name for f in node.schema.fields]
         self.dead_schema = StructType([*node.schema.fields, StructField(REASON, StringType()),
                                        StructField(RAW, StringType())])
         self.dead = self.state(StructType([*self.dead_schema.fields,
@@ -96,17 +121,32 @@ class ScanOperator(Operator):
         self.max_dead_letters = max_dead_letters
         self.dead_batches: tuple[tuple[int, int], ...] = ()
         self.rows_in = 0
+        # the batches held, oldest first, and those let go this cycle: their blocks are
+        # freed a cycle later, once no rollback can bring them back
+        self.held: tuple[HeldBatch, ...] = ()
+        self.let_go: tuple[DataFrame, ...] = ()
         # recent events, for a window added later over this stream to start from (DESIGN
-        # 4.2): each cycle's cached rows with the [lo, hi) it released from them, for
-        # ``history_reach`` of event time, kept since the watermark ``history_since``
+        # 4.2): the held batches reach back ``history_reach`` of event time before the
+        # watermark, complete since the watermark ``history_since``
         self.history_reach = 0
         self.history_since: int | None = None
-        self.recent: tuple[tuple[int, int, DataFrame], ...] = ()
         self.future = (
             FutureBuffer(self, StructType([*node.schema.fields, StructField(T, LongType()),
                                            StructField(D, LongType())]))
             if node.end_col else None
         )
+
+    @property
+    def state_rows(self) -> int:
+        """Dead letters, and the rows of the batches held (counted once measured)."""
+        return super().state_rows + sum(b.rows for b in self.held)
+
+    @property
+    def held_frames(self) -> list[DataFrame]:
+        """The cached frames of the batches held, and of those let go this cycle (freed
+        when the next one starts).
+        """
+        return [*(b.frame for b in self.held), *self.let_go]
 
     def time_expr(self, name: str):  # noqa: ANN201 - a Column
         """The long time axis value of a time column."""
@@ -117,11 +157,14 @@ class ScanOperator(Operator):
     def step(self, inputs: list[Slice]) -> Slice:  # noqa: D102
         batch, self.batch = self.batch, SourceBatch()
         lo = self.watermark
-        good = None
+        for frame in self.let_go:
+            self.rt.release_at_cycle_end(frame)
+        self.let_go = ()
         if batch.rejected:
             self.refuse(batch.rejected)
+        arrived = None
         if batch.df is not None:
-            good = self.accept(batch.df, lo, batch.arrow)
+            arrived = self.accept(batch.df, lo, batch.arrow)
         wm = lo
         if self.max_seen is not None:
             wm = max(wm, self.max_seen - self.lateness)
@@ -132,15 +175,34 @@ class ScanOperator(Operator):
         if self.ended:
             wm = TIME_MAX
         self.watermark = hi = wm
-        if good is None and (self.pending.rows == 0 or (self.pending.min_t or TIME_MAX) >= hi):
-            return self.emit(None, lo, hi)
-        merged = union_all([self.pending.get(), good])
-        assert merged is not None
-        merged = self.rt.cache_for_cycle(merged)
-        self.log_history(merged, lo, hi)
-        ready, later = split_at(merged, hi)
-        self.pending.set(later)
-        return self.emit(ready, lo, hi)
+        self.let_go_delivered(lo)
+        return self.emit(self.held_between(lo, hi), lo, hi, arrived)
+
+    def let_go_delivered(self, lo: int) -> None:
+        """Stop holding the batches whose events all lie before ``lo`` and before the
+        history's reach back from it (delivered, and no window added in this cycle needs
+        them); their blocks are freed a cycle later.
+        """
+        bound = lo - self.history_reach if lo != TIME_MAX else TIME_MAX
+        keep: list[HeldBatch] = []
+        gone: list[HeldBatch] = []
+        for b in self.held:
+            done = b.measured and (b.largest is None or b.largest < bound)
+            (gone if done else keep).append(b)
+        if gone:
+            self.held = tuple(keep)
+            self.let_go = tuple(b.frame for b in gone)
+
+    def held_between(self, lo: int, hi: int) -> DataFrame | None:
+        """The on-time events of ``[lo, hi)`` from the batches that may hold some."""
+        if hi <= lo:
+            return None
+        parts = [b.frame.where(col(REASON).isNull() & (col(T) >= F.lit(lo))
+                               & (col(T) < F.lit(hi)))
+                 for b in self.held if not b.measured or (b.largest is not None
+                                                          and b.largest >= lo)]
+        ready = union_all(parts)
+        return None if ready is None else ready.drop(REASON)
 
     def want_history(self, reach: int) -> None:
         """Keep the events of the last ``reach`` of event time from now on (see
@@ -152,24 +214,6 @@ class ScanOperator(Operator):
         if self.history_since is None:
             self.history_since = self.watermark
 
-    def log_history(self, rows: DataFrame, lo: int, hi: int) -> None:
-        """Remember the cycle's rows (cached for the cycle: kept, not copied) as history."""
-        if not self.history_reach:
-            return
-        if hi == TIME_MAX:
-            for _lo, _hi, frame in self.recent:
-                self.rt.release_at_cycle_end(frame)
-            self.recent = ()
-            return
-        self.rt.keep_after_cycle(rows)
-        kept = []
-        for entry in self.recent:  # history up to lo stays readable in this cycle
-            if entry[1] <= lo - self.history_reach:
-                self.rt.release_at_cycle_end(entry[2])
-            else:
-                kept.append(entry)
-        self.recent = (*kept, (lo, hi, rows))
-
     def covers(self, at: int, length: int) -> bool:
         """Whether ``history`` can give every event of [at - length, at)."""
         return (self.watermark == at and length <= self.history_reach
@@ -177,33 +221,37 @@ class ScanOperator(Operator):
                 and (self.history_since == TIME_MIN or self.history_since <= at - length))
 
     def history(self, at: int, length: int) -> DataFrame | None:
-        """The events of [at - length, at) as this stream's edge delivered them (instants,
-        ``_d`` = 1); ``covers`` says whether they are all still kept. None: there were none.
+        """The held events at or after ``at - length`` (instants, ``_d`` = 1): the events of
+        [at - length, at) (``covers`` says whether they are all still held) and every event
+        held beyond ``at``, those of this cycle's batch too once the scan has stepped.
+
+        What a consumer of ``arrivals`` added at the stream's position ``at`` starts from
+        (``length`` 0: the events it would otherwise never see, those that arrived before
+        it, ahead of the watermark). None: there are none.
         """
-        names = [col(f.name) for f in self.scan.schema.fields]
-        parts = [frame.where((col(T) >= F.lit(max(lo, at - length)))
-                             & (col(T) < F.lit(min(hi, at))))
-                 .select(*names, col(T), F.lit(1).cast("long").alias(D))
-                 for lo, hi, frame in self.recent if hi > at - length and lo < at]
+        since = at - length
+        parts = [b.frame.where(col(REASON).isNull() & (col(T) >= F.lit(since)))
+                 .select(*[col(n) for n in self.names], col(T), F.lit(1).cast("long").alias(D))
+                 for b in self.held if not b.measured or (b.largest is not None
+                                                          and b.largest >= since)]
         return union_all(parts)
 
     def release(self) -> None:  # noqa: D102
         super().release()
-        for _lo, _hi, frame in self.recent:
+        for frame in (*self.let_go, *(b.frame for b in self.held)):
             unpersist_checkpoint(frame)
-        self.recent = ()
+        self.held, self.let_go = (), ()
 
-    def accept(self, raw: DataFrame, lo: int, arrow: pa.Table | None = None) -> DataFrame | None:
-        """Add time columns; route null, late and malformed events to the dead letters.
-
-        The rows are counted, and the largest on-time event time found, on the driver when
-        ``arrow`` holds them there, otherwise by a Spark job over the cycle's cached rows.
+    def accept(self, raw: DataFrame, lo: int, arrow: pa.Table | None = None) -> DataFrame:
+        """Add time columns and the reason a row is refused (null, late or malformed event
+        time); cache the batch and hold it. The rows are counted, and the largest on-time
+        event time found, on the driver when ``arrow`` holds them there, otherwise by the
+        cycle's commit (``Runtime.measure``). Returns the batch's on-time events.
         """
-        names = [f.name for f in self.scan.schema.fields]
         # late: before the watermark of the cycle, or of the row's arrival if later
         bound = (F.greatest(F.lit(lo), col(ARRIVAL_WATERMARK))
                  if ARRIVAL_WATERMARK in raw.columns else F.lit(lo))
-        df = raw.select(*[col(n) for n in names], bound.alias("_bound")).withColumn(
+        df = raw.select(*[col(n) for n in self.names], bound.alias("_bound")).withColumn(
             T, self.time_expr(self.scan.time_col))
         reason = (
             F.when(col(T).isNull(), F.lit(f"null event time in column {self.scan.time_col!r}"))
@@ -211,29 +259,47 @@ class ScanOperator(Operator):
                 F.lit("late: event time "), col(T).cast("string"),
                 F.lit(" is before the watermark "), col("_bound").cast("string")))
         )
+        columns = [*[col(n) for n in self.names], col(T)]
         if self.scan.end_col:
             df = df.withColumn(TE, self.time_expr(self.scan.end_col))
             reason = reason.when(col(TE).isNull() | (col(TE) < col(T)), F.lit(
                 f"end time {self.scan.end_col!r} is null or before the event time"))
-        df = df.withColumn(REASON, reason)
+            columns.append(col(TE))
+        frame = self.rt.cache_for_cycle(df.select(*columns, reason.alias(REASON)))
+        self.rt.keep_after_cycle(frame)
         if arrow is not None and not self.scan.end_col:
-            total, bad, mx = self.check_on_driver(arrow, lo)
+            total, bad, largest = self.check_on_driver(arrow, lo)
+            self.held = (*self.held, HeldBatch(frame, True, largest, total - bad))
+            self.counted_batch(frame, total, bad, largest)
         else:
-            df = self.rt.cache_for_cycle(df)
-            self.rt.jobs += 1
-            total, bad, mx = df.agg(
-                F.count(F.lit(1)), F.count(col(REASON)),
-                F.max(F.when(col(REASON).isNull(), col(T)))).first()  # type: ignore[misc]
+            self.held = (*self.held, HeldBatch(frame, False))
+            self.rt.measure(frame, col(REASON).isNotNull(),
+                            F.when(col(REASON).isNull(), col(T)),
+                            lambda summary: self.measured(frame, summary))
+        return frame.where(col(REASON).isNull()).drop(REASON)
+
+    def measured(self, frame: DataFrame, summary: Summary) -> None:
+        """The commit measured a batch: count it, raise the largest event time seen, and
+        keep its refused rows as dead letters (copied out of it by a Spark job of their
+        own, only in a cycle that has some).
+        """
+        good = summary.rows - summary.flagged
+        self.held = tuple(HeldBatch(b.frame, True, summary.largest, good)
+                          if b.frame is frame else b for b in self.held)
+        self.counted_batch(frame, summary.rows, summary.flagged, summary.largest)
+        if summary.flagged:
+            self.rt.materialize(self.dead)
+
+    def counted_batch(self, frame: DataFrame, total: int, bad: int,
+                      largest: int | None) -> None:
+        """Account for a batch: rows seen, dead letters, the largest on-time event time."""
         self.rows_in += total
         if bad:
-            self.keep_dead(df.where(col(REASON).isNotNull()).select(
-                *[col(n) for n in names], col(REASON), F.lit(None).cast("string").alias(RAW)),
-                bad)
-        if mx is not None:
-            self.max_seen = mx if self.max_seen is None else max(self.max_seen, mx)
-        if total == bad:
-            return None
-        return df.where(col(REASON).isNull()).drop(REASON, "_bound")
+            self.keep_dead(frame.where(col(REASON).isNotNull()).select(
+                *[col(n) for n in self.names], col(REASON),
+                F.lit(None).cast("string").alias(RAW)), bad)
+        if largest is not None:
+            self.max_seen = largest if self.max_seen is None else max(self.max_seen, largest)
 
     def check_on_driver(self, rows: pa.Table, lo: int) -> tuple[int, int, int | None]:
         """Rows, dead rows (null or late event time) and the largest on-time event time of
@@ -277,22 +343,44 @@ class ScanOperator(Operator):
             old = old.where(col(DEAD_BATCH) > F.lit(dropped))
         self.dead.set(union_all([old, new_dead.withColumn(DEAD_BATCH, F.lit(batch).cast("long"))]))
 
-    def emit(self, ready: DataFrame | None, lo: int, hi: int) -> Slice:
-        """Stream edge: instants with _d = 1; with an end time, +1 at ts and -1 at te."""
-        names = [f.name for f in self.scan.schema.fields]
+    def emit(self, ready: DataFrame | None, lo: int, hi: int,
+             arrived: DataFrame | None = None) -> Slice:
+        """Stream edge: instants with _d = 1 (and the cycle's arrivals, likewise); with an
+        end time, +1 at ts and -1 at te.
+        """
+        names = [col(n) for n in self.names]
+        one = F.lit(1).cast("long").alias(D)
         if self.future is None:
+            arrivals = None if arrived is None else arrived.select(*names, col(T), one)
             if ready is None:
-                return Slice(None, lo, hi)
-            return Slice(ready.select(*[col(n) for n in names], col(T), F.lit(1).cast("long")
-                                      .alias(D)), lo, hi)
+                return Slice(None, lo, hi, arrivals=arrivals)
+            return Slice(ready.select(*names, col(T), one), lo, hi, arrivals=arrivals)
         produced = None
         if ready is not None:
             live = ready.where(col(TE) > col(T))
-            starts = live.select(*[col(n) for n in names], col(T), F.lit(1).cast("long").alias(D))
-            ends = live.select(*[col(n) for n in names], col(TE).alias(T),
-                               F.lit(-1).cast("long").alias(D))
+            starts = live.select(*names, col(T), one)
+            ends = live.select(*names, col(TE).alias(T), F.lit(-1).cast("long").alias(D))
             produced = starts.unionByName(ends)
         return self.future.emit(produced, lo, hi)
+
+    def save(self, path: str) -> None:
+        """Write the state and the events held beyond the watermark (``load`` holds them
+        again), so a restored engine delivers them.
+        """
+        super().save(path)
+        undelivered = self.held_between(self.watermark, TIME_MAX)
+        schema = StructType([*self.scan.schema.fields, StructField(T, LongType()),
+                             *([StructField(TE, LongType())] if self.scan.end_col else [])])
+        frame = undelivered if undelivered is not None else self.rt.empty(schema)
+        frame.write.mode("overwrite").parquet(os.path.join(path, "held-events"))
+
+    def load(self, path: str) -> None:
+        """Restore what ``save`` wrote."""
+        super().load(path)
+        frame = self.rt.spark.read.parquet(os.path.join(path, "held-events")).withColumn(
+            REASON, F.lit(None).cast("string"))
+        rows, largest = frame.agg(F.count(F.lit(1)), F.max(col(T))).first()  # type: ignore[misc]
+        self.held = (HeldBatch(frame, True, largest, rows),) if rows else ()
 
     def dead_letters(self) -> DataFrame:
         """The stream's newest dead letters (``max_dead_letters``, about): rejected rows with

@@ -157,6 +157,14 @@ class SharedIntervalFormatter:
         """Open element layers held for all queries."""
         return self.open.rows
 
+    def save(self, path: str) -> None:
+        """Write the open layers under ``path`` (a checkpoint at a cycle boundary)."""
+        self.open.save(path)
+
+    def load(self, path: str) -> None:
+        """Restore what ``save`` wrote."""
+        self.open.load(path)
+
     def step(self, encoded: list[DataFrame], live: list[int]) -> DataFrame | None:
         """Records (query id, row text, ``_ts``, ``_te``, ``_op``) of this cycle's changes."""
         if not encoded:

@@ -36,7 +36,15 @@ from pyspark.sql.types import (
 )
 
 from sparkcq.model.time import TIME_MAX, TIME_MIN
-from sparkcq.plan.nodes import CutSpec, Filter, Project, RangeSpec, SlicedAggregate, window_reach
+from sparkcq.plan.nodes import (
+    CutSpec,
+    Filter,
+    Project,
+    RangeSpec,
+    SlicedAggregate,
+    StreamScan,
+    window_reach,
+)
 from sparkcq.runtime.frames import FROM, TO, Runtime, Slice, SqlViews, q
 from sparkcq.runtime.operators.aggregate import accumulator_type
 from sparkcq.runtime.operators.base import Operator, as_changes_at
@@ -113,6 +121,9 @@ class SlicedAggregateOperator(Operator):
             GROUP_HASH)
         self.events_sql = self.build_events_sql(node)
         self.started = False  # has emitted: segments that began before lo were emitted
+        # a source stream's events are taken in as they arrive, ahead of the watermark
+        # (``Slice.arrivals``): a pane is only read once the watermark passes its end
+        self.reads_arrivals = isinstance(node.child, StreamScan)
         # how far back the stream's events of the window's live elements reach: what a
         # rebuilt family starts from (``ScanOperator.history``)
         reach = window_reach(spec)
@@ -254,13 +265,14 @@ class SlicedAggregateOperator(Operator):
         lo, hi = inp.lo, inp.hi
         sql = self.views.sql
         old = self.panes.get()
-        if inp.df is None and old is None:
+        events = inp.arrivals if self.reads_arrivals else inp.df
+        if events is None and old is None:
             return Slice(None, lo, hi)
-        if inp.df is None:
+        if events is None:
             assert old is not None
             panes = old
         else:
-            views = {"inp": inp.df} if old is None else {"inp": inp.df, "old": old}
+            views = {"inp": events} if old is None else {"inp": events, "old": old}
             text = self.panes_sql(old is not None)
             if blank:
                 text = text.replace(self.events_sql, self.build_events_sql(self.sliced, blank))
