@@ -167,9 +167,12 @@ class SlicedAggregateOperator(Operator):
             return "CAST(0 AS BIGINT)"
         return f"xxhash64({', '.join(map(q, self.keys))})"
 
-    def panes_sql(self, with_old: bool) -> str:
+    def panes_sql(self, with_old: bool, lo: int) -> str:
         """The cycle's events summed per (group, pane) map-side, before the shuffle, then
-        merged with the panes kept from earlier cycles.
+        merged with the panes kept from earlier cycles that may still be in a window at or
+        after ``lo``. The kept panes are partitioned by the group hash already: only the
+        new sums are redistributed (each kept column renamed to itself, so that the union
+        keeps the partitioning, as in ``interval_join``).
         """
         measures = "".join(f", {m.combine}({m.sql}) AS {q(m.name)}"
                            for m in self.measures.values())
@@ -177,13 +180,16 @@ class SlicedAggregateOperator(Operator):
         partial = (f"SELECT {by}, sum(`_d`) AS `{N}`{measures} "
                    f"FROM (SELECT *, {self.pane_end} AS {q(PANE_END)}, {self.group_hash()} AS "
                    f"{q(GROUP_HASH)} FROM {self.events_sql}) WHERE `_d` > 0 GROUP BY {by}")
+        names = [f.name for f in self.panes.schema.fields]
+        merging = (f"SELECT {', '.join(map(q, names))} FROM ({partial}) "
+                   f"DISTRIBUTE BY {q(GROUP_HASH)}")
         if with_old:
-            columns = ", ".join(q(f.name) for f in self.panes.schema.fields)
-            partial = f"SELECT {columns} FROM {{old}} UNION ALL SELECT {columns} FROM ({partial})"
+            live = f" WHERE {q(PANE_END)} >= {lo - self.length}" if lo != TIME_MIN else ""
+            kept = ", ".join(f"{q(n)} AS {q(n)}" for n in names)
+            merging = f"SELECT {kept} FROM {{old}}{live} UNION ALL ({merging})"
         merged = "".join(f", {m.combine}({q(m.name)}) AS {q(m.name)}"
                          for m in self.measures.values())
-        return (f"SELECT {by}, sum(`{N}`) AS `{N}`{merged} FROM ({partial} "
-                f"DISTRIBUTE BY {q(GROUP_HASH)}) GROUP BY {by}")
+        return f"SELECT {by}, sum(`{N}`) AS `{N}`{merged} FROM ({merging}) GROUP BY {by}"
 
     def points_sql(self) -> str:
         """Each pane enters the window at its end and leaves ``length`` later: the points
@@ -270,17 +276,19 @@ class SlicedAggregateOperator(Operator):
             return Slice(None, lo, hi)
         if events is None:
             assert old is not None
-            panes = old
+            panes = old  # panes that left before lo change nothing at or after it
         else:
             views = {"inp": events} if old is None else {"inp": events, "old": old}
-            text = self.panes_sql(old is not None)
+            text = self.panes_sql(old is not None, lo)
             if blank:
                 text = text.replace(self.events_sql, self.build_events_sql(self.sliced, blank))
             panes = self.rt.cache_for_cycle(sql(text, **views))
-        # a pane is needed while it is in a window at or after hi, or leaves at hi
-        self.panes.set(None if hi == TIME_MAX else
-                       sql(f"SELECT * FROM {{p}} WHERE {q(PANE_END)} >= {hi - self.length}",
-                           p=panes))
+            # the cycle's panes are the state, kept as they are (no copy): those that
+            # left before the next cycle's lo are dropped when it reads them
+            if hi != TIME_MAX:
+                self.panes.adopt(panes)
+        if hi == TIME_MAX:
+            self.panes.set(None)
         segments = self.rt.cache_for_cycle(sql(self.segments_sql(lo, hi), panes=panes))
         return Slice(None, lo, hi, segments)
 
