@@ -544,15 +544,12 @@ class ProjectQuery(Shape):
                           lambda r: (r["ex"], r["k"], r["v"] * 2 + 1, r["v"] % 3 == 0))
 
 
-@dataclass(frozen=True)
-class JoinQuery(Shape):
-    """SELECT a.ex, a.k, a.v, b.v FROM s [w1] a JOIN s2 [w2] b ON ex, k [AND a.v < b.v]."""
+class JoinShape(Shape):
+    """A join of two windowed streams in any output form (``join_form``)."""
 
     left: Win
     right: Win
-    theta: bool
-    streams: tuple[str, str] = ("s", "s2")
-    join_form: str = ""
+    join_form: str
 
     @property
     def form(self) -> str:
@@ -565,6 +562,17 @@ class JoinQuery(Shape):
     @property
     def records_kind(self) -> str:  # type: ignore[override]
         return _records_kind(self.join_form)
+
+
+@dataclass(frozen=True)
+class JoinQuery(JoinShape):
+    """SELECT a.ex, a.k, a.v, b.v FROM s [w1] a JOIN s2 [w2] b ON ex, k [AND a.v < b.v]."""
+
+    left: Win
+    right: Win
+    theta: bool
+    streams: tuple[str, str] = ("s", "s2")
+    join_form: str = ""
 
     def sql(self) -> str:
         theta = " AND a.v < b.v" if self.theta else ""
@@ -589,25 +597,13 @@ class JoinQuery(Shape):
 
 
 @dataclass(frozen=True)
-class BandJoinQuery(Shape):
+class BandJoinQuery(JoinShape):
     """A theta join without equality on k: |a.v - b.v| <= 1 within an example."""
 
     left: Win
     right: Win
     streams: tuple[str, str] = ("s", "s2")
     join_form: str = ""
-
-    @property
-    def form(self) -> str:
-        return self.join_form
-
-    @property
-    def period(self) -> int | None:
-        return join_period(self.left, self.right)
-
-    @property
-    def records_kind(self) -> str:  # type: ignore[override]
-        return _records_kind(self.join_form)
 
     def sql(self) -> str:
         left, right = self.streams
