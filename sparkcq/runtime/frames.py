@@ -257,17 +257,17 @@ class Runtime:
             return {}, dict.fromkeys(counted, 0)
         table = pa.Table.from_batches(batches)
         sid = table.column("_sid")
+        def summary(key: int) -> dict[str, int | None]:  # one row of the grouping
+            row = table.filter(pc.equal(sid, key))
+            return {c: row.column(c)[0].as_py() if row.num_rows else None
+                    for c in ("_n", "_m", "_x", "_f")}
+
         for j, (_df, _flag, _value, then) in enumerate(measured):
-            row = table.filter(pc.equal(sid, _MEASURED_BASE + j))
-            if not row.num_rows:
-                then(Summary(0, 0, None))
-                continue
-            then(Summary(row.column("_n")[0].as_py(), row.column("_f")[0].as_py() or 0,
-                         row.column("_x")[0].as_py()))
+            got = summary(_MEASURED_BASE + j)
+            then(Summary(got["_n"] or 0, got["_f"] or 0, got["_x"]))
         for i, st in enumerate(states):
-            row = table.filter(pc.equal(sid, i))
-            n = row.column("_n")[0].as_py() if row.num_rows else 0
-            st.committed(n, row.column("_m")[0].as_py() if row.num_rows else None)
+            got = summary(i)
+            st.committed(got["_n"] or 0, got["_m"])
         out: dict[str, pa.Table] = {}
         for j, name in enumerate(names):
             rows = table.filter(pc.equal(sid, -1 - j)).column(f"_q{j}").combine_chunks()
@@ -277,10 +277,7 @@ class Runtime:
             for name in bundle.columns:
                 column = rows_of.column(name).combine_chunks()
                 out[name] = _flatten_record(column.filter(column.is_valid()))
-        counts = {}
-        for key, i in count_ids.items():
-            row = table.filter(pc.equal(sid, i))
-            counts[key] = row.column("_n")[0].as_py() if row.num_rows else 0
+        counts = {key: summary(i)["_n"] or 0 for key, i in count_ids.items()}
         return out, counts
 
     def end_cycle(self) -> None:

@@ -32,34 +32,18 @@ from pyspark.sql.types import LongType, StructField, StructType
 
 from sparkcq.model.time import TIME_MAX, TIME_MIN
 from sparkcq.plan.nodes import (
-    CutSpec,
     Filter,
     IntervalJoin,
     Project,
-    RangeSpec,
     StreamScan,
-    Window,
 )
-from sparkcq.runtime.frames import Runtime, Slice, SqlViews, col, q, union_all
+from sparkcq.runtime.frames import Runtime, Slice, SqlViews, T, col, q
 from sparkcq.runtime.operators.base import Operator, as_changes_at
+from sparkcq.runtime.operators.window import element_interval
 
 #: where each side's element starts and ends (the left's ``_ls``/``_le``, the right's
 #: ``_rs``/``_re``), so the join condition's columns and these never clash
 STARTS, ENDS = ("_ls", "_rs"), ("_le", "_re")
-
-
-def element_bounds(window: Window) -> tuple[str, str]:
-    """SQL for the start and the end of the element of an event at ``_t`` (``_e`` names the
-    start in the end's expression).
-    """
-    spec = window.spec
-    if isinstance(spec, RangeSpec) and spec.slide:
-        return (f"`_t` + pmod(-`_t`, {spec.slide})",
-                f"`_t` + {spec.size} + pmod(-(`_t` + {spec.size}), {spec.slide})")
-    if isinstance(spec, RangeSpec):
-        return "`_t`", f"`_t` + {spec.size}"
-    assert isinstance(spec, CutSpec), spec
-    return f"`_t` - pmod(`_t`, {spec.by}) + {spec.by}", f"`_s` + {spec.by * spec.chunks}"
 
 
 class IntervalJoinOperator(Operator):
@@ -76,18 +60,18 @@ class IntervalJoinOperator(Operator):
         self.names = [[f.name for f in node.join.children[i].schema.fields] for i in (0, 1)]
         self.keys = [[k[i] for k in node.join.equi_keys] for i in (0, 1)]
         self.condition = node.join.condition or "TRUE"
-        self.elements_sql = [self.build_elements_sql(i) for i in (0, 1)]
+        self.events_sql = [self.build_events_sql(i) for i in (0, 1)]
         self.sides = [self.state(StructType([
             *node.join.children[i].schema.fields,
             StructField(STARTS[i], LongType()), StructField(ENDS[i], LongType())]),
             ("left", "right")[i] + "-elements") for i in (0, 1)]
 
     # -- SQL text, built once ----------------------------------------------------------------
-    def build_elements_sql(self, i: int) -> str:
-        """Side ``i``'s new events (view ``{inp}``) as elements: its columns above the
-        window, with the interval's start and end; empty intervals dropped.
+    def build_events_sql(self, i: int) -> str:
+        """Side ``i``'s new events (view ``{inp}``) through the filters and projections
+        above its window: its columns and ``_t``.
         """
-        window, steps = self.interval_join.side(i)
+        _window, steps = self.interval_join.side(i)
         src = "(SELECT * FROM {inp} WHERE `_d` > 0)"  # a stream edge: one event per row
         for step in steps:
             if isinstance(step, Filter):
@@ -96,11 +80,18 @@ class IntervalJoinOperator(Operator):
                 assert isinstance(step, Project)
                 exprs = ", ".join(f"{sql} AS {q(name)}" for name, sql in step.exprs)
                 src = f"(SELECT {exprs}, `_t` FROM {src})"
-        start, end = element_bounds(window)
-        cols = ", ".join(map(q, self.names[i]))
-        return (f"SELECT {cols}, `_s` AS {STARTS[i]}, `_e` AS {ENDS[i]} FROM ("
-                f"SELECT *, {end} AS `_e` FROM (SELECT {cols}, `_t`, {start} AS `_s` "
-                f"FROM {src})) WHERE `_e` > `_s`")
+        return f"SELECT {', '.join(map(q, self.names[i]))}, `_t` FROM {src}"
+
+    def elements(self, i: int, events: DataFrame) -> DataFrame:
+        """Side ``i``'s new events as elements: its columns with the interval's start and
+        end (``element_interval``, as its window would give them); empty ones dropped.
+        """
+        window, _steps = self.interval_join.side(i)
+        start, end = element_interval(window.spec, col(T))
+        assert end is not None  # the rule takes windows whose elements end
+        rows = self.views.sql(self.events_sql[i], inp=events)
+        return rows.select(*[col(n) for n in self.names[i]], start.alias(STARTS[i]),
+                           end.alias(ENDS[i])).where(col(ENDS[i]) > col(STARTS[i]))
 
     def side(self, i: int, old: DataFrame | None, events: DataFrame | None,
              lo: int) -> DataFrame | None:
@@ -111,8 +102,8 @@ class IntervalJoinOperator(Operator):
         cannot spill: many joins in one commit ran out of memory).
 
         Built with DataFrame calls, not SQL text: a subquery's name on the columns makes
-        Spark 4.3 forget the partitioning of a copy of the cached frame (the probes read it
-        in one plan several times) or of a union with it, and every probe shuffled again.
+        Spark 4.3 forget the partitioning of a copy of the cached frame (the four probes
+        read it in one plan) or of a union with it, and every probe shuffled again.
         """
         names = [*self.names[i], STARTS[i], ENDS[i]]
         kept = None
@@ -122,20 +113,16 @@ class IntervalJoinOperator(Operator):
                 kept = kept.where(col(ENDS[i]) >= F.lit(lo))
         if events is None:
             return kept
-        new = self.views.sql(self.elements_sql[i], inp=events)
+        new = self.elements(i, events)
         keys = [col(k) for k in self.keys[i]]
         if keys:
             new = new.repartition(self.rt.partitions, *keys)
         side = new if kept is None else kept.unionByName(new)
         return side.sortWithinPartitions(*keys) if keys else side
 
-    def probes_sql(self, lo: int, hi: int) -> list[str]:
-        """The changes of the cycle ``[lo, hi)``, one probe each: +1 at the later start,
-        -1 at the earlier end, each pair found once (see module).
-
-        Each probe reads each side once, in a query of its own: within one query Spark
-        renames a relation read several times, and the renamed copies lose the partitioning
-        and order the probes rely on (Spark 4.3, measured), so every probe shuffled again.
+    def changes_sql(self, lo: int, hi: int) -> str:
+        """The changes of the cycle ``[lo, hi)``, four probes: +1 at the later start, -1 at
+        the earlier end, each pair found once (see module).
         """
         ls, rs = STARTS
         le, re_ = ENDS
@@ -153,9 +140,10 @@ class IntervalJoinOperator(Operator):
             (re_, -1, f"{within(re_)} AND {le} > {re_} AND {ls} < {re_}"),
         ]
         hint = "/*+ MERGE(r) */"  # both sides are frames of the cycle: no broadcast
-        return [f"SELECT {hint} {cols}, {at} AS `_t`, CAST({sign} AS BIGINT) AS `_d` "
-                f"FROM {{left}} AS l JOIN {{right}} AS r ON ({self.condition}) AND {band}"
-                for at, sign, band in probes]
+        return " UNION ALL ".join(
+            f"SELECT {hint} {cols}, {at} AS `_t`, CAST({sign} AS BIGINT) AS `_d` "
+            f"FROM {{left}} AS l JOIN {{right}} AS r ON ({self.condition}) AND {band}"
+            for at, sign, band in probes)
 
     # -- the cycle ---------------------------------------------------------------------------
     def step(self, inputs: list[Slice]) -> Slice:  # noqa: D102
@@ -180,9 +168,8 @@ class IntervalJoinOperator(Operator):
                 state.set(None)
         if frames[0] is None or frames[1] is None:
             return Slice(None, lo, hi)
-        probes = [self.views.sql(text, left=frames[0], right=frames[1])
-                  for text in self.probes_sql(lo, hi)]
-        return Slice(union_all(probes), lo, hi)
+        changes = self.views.sql(self.changes_sql(lo, hi), left=frames[0], right=frames[1])
+        return Slice(changes, lo, hi)
 
     def contents(self, children: list[DataFrame | None], at: int) -> DataFrame | None:
         """The pairs valid just before ``at`` (the operator's position): both elements

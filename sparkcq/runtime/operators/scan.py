@@ -197,12 +197,14 @@ class ScanOperator(Operator):
         """The on-time events of ``[lo, hi)`` from the batches that may hold some."""
         if hi <= lo:
             return None
-        parts = [b.frame.where(col(REASON).isNull() & (col(T) >= F.lit(lo))
-                               & (col(T) < F.lit(hi)))
-                 for b in self.held if not b.measured or (b.largest is not None
-                                                          and b.largest >= lo)]
-        ready = union_all(parts)
+        ready = union_all([frame.where(col(T) < F.lit(hi)) for frame in self.on_time_since(lo)])
         return None if ready is None else ready.drop(REASON)
+
+    def on_time_since(self, since: int) -> list[DataFrame]:
+        """The on-time events at or after ``since`` of each held batch that may have some."""
+        return [b.frame.where(col(REASON).isNull() & (col(T) >= F.lit(since)))
+                for b in self.held
+                if not b.measured or (b.largest is not None and b.largest >= since)]
 
     def want_history(self, reach: int) -> None:
         """Keep the events of the last ``reach`` of event time from now on (see
@@ -229,12 +231,9 @@ class ScanOperator(Operator):
         (``length`` 0: the events it would otherwise never see, those that arrived before
         it, ahead of the watermark). None: there are none.
         """
-        since = at - length
-        parts = [b.frame.where(col(REASON).isNull() & (col(T) >= F.lit(since)))
-                 .select(*[col(n) for n in self.names], col(T), F.lit(1).cast("long").alias(D))
-                 for b in self.held if not b.measured or (b.largest is not None
-                                                          and b.largest >= since)]
-        return union_all(parts)
+        return union_all([frame.select(*[col(n) for n in self.names], col(T),
+                                       F.lit(1).cast("long").alias(D))
+                          for frame in self.on_time_since(at - length)])
 
     def release(self) -> None:  # noqa: D102
         super().release()

@@ -6,7 +6,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, LongType, StructField, StructType
 
-from sparkcq.plan.nodes import CutSpec, RangeSpec, RowsSpec, UnboundedSpec
+from sparkcq.plan.nodes import CutSpec, RangeSpec, ResolvedWindow, RowsSpec, UnboundedSpec
 from sparkcq.plan.nodes import Window as WindowNode
 from sparkcq.runtime.frames import D, Runtime, Slice, T, ceil_to, col, floor_to, union_all
 from sparkcq.runtime.operators.base import FutureBuffer, Operator, as_changes_at
@@ -19,6 +19,24 @@ def _events(df: DataFrame) -> DataFrame:
     arrivals = df.where(col(D) > 0)
     return arrivals.withColumn(D, F.explode(F.array_repeat(F.lit(1).cast("long"),
                                                            col(D).cast("int")))).drop(D)
+
+
+def element_interval(spec: ResolvedWindow, t: Column) -> tuple[Column, Column | None]:
+    """Start and end (None: never) of the element of a time window for an event at ``t``;
+    a hopping window aligns both ends to the slide grid instead of copying the event once
+    per window.
+    """
+    if isinstance(spec, UnboundedSpec):
+        return t, None
+    if isinstance(spec, RangeSpec):
+        if spec.slide:
+            return ceil_to(t, spec.slide), ceil_to(t + F.lit(spec.size), spec.slide)
+        return t, t + F.lit(spec.size)
+    if isinstance(spec, CutSpec):
+        cut = floor_to(t, spec.by) + F.lit(spec.by)
+        return cut, cut + F.lit(spec.by * spec.chunks)
+    msg = f"unsupported window {spec}"
+    raise TypeError(msg)
 
 
 class TimeWindowOperator(Operator):
@@ -39,18 +57,7 @@ class TimeWindowOperator(Operator):
 
     def interval(self, t: Column) -> tuple[Column, Column | None]:
         """Start and end (None: never) of the element for an event at ``t``."""
-        spec = self.spec
-        if isinstance(spec, UnboundedSpec):
-            return t, None
-        if isinstance(spec, RangeSpec):
-            if spec.slide:
-                return ceil_to(t, spec.slide), ceil_to(t + F.lit(spec.size), spec.slide)
-            return t, t + F.lit(spec.size)
-        if isinstance(spec, CutSpec):
-            cut = floor_to(t, spec.by) + F.lit(spec.by)
-            return cut, cut + F.lit(spec.by * spec.chunks)
-        msg = f"unsupported window {spec}"
-        raise TypeError(msg)
+        return element_interval(self.spec, t)
 
     def step(self, inputs: list[Slice]) -> Slice:  # noqa: D102
         (inp,) = inputs
