@@ -19,7 +19,6 @@ import logging
 import os
 import re
 import time
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -27,7 +26,6 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ByteType,
     DataType,
@@ -54,13 +52,11 @@ from sparkcq.catalog import (
 from sparkcq.errors import (
     AnalysisError,
     CatalogError,
-    ExecutionError,
     Location,
     QuerySyntaxError,
     ScriptError,
     SourceError,
     SparkcqError,
-    SparkDiedError,
     UnknownNameError,
 )
 from sparkcq.io.files import FilesSource
@@ -106,6 +102,7 @@ from sparkcq.plan.sandbox import (
     find_refusal,
     locate,
 )
+from sparkcq.runtime.cycle import CompiledQuery, CycleEngine, QueriesFailedError, compile_plan
 from sparkcq.runtime.explain import explain_global_dot, explain_global_text
 from sparkcq.runtime.failures import describe_failure, user_traceback
 from sparkcq.runtime.frames import RowCounting, Runtime
@@ -115,30 +112,17 @@ from sparkcq.runtime.functions import (
     register_python_function,
     ship_module_by_value,
 )
-from sparkcq.runtime.fused_outputs import (
-    QueryTail,
-    find_tail,
-    sliced_tail_changes,
-    tail_changes,
-)
-from sparkcq.runtime.fusion import AggregateFamily
-from sparkcq.runtime.global_plan import GlobalPlan, waiting_starts, with_start
+from sparkcq.runtime.global_plan import GlobalPlan
 from sparkcq.runtime.lowering import lower
 from sparkcq.runtime.operators.base import Operator
 from sparkcq.runtime.operators.outputs import OP, TE, TS, SinkFormatter
 from sparkcq.runtime.operators.scan import ScanOperator, merge_batches
 from sparkcq.runtime.operators.shared_output import (
     SharedIntervalFormatter,
-    decode,
     encodable,
-    encode,
-    output_shapes,
-    split_by_query,
 )
-from sparkcq.runtime.sliced_family import SlicedFamily
-from sparkcq.runtime.transaction import CycleTransaction
 from sparkcq.scripts import CatalogNames, Created, script_failure, statement_head
-from sparkcq.session import make_session, spark_alive
+from sparkcq.session import make_session
 
 _INTEGRAL = (ByteType, ShortType, IntegerType, LongType)
 
@@ -190,13 +174,14 @@ class Engine:
                                         "files": FilesSink()}
         self.running: dict[str, _Running] = {}
         self.intervals = SharedIntervalFormatter(self.rt)  # most queries' sink records
+        # which operators' output rows a cycle counts (in its one action) for EXPLAIN GLOBAL
+        self.cycles = CycleEngine(self.rt, self.plan, self.intervals, RowCounting(count_rows))
+        self.compiled = compile_plan(self.plan, (), ())
         self._qids = 0
         self.stopped: dict[str, _Running] = {}  # failed queries, kept for their logs
         self.cycle = 0
         self.reports: list[CycleReport] = []
         self._anon = 0
-        # which operators' output rows a cycle counts (in its one action) for EXPLAIN GLOBAL
-        self.count_rows = RowCounting(count_rows)
         self._tables: dict[str, DataFrame] = {}
         # packages CREATE AGGREGATE ... USING may load code from (besides sparkcq's own)
         self.allow_udf_modules = tuple(allow_udf_modules)
@@ -419,6 +404,7 @@ class Engine:
         self.sources[stmt.name.lower()] = source
         self.scans[stmt.name.lower()] = ScanOperator(
             node, self.rt, lateness, self.ingest_limits.max_dead_letters)
+        self._compile()
 
     def _create_aggregate(self, stmt: CreateAggregate, text: str) -> None:
         params = []
@@ -569,6 +555,7 @@ class Engine:
             qid = self._qids
         self.running[name.lower()] = _Running(info, formatter, output, qid)
         info.log.append(f"cycle {self.cycle}: started")
+        self._compile()
         return name
 
     def _operator_for(self, node: PlanNode) -> Operator:
@@ -603,6 +590,7 @@ class Engine:
         if kind == "STREAM" and name.lower() in self.scans:
             self.scans.pop(name.lower()).release()
             self.sources.pop(name.lower()).close()
+            self._compile()
 
     def _check_drop(self, kind: str, name: str,
                     dropped: frozenset[tuple[str, str]] = frozenset()) -> None:
@@ -738,36 +726,25 @@ class Engine:
         return any(s.has_pending() for s in self.sources.values())
 
     def run_cycle(self) -> CycleReport:
-        """Drain sources, evaluate the global plan once, commit every sink, rewind.
+        """Drain sources, evaluate the compiled plan once, commit every sink, rewind.
 
-        The cycle is a transaction: if its evaluation fails, every operator is rolled back,
-        each query is tried alone to find the ones that fail, those are stopped (status
-        ``failed``, the reason in their log) and the cycle is redone for the others with
-        the same input. Only a failure no single query explains is raised; the input then
-        stays queued for the next cycle.
+        The cycle is a transaction (``runtime/cycle.py``): the queries that fail it on their
+        own are stopped (status ``failed``, the reason in their log) and the cycle is redone
+        for the others with the same input. Only a failure no single query explains is
+        raised; the input then stays queued for the next cycle.
         """
         start = time.perf_counter()
         jobs_before = self.rt.jobs
         rows_before = sum(s.rows_in for s in self.scans.values())
         self._take_input()
-        runs = list(self.running.values())
         try:
             try:
-                tables = self._attempt(runs, full=True)
-            except Exception as first:  # noqa: BLE001 - any failure is isolated per query
-                if not spark_alive(self.spark):  # no query is to blame; the input stays
-                    msg = f"cycle {self.cycle} failed: Spark is gone: {describe_failure(first)}"
-                    raise SparkDiedError(msg) from first
-                failed = self._isolate_failures(runs)
-                if not failed:
-                    msg = f"cycle {self.cycle} failed (input kept for the next cycle): " \
-                          f"{describe_failure(first)}"
-                    raise ExecutionError(msg) from first
-                for run, error in failed:
-                    self._fail_query(run, error)
-                runs = [r for r in runs if r.info.name.lower() in self.running]
-                tables = self._attempt(runs, full=True)
-            self._write_sinks(runs, tables)
+                tables = self.cycles.execute(self.compiled, self.cycle)
+            except QueriesFailedError as failed:
+                for query, error in failed.failures:
+                    self._fail_query(self.running[query.name.lower()], error)
+                tables = self.cycles.execute(self.compiled, self.cycle)
+            self._write_sinks(tables)
         finally:
             self.rt.end_cycle()
         report = CycleReport(
@@ -784,116 +761,11 @@ class Engine:
         for key, source in self.sources.items():
             self.scans[key].batch = merge_batches(self.scans[key].batch, source.poll())
 
-    def _attempt(self, runs: list[_Running], full: bool) -> dict[str, pa.Table]:
-        """Evaluate the plan for ``runs`` and commit it; on failure roll back and raise.
-
-        ``full`` also advances streams no query reads; a partial attempt (one query, to
-        find who fails) evaluates just that query's operators.
-        """
-        nodes = {n for r in runs for n in walk(r.info.plan)}
-        idle = [s for s in self.scans.values() if s.node not in self.plan.ops] if full else []
-        ops = self.plan.operators(nodes) + idle + [r.formatter for r in runs]
-        tx = CycleTransaction.begin(self.rt, [*ops, self.intervals])
-        try:
-            for scan in idle:  # its position tells a first consumer what it holds
-                scan.position = scan.step([]).hi
-            seeded = [(self.plan.ops[n], n.children) for n in nodes
-                      if self.plan.ops[n].seeded_inputs]
-            seeded += [(r.formatter, (r.info.plan,)) for r in runs if r.formatter.seeded_inputs]
-            starts = self.plan.starts(seeded, nodes)
-            fused = self._fused_tails(runs)
-            unread = self.plan.unread(
-                {n for tail in fused.values() for n in (*tail.steps, tail.member.node)},
-                {r.info.plan for r in runs if r.info.name not in fused}, nodes)
-            slices = self.plan.run_cycle(Counter(r.info.plan for r in runs), only=nodes,
-                                         starts=starts, unread=unread)
-            outputs: dict[str, DataFrame] = {}
-            encoded: list[DataFrame] = []
-            tails: dict[int, list[QueryTail]] = {}  # by family, see runtime/fused_outputs.py
-            families: dict[int, AggregateFamily | SlicedFamily] = {}
-            for run in runs:
-                changes = with_start(slices[run.info.plan], run.formatter, 0, starts)
-                run.formatter.seeded_inputs = waiting_starts([slices[run.info.plan]],
-                                                             run.formatter, starts)
-                tail = fused.get(run.info.name)
-                if tail is not None:
-                    family = tail.member.family
-                    families[id(family)] = family
-                    tails.setdefault(id(family), []).append(tail)
-                    continue
-                if run.qid is not None:
-                    if changes.df is not None:
-                        encoded.append(encode(changes.df, run.info.plan.schema, run.qid))
-                    continue
-                records = run.formatter.step([changes])
-                if records.df is None:
-                    continue
-                df = records.df
-                if run.output.timestamp:
-                    df = df.withColumn(TS, F.timestamp_micros(df[TS])).withColumn(
-                        TE, F.timestamp_micros(df[TE]))
-                outputs[run.info.name] = df
-            stepped = [self.plan.ops[n] for n in nodes]
-            counted: dict[int, DataFrame] = {}
-            for i, op in enumerate(stepped):
-                out_df = slices[op.node].df
-                if out_df is not None and (
-                        self.count_rows is RowCounting.ALL
-                        or (self.count_rows is RowCounting.CACHED
-                            and self.rt.is_cycle_frame(out_df))):
-                    counted[i] = out_df
-            for key, family in families.items():
-                if isinstance(family, SlicedFamily):
-                    sliced = sliced_tail_changes(family, tails[key])
-                    if sliced is not None:
-                        encoded.append(sliced)
-                elif family.run is not None and family.run.df is not None:
-                    encoded.append(tail_changes(family, family.run.df, tails[key]))
-            self.plan.finish_families()
-            shapes = output_shapes((r.qid, r.info.name, r.info.plan.schema, r.output.timestamp)
-                                   for r in runs if r.qid is not None)
-            shared = self.intervals.step(encoded, [q for shape in shapes for q in shape.names])
-            bundle = None if shared is None else decode(shared, shapes)
-            tables, counts = self.rt.commit_cycle(outputs, counted, bundle)
-            split_by_query(tables, shapes)
-            if self.count_rows is not RowCounting.OFF:
-                for i, op in enumerate(stepped):
-                    inline = i not in counted and slices[op.node].df is not None
-                    op.counted(None if inline else counts.get(i, 0))
-            return tables
-        except BaseException:
-            tx.rollback()
-            raise
-
-    def _fused_tails(self, runs: list[_Running]) -> dict[str, QueryTail]:
-        """Queries whose records come straight from a family's result this cycle (see
-        ``runtime/fused_outputs.py``): interval output over a family member through filters
-        and projections, none of them starting from a shared relation's contents.
-        """
-        fused = {}
-        for run in runs:
-            if run.qid is None or run.formatter.seeded_inputs:
-                continue
-            tail = find_tail(run.info.plan, self.plan.ops, run.qid)
-            if tail is not None and not any(self.plan.ops[n].seeded_inputs
-                                            for n in (*tail.steps, tail.member.node)):
-                fused[run.info.name] = tail
-        return fused
-
-    def _isolate_failures(self, runs: list[_Running]) -> list[tuple[_Running, BaseException]]:
-        """Try each query's part of the cycle alone (rolled back after) to find who fails."""
-        failed: list[tuple[_Running, BaseException]] = []
-        for run in runs:
-            try:
-                tx = CycleTransaction.begin(self.rt, [*self.plan.operators(walk(run.info.plan)),
-                                                      run.formatter, self.intervals])
-                try:
-                    self._attempt([run], full=False)
-                finally:
-                    tx.rollback()
-            except Exception as e:  # noqa: BLE001 - user code may raise anything
-                failed.append((run, e))
-        return failed
+    def _compile(self) -> None:
+        """Fix what the next cycles execute: after every change to the running queries."""
+        queries = [CompiledQuery(r.info.name, r.info.plan, r.formatter, r.output.timestamp,
+                                 r.qid) for r in self.running.values()]
+        self.compiled = compile_plan(self.plan, queries, self.scans.values())
 
     def _fail_query(self, run: _Running, error: BaseException) -> None:
         """Stop one query after a failure; its log says why, the others keep running."""
@@ -915,11 +787,13 @@ class Engine:
         run.formatter.release()
         if run.qid is not None and not any(r.qid is not None for r in self.running.values()):
             self.intervals.open.set(None)  # the last query it formatted: nothing stays open
+        self._compile()
 
-    def _write_sinks(self, runs: list[_Running], tables: dict[str, pa.Table]) -> None:
+    def _write_sinks(self, tables: dict[str, pa.Table]) -> None:
         """Hand each sink the cycle's records of all its queries at once."""
         per_sink: dict[str, dict[str, tuple[QueryOutput, pd.DataFrame]]] = {}
-        for run in runs:
+        for query in self.compiled.queries:
+            run = self.running[query.name.lower()]
             table = tables.get(run.info.name)
             if table is not None and table.num_rows:
                 per_sink.setdefault(run.info.sink, {})[run.info.name] = (

@@ -32,6 +32,7 @@ from sparkcq.plan.nodes import AggCall, Aggregate, EdgeKind, PlanNode, Project
 from sparkcq.runtime.frames import D, Runtime, Slice, SqlViews, T, col, q, union_all
 from sparkcq.runtime.operators.aggregate import AggregateOperator
 from sparkcq.runtime.operators.base import Operator, as_changes_at
+from sparkcq.runtime.transaction import CycleParticipant
 
 FusionKey = tuple[PlanNode, tuple[str, ...]]
 # function, argument expression, DISTINCT, user aggregate
@@ -75,8 +76,11 @@ class StableNames:
         return table[key]
 
 
-class AggregateFamily:
+class AggregateFamily(CycleParticipant):
     """The fused aggregates over one input and key list; see the module docstring."""
+
+    CYCLE_FIELDS = ("previous", "fresh", "needs_seed", "seed_at", "seed", "active", "run",
+                    "seed_waits")
 
     def __init__(self, key: FusionKey, rt: Runtime):
         self.base, self.key_sqls = key
@@ -175,6 +179,9 @@ class AggregateFamily:
         """The physical operators whose state the family holds (for transactions, metrics)."""
         return [op for op in (self.op, self.previous) if op is not None]
 
+    def cycle_parts(self) -> tuple[CycleParticipant, ...]:  # noqa: D102
+        return tuple(self.operators())
+
     # -- the cycle ---------------------------------------------------------------------------
     def evaluate(self, base: Slice) -> Slice:
         """Per (group, instant) of the cycle: the values of every call, computed once.
@@ -246,6 +253,9 @@ class FamilyMemberOperator(Operator):
         super().__init__(node, family.rt)
         self.family = family
         self.views = SqlViews(family.rt.spark, "member")
+
+    def cycle_parts(self) -> tuple[CycleParticipant, ...]:  # noqa: D102
+        return (self.family,)
 
     @property
     def state_rows(self) -> int:

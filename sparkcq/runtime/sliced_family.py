@@ -35,6 +35,7 @@ from sparkcq.runtime.fusion import StableNames, split_aggregate
 from sparkcq.runtime.operators.base import Operator
 from sparkcq.runtime.operators.scan import ScanOperator
 from sparkcq.runtime.operators.sliced_aggregate import SlicedAggregateOperator
+from sparkcq.runtime.transaction import CycleParticipant
 
 SlicedKey = tuple[PlanNode, tuple[str, ...]]
 CallKey = tuple[str, str | None]  # function, argument expression
@@ -59,8 +60,10 @@ class _Run:
     fresh_changes: DataFrame | None = None
 
 
-class SlicedFamily:
+class SlicedFamily(CycleParticipant):
     """The sliced aggregates over one window input and key list (see the module)."""
+
+    CYCLE_FIELDS = ("previous", "reseed_at", "fresh", "active", "run")
 
     def __init__(self, key: SlicedKey, stream: PlanNode, scan: Operator, rt: Runtime):
         self.base, self.key_sqls = key
@@ -179,6 +182,9 @@ class SlicedFamily:
         """The physical operators whose state the family holds (transactions, metrics)."""
         return [op for op in (self.op, self.previous) if op is not None]
 
+    def cycle_parts(self) -> tuple[CycleParticipant, ...]:  # noqa: D102
+        return tuple(self.operators())
+
     # -- the cycle ---------------------------------------------------------------------------
     def evaluate(self, base: Slice) -> _Run:
         """The cycle's segments and change edges, computed once for every member."""
@@ -235,6 +241,9 @@ class SlicedMemberOperator(Operator):
         super().__init__(node, family.rt)
         self.family = family
         self.views = SqlViews(family.rt.spark, "sliced_member")
+
+    def cycle_parts(self) -> tuple[CycleParticipant, ...]:  # noqa: D102
+        return (self.family,)
 
     @property
     def state_rows(self) -> int:

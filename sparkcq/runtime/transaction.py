@@ -4,41 +4,50 @@ Building a cycle mutates operators: state frames are replaced by lazy new ones, 
 advance, counters grow. If the cycle's action fails (a user function raising, bad data in
 one query's expression), the engine must put every operator back where it was, keep the
 polled input for the retry, and find out which queries failed. ``CycleTransaction`` records
-the driver-side values of each operator (and of its helper objects) and the frames its
-states pointed to; ``rollback`` restores them and frees the frames the failed attempt made.
+the driver-side values each operator (and each helper it names in ``cycle_parts``) declares
+in ``CYCLE_FIELDS`` and the frames its states pointed to; ``rollback`` restores them and
+frees the frames the failed attempt made.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, ClassVar
 
 from pyspark.sql import DataFrame
 
-from sparkcq.plan.nodes import PlanNode
-from sparkcq.runtime.frames import Runtime, SqlViews, StateFrame, unpersist_checkpoint
-from sparkcq.runtime.operators.base import Operator
+from sparkcq.runtime.frames import Runtime, StateFrame, unpersist_checkpoint
 
 
-class HasStates(Protocol):
-    """Anything holding state frames across cycles (operators, the shared formatter)."""
+class CycleParticipant:
+    """Anything a cycle changes: the driver-side fields it names in ``CYCLE_FIELDS``
+    (restored by a rollback), the helpers it owns (``cycle_parts``: an aggregate family
+    behind its members, a union's input alignment) and its state frames.
 
-    states: list[StateFrame]
+    A field set between statements (the members of a family, an operator's node) is not a
+    cycle field: no statement runs inside a cycle.
+    """
+
+    CYCLE_FIELDS: ClassVar[tuple[str, ...]] = ()
+
+    def cycle_parts(self) -> tuple[CycleParticipant, ...]:
+        """The helpers this object owns whose fields a cycle changes too."""
+        return ()
+
+    def cycle_states(self) -> list[StateFrame]:
+        """The state frames a cycle may replace."""
+        return []
 
 
-_SHARED_TYPES = (Runtime, SqlViews, StateFrame, Operator, PlanNode, DataFrame)
-
-
-def _owned_objects(obj: object, seen: set[int]) -> Iterator[object]:
-    """``obj`` and the runtime helper objects it owns (input buffers, element trackers)."""
+def _participants(obj: CycleParticipant, seen: set[int]) -> Iterator[CycleParticipant]:
+    """``obj`` and the helpers it owns, each once."""
+    if id(obj) in seen:
+        return
     seen.add(id(obj))
     yield obj
-    for value in vars(obj).values():
-        if isinstance(value, _SHARED_TYPES) or id(value) in seen:
-            continue
-        if type(value).__module__.startswith("sparkcq.runtime") and hasattr(value, "__dict__"):
-            yield from _owned_objects(value, seen)
+    for part in obj.cycle_parts():
+        yield from _participants(part, seen)
 
 
 @dataclass
@@ -46,21 +55,19 @@ class CycleTransaction:
     """What the operators looked like before a cycle, to undo it."""
 
     rt: Runtime
-    attributes: list[tuple[object, dict[str, Any]]] = field(default_factory=list)
+    fields: list[tuple[CycleParticipant, dict[str, Any]]] = field(default_factory=list)
     frames: list[tuple[StateFrame, DataFrame | None, int, int | None]] = field(
         default_factory=list)
 
     @classmethod
-    def begin(cls, rt: Runtime, operators: Iterable[Operator | HasStates]) -> CycleTransaction:
-        """Record the state of ``operators`` (each once) before the cycle changes it."""
+    def begin(cls, rt: Runtime, participants: Iterable[CycleParticipant]) -> CycleTransaction:
+        """Record what a cycle may change in ``participants`` (each once) before it runs."""
         tx = cls(rt)
         seen: set[int] = set()
-        for op in operators:
-            if id(op) in seen:
-                continue
-            for obj in _owned_objects(op, seen):
-                tx.attributes.append((obj, dict(vars(obj))))
-            tx.frames += [(s, s.df, s.rows, s.min_t) for s in op.states]
+        for top in participants:
+            for obj in _participants(top, seen):
+                tx.fields.append((obj, {name: getattr(obj, name) for name in obj.CYCLE_FIELDS}))
+                tx.frames += [(s, s.df, s.rows, s.min_t) for s in obj.cycle_states()]
         return tx
 
     def rollback(self) -> None:
@@ -73,6 +80,7 @@ class CycleTransaction:
             if frame.df is not None and frame.df is not old:
                 unpersist_checkpoint(frame.df)
             frame.df, frame.rows, frame.min_t = old, rows, min_t
-        for obj, values in self.attributes:
-            vars(obj).update(values)
+        for obj, values in self.fields:
+            for name, value in values.items():
+                setattr(obj, name, value)
         self.rt.abort_cycle()

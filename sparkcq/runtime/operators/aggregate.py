@@ -35,6 +35,7 @@ from sparkcq.runtime.frames import Runtime, Slice, SqlViews, col, no_broadcast, 
 from sparkcq.runtime.operators.base import Operator, as_changes_at
 from sparkcq.runtime.operators.multiset import AID, GROUP_HASH, GroupKeys, Multiset
 from sparkcq.runtime.operators.user_aggregate import UserAggregateInstances, value_column
+from sparkcq.runtime.transaction import CycleParticipant
 
 N = "_n"
 _INTEGRAL = (ByteType, ShortType, IntegerType, LongType)
@@ -118,6 +119,9 @@ class AggregateOperator(Operator):
             self.multisets[tname] = Multiset.stacked(frame, self.keys, args)
         self.instances = (UserAggregateInstances(self, self.keys, key_fields, self.user_aggs)
                           if self.user_aggs else None)
+
+    def cycle_parts(self) -> tuple[CycleParticipant, ...]:  # noqa: D102
+        return () if self.instances is None else (self.instances,)
 
     @property
     def live_instances(self) -> int | None:

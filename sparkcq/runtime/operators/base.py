@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from sparkcq.errors import PlanError
 from sparkcq.plan.nodes import PlanNode
 from sparkcq.runtime.frames import D, Runtime, Slice, StateFrame, T, col, split_at, union_all
+from sparkcq.runtime.transaction import CycleParticipant
 
 
 class ContentsUnknownError(PlanError):
@@ -21,13 +24,17 @@ def as_changes_at(df: DataFrame, names: list[str], count: str | None, at: int) -
                      n.cast("long").alias(D))
 
 
-class Operator:
+class Operator(CycleParticipant):
     """A physical operator: turns its inputs' slices of one cycle into its output slice.
 
     Operators are created once per plan node and live across cycles; ``step`` is called once
     per cycle in topological order. State is held in ``StateFrame``s so it lives in Spark.
     """
 
+    # what a cycle changes on the driver; a subclass adds its own (``CycleTransaction``)
+    CYCLE_FIELDS: ClassVar[tuple[str, ...]] = (
+        "position", "seeded_inputs", "unread", "plan_seconds", "rows_out", "rows_out_total",
+        "cycles")
     contents_from_inputs = False  # ``contents`` maps its inputs' contents (stateless ops)
     reads_inputs_unread = True  # ``pass_unread`` still reads its inputs' slices
 
@@ -51,6 +58,9 @@ class Operator:
                            partition_by)
         self.states.append(frame)
         return frame
+
+    def cycle_states(self) -> list[StateFrame]:  # noqa: D102
+        return self.states
 
     def counted(self, rows: int | None) -> None:
         """The commit counted this cycle's output rows (None: it built the output inside

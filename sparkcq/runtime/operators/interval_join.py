@@ -49,6 +49,8 @@ STARTS, ENDS = ("_ls", "_rs"), ("_le", "_re")
 class IntervalJoinOperator(Operator):
     """Pairs elements of two windowed streams by their intervals (see module)."""
 
+    CYCLE_FIELDS = (*Operator.CYCLE_FIELDS, "lo")
+
     def __init__(self, node: IntervalJoin, rt: Runtime):
         super().__init__(node, rt)
         self.interval_join = node

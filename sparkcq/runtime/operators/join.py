@@ -10,6 +10,7 @@ from sparkcq.plan.nodes import EdgeKind, Join
 from sparkcq.runtime.frames import D, Runtime, Slice, StateFrame, T, col, union_all
 from sparkcq.runtime.operators.base import Operator
 from sparkcq.runtime.operators.union import AlignedInputs
+from sparkcq.runtime.transaction import CycleParticipant
 
 TS, TE = "_ts", "_te"
 
@@ -109,6 +110,9 @@ class JoinOperator(Operator):
             self.aligned = AlignedInputs(self, node.children)
             self.left = ElementTracker(self, self.lnames, node.left.schema, "left-open")
             self.right = ElementTracker(self, self.rnames, node.right.schema, "right-open")
+
+    def cycle_parts(self) -> tuple[CycleParticipant, ...]:  # noqa: D102
+        return () if any(self.static) else (self.aligned,)
 
     def step(self, inputs: list[Slice]) -> Slice:  # noqa: D102
         left, right = inputs

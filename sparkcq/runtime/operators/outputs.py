@@ -45,15 +45,17 @@ class ToStreamOperator(Operator):
     empty (up to the relation's last change once input has ended).
     """
 
+    CYCLE_FIELDS = (*Operator.CYCLE_FIELDS, "last_change")
+
     def __init__(self, node: ToStream, rt: Runtime):
         super().__init__(node, rt)
         self.form = node.form
         self.period = node.period
         self.names = [f.name for f in node.schema.fields]
+        self.last_change: int | None = None  # RSTREAM: the relation's last change seen
         if self.form is OutputForm.RSTREAM:
             self.live = self.state(StructType([*node.schema.fields,
                                                StructField("_n", LongType())]), "snapshot")
-            self.last_change: int | None = None
 
     def step(self, inputs: list[Slice]) -> Slice:  # noqa: D102
         (inp,) = inputs

@@ -101,6 +101,10 @@ class ScanOperator(Operator):
     delivered once, so they need not wait for the watermark to take an event in.
     """
 
+    # the batch a failed cycle took stays for the next attempt
+    CYCLE_FIELDS = (*Operator.CYCLE_FIELDS, "batch", "watermark", "max_seen", "ended", "held",
+                    "let_go", "rows_in", "dead_count", "dead_batches")
+
     def __init__(self, node: StreamScan, rt: Runtime, lateness: int = 0,
                  max_dead_letters: int = 100_000):
         super().__init__(node, rt)

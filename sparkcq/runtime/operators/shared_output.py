@@ -39,6 +39,7 @@ from pyspark.sql.types import (
 
 from sparkcq.runtime.frames import D, Runtime, StateFrame, T, col, q
 from sparkcq.runtime.operators.outputs import LAYER, OP, TE, TS, coalesce_changes
+from sparkcq.runtime.transaction import CycleParticipant
 
 QID, ROW = "_qid", "_row"
 JSON_OPTIONS = {
@@ -138,7 +139,7 @@ def split_by_query(tables: dict[str, pa.Table], shapes: list[OutputShape]) -> No
             tables[name] = rest.filter(pc.equal(qid, query_id))
 
 
-class SharedIntervalFormatter:
+class SharedIntervalFormatter(CycleParticipant):
     """Coalesced interval records of all queries whose rows ``encode`` can carry.
 
     Its state is the open layers of every (query, row); rows of queries no longer running
@@ -151,6 +152,9 @@ class SharedIntervalFormatter:
                              StructField(LAYER, LongType()), StructField(TS, LongType())])
         self.open = StateFrame(rt, schema, "shared-intervals-open")
         self.states = [self.open]
+
+    def cycle_states(self) -> list[StateFrame]:  # noqa: D102
+        return self.states
 
     @property
     def state_rows(self) -> int:

@@ -69,6 +69,8 @@ class _Measure:
 class SlicedAggregateOperator(Operator):
     """count, sum, avg, min and max per group over a time window, from panes (see module)."""
 
+    CYCLE_FIELDS = (*Operator.CYCLE_FIELDS, "started")
+
     def __init__(self, node: SlicedAggregate, rt: Runtime):
         super().__init__(node, rt)
         self.sliced = node

@@ -8,14 +8,17 @@ from pyspark.sql.types import LongType, StructField, StructType
 from sparkcq.plan.nodes import PlanNode
 from sparkcq.runtime.frames import D, Runtime, Slice, StateFrame, T, split_at, union_all
 from sparkcq.runtime.operators.base import Operator
+from sparkcq.runtime.transaction import CycleParticipant
 
 
-class AlignedInputs:
+class AlignedInputs(CycleParticipant):
     """Per-input buffers that hold changes until every input's watermark has passed them.
 
     An operator with several inputs may only process time below the minimum of their
     watermarks (its safe time); changes of a faster input beyond it wait here, in Spark.
     """
+
+    CYCLE_FIELDS = ("lo",)
 
     def __init__(self, op: Operator, inputs: tuple[PlanNode, ...]):
         self.op = op
@@ -57,6 +60,9 @@ class UnionOperator(Operator):
         super().__init__(node, rt)
         self.names = [f.name for f in node.schema.fields]
         self.aligned = AlignedInputs(self, node.children)
+
+    def cycle_parts(self) -> tuple[CycleParticipant, ...]:  # noqa: D102
+        return (self.aligned,)
 
     def step(self, inputs: list[Slice]) -> Slice:  # noqa: D102
         parts = self.aligned.align(inputs)

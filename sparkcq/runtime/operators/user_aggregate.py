@@ -20,6 +20,7 @@ from sparkcq.plan.nodes import AggCall
 from sparkcq.runtime.frames import D, SqlViews, StateFrame, T, q
 from sparkcq.runtime.operators.base import Operator
 from sparkcq.runtime.operators.multiset import GROUP_HASH, GroupKeys
+from sparkcq.runtime.transaction import CycleParticipant
 
 N = "_n"
 
@@ -29,10 +30,12 @@ def value_column(call: AggCall) -> str:
     return f"_uda{call.name}"
 
 
-class UserAggregateInstances:
+class UserAggregateInstances(CycleParticipant):
     """The instances of one operator's user aggregate calls and the Spark steps that run
     them; see the module docstring.
     """
+
+    CYCLE_FIELDS = ("out",)
 
     def __init__(self, op: Operator, keys: list[str], key_fields: list[StructField],
                  calls: list[AggCall]):
