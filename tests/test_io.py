@@ -10,6 +10,7 @@ import pytest
 
 from sparkcq import Engine
 from sparkcq.cli import main as cli_main
+from sparkcq.errors import AnalysisError
 from sparkcq.io.sinks import CallbackSink
 
 
@@ -93,6 +94,33 @@ def test_files_source_takes_a_chosen_number_of_files_per_cycle(engine, tmp_path)
     assert engine.run_until_idle() == 4  # 2 + 2 + 1 files, then the end of the stream
     assert [r.rows_in for r in engine.reports] == [2, 2, 1, 0]
     assert sorted(engine.results("q")["v"]) == [0, 1, 2, 3, 4]
+
+
+def test_files_source_catches_up_on_a_backlog_within_its_byte_bound(engine, tmp_path):
+    src = tmp_path / "in"
+    src.mkdir()
+    for i in range(5):  # a header and 9 rows, the same size each
+        rows = "".join(f"x,{i},{100 + 10 * i + j}\n" for j in range(9))
+        (src / f"{i}.csv").write_text(f"k,v,t\n{rows}")
+    sizes = {os.path.getsize(src / f"{i}.csv") for i in range(5)}
+    assert len(sizes) == 1
+    size = sizes.pop()
+    engine.execute(f"""
+        CREATE STREAM s (k STRING, v BIGINT, t BIGINT)
+          WITH (event_time='t', source='files', path='{src}', bounded='true',
+                max_bytes_per_cycle='{2 * size + 1}');
+        CREATE STREAM big (k STRING, v BIGINT, t BIGINT)
+          WITH (event_time='t', source='files', path='{src}', bounded='true');
+        CREATE QUERY q AS SELECT k, v FROM s;
+        CREATE QUERY everything AS SELECT k, v FROM big;
+    """)
+    assert engine.run_until_idle() == 4  # s: 2 + 2 + 1 files; big: all 5 in the first cycle
+    assert [r.rows_in for r in engine.reports] == [9 * 7, 9 * 2, 9, 0]
+    assert sorted(engine.results("q")["v"]) == sorted(engine.results("everything")["v"])
+    with pytest.raises(AnalysisError, match="max_bytes_per_cycle must be a positive size"):
+        engine.execute(f"CREATE STREAM bad (k STRING, v BIGINT, t BIGINT) WITH ("
+                       f"event_time='t', source='files', path='{src}', "
+                       "max_bytes_per_cycle='lots')")
 
 
 def test_generator_is_deterministic_and_runs_inside_spark(spark):

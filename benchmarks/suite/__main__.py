@@ -5,6 +5,7 @@
                                                          # 6 workloads and a short sweep
     .venv/bin/python -m benchmarks.suite --events 5000000   # the 5M-event data set
     .venv/bin/python -m benchmarks.suite tumble --events 200000 --reps 1
+    .venv/bin/python -m benchmarks.suite backlog-tumble      # backlog mode (backlog.py)
 
 Each workload reads its share of the events (``StreamSpec.scale``: the 1 s slide, the
 100,000 keys and the sharing workloads a fifth, the join two streams of half each).
@@ -29,6 +30,7 @@ from benchmarks.nexmark.bench import expected as nexmark_expected
 from benchmarks.nexmark.bench import run_query
 from benchmarks.nexmark.generator import Config, write_input
 from benchmarks.nexmark.queries import QUERIES
+from benchmarks.suite.backlog import backlog
 from benchmarks.suite.compare import check_output
 from benchmarks.suite.data import Input, read_events, write_events
 from benchmarks.suite.engines import run_flink, run_spark, run_sparkcq
@@ -44,7 +46,9 @@ NEXMARK_SCALE = 0.2  # of the suite's events
 NEXMARK_RATE = 1_000
 SWEEP_RATES = [5_000, 20_000, 50_000, 100_000, 200_000, 400_000]
 QUICK_SWEEP_RATES = [10_000, 50_000, 100_000]
-QUICK = ["tumble", "hop-1s", "over", "join", "shared-10", "nexmark-q5", "sweep"]
+BACKLOG = ["backlog-tumble"]
+QUICK = ["tumble", "hop-1s", "over", "join", "shared-10", "nexmark-q5", "backlog-tumble",
+         "sweep"]
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -101,7 +105,8 @@ def run_nexmark(spark: SparkSession, query: str, events: int, reps: int, engines
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.suite")
     parser.add_argument("workloads", nargs="*",
-                        help=f"of {', '.join([*WORKLOADS, *NEXMARK])}, sweep (default: all; "
+                        help=f"of {', '.join([*WORKLOADS, *NEXMARK, *BACKLOG])}, sweep "
+                             "(default: all; "
                              f"--quick: {', '.join(QUICK)})")
     parser.add_argument("--quick", action="store_true",
                         help="1M events, one repetition, a subset of the workloads")
@@ -118,7 +123,7 @@ def main() -> None:
     events = args.events or 1_000_000
     reps = args.reps or (1 if args.quick else 3)
     args.workloads = args.workloads or (QUICK if args.quick else [*WORKLOADS, *NEXMARK,
-                                                                  "sweep"])
+                                                                  *BACKLOG, "sweep"])
     flink_python = os.environ.get("FLINK_PYTHON", os.path.join(HERE, "..", ".venv-flink",
                                                                "bin", "python"))
     data_dir = os.path.join(HERE, ".data")
@@ -130,8 +135,14 @@ def main() -> None:
                                "spark.ui.retainedStages": "5000"})
     results = []
     engines = args.engines.split(",")
+    extra: list[str] = []
     for name in args.workloads:
         if name == "sweep":
+            continue
+        if name.startswith("backlog-"):
+            wl = WORKLOADS[name.removeprefix("backlog-")]
+            extra += [*backlog(spark, wl, prepare_inputs(wl, events, data_dir), hosts, reps),
+                      ""]
             continue
         if name.startswith("nexmark-"):
             results.append(run_nexmark(spark, name.removeprefix("nexmark-"),
@@ -171,14 +182,13 @@ def main() -> None:
                       f"{result.checks[engine]}", flush=True)
         results.append(result)
     out = os.path.join(HERE, "results", report)
-    extra = []
     if "sweep" in args.workloads:
         if args.quick:
             points = sweep(spark, QUICK_SWEEP_RATES, 5.0, 15.0)
         else:
             points = sweep(spark, SWEEP_RATES, 15.0, 30.0)
-        extra = [*sweep_table(points), "",
-                 f"![latency]({os.path.basename(out)}-latency.png)"]
+        extra += [*sweep_table(points), "",
+                  f"![latency]({os.path.basename(out)}-latency.png)"]
         plot_sweep(out + "-latency.png", points)
     spark.stop()
     write_report(out, results, reps, extra)

@@ -81,7 +81,7 @@ def expand_intervals(frame: pd.DataFrame, columns: list[str], slide_s: int) -> p
     return rows.assign(w=pd.to_datetime(w, unit="us"))[["w", *columns]]
 
 
-def _sparkcq_frame(eng: Engine, wl: Workload) -> pd.DataFrame:
+def sparkcq_output(eng: Engine, wl: Workload) -> pd.DataFrame:
     frames = []
     for i in range(wl.queries):
         frame = eng.results(f"q{i}")
@@ -99,7 +99,7 @@ def run_sparkcq(spark: SparkSession, wl: Workload, inputs: dict[str, Input],
     """The workload as sparkcq queries over files streams, one file of each per cycle."""
     eng = sparkcq_engine(spark, wl, inputs, hosts_path)
     return run_cycles(eng, wl.name, sum(i.events for i in inputs.values()),
-                      lambda: _sparkcq_frame(eng, wl))
+                      lambda: sparkcq_output(eng, wl))
 
 
 def sparkcq_engine(spark: SparkSession, wl: Workload, inputs: dict[str, Input],

@@ -6,6 +6,9 @@ elsewhere and rename it into the directory. With ``bounded='true'`` the stream e
 first poll that finds no new file, so ``run_until_idle`` processes a fixed data set.
 ``files_per_cycle='n'`` reads at most n of the new files per poll (the rest wait for the
 next cycles, in name order), so a large data set is taken in cycles of a chosen size.
+Without it a poll catches up on every new file, up to ``max_bytes_per_cycle`` (default
+256 MB; at least one file): a stream that fell behind is taken in few large cycles, which
+Spark parses in parallel (a task per file or split), but never all at once.
 In an untrusted engine (``roots`` given) a file whose real path lies outside the data roots
 (a link placed in the directory) is skipped.
 """
@@ -24,6 +27,42 @@ from sparkcq.plan.sandbox import is_inside
 from sparkcq.runtime.operators.scan import SourceBatch
 
 FORMATS = {"csv": "csv", "json": "json", "parquet": "parquet"}
+DEFAULT_MAX_BYTES = 256 * 1024 * 1024
+
+
+def _size_option(options: dict[str, str], key: str, default: int, stream: str) -> int:
+    """A positive number of bytes: ``1048576``, ``64KB``, ``256MB`` or ``1GB``."""
+    text = options.get(key)
+    if text is None:
+        return default
+    units = {"KB": 1024, "MB": 1024 ** 2, "GB": 1024 ** 3}
+    number, unit = text.strip().upper(), 1
+    for suffix, scale in units.items():
+        if number.endswith(suffix):
+            number, unit = number.removesuffix(suffix).strip(), scale
+    try:
+        size = int(number) * unit
+    except ValueError:
+        size = 0
+    if size < 1:
+        msg = (f"stream {stream!r}: {key} must be a positive size such as '256MB', "
+               f"got {text!r}")
+        raise SourceError(msg)
+    return size
+
+
+def _up_to(files: list[str], max_bytes: int) -> list[str]:
+    """The first files, in order, whose sizes add up to at most ``max_bytes`` (one at
+    least, however large).
+    """
+    taken, total = [], 0
+    for path in files:
+        size = os.path.getsize(path)
+        if taken and total + size > max_bytes:
+            break
+        taken.append(path)
+        total += size
+    return taken
 
 
 class FilesSource(Source):
@@ -55,6 +94,7 @@ class FilesSource(Source):
         if self.per_cycle is not None and self.per_cycle < 1:
             msg = f"stream {name!r}: files_per_cycle must be at least 1"
             raise SourceError(msg)
+        self.max_bytes = _size_option(options, "max_bytes_per_cycle", DEFAULT_MAX_BYTES, name)
         self.seen: set[str] = set()
         self.ended = False
 
@@ -81,7 +121,7 @@ class FilesSource(Source):
                 self.ended = True
                 return SourceBatch(None, None, True)
             return SourceBatch()
-        files = files[: self.per_cycle] if self.per_cycle else files
+        files = files[: self.per_cycle] if self.per_cycle else _up_to(files, self.max_bytes)
         self.seen.update(files)
         reader = self.spark.read.schema(self.schema)
         if self.format == "csv":
