@@ -47,6 +47,10 @@ def make_session(master: str | None = None, app_name: str = "sparkcq",
         .config("spark.sql.optimizer.excludedRules",
                 "org.apache.spark.sql.execution.planmerging.MergeSubplans")
         .config("spark.driver.memory", os.environ.get("SPARKCQ_DRIVER_MEMORY", "2g"))
+        # PySpark 4 records the Python call site of every DataFrame and Column call for
+        # Spark's error messages: three to four extra JVM round trips per call, a few hundred
+        # per cycle; sparkcq's errors name the query and operator themselves
+        .config("spark.python.sql.dataFrameDebugging.enabled", "false")
     )
     if (master or default_master()).startswith("local"):
         # nothing outside this machine talks to an embedded Spark: its driver RPC and block

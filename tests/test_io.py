@@ -91,8 +91,9 @@ def test_files_source_takes_a_chosen_number_of_files_per_cycle(engine, tmp_path)
                 files_per_cycle='2');
         CREATE QUERY q AS SELECT k, v FROM s;
     """)
-    assert engine.run_until_idle() == 4  # 2 + 2 + 1 files, then the end of the stream
-    assert [r.rows_in for r in engine.reports] == [2, 2, 1, 0]
+    assert engine.run_until_idle() == 3  # 2 + 2 + 1 files, the last cycle ends the stream
+    assert [r.rows_in for r in engine.reports] == [2, 2, 1]
+    assert engine.scans["s"].ended
     assert sorted(engine.results("q")["v"]) == [0, 1, 2, 3, 4]
 
 
@@ -114,8 +115,8 @@ def test_files_source_catches_up_on_a_backlog_within_its_byte_bound(engine, tmp_
         CREATE QUERY q AS SELECT k, v FROM s;
         CREATE QUERY everything AS SELECT k, v FROM big;
     """)
-    assert engine.run_until_idle() == 4  # s: 2 + 2 + 1 files; big: all 5 in the first cycle
-    assert [r.rows_in for r in engine.reports] == [9 * 7, 9 * 2, 9, 0]
+    assert engine.run_until_idle() == 3  # s: 2 + 2 + 1 files; big: all 5 in the first cycle
+    assert [r.rows_in for r in engine.reports] == [9 * 7, 9 * 2, 9]
     assert sorted(engine.results("q")["v"]) == sorted(engine.results("everything")["v"])
     with pytest.raises(AnalysisError, match="max_bytes_per_cycle must be a positive size"):
         engine.execute(f"CREATE STREAM bad (k STRING, v BIGINT, t BIGINT) WITH ("

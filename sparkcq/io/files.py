@@ -2,8 +2,9 @@
 
 Contract: every poll lists the directory and reads the files not seen before, in name order,
 with the stream's schema (no inference). A file must be complete when it appears: write it
-elsewhere and rename it into the directory. With ``bounded='true'`` the stream ends at the
-first poll that finds no new file, so ``run_until_idle`` processes a fixed data set.
+elsewhere and rename it into the directory. With ``bounded='true'`` the stream ends with the
+poll that takes the last file (or that finds none), so ``run_until_idle`` processes a fixed
+data set.
 ``files_per_cycle='n'`` reads at most n of the new files per poll (the rest wait for the
 next cycles, in name order), so a large data set is taken in cycles of a chosen size.
 Without it a poll catches up on every new file, up to ``max_bytes_per_cycle`` (default
@@ -123,7 +124,10 @@ class FilesSource(Source):
             return SourceBatch()
         files = files[: self.per_cycle] if self.per_cycle else _up_to(files, self.max_bytes)
         self.seen.update(files)
+        # a fixed data set ends with its last file: the cycle that reads it closes windows
+        # instead of leaving them to a cycle of no input
+        self.ended = self.bounded and not self._new_files()
         reader = self.spark.read.schema(self.schema)
         if self.format == "csv":
             reader = reader.option("header", self.header)
-        return SourceBatch(reader.format(FORMATS[self.format]).load(files))
+        return SourceBatch(reader.format(FORMATS[self.format]).load(files), None, self.ended)
