@@ -56,7 +56,8 @@ def _up_to(files: list[str], max_bytes: int) -> list[str]:
     """The first files, in order, whose sizes add up to at most ``max_bytes`` (one at
     least, however large).
     """
-    taken, total = [], 0
+    taken: list[str] = []
+    total = 0
     for path in files:
         size = os.path.getsize(path)
         if taken and total + size > max_bytes:
