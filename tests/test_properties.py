@@ -138,7 +138,8 @@ def same_aggregate(a: AggQuery, b: AggQuery) -> bool:
 @st.composite
 def late_queries(draw, cycles: int) -> dict[str, Query]:
     """Queries from the start, and queries added later: the same query (shares all of it),
-    another aggregate over its window (a new member of its family), a HAVING over its
+    another aggregate over its window (a new member of its family), one that needs the
+    window's elements (the early ones may have none, computed from panes), a HAVING over its
     aggregate, another output form of it, and an aggregate over a window no one else
     computes (it sees only the events from its start on)."""
     win = draw(any_window, label="shared window")
@@ -149,6 +150,9 @@ def late_queries(draw, cycles: int) -> dict[str, Query]:
     late = {
         "same": (base, "the same query"),
         "member": (draw(agg_query(win, list(AGGS))), "another aggregate over its window"),
+        # computed from the window's elements even where the early ones use panes
+        "elements": (draw(agg_query(win, ["count(DISTINCT v)", "count(DISTINCT v % 3)"])),
+                     "an aggregate over its window that needs its elements"),
         "having": (AggQuery(win, base.aggs, base.grouped, base.where, having=1),
                    "a HAVING above its aggregate"),
         "form": (AggQuery(win, base.aggs, base.grouped, base.where,

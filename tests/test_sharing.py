@@ -106,6 +106,69 @@ def live_frames(engine):
     return {df._jdf.queryExecution().analyzed().rdd().id() for df in frames}
 
 
+@pytest.mark.parametrize("spec", [("RANGE 10 SLIDE 5", Win("slide", 10, 5)),
+                                  ("CUT BY 5 WINDOW 2 CHUNKS", Win("cut", 5, 2))],
+                         ids=["hopping", "chunks"])
+def test_late_query_over_a_window_computed_from_panes_starts_complete(engine, spec):
+    """A window that only a sliced aggregate reads runs as no operator (its panes are the
+    aggregate's state): a later query over the same window that needs its elements (a user
+    aggregate) starts them from the events the stream keeps for the sliced one.
+    """
+    clause, win = spec
+    engine.execute(f"""
+        CREATE STREAM s (k STRING, v DOUBLE, t BIGINT) WITH (event_time='t');
+        CREATE QUERY early AS SELECT k, sum(v) AS total FROM s [{clause}] GROUP BY k;
+        CREATE AGGREGATE median(x DOUBLE) RETURNS DOUBLE
+            USING 'sparkcq.aggregates.library:Median';
+    """)
+    assert "SlicedAggregate" in engine.explain("early")
+    added_at = {}
+
+    def add_late(i):
+        if i == 4:
+            added_at["t"] = engine.metrics()["watermarks"]["s"]
+            engine.execute(f"CREATE QUERY late AS SELECT k, median(v) AS m FROM s [{clause}] "
+                           "GROUP BY k")
+            assert "Window" in engine.explain("late")
+
+    run_in_batches(engine, EVENTS, add_late)
+    engine.end_input("s")
+    engine.run_until_idle()
+
+    def median(rs):
+        vs = sorted(r["v"] for r in rs)
+        return (vs[(len(vs) - 1) // 2] + vs[len(vs) // 2]) / 2
+
+    rel = window(events_of(EVENTS), win, ("k", "v", "t"))
+    want = aggregate(rel, ("k",), [("m", median)])
+    assert engine_output(engine, "late") == reference(want, added_at["t"])
+    assert engine_output(engine, "late")
+
+
+def test_late_aggregate_over_unbounded_window_starts_from_its_start(engine):
+    """An UNBOUNDED window keeps no elements, so a late aggregate that is not the running one
+    (here it also counts rows for its HAVING) starts a family of its own from the changes
+    after its start, and says so; it failed with "cannot tell its current contents".
+    """
+    engine.execute("""
+        CREATE STREAM s (k STRING, v DOUBLE, t BIGINT) WITH (event_time='t');
+        CREATE QUERY early AS SELECT k, max(v) AS m FROM s [UNBOUNDED] GROUP BY k;
+    """)
+    engine.push("s", rows([("x", 1.0, 0), ("x", 2.0, 0)]), watermark=21)
+    engine.run_until_idle()
+    engine.execute("CREATE QUERY late AS SELECT k, max(v) AS m FROM s [UNBOUNDED] GROUP BY k "
+                   "HAVING count(*) > 1")
+    engine.push("s", rows([("x", 3.0, 22), ("x", 0.0, 24)]), watermark=30, end=True)
+    engine.run_until_idle()
+    log = engine.query_log("late")
+    assert not any("failed" in line for line in log), log
+    assert any("starts with the changes after its start" in line for line in log), log
+    late = engine.results("late")
+    assert late[["k", "m", "_ts"]].values.tolist() == [["x", 3.0, 24]]  # 3 and 0 from 22 on
+    assert late["_te"].isna().all()
+    assert engine.results("early")["m"].tolist() == [2.0, 3.0]
+
+
 def test_drop_frees_exactly_what_no_other_query_uses(engine, spark):
     before = persisted(spark)  # other engines' frames on the shared session
     engine.execute("""

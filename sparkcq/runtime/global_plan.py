@@ -21,10 +21,11 @@ from sparkcq.plan.nodes import (
     IntervalJoin,
     PlanNode,
     SlicedAggregate,
+    Window,
     walk,
     window_reach,
 )
-from sparkcq.runtime.frames import Runtime, Slice, union_all
+from sparkcq.runtime.frames import Runtime, Slice, T, col, union_all
 from sparkcq.runtime.fusion import AggregateFamily, FamilyMemberOperator, FusionKey, fusion_key
 from sparkcq.runtime.operators.base import ContentsUnknownError, Operator
 from sparkcq.runtime.operators.scan import ScanOperator
@@ -90,6 +91,10 @@ class GlobalPlan:
                         family = self.family_for(key)
                         op = FamilyMemberOperator(node, family)  # type: ignore[arg-type]
                         family.add(node)  # type: ignore[arg-type]
+                        if not self.can_seed(family.base):
+                            notes.append(f"starts with the changes after its start: "
+                                         f"{family.base.label()} cannot tell its current "
+                                         "contents")
                     else:
                         op = make(node)
                         op.seeded_inputs, missing = self.seedable(node.children, node)
@@ -215,12 +220,25 @@ class GlobalPlan:
         of its arrivals (``Slice.arrivals``) starts from the events it holds
         (``ScanOperator.history``): a sliced aggregate from the window's reach when the
         scan kept it, otherwise (and an interval join always) from the events that arrived
-        ahead of the watermark, which the consumer would never see as arrivals.
+        ahead of the watermark, which the consumer would never see as arrivals. A new time
+        window that a running sliced aggregate computes from panes (so there is no window
+        operator to share) starts from the window's reach, which the scan keeps for that
+        aggregate: its elements still live at the position, so a query added later over
+        the same window starts complete, as it would over a shared window operator.
         """
         op = self.ops[stream]
         position = op.position
-        if (position is None or not isinstance(op, ScanOperator)
-                or not isinstance(consumer, SlicedAggregate | IntervalJoin)):
+        if position is None or not isinstance(op, ScanOperator):
+            return None
+        if isinstance(consumer, Window):
+            # the window's relation runs, as the panes of a sliced aggregate over it; a
+            # window no one computes is a new relation: it sees the events after its start
+            computed = any(isinstance(n, SlicedAggregate) and n.window == consumer
+                           for n in self.ops)
+            reach = window_reach(consumer.spec)
+            return (op, reach) if (computed and reach is not None
+                                   and op.covers(position, reach)) else None
+        if not isinstance(consumer, SlicedAggregate | IntervalJoin):
             return None
         reach = (window_reach(consumer.window.spec) if isinstance(consumer, SlicedAggregate)
                  else None)
@@ -253,7 +271,10 @@ class GlobalPlan:
             position = self.ops[family.base].position
             if position is not None:
                 family.seed_at = position
-                df = self.contents(family.base, position)
+                try:
+                    df = self.contents(family.base, position)
+                except ContentsUnknownError:  # a new family over an UNBOUNDED window: it
+                    df = None  # starts from the changes after its start (see ``add``)
                 family.seed = None if df is None else self.rt.cache_for_cycle(df)
         for op, children in consumers:
             for i in op.seeded_inputs:
@@ -265,6 +286,8 @@ class GlobalPlan:
                     if found is None:
                         continue
                     df = found[0].history(position, found[1])
+                    if df is not None and isinstance(op.node, Window):
+                        df = df.where(col(T) < position)  # later ones come on its edge
                 else:
                     df = self.contents(child, position)
                 out[(id(op), i)] = Start(None if df is None else self.rt.cache_for_cycle(df),
@@ -383,7 +406,8 @@ def with_start(inp: Slice, op: Operator, i: int, starts: Starts | None) -> Slice
 
     A stream's start is the events its scan holds, for a consumer of its arrivals: they go
     with the arrivals; while the start waits, so do the arrivals (the scan holds them, and
-    the start taken next cycle has them).
+    the start taken next cycle has them). A window's start is the events of its reach
+    before ``at``: they go with the edge, and the window starts their elements at ``at``.
     """
     start = None if starts is None or i not in op.seeded_inputs else starts.get((id(op), i))
     if start is None:
@@ -391,6 +415,8 @@ def with_start(inp: Slice, op: Operator, i: int, starts: Starts | None) -> Slice
     stream = op.input_nodes()[i].kind is EdgeKind.STREAM
     if inp.hi <= start.at:
         return replace(inp, arrivals=None) if stream else inp
+    if isinstance(op.node, Window):  # events before ``at``: the window starts them at ``at``
+        return replace(inp, df=union_all([start.df, inp.df]))
     if stream:
         return replace(inp, arrivals=union_all([start.df, inp.arrivals]))
     return replace(inp, df=union_all([start.df, inp.df]))

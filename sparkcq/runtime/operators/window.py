@@ -66,6 +66,8 @@ class TimeWindowOperator(Operator):
             names = [f.name for f in self.node.schema.fields]
             events = _events(inp.df)
             start, end = self.interval(col(T))
+            if self.seeded_inputs:  # events before lo (``with_start``): live from lo on
+                start = F.greatest(start, F.lit(inp.lo))
             events = events.select(*[col(n) for n in names], start.alias("_s"),
                                    (end if end is not None else F.lit(None).cast("long"))
                                    .alias("_e"))
