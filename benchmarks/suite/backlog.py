@@ -28,11 +28,11 @@ from benchmarks.suite.engines import (
     HOSTS_SCHEMA,
     SCHEMA,
     run_structured_streaming,
+    sparkcq_engine,
     sparkcq_output,
 )
 from benchmarks.suite.spark_work import SparkWork, job_group, spark_work
 from benchmarks.suite.workloads import Workload
-from sparkcq import Engine
 
 BACKLOG_ENGINES = ("sparkcq", "spark", "spark-batch")
 
@@ -59,16 +59,7 @@ def run_sparkcq_backlog(spark: SparkSession, wl: Workload, inputs: dict[str, Inp
     began = time.time()
     group = f"sparkcq-backlog-{wl.name}-{time.monotonic_ns()}"
     with job_group(spark, group):
-        eng = Engine(spark=spark, trusted=True)
-        for name, inp in inputs.items():
-            eng.execute(f"CREATE STREAM {name} ({SCHEMA}) WITH (event_time='ts', "
-                        "lateness='1 SECOND', source='files', format='csv', header='false', "
-                        f"path='{inp.chunks_path}', bounded='true')")
-        if wl.table:
-            eng.execute(f"CREATE TABLE hosts ({HOSTS_SCHEMA}) WITH (format='csv', "
-                        f"header='false', path='{hosts_path}')")
-        for i, body in enumerate(wl.sparkcq):
-            eng.execute(f"CREATE QUERY q{i} AS {body}")
+        eng = sparkcq_engine(spark, wl, inputs, hosts_path, files_per_cycle=None)
         cycles = eng.run_until_idle()
         out = sparkcq_output(eng, wl)
     ended = time.time()

@@ -103,13 +103,16 @@ def run_sparkcq(spark: SparkSession, wl: Workload, inputs: dict[str, Input],
 
 
 def sparkcq_engine(spark: SparkSession, wl: Workload, inputs: dict[str, Input],
-                   hosts_path: str) -> Engine:
-    """An engine with the workload's streams (files, one per cycle), table and queries."""
+                   hosts_path: str, files_per_cycle: int | None = 1) -> Engine:
+    """An engine with the workload's streams (files, one per cycle, or with None as many as
+    a cycle finds), table and queries.
+    """
     eng = Engine(spark=spark, trusted=True)  # our own harness, reading its own input files
+    per_cycle = "" if files_per_cycle is None else f", files_per_cycle='{files_per_cycle}'"
     for name, inp in inputs.items():
         eng.execute(f"CREATE STREAM {name} ({SCHEMA}) WITH (event_time='ts', "
                     "lateness='1 SECOND', source='files', format='csv', header='false', "
-                    f"path='{inp.chunks_path}', bounded='true', files_per_cycle='1')")
+                    f"path='{inp.chunks_path}', bounded='true'{per_cycle})")
     if wl.table:
         eng.execute(f"CREATE TABLE hosts ({HOSTS_SCHEMA}) WITH (format='csv', "
                     f"header='false', path='{hosts_path}')")
