@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
@@ -75,10 +75,6 @@ class CompiledPlan:
     shapes: tuple[OutputShape, ...]  # how the shared formatter's records decode
     roots: Counter[PlanNode]  # how many queries read each root (a reader each)
 
-    def of_query(self, query: CompiledQuery, plan: GlobalPlan) -> CompiledPlan:
-        """Only ``query``'s part (to find out whether it fails on its own)."""
-        return compile_plan(plan, [query], ())
-
     def participants(self, plan: GlobalPlan,
                      intervals: SharedIntervalFormatter) -> list[CycleParticipant]:
         """Everything this plan's cycle may change, for its transaction."""
@@ -89,23 +85,16 @@ class CompiledPlan:
 def compile_plan(plan: GlobalPlan, queries: Iterable[CompiledQuery],
                  scans: Iterable[ScanOperator]) -> CompiledPlan:
     """The plan a cycle executes for ``queries``; ``scans`` no query reads still advance."""
-    queries = tuple(queries)
+    queries = tuple(query if query.qid is None
+                    else replace(query, tail=find_tail(query.plan, plan.ops, query.qid))
+                    for query in queries)
     nodes = frozenset(n for query in queries for n in walk(query.plan))
-    queries = tuple(_with_tail(query, plan) for query in queries)
     stepped = tuple(op for node, op in plan.ops.items() if node in nodes)
     idle = tuple(s for s in scans if s.node not in plan.ops)
     shapes = tuple(output_shapes((q.qid, q.name, q.plan.schema, q.timestamps)
                                  for q in queries if q.qid is not None))
     return CompiledPlan(queries, nodes, stepped, idle, shapes,
                         Counter(q.plan for q in queries))
-
-
-def _with_tail(query: CompiledQuery, plan: GlobalPlan) -> CompiledQuery:
-    if query.qid is None:
-        return query
-    tail = find_tail(query.plan, plan.ops, query.qid)
-    return CompiledQuery(query.name, query.plan, query.formatter, query.timestamps, query.qid,
-                         tail)
 
 
 class QueriesFailedError(ExecutionError):
@@ -151,7 +140,7 @@ class CycleEngine:
         """Try each query's part of the cycle alone (rolled back after) to find who fails."""
         failed: list[tuple[CompiledQuery, BaseException]] = []
         for query in compiled.queries:
-            alone = compiled.of_query(query, self.plan)
+            alone = compile_plan(self.plan, [query], ())  # its part of the cycle only
             try:
                 tx = CycleTransaction.begin(self.rt, alone.participants(self.plan,
                                                                         self.intervals))
