@@ -76,7 +76,9 @@ def test_late_query_over_shared_window_and_aggregate_starts_complete(engine):
     engine.run_until_idle()
     t0 = added_at["t"]
     plan = engine.explain_global()
-    assert sum("Window" in line for line in plan.splitlines()) == 1
+    # one Window operator (max reads it; avg runs from the window's log, see
+    # runtime/operators/range_aggregate.py)
+    assert sum(line.split(" ", 1)[1].startswith("Window") for line in plan.splitlines()) == 1
     rel = window(events_of(EVENTS), Win("range", 10), ("k", "v", "t"))
     maxes = aggregate(rel, ("k",), [("m", lambda rs: max(r["v"] for r in rs)), ("n", len)])
     avgs = aggregate(rel, ("k",), [("a", avg)])
@@ -173,7 +175,7 @@ def test_drop_frees_exactly_what_no_other_query_uses(engine, spark):
     before = persisted(spark)  # other engines' frames on the shared session
     engine.execute("""
         CREATE STREAM s (k STRING, v DOUBLE, t BIGINT) WITH (event_time='t');
-        CREATE QUERY keep AS SELECT k, avg(v) AS a FROM s [RANGE 10] GROUP BY k;
+        CREATE QUERY keep AS SELECT k, min(v) AS a FROM s [RANGE 10] GROUP BY k;
     """)
     engine.push("s", rows(EVENTS[:4]), watermark=10)
     engine.run_until_idle()

@@ -111,6 +111,10 @@ class Slice:
     # time that need not wait for the watermark (``ScanOperator``); such a consumer reads
     # them instead of ``df``, every cycle
     arrivals: DataFrame | None = None
+    # the segments are the relation's rows as coalesced elements: no two rows of one value
+    # overlap or meet, and ``df`` holds exactly their starts and ends in [lo, hi), so a row
+    # enters where a segment starts (ISTREAM) and leaves where one ends (DSTREAM)
+    coalesced: bool = False
 
 
 @dataclass(frozen=True)

@@ -419,7 +419,7 @@ def with_start(inp: Slice, op: Operator, i: int, starts: Starts | None) -> Slice
         return replace(inp, df=union_all([start.df, inp.df]))
     if stream:
         return replace(inp, arrivals=union_all([start.df, inp.arrivals]))
-    return replace(inp, df=union_all([start.df, inp.df]))
+    return replace(inp, df=union_all([start.df, inp.df]), coalesced=False)
 
 
 def waiting_starts(inputs: list[Slice], op: Operator, starts: Starts | None) -> frozenset[int]:

@@ -28,10 +28,10 @@ from sparkcq.runtime.operators.interval_join import IntervalJoinOperator
 from sparkcq.runtime.operators.join import JoinOperator
 from sparkcq.runtime.operators.outputs import ToStreamOperator
 from sparkcq.runtime.operators.scan import ScanOperator
-from sparkcq.runtime.operators.sliced_aggregate import SlicedAggregateOperator
 from sparkcq.runtime.operators.stateless import FilterOperator, ProjectOperator
 from sparkcq.runtime.operators.union import UnionOperator
 from sparkcq.runtime.operators.window import RowsWindowOperator, TimeWindowOperator
+from sparkcq.runtime.sliced_family import sliced_operator
 
 
 class TableOperator(Operator):
@@ -71,7 +71,7 @@ def lower(node: PlanNode, rt: Runtime, *, lateness: int = 0,
     if isinstance(node, Aggregate):
         return AggregateOperator(node, rt)
     if isinstance(node, SlicedAggregate):
-        return SlicedAggregateOperator(node, rt)
+        return sliced_operator(node, rt)
     if isinstance(node, Union):
         return UnionOperator(node, rt)
     if isinstance(node, ToStream):

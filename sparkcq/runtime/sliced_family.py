@@ -29,10 +29,11 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame
 from pyspark.sql.types import StructField, StructType
 
-from sparkcq.plan.nodes import AggCall, Aggregate, PlanNode, Project, SlicedAggregate
+from sparkcq.plan.nodes import AggCall, Aggregate, PlanNode, Project, RangeSpec, SlicedAggregate
 from sparkcq.runtime.frames import FROM, TO, Runtime, Slice, SqlViews, q
 from sparkcq.runtime.fusion import StableNames, split_aggregate
 from sparkcq.runtime.operators.base import Operator
+from sparkcq.runtime.operators.range_aggregate import RangeAggregateOperator
 from sparkcq.runtime.operators.scan import ScanOperator
 from sparkcq.runtime.operators.sliced_aggregate import SlicedAggregateOperator
 from sparkcq.runtime.transaction import CycleParticipant
@@ -47,6 +48,16 @@ def sliced_key(node: SlicedAggregate) -> SlicedKey:
     """
     base, exprs, _schema = split_aggregate(node.aggregate)
     return base, tuple(exprs[k] for k in node.aggregate.keys)
+
+
+def sliced_operator(node: SlicedAggregate, rt: Runtime) -> SlicedAggregateOperator:
+    """The operator computing ``node``: from panes, or from a log and a base for a
+    per-event ``[RANGE w]`` window (``operators/range_aggregate.py``).
+    """
+    spec = node.window.spec
+    if isinstance(spec, RangeSpec) and spec.slide is None:
+        return RangeAggregateOperator(node, rt)
+    return SlicedAggregateOperator(node, rt)
 
 
 @dataclass
@@ -157,7 +168,7 @@ class SlicedFamily(CycleParticipant):
                               StructType([*[out_fields[k] for k in key_cols],
                                           *[out_fields[c] for c in calls]]))
         old = self.op
-        self.op = SlicedAggregateOperator(SlicedAggregate(self.stream, aggregate), self.rt)
+        self.op = sliced_operator(SlicedAggregate(self.stream, aggregate), self.rt)
         if old is not None and old.position is not None:
             self.previous, self.reseed_at = old, old.position
             self.reseed_length = self.op.history_length
@@ -260,10 +271,15 @@ class SlicedMemberOperator(Operator):
         changes = run.fresh_changes if self.node in fam.fresh else run.changes
         assert changes is not None
         pick = ", ".join(f"{q(src)} AS {q(out)}" for out, src in fam.members[self.node])
+        # a member reading every column of the family's rows has its segments as they are
+        whole = {src for _out, src in fam.members[self.node]} == set(seg.segments.columns) - {
+            FROM, TO}
         return Slice(self.views.sql(f"SELECT {pick}, `_t`, `_d` FROM {{c}}", c=changes),
                      seg.lo, seg.hi,
                      self.views.sql(f"SELECT {pick}, {q(FROM)}, {q(TO)} FROM {{s}}",
-                                    s=seg.segments))
+                                    s=seg.segments),
+                     coalesced=(fam.op is not None and fam.op.coalesced_segments and whole
+                                and self.node not in fam.fresh))
 
     def pass_unread(self, inputs: list[Slice]) -> Slice:
         """The family is evaluated (its segments feed fused query outputs); the member's

@@ -17,7 +17,9 @@ The window's elements never exist: each event is summed into its (group, pane) r
 the scan, and the window's values come from the panes (``runtime/operators/sliced_aggregate.py``).
 Applies when every call is count, sum, avg, min or max without DISTINCT, only filters and
 projections lie between window and aggregate, the window reads a stream, and its length is a
-whole number of slides. Other aggregates keep the general change-based operator, and so does
+whole number of slides; over a per-event ``[RANGE w]`` window (no slide), when every call is
+count, sum or avg (``runtime/operators/range_aggregate.py``: a log of the window's events
+and each group's running sums). Other aggregates keep the general change-based operator, and so does
 one whose window already runs as a Window operator: a query added late then starts from that
 window's live elements (DESIGN 4.2).
 """
@@ -40,6 +42,8 @@ from sparkcq.plan.nodes import (
 )
 
 SLICED_FUNCTIONS = frozenset({"count", "sum", "avg", "min", "max"})
+# over a per-event [RANGE w] window: those a running sum gives (from a log and a base)
+RANGE_FUNCTIONS = frozenset({"count", "sum", "avg"})
 
 
 def slice_window_aggregates(plan: PlanNode, *, running: Collection[PlanNode] = ()) -> PlanNode:
@@ -67,5 +71,8 @@ def sliceable_window(node: Aggregate) -> Window | None:
     if isinstance(spec, CutSpec):
         return below
     if isinstance(spec, RangeSpec) and spec.slide and spec.size % spec.slide == 0:
+        return below
+    if (isinstance(spec, RangeSpec) and spec.slide is None
+            and all(a.func in RANGE_FUNCTIONS for a in node.aggs)):
         return below
     return None

@@ -63,10 +63,21 @@ class ToStreamOperator(Operator):
             return self.rstream(inp)
         if inp.df is None:
             return inp
+        if inp.coalesced and inp.segments is not None:
+            return self.from_segments(inp, inp.segments)
         d = net(inp.df, self.names)
         sign = 1 if self.form is OutputForm.ISTREAM else -1
         rows = units(d.where(col(D) * sign > 0), col(D) * sign)
         return Slice(rows.withColumn(D, F.lit(1).cast("long")), inp.lo, inp.hi)
+
+    def from_segments(self, inp: Slice, segments: DataFrame) -> Slice:
+        """ISTREAM / DSTREAM of coalesced segments (``Slice.coalesced``): a row enters where
+        its segment starts and leaves where it ends; no grouping of changes, no shuffle.
+        """
+        at = col(FROM) if self.form is OutputForm.ISTREAM else col(TO)
+        rows = segments.where(at.isNotNull() & (at >= F.lit(inp.lo)) & (at < F.lit(inp.hi)))
+        return Slice(rows.select(*[col(n) for n in self.names], at.alias(T),
+                                 F.lit(1).cast("long").alias(D)), inp.lo, inp.hi)
 
     def rstream(self, inp: Slice) -> Slice:
         """Snapshots at evaluation instants in [lo, hi), each row an instant."""

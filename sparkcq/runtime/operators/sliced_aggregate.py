@@ -70,6 +70,8 @@ class SlicedAggregateOperator(Operator):
     """count, sum, avg, min and max per group over a time window, from panes (see module)."""
 
     CYCLE_FIELDS = (*Operator.CYCLE_FIELDS, "started")
+    # whether consecutive segments of a group always differ (``Slice.coalesced``)
+    coalesced_segments = False
 
     def __init__(self, node: SlicedAggregate, rt: Runtime):
         super().__init__(node, rt)
@@ -81,9 +83,11 @@ class SlicedAggregateOperator(Operator):
             self.step_len, self.length = spec.by, spec.by * spec.chunks
             self.pane_end = f"`_t` - pmod(`_t`, {spec.by}) + {spec.by}"
         else:
-            assert isinstance(spec, RangeSpec) and spec.slide
-            self.step_len, self.length = spec.slide, spec.size
-            self.pane_end = f"`_t` + pmod(-`_t`, {spec.slide})"
+            # a per-event RANGE window is one of panes of one unit (``range_aggregate.py``)
+            assert isinstance(spec, RangeSpec)
+            self.step_len, self.length = spec.slide or 1, spec.size
+            self.pane_end = (f"`_t` + pmod(-`_t`, {spec.slide})" if spec.slide and spec.slide > 1
+                             else "`_t`")
         self.keys = list(agg.keys)
         arg_types = {f.name: f.dataType for f in agg.child.schema.fields}
         self.measures: dict[str, _Measure] = {}
@@ -259,9 +263,11 @@ class SlicedAggregateOperator(Operator):
         run = self.evaluate(inputs[0])
         if run.segments is None:
             return run
-        changes = self.changes(run, fresh=not self.started)
+        fresh = not self.started
+        changes = self.changes(run, fresh=fresh)
         self.started = True
-        return Slice(changes, run.lo, run.hi, run.segments)
+        return Slice(changes, run.lo, run.hi, run.segments,
+                     coalesced=self.coalesced_segments and not fresh)
 
     def evaluate(self, inp: Slice, blank: frozenset[str] = frozenset()) -> Slice:
         """Merge the slice's events into the panes (the state) and return the segments of
@@ -320,3 +326,4 @@ class SlicedAggregateOperator(Operator):
                            for m in self.measures.values())
         return (f"SELECT {self.key_list()}, sum(`{N}`) AS `{N}`{measures} FROM {source} "
                 f"GROUP BY {self.key_list()}")
+

@@ -32,7 +32,8 @@ class FilterOperator(StatelessOperator):
         if inp.df is None:
             return inp
         segments = None if inp.segments is None else inp.segments.where(self.predicate)
-        return Slice(inp.df.where(self.predicate), inp.lo, inp.hi, segments)
+        return Slice(inp.df.where(self.predicate), inp.lo, inp.hi, segments,
+                     coalesced=inp.coalesced)
 
     def contents(self, children: list[DataFrame | None], at: int) -> DataFrame | None:  # noqa: D102
         return self.step([Slice(children[0], at, at + 1)]).df
@@ -44,6 +45,9 @@ class ProjectOperator(StatelessOperator):
     def __init__(self, node: Project, rt: Runtime):
         super().__init__(node, rt)
         self.exprs = [F.expr(sql).alias(name) for name, sql in node.exprs]
+        # every input column kept as it is: distinct input rows stay distinct
+        self.injective = {f"`{f.name}`" for f in node.child.schema.fields} <= {
+            sql for _name, sql in node.exprs}
 
     def step(self, inputs: list[Slice]) -> Slice:  # noqa: D102
         (inp,) = inputs
@@ -53,7 +57,8 @@ class ProjectOperator(StatelessOperator):
             return Slice(inp.df.select(*self.exprs), inp.lo, inp.hi)
         segments = None if inp.segments is None else inp.segments.select(
             *self.exprs, col(FROM), col(TO))
-        return Slice(inp.df.select(*self.exprs, col(T), col(D)), inp.lo, inp.hi, segments)
+        return Slice(inp.df.select(*self.exprs, col(T), col(D)), inp.lo, inp.hi, segments,
+                     coalesced=inp.coalesced and self.injective)
 
     def contents(self, children: list[DataFrame | None], at: int) -> DataFrame | None:  # noqa: D102
         return self.step([Slice(children[0], at, at + 1)]).df

@@ -1,0 +1,222 @@
+"""count, sum and avg per group over a per-event ``[RANGE w]`` window: a log and a base.
+
+Each event at t is in the window over [t, t + w), so a group's value changes where one of
+its events arrives and w later, where it leaves (DESIGN 6, "Pay for output, not for window
+length"). The operator keeps two states:
+- the **log**: the group's events summed per instant (a pane of one unit, as
+  ``SlicedAggregateOperator`` keeps panes), for as long as their departure is still to
+  come: the departures are read from it, there is no buffer of future -1 changes;
+- the **base**: each group's count and exact sums (``aggregate.accumulator_type``) at the
+  end of the last cycle, and the instant its row took that value.
+
+A cycle sums its new events per (group, instant) before the one shuffle, then sorts each
+group's points of the cycle (arrivals and departures, after its base) once: running sums
+from the base give the value at each point without ever subtracting doubles (the sums are
+exact, so a result does not depend on how input was cut into cycles), and only points where
+the row changed (a value, or whether the group has a row) start a segment. The work of a
+cycle is proportional to its events, not to the window's length.
+
+Example, ``avg(v) [RANGE 10]`` of one key: events (t=1, v=2) and (t=4, v=4) give the
+segments ``2.0 over [1, 4)``, ``3.0 over [4, 11)``, ``4.0 over [11, 14)``; a cycle that ends
+at 6 keeps the base (count 2, sum 6, since 4) and both events in the log.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql.types import BooleanType, LongType, StructField, StructType
+
+from sparkcq.model.time import TIME_MAX, TIME_MIN
+from sparkcq.plan.nodes import RangeSpec, SlicedAggregate
+from sparkcq.runtime.frames import FROM, TO, Runtime, Slice, q
+from sparkcq.runtime.operators.base import as_changes_at
+from sparkcq.runtime.operators.multiset import GROUP_HASH
+from sparkcq.runtime.operators.sliced_aggregate import (
+    AT,
+    NEXT,
+    PANE_END,
+    N,
+    SlicedAggregateOperator,
+)
+
+CHANGED = "_chg"  # the row at this point differs from the one before it
+LAST = "_last"  # the group's last point of the cycle: its measures are the next base
+SINCE = "_since"  # the point where the row holding at this point began
+
+
+class RangeAggregateOperator(SlicedAggregateOperator):
+    """count, sum and avg per group over ``[RANGE w]`` from a log and a base (see module)."""
+
+    CYCLE_FIELDS = (*SlicedAggregateOperator.CYCLE_FIELDS, "folded_to")
+    coalesced_segments = True
+
+    def __init__(self, node: SlicedAggregate, rt: Runtime):
+        super().__init__(node, rt)
+        spec = node.window.spec
+        assert isinstance(spec, RangeSpec) and spec.slide is None
+        assert all(m.combine == "sum" for m in self.measures.values()), self.measures
+        self.value_names = {n: f"_v{i}" for i, n in enumerate(self.names) if n not in self.keys}
+        key_fields = [f for f in node.aggregate.child.schema.fields if f.name in self.keys]
+        out_types = {f.name: f.dataType for f in node.aggregate.schema.fields}
+        # the base is the last cycle's points, read where ``LAST`` holds (kept as computed)
+        self.base = self.state(StructType([
+            StructField(GROUP_HASH, LongType()), *key_fields, StructField(AT, LongType()),
+            StructField(N, LongType()),
+            *[StructField(m.name, m.dtype) for m in self.measures.values()],
+            *[StructField(v, out_types[n]) for n, v in self.value_names.items()],
+            StructField(CHANGED, BooleanType()), StructField(LAST, BooleanType()),
+            StructField(SINCE, LongType())]), "window-values", GROUP_HASH)
+        self.folded_to: int | None = None  # the points before this are in the base
+
+    # -- SQL text ----------------------------------------------------------------------------
+    def log_sql(self, with_old: bool, fold_from: int) -> str:
+        """The cycle's events summed per (group, instant) map-side, then redistributed by
+        the group hash, after the logged events whose departure is still to be folded (the
+        log is partitioned by the group hash already; as ``panes_sql``).
+        """
+        measures = "".join(f", {m.combine}({m.sql}) AS {q(m.name)}"
+                           for m in self.measures.values())
+        by = self.key_list(q(PANE_END))
+        names = [f.name for f in self.panes.schema.fields]
+        # redistributed first: the sums per (group, instant) then need no shuffle of their
+        # own (events rarely share an instant, so summing before would not shrink them)
+        new = (f"SELECT {', '.join(map(q, names))} FROM (SELECT {by}, sum(`_d`) AS `{N}`"
+               f"{measures} FROM (SELECT *, {self.pane_end} AS {q(PANE_END)}, "
+               f"{self.group_hash()} AS {q(GROUP_HASH)} FROM {self.events_sql} "
+               f"WHERE `_d` > 0 DISTRIBUTE BY {q(GROUP_HASH)}) GROUP BY {by})")
+        if not with_old:
+            return new
+        kept = ", ".join(f"{q(n)} AS {q(n)}" for n in names)
+        return f"SELECT {kept} FROM {{old}}{self.pending(fold_from)} UNION ALL ({new})"
+
+    def pending(self, fold_from: int) -> str:
+        """`` WHERE ...`` keeping the logged events whose departure is at or after
+        ``fold_from`` (not folded into the base yet), or nothing.
+        """
+        if fold_from == TIME_MIN:
+            return ""
+        return f" WHERE {q(PANE_END)} >= {fold_from - self.length}"
+
+    def range_points_sql(self, fold_from: int, hi: int, with_base: bool) -> str:
+        """The points in [fold_from, hi) where a group's events arrive (at their instant)
+        or leave (``length`` later), with the change in count and sums, after the group's
+        base (its absolute measures, at the point its row began).
+        """
+        measures = [q(m.name) for m in self.measures.values()]
+        arrive = [q(PANE_END), q(N), *measures]
+        depart = [f"{q(PANE_END)} + {self.length}", f"-{q(N)}", *(f"-{m}" for m in measures)]
+        cols = ", ".join([q(AT), q(N), *measures])
+        due = []  # a logged event arrives or leaves in [fold_from, hi)
+        if fold_from != TIME_MIN:
+            due.append(f"{q(PANE_END)} >= {fold_from - self.length}")
+        if hi != TIME_MAX:
+            due.append(f"{q(PANE_END)} < {hi}")
+        at = [f"{q(AT)} >= {fold_from}"] if fold_from != TIME_MIN else []
+        if hi != TIME_MAX:
+            at.append(f"{q(AT)} < {hi}")
+
+        def where(conds: list[str]) -> str:
+            return f" WHERE {' AND '.join(conds)}" if conds else ""
+
+        summed = "".join(f", sum({m}) AS {m}" for m in measures)
+        by = self.key_list(q(AT))
+        points = (f"SELECT {by}, sum(`{N}`) AS `{N}`{summed} FROM (SELECT {self.key_list()}, "
+                  f"stack(2, {', '.join([*arrive, *depart])}) AS ({cols}) "
+                  f"FROM {{log}}{where(due)}){where(at)} GROUP BY {by}")
+        if not with_base:
+            return points
+        # every column renamed to itself on both sides: the union keeps the group-hash
+        # partitioning both have (as ``log_sql``), so the sort needs no shuffle
+        kept = ", ".join(f"{q(n)} AS {q(n)}" for n in [GROUP_HASH, *self.keys])
+        rest = ", ".join(f"{q(n)} AS {q(n)}" for n in [N, *self.measures])
+        base = (f"SELECT {kept}, {q(SINCE)} AS {q(AT)}, {rest} "
+                f"FROM {{base}} WHERE {q(LAST)} AND `{N}` > 0")
+        return (f"{base} UNION ALL SELECT {kept}, {q(AT)} AS {q(AT)}, {rest} "
+                f"FROM ({points})")
+
+    def run_sql(self, fold_from: int, hi: int, with_base: bool) -> str:
+        """Each point's absolute measures and row, whether the row changed there, where
+        the row began, and whether the point is the group's last.
+        """
+        measures = [q(m.name) for m in self.measures.values()]
+        order = f"(PARTITION BY {self.key_list()} ORDER BY {q(AT)}"
+        running = f"{order} ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)"
+        sums = ", ".join(f"sum({c}) OVER {running} AS {c}" for c in [f"`{N}`", *measures])
+        absolute = (f"SELECT {self.key_list(q(AT))}, {sums} "
+                    f"FROM ({self.range_points_sql(fold_from, hi, with_base)})")
+        values = ", ".join(f"{self.values[n]} AS {q(v)}" for n, v in self.value_names.items())
+        valued = f"SELECT *, {values} FROM ({absolute})" if values else \
+            f"SELECT * FROM ({absolute})"
+        same = [f"(`{N}` > 0) <=> (lag(`{N}`) OVER {order}) > 0)",
+                *(f"{q(v)} <=> lag({q(v)}) OVER {order})" for v in self.value_names.values())]
+        first = f"lag({q(AT)}) OVER {order}) IS NULL"
+        changed = (f"SELECT {self.key_list(q(AT))}, `{N}`"
+                   f"{''.join(f', {m}' for m in measures)}"
+                   f"{''.join(f', {q(v)}' for v in self.value_names.values())}, "
+                   f"{first} OR NOT ({' AND '.join(same)}) AS {q(CHANGED)}, "
+                   f"lead({q(AT)}) OVER {order}) IS NULL AS {q(LAST)} FROM ({valued})")
+        since = f"max(CASE WHEN {q(CHANGED)} THEN {q(AT)} END) OVER {running} AS {q(SINCE)}"
+        return f"SELECT *, {since} FROM ({changed})"
+
+    def range_segments_sql(self, lo: int, hi: int) -> str:
+        """The rows over [a point where the row changed, the next such point), for the
+        segments that end at or after ``lo`` (their end is due) and where the group has a
+        row.
+        """
+        order = f"(PARTITION BY {self.key_list()} ORDER BY {q(AT)})"
+        out = ", ".join(q(n) if n in self.keys else f"{q(self.value_names[n])} AS {q(n)}"
+                        for n in self.names)
+        starts = (f"SELECT {self.key_list(q(AT))}, `{N}`"
+                  f"{''.join(f', {q(v)}' for v in self.value_names.values())}, "
+                  f"lead({q(AT)}) OVER {order} AS {q(NEXT)} FROM {{run}} WHERE {q(CHANGED)}")
+        where = [f"`{N}` > 0"]
+        if hi != TIME_MAX:
+            where.append(f"{q(AT)} < {hi}")
+        if lo != TIME_MIN:
+            where.append(f"({q(NEXT)} IS NULL OR {q(NEXT)} >= {lo})")
+        return (f"SELECT {out}, {q(AT)} AS {q(FROM)}, {q(NEXT)} AS {q(TO)} FROM ({starts}) "
+                f"WHERE {' AND '.join(where)}")
+
+    # -- the cycle ---------------------------------------------------------------------------
+    def evaluate(self, inp: Slice, blank: frozenset[str] = frozenset()) -> Slice:
+        """Log the slice's events, fold the points before ``hi`` into the base and return
+        the segments of [lo, hi) (see module), or no segments when no group has a row.
+        """
+        lo, hi = inp.lo, inp.hi
+        sql = self.views.sql
+        old, base = self.panes.get(), self.base.get()
+        events = inp.arrivals if self.reads_arrivals else inp.df
+        fold_from = TIME_MIN if self.folded_to is None else self.folded_to
+        self.folded_to = hi
+        if events is None and old is None:
+            return Slice(None, lo, hi)  # every element left: the base holds no row
+        if events is None:
+            assert old is not None
+            log = old
+        else:
+            views = {"inp": events} if old is None else {"inp": events, "old": old}
+            text = self.log_sql(old is not None, fold_from)
+            if blank:
+                text = text.replace(self.events_sql, self.build_events_sql(self.sliced, blank))
+            log = self.rt.cache_for_cycle(sql(text, **views))
+            self.panes.adopt(log)  # read next cycle where departures are still to come
+        views = {"log": log} if base is None else {"log": log, "base": base}
+        run = self.rt.cache_for_cycle(sql(self.run_sql(fold_from, hi, base is not None),
+                                          **views))
+        if hi == TIME_MAX:
+            self.panes.set(None)
+            self.base.set(None)
+        else:
+            self.base.adopt(run)
+        # not cached: a filter and a lead over the cached run, in its order already
+        return Slice(None, lo, hi, sql(self.range_segments_sql(lo, hi), run=run))
+
+    def contents(self, children: list[DataFrame | None], at: int) -> DataFrame | None:
+        """Each group's row at the operator's position ``at``, from the base."""
+        base = self.base.get()
+        if base is None:
+            return None
+        out = ", ".join(q(n) if n in self.keys else f"{q(self.value_names[n])} AS {q(n)}"
+                        for n in self.names)
+        df = self.views.sql(f"SELECT {out} FROM {{b}} WHERE {q(LAST)} AND `{N}` > 0", b=base)
+        return as_changes_at(df, self.names, None, at)
