@@ -37,6 +37,9 @@ def make_session(master: str | None = None, app_name: str = "sparkcq",
         .config("spark.sql.adaptive.enabled", "false")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.codegen.cache.maxEntries", "10000")
+        # a file counts as 1 MB more than its size when files are packed into splits (4 MB
+        # by default), so a cycle's file of a few MB is read by every core, not by one task
+        .config("spark.sql.files.openCostInBytes", str(1 << 20))
         # an aggregate partitions all its frames by a hash of its group keys and joins on
         # it plus null-safe keys (operators/multiset.py): co-partitioned on that hash alone,
         # its joins need no shuffle
