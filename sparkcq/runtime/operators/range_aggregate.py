@@ -28,7 +28,7 @@ from pyspark.sql.types import BooleanType, LongType, StructField, StructType
 
 from sparkcq.model.time import TIME_MAX, TIME_MIN
 from sparkcq.plan.nodes import RangeSpec, SlicedAggregate
-from sparkcq.runtime.frames import FROM, TO, Runtime, Slice, q
+from sparkcq.runtime.frames import Runtime, Slice, q
 from sparkcq.runtime.operators.base import as_changes_at
 from sparkcq.runtime.operators.multiset import GROUP_HASH
 from sparkcq.runtime.operators.sliced_aggregate import (
@@ -169,13 +169,7 @@ class RangeAggregateOperator(SlicedAggregateOperator):
         starts = (f"SELECT {self.key_list(q(AT))}, `{N}`"
                   f"{''.join(f', {q(v)}' for v in self.value_names.values())}, "
                   f"lead({q(AT)}) OVER {order} AS {q(NEXT)} FROM {{run}} WHERE {q(CHANGED)}")
-        where = [f"`{N}` > 0"]
-        if hi != TIME_MAX:
-            where.append(f"{q(AT)} < {hi}")
-        if lo != TIME_MIN:
-            where.append(f"({q(NEXT)} IS NULL OR {q(NEXT)} >= {lo})")
-        return (f"SELECT {out}, {q(AT)} AS {q(FROM)}, {q(NEXT)} AS {q(TO)} FROM ({starts}) "
-                f"WHERE {' AND '.join(where)}")
+        return self.due_segments_sql(out, starts, lo, hi)
 
     # -- the cycle ---------------------------------------------------------------------------
     def evaluate(self, inp: Slice, blank: frozenset[str] = frozenset()) -> Slice:

@@ -231,12 +231,19 @@ class SlicedAggregateOperator(Operator):
                f"{', '.join(cols)} FROM ({self.points_sql()})")
         out = ", ".join(q(n) if n in self.keys else f"{self.values[n]} AS {q(n)}"
                         for n in self.names)
+        return self.due_segments_sql(out, run, lo, hi)
+
+    @staticmethod
+    def due_segments_sql(out: str, points: str, lo: int, hi: int) -> str:
+        """``out`` over [``AT``, ``NEXT``) for the rows of ``points`` where the group has a
+        row, that start before ``hi`` and end at or after ``lo`` or are still open.
+        """
         where = [f"`{N}` > 0"]
         if hi != TIME_MAX:
             where.append(f"{q(AT)} < {hi}")
         if lo != TIME_MIN:
-            where.append(f"{q(NEXT)} >= {lo}")
-        return (f"SELECT {out}, {q(AT)} AS {q(FROM)}, {q(NEXT)} AS {q(TO)} FROM ({run}) "
+            where.append(f"({q(NEXT)} IS NULL OR {q(NEXT)} >= {lo})")
+        return (f"SELECT {out}, {q(AT)} AS {q(FROM)}, {q(NEXT)} AS {q(TO)} FROM ({points}) "
                 f"WHERE {' AND '.join(where)}")
 
     def changes_sql(self, lo: int, hi: int, fresh: bool) -> str:
