@@ -51,6 +51,32 @@ def accumulator_type(arg: DataType) -> DataType:
     return EXACT_DOUBLE
 
 
+def times_change(arg: str, dtype: DataType) -> str:
+    """``arg`` times the change's multiplicity ``_d``, in the accumulator type, exactly.
+
+    A DECIMAL(38, s) times a BIGINT would need 59 digits, and Spark's decimal arithmetic
+    then rounds the product to 6 decimals; a DECIMAL(27, s) times a DECIMAL(10, 0) needs 38
+    (an argument beyond 10^17, or a multiplicity beyond 10^10, fails the query rather than
+    losing digits).
+    """
+    acc = accumulator_type(dtype)
+    if not isinstance(acc, DecimalType):
+        return f"CAST({arg} AS {acc.simpleString()}) * `_d`"
+    return (f"CAST(CAST({arg} AS DECIMAL(27, {acc.scale})) * CAST(`_d` AS DECIMAL(10, 0)) "
+            f"AS {acc.simpleString()})")
+
+
+def exact_sum_sql(left: str, right: str, acc: DataType) -> str:
+    """``left + right`` in the accumulator type without rounding: two DECIMAL(38, s) would
+    need 39 digits, and Spark then drops a decimal; as DECIMAL(37, s) they fit.
+    """
+    if not isinstance(acc, DecimalType):
+        return f"({left} + {right})"
+    narrow = f"DECIMAL(37, {acc.scale})"
+    return (f"CAST(CAST({left} AS {narrow}) + CAST({right} AS {narrow}) "
+            f"AS {acc.simpleString()})")
+
+
 def seed_time_sql(seed_at: int | None, fresh: bool) -> tuple[str, str]:
     """The instant of a run row as a view sees it, and a condition on it (`` AND ...``).
 
@@ -140,7 +166,7 @@ class AggregateOperator(Operator):
                         f"{q(a.name + '_dc')}")
             if a.func in ("sum", "avg"):
                 acc = accumulator_type(self.arg_types[a.name]).simpleString()
-                cols.append(f"coalesce(sum(CAST({arg} AS {acc}) * CAST(`_d` AS {acc})), "
+                cols.append(f"coalesce(sum({times_change(arg, self.arg_types[a.name])}), "
                             f"CAST(0 AS {acc})) AS {q(a.name + '_ds')}")
         return (f"SELECT {self.k.cols()}`_t`, {', '.join(cols)} FROM {{inp}} "
                 f"GROUP BY {self.k.group('`_t`')}")
@@ -200,9 +226,9 @@ class AggregateOperator(Operator):
                 else:
                     run.append(f"coalesce({q('_b' + name + '_c')}, CAST(0 AS BIGINT)) AS {c}")
             if a.func in ("sum", "avg"):
-                acc = accumulator_type(self.arg_types[name]).simpleString()
-                run.append(f"coalesce({q('_b' + name + '_s')}, CAST(0 AS {acc})) + "
-                           f"sum({q(name + '_ds')}) {w} AS {s}")
+                run.append(exact_sum_sql(f"coalesce({q('_b' + name + '_s')}, 0)",
+                                         f"sum({q(name + '_ds')}) {w}",
+                                         accumulator_type(self.arg_types[name])) + f" AS {s}")
             out = self.out_types[name].simpleString()
             if a.func == "count":
                 value = "`_n`" if a.arg is None else c

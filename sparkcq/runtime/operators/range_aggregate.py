@@ -47,7 +47,6 @@ SINCE = "_since"  # the point where the row holding at this point began
 class RangeAggregateOperator(SlicedAggregateOperator):
     """count, sum and avg per group over ``[RANGE w]`` from a log and a base (see module)."""
 
-    CYCLE_FIELDS = (*SlicedAggregateOperator.CYCLE_FIELDS, "folded_to")
     coalesced_segments = True
 
     def __init__(self, node: SlicedAggregate, rt: Runtime):
@@ -66,7 +65,6 @@ class RangeAggregateOperator(SlicedAggregateOperator):
             *[StructField(v, out_types[n]) for n, v in self.value_names.items()],
             StructField(CHANGED, BooleanType()), StructField(LAST, BooleanType()),
             StructField(SINCE, LongType())]), "window-values", GROUP_HASH)
-        self.folded_to: int | None = None  # the points before this are in the base
 
     # -- SQL text ----------------------------------------------------------------------------
     def log_sql(self, with_old: bool, fold_from: int) -> str:
@@ -180,8 +178,9 @@ class RangeAggregateOperator(SlicedAggregateOperator):
         sql = self.views.sql
         old, base = self.panes.get(), self.base.get()
         events = inp.arrivals if self.reads_arrivals else inp.df
-        fold_from = TIME_MIN if self.folded_to is None else self.folded_to
-        self.folded_to = hi
+        # the base holds every point before lo (from state alone: a restored checkpoint
+        # goes on where it was); without one, every logged point is still to fold
+        fold_from = TIME_MIN if base is None else lo
         if events is None and old is None:
             return Slice(None, lo, hi)  # every element left: the base holds no row
         if events is None:
