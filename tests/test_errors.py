@@ -32,6 +32,12 @@ def eng(engine):
         ("SELECT x.speed FROM sensors AS s", ["unknown stream or alias 'x'"], 8),
         ("SELECT sector FROM sensors WHERE sum(speed) > 1", ["not allowed here"], 34),
         ("SELECT sector, speed + 'abc' AS z FROM sensors", [], None),
+        # CUT ON names a column: an unknown one, or one chunks are not cut on, is refused
+        # (it was silently ignored: chunks were cut on t)
+        ("SELECT sector, count(*) AS n FROM sensors [CUT ON nosuchcol BY 60] GROUP BY sector",
+         ["unknown column 'nosuchcol' in CUT ON", "columns: sector, speed, t"], 43),
+        ("SELECT sector, count(*) AS n FROM sensors [CUT ON speed BY 60] GROUP BY sector",
+         ["CUT ON 'speed'", "event time 't'", "not supported yet"], 43),
     ],
 )
 def test_analysis_errors_point_at_the_culprit(eng, sql, fragments, col):

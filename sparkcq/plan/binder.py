@@ -34,6 +34,7 @@ from sparkcq.plan.nodes import (
     RangeSpec,
     ResolvedWindow,
     RowsSpec,
+    StreamScan,
     ToStream,
     UnboundedSpec,
     Union,
@@ -303,11 +304,27 @@ class _Binder:
                     part.append(cols[c.lower()])
                 return RowsSpec(spec.rows, tuple(part))
             if isinstance(spec, CutWindow):
+                if spec.on is not None:
+                    self.ensure_cut_on_event_time(spec.on, plan, window)
                 return CutSpec(spec.by.to_units(kind), spec.chunks)
         except ValueError as e:
             raise AnalysisError(str(e), self.text, window.loc) from None
         msg = f"unsupported window {spec}"
         raise AnalysisError(msg, self.text, window.loc)
+
+    def ensure_cut_on_event_time(self, on: str, plan: PlanNode, window: SourceWindow) -> None:
+        """``CUT ON col``: ``col`` must be a column of the stream, and (for now) its event
+        time, which is what chunks are cut on; anything else is refused, never ignored.
+        """
+        cols = {f.name.lower(): f.name for f in plan.schema.fields}
+        if on.lower() not in cols:
+            msg = (f"unknown column {on!r} in CUT ON; columns: "
+                   f"{', '.join(cols.values())}")
+            raise AnalysisError(msg, self.text, window.loc)
+        if isinstance(plan, StreamScan) and on.lower() != plan.time_col.lower():
+            msg = (f"CUT ON {cols[on.lower()]!r}: chunks are cut on the stream's event time "
+                   f"{plan.time_col!r}; cutting on another column is not supported yet")
+            raise AnalysisError(msg, self.text, window.loc)
 
     def bind_join(
         self, join: exp.Join, left: PlanNode, src: _Source, scope: _Scope
