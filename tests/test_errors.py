@@ -38,6 +38,10 @@ def eng(engine):
          ["unknown column 'nosuchcol' in CUT ON", "columns: sector, speed, t"], 43),
         ("SELECT sector, count(*) AS n FROM sensors [CUT ON speed BY 60] GROUP BY sector",
          ["CUT ON 'speed'", "event time 't'", "not supported yet"], 43),
+        ("SELECT sector, count(*) AS n FROM sensors [RANGE 5] GROUP BY 3",
+         ["GROUP BY 3: the SELECT list has 2 items"], 62),
+        ("SELECT sector, count(*) AS n FROM sensors [RANGE 5] GROUP BY sector, n",
+         ["GROUP BY n names an aggregate"], 70),
     ],
 )
 def test_analysis_errors_point_at_the_culprit(eng, sql, fragments, col):
@@ -107,3 +111,29 @@ def test_explain_shows_plans_and_timestamp_windows_in_units(engine):
     # the aggregate runs from panes; its label names the window it replaces
     (sliced,) = [k for k in engine.metrics()["state_rows"] if k.startswith("#1 SlicedAggregate")]
     assert sliced.endswith("<- Window [RANGE 1 MINUTE SLIDE 10 SECONDS]")
+
+
+def test_group_by_a_select_alias_or_an_ordinal(engine):
+    """GROUP BY reads a SELECT alias or an ordinal as Spark SQL does (the published
+    per-minute query groups by ``minute``, an alias); an input column of the same name wins.
+    """
+    engine.execute("""
+        CREATE STREAM s (k STRING, v DOUBLE, t BIGINT) WITH (event_time='t');
+        CREATE QUERY by_alias AS RSTREAM SELECT floor(t / 10) AS minute, sum(v) AS s
+            FROM s [CUT ON t BY 10] GROUP BY minute;
+        CREATE QUERY by_ordinal AS RSTREAM SELECT upper(k) AS kk, count(*) AS n
+            FROM s [CUT ON t BY 10] GROUP BY 1;
+        CREATE QUERY column_wins AS RSTREAM SELECT k AS v, count(*) AS n
+            FROM s [CUT ON t BY 10] GROUP BY k;
+    """)
+    engine.push("s", [{"k": "a", "v": 1.0, "t": 1}, {"k": "b", "v": 2.0, "t": 3},
+                      {"k": "a", "v": 4.0, "t": 12}], end=True)
+    engine.run_until_idle()
+
+    def rows(query):
+        return sorted(engine.results(query).drop(columns=["_te"]).itertuples(index=False,
+                                                                             name=None))
+
+    assert rows("by_alias") == [(0, 3.0, 10), (1, 4.0, 20)]
+    assert rows("by_ordinal") == [("A", 1, 10), ("A", 1, 20), ("B", 1, 10)]
+    assert rows("column_wins") == [("a", 1, 10), ("a", 1, 20), ("b", 1, 10)]

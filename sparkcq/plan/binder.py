@@ -312,6 +312,36 @@ class _Binder:
         msg = f"unsupported window {spec}"
         raise AnalysisError(msg, self.text, window.loc)
 
+    def group_expression(self, g: exp.Expression, sel: exp.Select,
+                         scope: _Scope) -> exp.Expression:
+        """A GROUP BY item as the expression it names: an ordinal (``GROUP BY 1``) is that
+        SELECT item, a name that is no input column is the SELECT item with that alias
+        (``GROUP BY minute``), as Spark SQL reads them.
+        """
+        items = [e.this if isinstance(e, exp.Alias) else e for e in sel.expressions]
+        if isinstance(g, exp.Literal) and g.is_int:
+            i = int(g.this)
+            if not 1 <= i <= len(items):
+                msg = f"GROUP BY {i}: the SELECT list has {len(items)} items"
+                raise self.error(msg, g)
+            target = items[i - 1]
+        elif isinstance(g, exp.Column) and not g.table:
+            aliases = {e.alias.lower(): e.this for e in sel.expressions
+                       if isinstance(e, exp.Alias)}
+            if g.name.lower() not in aliases:
+                return g
+            try:
+                self.render(g, scope)
+                return g  # an input column of that name wins, as in Spark
+            except AnalysisError:
+                target = aliases[g.name.lower()]
+        else:
+            return g
+        if any(self.is_aggregate(n) for n in target.walk()):
+            msg = f"GROUP BY {g.sql(dialect='spark')} names an aggregate; group by its inputs"
+            raise self.error(msg, g)
+        return target.copy()
+
     def ensure_cut_on_event_time(self, on: str, plan: PlanNode, window: SourceWindow) -> None:
         """``CUT ON col``: ``col`` must be a column of the stream, and (for now) its event
         time, which is what chunks are cut on; anything else is refused, never ignored.
@@ -479,7 +509,8 @@ class _Binder:
         return f"named_struct({fields})"
 
     def bind_aggregate(self, sel: exp.Select, plan: PlanNode, scope: _Scope) -> PlanNode:
-        group_exprs = list(sel.args["group"].expressions) if sel.args.get("group") else []
+        group_exprs = [self.group_expression(g, sel, scope)
+                       for g in (sel.args["group"].expressions if sel.args.get("group") else [])]
         pre: list[tuple[str, str]] = []
         key_names: dict[str, str] = {}
         for g in group_exprs:
