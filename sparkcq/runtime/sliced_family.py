@@ -272,13 +272,14 @@ class SlicedMemberOperator(Operator):
         assert changes is not None
         pick = ", ".join(f"{q(src)} AS {q(out)}" for out, src in fam.members[self.node])
         # a member reading every column of the family's rows has its segments as they are
-        whole = {src for _out, src in fam.members[self.node]} == set(seg.segments.columns) - {
-            FROM, TO}
+        op = fam.op
+        assert op is not None
+        whole = {src for _out, src in fam.members[self.node]} == set(op.names)
         return Slice(self.views.sql(f"SELECT {pick}, `_t`, `_d` FROM {{c}}", c=changes),
                      seg.lo, seg.hi,
                      self.views.sql(f"SELECT {pick}, {q(FROM)}, {q(TO)} FROM {{s}}",
                                     s=seg.segments),
-                     coalesced=(fam.op is not None and fam.op.coalesced_segments and whole
+                     coalesced=(op.coalesced_segments and whole
                                 and self.node not in fam.fresh))
 
     def pass_unread(self, inputs: list[Slice]) -> Slice:

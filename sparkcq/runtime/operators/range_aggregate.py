@@ -9,12 +9,13 @@ length"). The operator keeps two states:
 - the **base**: each group's count and exact sums (``aggregate.accumulator_type``) at the
   end of the last cycle, and the instant its row took that value.
 
-A cycle sums its new events per (group, instant) before the one shuffle, then sorts each
-group's points of the cycle (arrivals and departures, after its base) once: running sums
-from the base give the value at each point without ever subtracting doubles (the sums are
-exact, so a result does not depend on how input was cut into cycles), and only points where
-the row changed (a value, or whether the group has a row) start a segment. The work of a
-cycle is proportional to its events, not to the window's length.
+A cycle redistributes its new events by the group hash (the one shuffle), sums them per
+(group, instant) into the log, then sorts each group's points of the cycle (arrivals and
+departures, after its base) once: running sums from the base give the value at each point
+without ever subtracting doubles (the sums are exact, so a result does not depend on how
+input was cut into cycles), and only points where the row changed (a value, or whether the
+group has a row) start a segment. The work of a cycle is proportional to its events, not
+to the window's length.
 
 Example, ``avg(v) [RANGE 10]`` of one key: events (t=1, v=2) and (t=4, v=4) give the
 segments ``2.0 over [1, 4)``, ``3.0 over [4, 11)``, ``4.0 over [11, 14)``; a cycle that ends
@@ -68,9 +69,9 @@ class RangeAggregateOperator(SlicedAggregateOperator):
 
     # -- SQL text ----------------------------------------------------------------------------
     def log_sql(self, with_old: bool, fold_from: int) -> str:
-        """The cycle's events summed per (group, instant) map-side, then redistributed by
-        the group hash, after the logged events whose departure is still to be folded (the
-        log is partitioned by the group hash already; as ``panes_sql``).
+        """The cycle's events redistributed by the group hash and summed per (group,
+        instant), after the logged events whose departure is still to be folded (the log is
+        partitioned by the group hash already; as ``panes_sql``).
         """
         measures = "".join(f", {m.combine}({m.sql}) AS {q(m.name)}"
                            for m in self.measures.values())
