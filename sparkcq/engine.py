@@ -83,7 +83,7 @@ from sparkcq.language.sql.statements import (
     Show,
     Statement,
 )
-from sparkcq.model.time import TIME_MAX, TimeKind, parse_duration
+from sparkcq.model.time import TIME_MAX, TimeKind, parse_duration, unit_micros
 from sparkcq.plan.binder import bind_select
 from sparkcq.plan.nodes import (
     Aggregate,
@@ -370,15 +370,26 @@ class Engine:
             msg = "event_time and end_time must both be timestamps or both be numbers"
             raise AnalysisError(msg, text, stmt.loc)
         kind = kinds[0]
+        unit = None
+        if "time_unit" in opts:
+            if kind is TimeKind.TIMESTAMP:
+                msg = (f"time_unit applies to a numeric event time; {time_col!r} is a "
+                       "timestamp, whose unit is known")
+                raise AnalysisError(msg, text, _option_loc(text, stmt.loc, opts["time_unit"]))
+            try:
+                unit = unit_micros(opts["time_unit"])
+            except ValueError as e:
+                raise AnalysisError(str(e), text,
+                                    _option_loc(text, stmt.loc, opts["time_unit"])) from None
         lateness = 0
         if "lateness" in opts:
             try:
-                lateness = parse_duration(opts["lateness"]).to_units(kind)
+                lateness = parse_duration(opts["lateness"]).to_units(kind, unit)
             except ValueError as e:
                 msg = f"lateness: {e}"
                 raise AnalysisError(msg, text, stmt.loc) from None
         end_col = names[opts["end_time"].lower()].name if "end_time" in opts else None
-        node = StreamScan(stmt.name, schema, names[time_col.lower()].name, end_col, kind)
+        node = StreamScan(stmt.name, schema, names[time_col.lower()].name, end_col, kind, unit)
         source_kind = opts.get("source", "memory").lower()
         source: Source
         try:

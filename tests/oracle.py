@@ -106,7 +106,12 @@ class Win:
             "rows": (f"[PARTITION BY {', '.join(self.partition)} ROWS {self.size}]"
                      if self.partition else f"[ROWS {self.size}]"),
             "cut": f"[CUT ON t BY {self.size}{chunks}]",
+            "cutrows": f"[CUT EVERY {self.size} ROWS{self.chunks_sql()}]",
+            "cutkey": f"[CUT ON {', '.join(self.partition)}{self.chunks_sql()}]",
         }[self.kind]
+
+    def chunks_sql(self) -> str:
+        return f" WINDOW {self.slide} CHUNKS" if self.slide > 1 else ""
 
     @property
     def name(self) -> str:
@@ -115,6 +120,9 @@ class Win:
             return "PARTITION BY ROWS" if self.partition else "ROWS"
         if self.kind == "cut":
             return "CUT WINDOW n CHUNKS" if self.slide > 1 else "CUT"
+        if self.kind in ("cutrows", "cutkey"):
+            what = "CUT EVERY n ROWS" if self.kind == "cutrows" else "CUT ON key"
+            return what + (" WINDOW m CHUNKS" if self.slide > 1 else "")
         return {"range": "RANGE", "slide": "RANGE SLIDE", "now": "NOW",
                 "unbounded": "UNBOUNDED"}[self.kind]
 
@@ -126,6 +134,8 @@ class Win:
     def elements(self, events: list[Event], columns: tuple[str, ...]) -> list[Element]:
         """Each event as an element (its values of ``columns``, ts, te)."""
         out = []
+        if self.kind in ("cutrows", "cutkey"):
+            return self.chunk_elements(events, columns)
         if self.kind == "rows":
             parts: dict[tuple, list[Event]] = {}
             for e in sorted(events, key=lambda e: (e["t"], *[e[c] for c in columns])):
@@ -150,6 +160,27 @@ class Win:
                     cut = (t // self.size + 1) * self.size
                     out.append((e, cut, cut + self.size * max(self.slide, 1)))
         return [(tuple(e[c] for c in columns), ts, te) for e, ts, te in out if ts < te]
+
+
+    def chunk_elements(self, events: list[Event], columns: tuple[str, ...]) -> list[Element]:
+        """Count or key chunks in (t, values) order: chunk j's rows are valid from the first
+        row of chunk j + 1 until the first row of chunk j + 1 + m (DESIGN 2.5)."""
+        rows = sorted(events, key=lambda e: (e["t"], *[e[c] for c in columns]))
+        chunk: list[int] = []
+        for i, e in enumerate(rows):
+            if self.kind == "cutrows":
+                chunk.append(i // self.size)
+            else:
+                key = tuple(e[c] for c in self.partition)
+                same = i > 0 and key == tuple(rows[i - 1][c] for c in self.partition)
+                chunk.append(chunk[-1] if same else (chunk[-1] + 1 if chunk else 0))
+        starts: dict[int, float] = {}
+        for e, c in zip(rows, chunk, strict=True):
+            starts.setdefault(c, e["t"])
+        m = max(self.slide, 1)
+        out = [(tuple(e[c] for c in columns), starts.get(j + 1, INF), starts.get(j + 1 + m, INF))
+               for e, j in zip(rows, chunk, strict=True)]
+        return [x for x in out if x[1] < x[2]]
 
 
 def _ceil(t: int, step: int) -> int:

@@ -48,10 +48,15 @@ WINDOWS = {
     "CUT": st.builds(lambda d: Win("cut", d, 1), st.integers(2, 10)),
     "CUT WINDOW n CHUNKS": st.builds(lambda d, n: Win("cut", d, n), st.integers(2, 10),
                                      st.integers(2, 3)),
+    "CUT EVERY n ROWS": st.builds(lambda n, m: Win("cutrows", n, m), st.integers(1, 4),
+                                  st.integers(1, 3)),
+    "CUT ON key": st.builds(lambda m, keys: Win("cutkey", 0, m, partition=keys),
+                            st.integers(1, 3), st.sampled_from([("k",), ("ex", "k")])),
 }
 any_window = st.one_of(*WINDOWS.values())
 # windows within one case (ROWS over all cases would let one case's rows end another's)
-case_windows = st.one_of(*[w for kind, w in WINDOWS.items() if kind != "ROWS"])
+case_windows = st.one_of(*[w for kind, w in WINDOWS.items()
+                           if kind not in ("ROWS", "CUT EVERY n ROWS", "CUT ON key")])
 
 
 def agg_query(win: Win, aggs: list[str], form: str | None = None, stream: str = "s",
@@ -76,7 +81,7 @@ def aggregate_queries(draw) -> dict[str, Query]:
     wins = {}
     # every output form and every built-in aggregate in every scenario, over windows that
     # differ from scenario to scenario
-    forms = draw(st.permutations([*FORMS, "", ""]), label="forms")
+    forms = draw(st.permutations([*FORMS, "", "", "ISTREAM", "RSTREAM"]), label="forms")
     calls = draw(st.permutations(sorted(AGGS)), label="calls")
     for i, (kind, strategy) in enumerate(WINDOWS.items()):
         wins[kind] = draw(strategy)

@@ -52,17 +52,28 @@ class Duration:
     amount: int
     unit: str | None = None
 
-    def to_units(self, kind: TimeKind) -> int:
-        """Return the length on the long time axis of a stream of ``kind``.
+    def to_units(self, kind: TimeKind, unit_micros: int | None = None) -> int:
+        """Return the length on the long time axis of a stream of ``kind``; a numeric
+        stream whose unit is declared (``time_unit='seconds'``: ``unit_micros``) takes
+        durations with a unit too.
 
-        Raises ValueError with a message naming the mismatch: a unit on a numeric stream or
-        a bare number on a timestamp stream.
+        Raises ValueError with a message naming the mismatch: a unit on a numeric stream
+        without a declared unit, a bare number on a timestamp stream, or a duration that is
+        no whole number of the stream's unit.
         """
         if kind is TimeKind.NUMERIC:
+            if self.unit is not None and unit_micros is not None:
+                micros = self.amount * _UNIT_MICROS[self.unit.upper()]
+                if micros % unit_micros:
+                    msg = (f"duration '{self}' is not a whole number of the stream's time "
+                           f"unit ({show_micros(unit_micros)})")
+                    raise ValueError(msg)
+                return micros // unit_micros
             if self.unit is not None:
                 msg = (
                     f"duration '{self}' has a unit but the stream's event time is a number; "
-                    f"write a plain number such as {self.amount}"
+                    f"write a plain number such as {self.amount}, or declare the unit "
+                    f"of the event time: WITH (time_unit='seconds')"
                 )
                 raise ValueError(msg)
             return self.amount
@@ -96,3 +107,24 @@ def parse_duration(text: str) -> Duration:
         msg = f"unknown time unit {parts[1]!r} in {text!r}; use one of SECONDS, MINUTES, HOURS, ..."
         raise ValueError(msg)
     return Duration(amount, unit)
+
+
+def unit_micros(name: str) -> int:
+    """Microseconds in one ``name`` ('seconds', 'ms', ...); ValueError lists the units."""
+    micros = _UNIT_MICROS.get(name.strip().upper())
+    if micros is None:
+        msg = (f"unknown time unit {name!r}; use one of microseconds, milliseconds, seconds, "
+               f"minutes, hours, days")
+        raise ValueError(msg)
+    return micros
+
+
+
+def show_micros(micros: int) -> str:
+    """A duration in microseconds in the largest unit that divides it: '60 SECONDS'."""
+    for unit, size in (("DAYS", 86_400_000_000), ("HOURS", 3_600_000_000),
+                       ("MINUTES", 60_000_000), ("SECONDS", 1_000_000), ("MILLISECONDS", 1000)):
+        if micros % size == 0:
+            n = micros // size
+            return f"{n} {unit[:-1] if n == 1 else unit}"
+    return f"{micros} MICROSECONDS"

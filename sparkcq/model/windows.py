@@ -42,4 +42,21 @@ class CutWindow:
     chunks: int = 1
 
 
-WindowSpec = RangeWindow | NowWindow | UnboundedWindow | RowsWindow | CutWindow
+@dataclass(frozen=True)
+class CountCutWindow:
+    """``[CUT EVERY n ROWS [WINDOW m CHUNKS]]``: chunks of n rows in event-time order."""
+
+    rows: int
+    chunks: int = 1
+
+
+@dataclass(frozen=True)
+class KeyCutWindow:
+    """``[CUT ON k [WINDOW m CHUNKS]]``: a new chunk whenever the key's value changes."""
+
+    keys: tuple[str, ...]
+    chunks: int = 1
+
+
+WindowSpec = (RangeWindow | NowWindow | UnboundedWindow | RowsWindow | CutWindow
+              | CountCutWindow | KeyCutWindow)

@@ -20,15 +20,25 @@ from sparkcq.errors import AnalysisError, Location
 from sparkcq.language.sql.statements import OutputForm, SelectText, SourceWindow
 from sparkcq.model.time import TimeKind
 from sparkcq.model.types import implicit_cast_sql
-from sparkcq.model.windows import CutWindow, NowWindow, RangeWindow, RowsWindow, UnboundedWindow
+from sparkcq.model.windows import (
+    CountCutWindow,
+    CutWindow,
+    KeyCutWindow,
+    NowWindow,
+    RangeWindow,
+    RowsWindow,
+    UnboundedWindow,
+)
 from sparkcq.plan.calls import call_args, called_aggregate
 from sparkcq.plan.nodes import (
     AggCall,
     Aggregate,
+    CountCutSpec,
     CutSpec,
     EdgeKind,
     Filter,
     Join,
+    KeyCutSpec,
     PlanNode,
     Project,
     RangeSpec,
@@ -103,6 +113,15 @@ def _lookup(columns: dict[str, str], name: str) -> str | None:
     return None
 
 
+def _conjuncts(cond: exp.Expression) -> list[exp.Expression]:
+    """``a AND b AND c`` as [a, b, c] (parentheses around a conjunction are looked through)."""
+    while isinstance(cond, exp.Paren):
+        cond = cond.this
+    if isinstance(cond, exp.And):
+        return [*_conjuncts(cond.args["this"]), *_conjuncts(cond.args["expression"])]
+    return [cond]
+
+
 def quote(name: str) -> str:
     """Back-quote a column name for Spark SQL."""
     return "`" + name.replace("`", "``") + "`"
@@ -127,6 +146,10 @@ def bind_select(
     """
     binder = _Binder(select, text, catalog, spark, trusted)
     plan, period = binder.bind(select.expression)
+    for key, window in select.windows.items():
+        if key not in binder.used_windows:
+            msg = "a window clause applies to a stream named in FROM, not to a subquery"
+            raise AnalysisError(msg, text, window.loc)
     if select.form is OutputForm.INTERVALS or select.form is OutputForm.CHANGELOG:
         return BoundQuery(plan, select.form)
     if plan.kind is not EdgeKind.RELATION:
@@ -147,6 +170,7 @@ class _Binder:
         self.catalog = catalog
         self.spark = spark
         self.trusted = trusted
+        self.used_windows: set[int] = set()  # keys of select.windows bound to a stream
 
     # -- errors --------------------------------------------------------------------------
     def loc(self, node: Any) -> Location:
@@ -239,10 +263,16 @@ class _Binder:
         scope = _Scope([self.bind_from_item(item, needs_relation, multi=len(items) > 1)
                         for item in items])
         plan = scope.sources[0].plan
+        where = sel.args["where"].this if sel.args.get("where") is not None else None
+        rest = _conjuncts(where) if where is not None else []
         for join, src in zip(sel.args.get("joins") or [], scope.sources[1:], strict=True):
-            plan = self.bind_join(join, plan, src, scope)
-        if sel.args.get("where") is not None:
-            plan = self.filter(plan, sel.args["where"].this, scope, "WHERE")
+            visible = _Scope(scope.sources[: scope.sources.index(src) + 1])
+            moved = [c for c in rest if self.joins_source(c, visible, src)]
+            rest = [c for c in rest if not any(c is m for m in moved)]
+            plan = self.bind_join(join, plan, src, scope, moved)
+        if rest:
+            cond = exp.and_(*rest) if len(rest) > 1 else rest[0]
+            plan = self.filter(plan, cond, scope, "WHERE")  # type: ignore[arg-type]
         if self.has_aggregates(sel) or sel.args.get("group"):
             plan = self.bind_aggregate(sel, plan, scope)
         else:
@@ -252,8 +282,10 @@ class _Binder:
 
     # -- FROM ----------------------------------------------------------------------------
     def bind_from_item(self, item: exp.Expression, needs_relation: bool, multi: bool) -> _Source:
+        if isinstance(item, exp.Subquery):
+            return self.bind_derived_table(item, needs_relation, multi)
         if not isinstance(item, exp.Table) or not isinstance(item.this, exp.Identifier):
-            msg = "only streams and tables may appear in FROM (no subqueries or functions yet)"
+            msg = "only streams, tables and subqueries may appear in FROM"
             raise self.error(msg, item)
         name = item.name
         info = self.catalog.relation(name)
@@ -262,10 +294,12 @@ class _Binder:
             msg = f"unknown stream or table {name!r}; known: {known}"
             raise self.error(msg, item.this)
         alias = item.alias or name
-        window = self.select.windows.get(item.this.meta.get("end", -1))
+        key = item.this.meta.get("end", -1)
+        window = self.select.windows.get(key)
         plan = info.plan
         period: int | None = None
         if window is not None:
+            self.used_windows.add(key)
             if plan.kind is EdgeKind.TABLE:
                 msg = f"{name!r} is a table; a window applies only to streams"
                 raise AnalysisError(msg, self.text, window.loc)
@@ -275,6 +309,11 @@ class _Binder:
             period = spec.by if isinstance(spec, CutSpec) else period
         elif needs_relation and plan.kind is EdgeKind.STREAM:
             plan = Window(plan, UnboundedSpec())
+        return self.source(alias, plan, item, multi, window, period)
+
+    def source(self, alias: str, plan: PlanNode, item: exp.Expression, multi: bool,
+               window: SourceWindow | None, period: int | None) -> _Source:
+        """A FROM item in scope; with several items its columns become ``alias__col``."""
         columns = {f.name: f.name for f in plan.schema.fields}
         if multi:
             exprs = [(f"{alias}__{c}", quote(c)) for c in columns]
@@ -282,35 +321,55 @@ class _Binder:
             columns = {c: f"{alias}__{c}" for c in columns}
         return _Source(alias, plan, columns, window, period)
 
+    def bind_derived_table(self, item: exp.Subquery, needs_relation: bool,
+                           multi: bool) -> _Source:
+        """``(SELECT ...) AS x`` in FROM: bound like a derived stream, read under its alias;
+        a raw stream it yields is ``[UNBOUNDED]`` where a relation is needed, as a named
+        stream would be.
+        """
+        plan, period = self.bind(item.this)
+        if needs_relation and plan.kind is EdgeKind.STREAM:
+            plan = Window(plan, UnboundedSpec())
+        return self.source(item.alias or "subquery", plan, item, multi, None, period)
+
     def resolve_window(self, window: SourceWindow, plan: PlanNode) -> ResolvedWindow:
         spec = window.spec
-        kind = plan.time_kind
+        kind, unit = plan.time_kind, plan.time_unit
         try:
             if isinstance(spec, RangeWindow):
-                size = spec.size.to_units(kind)
-                slide = spec.slide.to_units(kind) if spec.slide else None
+                size = spec.size.to_units(kind, unit)
+                slide = spec.slide.to_units(kind, unit) if spec.slide else None
                 return RangeSpec(size, slide if slide != 1 or kind is TimeKind.TIMESTAMP else None)
             if isinstance(spec, NowWindow):
                 return RangeSpec(1)
             if isinstance(spec, UnboundedWindow):
                 return UnboundedSpec()
             if isinstance(spec, RowsWindow):
-                cols = {f.name.lower(): f.name for f in plan.schema.fields}
-                part = []
-                for c in spec.partition_by:
-                    if c.lower() not in cols:
-                        msg = f"unknown partition column {c!r}; columns: {', '.join(cols.values())}"
-                        raise AnalysisError(msg, self.text, window.loc)
-                    part.append(cols[c.lower()])
-                return RowsSpec(spec.rows, tuple(part))
+                part = self.window_columns(spec.partition_by, plan, window, "partition")
+                return RowsSpec(spec.rows, part)
             if isinstance(spec, CutWindow):
                 if spec.on is not None:
                     self.ensure_cut_on_event_time(spec.on, plan, window)
-                return CutSpec(spec.by.to_units(kind), spec.chunks)
+                return CutSpec(spec.by.to_units(kind, unit), spec.chunks)
+            if isinstance(spec, CountCutWindow):
+                return CountCutSpec(spec.rows, spec.chunks)
+            if isinstance(spec, KeyCutWindow):
+                keys = self.window_columns(spec.keys, plan, window, "CUT ON")
+                return KeyCutSpec(keys, spec.chunks)
         except ValueError as e:
             raise AnalysisError(str(e), self.text, window.loc) from None
         msg = f"unsupported window {spec}"
         raise AnalysisError(msg, self.text, window.loc)
+
+    def window_columns(self, names: tuple[str, ...], plan: PlanNode, window: SourceWindow,
+                       what: str) -> tuple[str, ...]:
+        """The stream's columns a window clause names, as the stream spells them."""
+        cols = {f.name.lower(): f.name for f in plan.schema.fields}
+        for c in names:
+            if c.lower() not in cols:
+                msg = f"unknown {what} column {c!r}; columns: {', '.join(cols.values())}"
+                raise AnalysisError(msg, self.text, window.loc)
+        return tuple(cols[c.lower()] for c in names)
 
     def group_expression(self, g: exp.Expression, sel: exp.Select,
                          scope: _Scope) -> exp.Expression:
@@ -356,8 +415,24 @@ class _Binder:
                    f"{plan.time_col!r}; cutting on another column is not supported yet")
             raise AnalysisError(msg, self.text, window.loc)
 
+    def joins_source(self, cond: exp.Expression, visible: _Scope, src: _Source) -> bool:
+        """Whether a WHERE conjunct belongs in the join that adds ``src``: it relates ``src``
+        to a source joined before it and reads no later one (then ``a.k = b.k`` is a join
+        key, not a filter over a cross product).
+        """
+        cols = list(cond.find_all(exp.Column))
+        if not cols or any(self.is_aggregate(n) for n in cond.walk()):
+            return False
+        try:
+            names = {visible.resolve(c, self) for c in cols}
+        except AnalysisError:
+            return False  # names a later source (or none): the WHERE reports it
+        own = set(src.columns.values())
+        return bool(names & own) and bool(names - own)
+
     def bind_join(
-        self, join: exp.Join, left: PlanNode, src: _Source, scope: _Scope
+        self, join: exp.Join, left: PlanNode, src: _Source, scope: _Scope,
+        moved: list[exp.Expression] | None = None,
     ) -> PlanNode:
         side = (join.args.get("side") or "").upper()
         kind = (join.args.get("kind") or "").upper()
@@ -367,7 +442,15 @@ class _Binder:
         if join.args.get("using"):
             msg = "JOIN ... USING is not supported; write JOIN ... ON a.k = b.k"
             raise self.error(msg, join)
+        timed = [p for p in (left, src.plan) if p.kind is not EdgeKind.TABLE]
+        if len(timed) == 2 and timed[0].time_unit != timed[1].time_unit:
+            msg = ("the joined streams count event time in different units (time_unit); "
+                   "declare the same time_unit on both")
+            raise self.error(msg, join)
         on = join.args.get("on")
+        if moved:
+            conds = [*(_conjuncts(on) if on is not None else []), *moved]
+            on = exp.and_(*conds) if len(conds) > 1 else conds[0]
         visible = _Scope(scope.sources[: scope.sources.index(src) + 1])
         condition = self.render(on, visible) if on is not None else None
         equi: list[tuple[str, str]] = []
@@ -384,7 +467,8 @@ class _Binder:
                         equi.append((b, a))
         plan = Join(left, src.plan, condition, tuple(equi))
         if condition is not None:
-            self.check_predicate(plan.schema, condition, on, "ON")
+            self.check_predicate(plan.schema, condition, on,
+                                 "ON" if join.args.get("on") is not None else "WHERE")
         return plan
 
     # -- expressions ---------------------------------------------------------------------

@@ -23,7 +23,7 @@ from pyspark.sql.types import StructType
 
 from sparkcq.aggregates.user import UserAggregate
 from sparkcq.language.sql.statements import OutputForm
-from sparkcq.model.time import TimeKind
+from sparkcq.model.time import TimeKind, show_micros
 
 
 class EdgeKind(Enum):
@@ -59,6 +59,14 @@ class PlanNode:
         kinds = {c.time_kind for c in self.children if c.kind is not EdgeKind.TABLE}
         return kinds.pop() if kinds else TimeKind.NUMERIC
 
+    @property
+    def time_unit(self) -> int | None:
+        """Microseconds in one unit of a numeric time declared with ``time_unit``, else
+        None (abstract units, or a timestamp).
+        """
+        units = {c.time_unit for c in self.children if c.kind is not EdgeKind.TABLE}
+        return units.pop() if len(units) == 1 else None
+
     def label(self) -> str:
         """One line for EXPLAIN."""
         return type(self).__name__
@@ -74,10 +82,16 @@ class StreamScan(PlanNode):
     time_col: str
     end_col: str | None
     stream_time_kind: TimeKind
+    # microseconds in one unit of a numeric event time (``time_unit='seconds'``)
+    stream_time_unit: int | None = None
 
     @property
     def kind(self) -> EdgeKind:  # noqa: D102
         return EdgeKind.RELATION if self.end_col else EdgeKind.STREAM
+
+    @property
+    def time_unit(self) -> int | None:  # noqa: D102
+        return self.stream_time_unit
 
     @property
     def schema(self) -> StructType:  # noqa: D102
@@ -113,16 +127,6 @@ class TableScan(PlanNode):
 
     def label(self) -> str:  # noqa: D102
         return f"TableScan {self.name}"
-
-
-def show_micros(micros: int) -> str:
-    """A duration in microseconds in the largest unit that divides it: '60 SECONDS'."""
-    for unit, size in (("DAYS", 86_400_000_000), ("HOURS", 3_600_000_000),
-                       ("MINUTES", 60_000_000), ("SECONDS", 1_000_000), ("MILLISECONDS", 1000)):
-        if micros % size == 0:
-            n = micros // size
-            return f"{n} {unit[:-1] if n == 1 else unit}"
-    return f"{micros} MICROSECONDS"
 
 
 @dataclass(frozen=True)
@@ -179,7 +183,36 @@ class CutSpec:
         return f"CUT BY {self.by}" + (f" WINDOW {self.chunks} CHUNKS" if self.chunks > 1 else "")
 
 
-ResolvedWindow = RangeSpec | UnboundedSpec | RowsSpec | CutSpec
+@dataclass(frozen=True)
+class CountCutSpec:
+    """Chunks of ``rows`` rows in event-time order (ties by value); chunk j's rows are valid
+    from the first row of chunk j + 1 until the first row of chunk j + 1 + chunks.
+    """
+
+    rows: int
+    chunks: int = 1
+
+    def __str__(self) -> str:
+        return f"CUT EVERY {self.rows} ROWS" + (
+            f" WINDOW {self.chunks} CHUNKS" if self.chunks > 1 else "")
+
+
+@dataclass(frozen=True)
+class KeyCutSpec:
+    """A new chunk wherever ``keys`` change from one row to the next in event-time order;
+    valid, like a count cut's, from the next chunk's first row for ``chunks`` chunks.
+    """
+
+    keys: tuple[str, ...]
+    chunks: int = 1
+
+    def __str__(self) -> str:
+        return f"CUT ON {', '.join(self.keys)}" + (
+            f" WINDOW {self.chunks} CHUNKS" if self.chunks > 1 else "")
+
+
+ChunkCutSpec = CountCutSpec | KeyCutSpec
+ResolvedWindow = RangeSpec | UnboundedSpec | RowsSpec | CutSpec | CountCutSpec | KeyCutSpec
 
 
 def window_reach(spec: ResolvedWindow) -> int | None:

@@ -8,9 +8,11 @@ from sparkcq.errors import PlanError
 from sparkcq.model.time import TIME_MAX, TIME_MIN
 from sparkcq.plan.nodes import (
     Aggregate,
+    CountCutSpec,
     Filter,
     IntervalJoin,
     Join,
+    KeyCutSpec,
     PlanNode,
     Project,
     RowsSpec,
@@ -24,6 +26,7 @@ from sparkcq.plan.nodes import (
 from sparkcq.runtime.frames import Runtime, Slice
 from sparkcq.runtime.operators.aggregate import AggregateOperator
 from sparkcq.runtime.operators.base import Operator
+from sparkcq.runtime.operators.chunk_cut import ChunkCutOperator
 from sparkcq.runtime.operators.interval_join import IntervalJoinOperator
 from sparkcq.runtime.operators.join import JoinOperator
 from sparkcq.runtime.operators.outputs import ToStreamOperator
@@ -59,6 +62,8 @@ def lower(node: PlanNode, rt: Runtime, *, lateness: int = 0,
     if isinstance(node, Window):
         if isinstance(node.spec, RowsSpec):
             return RowsWindowOperator(node, rt)
+        if isinstance(node.spec, CountCutSpec | KeyCutSpec):
+            return ChunkCutOperator(node, rt)
         return TimeWindowOperator(node, rt)
     if isinstance(node, Filter):
         return FilterOperator(node, rt)

@@ -10,7 +10,7 @@ the user's text and errors point at the right line and column.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NoReturn
 
 import sqlglot
@@ -36,7 +36,9 @@ from sparkcq.language.sql.statements import (
 )
 from sparkcq.model.time import DURATION_UNITS, Duration
 from sparkcq.model.windows import (
+    CountCutWindow,
     CutWindow,
+    KeyCutWindow,
     NowWindow,
     RangeWindow,
     RowsWindow,
@@ -387,15 +389,18 @@ def cut_windows_and_parse(text: str, tokens: list[Token], form: OutputForm) -> S
             and prev.token_type in _FROM_ITEM_LEADS
             and _is_stream_call(tokens, i)
         ):
-            name_tok, spec_tok, close_tok = tokens[i + 2], tokens[i + 4], tokens[i + 5]
+            length = _stream_call_length(tokens, i)
+            name_tok, spec_tok, close_tok = tokens[i + 2], tokens[i + 4], tokens[i + length - 1]
             spec_tokens = _tokenize(spec_tok.text, spec_tok.start)
             spec = _WindowParser(spec_tok.text, spec_tokens, None).parse(outer=(text, spec_tok))
+            if length == 8:
+                _ensure_capture_mode(text, tokens[i + 6])
             blank(tok.start, close_tok.end + 1)
             for j, ch in enumerate(name_tok.text):
                 chars[tok.start - start + j] = ch
             name_end = tok.start - start + len(name_tok.text) - 1
             windows[name_end] = SourceWindow(spec, name_end, _span(text, tok, close_tok))
-            i += 6
+            i += length
             continue
         i += 1
     select_text = "".join(chars)
@@ -418,14 +423,35 @@ def _norm(word: str) -> str:
 
 
 def _is_stream_call(tokens: list[Token], i: int) -> bool:
-    kinds = [t.token_type for t in tokens[i + 1 : i + 6]]
-    return kinds == [
-        TokenType.L_PAREN,
-        tokens[i + 2].token_type if len(tokens) > i + 2 else None,
-        TokenType.COMMA,
-        TokenType.STRING,
-        TokenType.R_PAREN,
-    ]
+    return _stream_call_length(tokens, i) > 0
+
+
+def _stream_call_length(tokens: list[Token], i: int) -> int:
+    """How many tokens ``STREAM(name, 'spec' [, 'mode'])`` at ``i`` spans (0: not one)."""
+    kinds = [t.token_type for t in tokens[i + 1 : i + 8]]
+    head = [TokenType.L_PAREN, kinds[1] if len(kinds) > 1 else None, TokenType.COMMA,
+            TokenType.STRING]
+    if kinds[:4] != head:
+        return 0
+    if kinds[4:5] == [TokenType.R_PAREN]:
+        return 6
+    if kinds[4:7] == [TokenType.COMMA, TokenType.STRING, TokenType.R_PAREN]:
+        return 8
+    return 0
+
+
+_CAPTURE_MODES = ("BLOCK",)
+
+
+def _ensure_capture_mode(text: str, tok: Token) -> None:
+    """The third argument of ``STREAM(s, 'CUT ...', 'BLOCK')``: a re-scan of the chunk in
+    the same cycle returns the buffered chunk, which is what every scan of a cycle does
+    here (a cycle reads a stream's input once and caches it), so BLOCK is accepted as is.
+    """
+    if tok.text.strip().upper() not in _CAPTURE_MODES:
+        msg = (f"unknown capture mode {tok.text!r} in STREAM(...); expected "
+               f"{' or '.join(repr(m) for m in _CAPTURE_MODES)}")
+        raise QuerySyntaxError(msg, text, _span(text, tok))
 
 
 def _matching_bracket(text: str, tokens: list[Token], i: int) -> int:
@@ -494,18 +520,47 @@ class _WindowParser:
             self.expect("ROWS")
             spec = RowsWindow(self.count("ROWS"), tuple(cols))
         elif head == "CUT":
-            on = self.next_token("a time column").text if self.accept("ON") else None
-            self.expect("BY")
-            by = self.duration("CUT ... BY")
-            chunks = 1
-            if self.accept("WINDOW"):
-                chunks = self.count("WINDOW")
-                self.expect("CHUNKS", "CHUNK")
-            spec = CutWindow(by, on, chunks)
+            spec = self.cut()
         else:
             self.fail(f"unknown window {head!r}; expected RANGE, ROWS, NOW, UNBOUNDED or CUT")
         if self.pos < len(self.tokens):
             self.fail(f"unexpected {self.tokens[self.pos].text!r} in window clause")
+        return spec
+
+    def cut(self) -> WindowSpec:
+        """After CUT: ``EVERY n ROWS`` or ``BY n ROWS`` (count), ``[ON t] BY d`` (time) or
+        ``ON k [, k2 ...]`` (key), each with an optional ``WINDOW m CHUNKS``.
+        """
+        spec: WindowSpec
+        if self.accept("EVERY"):
+            rows = self.count("CUT EVERY")
+            self.expect("ROWS", "ROW")
+            spec = CountCutWindow(rows)
+        elif self.accept("ON"):
+            cols = [self.next_token("a column after CUT ON").text]
+            while self.accept(","):
+                cols.append(self.next_token("a column after ','").text)
+            if self.accept("BY"):
+                if len(cols) > 1:
+                    self.fail("CUT ON t BY d cuts on one time column; "
+                              "for a cut by key leave out BY")
+                by = self.duration("CUT ON ... BY")
+                spec = CutWindow(by, cols[0])
+            else:
+                spec = KeyCutWindow(tuple(cols))
+        else:
+            self.expect("BY", "EVERY", "ON")
+            amount = self.count("CUT BY")
+            if self.accept("ROWS") or self.accept("ROW"):
+                spec = CountCutWindow(amount)
+            elif self.word() in DURATION_UNITS:
+                spec = CutWindow(Duration(amount, self.next_token("a unit").text.upper()))
+            else:
+                spec = CutWindow(Duration(amount))
+        if self.accept("WINDOW"):
+            chunks = self.count("WINDOW")
+            self.expect("CHUNKS", "CHUNK")
+            spec = replace(spec, chunks=chunks)
         return spec
 
     def word(self) -> str:
