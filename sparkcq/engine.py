@@ -21,6 +21,7 @@ import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 import pandas as pd
@@ -102,6 +103,7 @@ from sparkcq.plan.sandbox import (
     find_refusal,
     locate,
 )
+from sparkcq.recovery import Recovery, importable_name
 from sparkcq.runtime.cycle import CompiledQuery, CycleEngine, QueriesFailedError, compile_plan
 from sparkcq.runtime.explain import explain_global_dot, explain_global_text
 from sparkcq.runtime.failures import describe_failure, user_traceback
@@ -116,7 +118,7 @@ from sparkcq.runtime.global_plan import GlobalPlan
 from sparkcq.runtime.lowering import lower
 from sparkcq.runtime.operators.base import Operator
 from sparkcq.runtime.operators.outputs import OP, TE, TS, SinkFormatter
-from sparkcq.runtime.operators.scan import ScanOperator, merge_batches
+from sparkcq.runtime.operators.scan import ScanOperator, SourceBatch, merge_batches
 from sparkcq.runtime.operators.shared_output import (
     SharedIntervalFormatter,
     encodable,
@@ -156,7 +158,9 @@ class Engine:
                  count_rows: RowCounting | str = RowCounting.CACHED,
                  fuse: bool = True, allow_udf_modules: Sequence[str] = (),
                  trusted: bool = False, data_roots: Sequence[str] = (),
-                 ingest_limits: IngestLimits | None = None):
+                 ingest_limits: IngestLimits | None = None,
+                 checkpoint_dir: str | None = None, checkpoint_every: int = 1,
+                 sinks: Mapping[str, Sink] | None = None):
         # stop() stops Spark only if this engine started it (not a session it was given)
         self.owns_session = spark is None and SparkSession.getActiveSession() is None
         self.spark = spark or make_session(master, shuffle_partitions=shuffle_partitions)
@@ -190,6 +194,18 @@ class Engine:
         self.trusted = trusted
         self.ingest_limits = ingest_limits or IngestLimits()  # of pushed streams
         self.data_roots = tuple(os.path.realpath(r) for r in data_roots)
+        for name, sink in (sinks or {}).items():
+            self.register_sink(name, sink)
+        self._depth = 0  # statements being executed (their API calls are not journaled)
+        # with a checkpoint directory: the catalog is journaled, each cycle's input logged,
+        # committed cycles checkpointed, and a restart resumes where the last one stopped
+        self.recovery = Recovery(self, checkpoint_dir, checkpoint_every) \
+            if checkpoint_dir else None
+        if self.recovery is not None:
+            redone = self.recovery.recover()
+            if redone or self.cycle:
+                log.info("recovered from %s at cycle %d (%d cycles redone)",
+                         checkpoint_dir, self.cycle, redone)
 
     # -- statements ----------------------------------------------------------------------
     def execute(self, sql: str) -> Any:
@@ -215,6 +231,16 @@ class Engine:
             raise AnalysisError(msg, sql, first)
         if drops:
             self._check_drops(located, sql)
+        self._depth += 1
+        try:
+            result = self._execute_located(sql, located)
+        finally:
+            self._depth -= 1
+        if self.recovery is not None:
+            self.recovery.journal_script(sql)
+        return result
+
+    def _execute_located(self, sql: str, located: list[tuple[Statement, Location]]) -> Any:
         anon = self._anon  # numbers of unnamed queries, given back when the script is undone
         created: list[Created] = []
         result: Any = None
@@ -445,7 +471,12 @@ class Engine:
                  else [(f"x{i + 1}" if len(arg_types) > 1 else "x", t)
                        for i, t in enumerate(arg_types)])
         params = [(n, ensure_data_type(t)) for n, t in items]
+        ref = importable_name(cls) if self.recovery is not None else None
         self._add_aggregate(name, cls, params, ensure_data_type(return_type))
+        if self.recovery is not None:
+            self.recovery.journal({"aggregate": name, "class": ref, "returns":
+                                   ensure_data_type(return_type).simpleString(), "params":
+                                   [[n, t.simpleString()] for n, t in params]})
 
     def _add_aggregate(self, name: str, cls: type, params: list[tuple[str, DataType]],
                        return_type: DataType, using: str | None = None) -> None:
@@ -515,6 +546,8 @@ class Engine:
         node = TableScan(name, schema, version)
         self._tables[name.lower()] = df
         self.catalog.add_table(TableInfo(name, schema, df, node))
+        if self.recovery is not None and not self._depth:
+            self.recovery.journal_table(name, df)
 
     def load_table(self, name: str, rows: Any) -> None:
         """Replace a table's contents (rows as pandas or a list) keeping its schema."""
@@ -582,6 +615,8 @@ class Engine:
         """
         kind = kind.upper()
         self._check_drop(kind, name)
+        if self.recovery is not None and not self._depth:
+            self.recovery.journal({"drop": kind, "name": name})
         if kind == "AGGREGATE":
             del self.catalog.aggregates[name.lower()]
             return
@@ -672,7 +707,11 @@ class Engine:
             msg = f"function {name!r} is used by queries {used}; drop them before replacing it"
             raise CatalogError(msg)
         dtype = ensure_data_type(return_type)
+        ref = importable_name(fn) if self.recovery is not None else None
         register_python_function(self.spark, name, fn, dtype, vectorized)
+        if self.recovery is not None:
+            self.recovery.journal({"function": name, "ref": ref,
+                                   "returns": dtype.simpleString(), "vectorized": vectorized})
         params = ", ".join(inspect.signature(fn).parameters)
         self.catalog.functions[key] = FunctionInfo(
             name, f"{name}({params}) -> {dtype.simpleString()}", function_origin(fn))
@@ -744,10 +783,16 @@ class Engine:
         for the others with the same input. Only a failure no single query explains is
         raised; the input then stays queued for the next cycle.
         """
+        self._take_input()
+        return self.run_taken_input()
+
+    def run_taken_input(self) -> CycleReport:
+        """Run a cycle on the input its scans hold (``run_cycle`` after taking it)."""
         start = time.perf_counter()
         jobs_before = self.rt.jobs
         rows_before = sum(s.rows_in for s in self.scans.values())
-        self._take_input()
+        if self.recovery is not None:
+            self.recovery.before_cycle()
         try:
             try:
                 tables = self.cycles.execute(self.compiled, self.cycle)
@@ -765,12 +810,24 @@ class Engine:
             {k: s.watermark for k, s in self.scans.items()})
         self.reports.append(report)
         self.cycle += 1
+        if self.recovery is not None:
+            self.recovery.after_cycle()
         return report
 
     def _take_input(self) -> None:
         """Give each scan its source's new batch (after any batch a failed cycle kept)."""
         for key, source in self.sources.items():
-            self.scans[key].batch = merge_batches(self.scans[key].batch, source.poll())
+            batch = source.poll()
+            if self.recovery is not None:
+                self.recovery.record_input(key, partial(_describe, source, batch))
+            self.scans[key].batch = merge_batches(self.scans[key].batch, batch)
+
+    def take_logged_input(self, offsets: dict[str, list[dict[str, Any]]]) -> None:
+        """Give each scan the batches a cycle took before a crash (``recovery.py``)."""
+        for key, described in offsets.items():
+            for one in described:
+                self.scans[key].batch = merge_batches(self.scans[key].batch,
+                                                      self.sources[key].replay(one))
 
     def _compile(self) -> None:
         """Fix what the next cycles execute: after every change to the running queries."""
@@ -997,6 +1054,10 @@ class Engine:
 
 _CREATED_KINDS = {CreateStream: "stream", CreateStreamAs: "stream", CreateTable: "table",
                   CreateQuery: "query", CreateAggregate: "aggregate"}
+
+
+def _describe(source: Source, batch: SourceBatch, folder: str) -> dict[str, Any]:
+    return source.describe(batch, folder)
 
 
 def _ensure_new_name(stmt: Statement, text: str) -> None:

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from typing import Any
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
 from sparkcq.errors import SourceError
@@ -98,6 +99,7 @@ class FilesSource(Source):
             raise SourceError(msg)
         self.max_bytes = _size_option(options, "max_bytes_per_cycle", DEFAULT_MAX_BYTES, name)
         self.seen: set[str] = set()
+        self.last_files: list[str] = []  # what the last poll read
         self.ended = False
 
     def _new_files(self) -> list[str]:
@@ -128,7 +130,31 @@ class FilesSource(Source):
         # a fixed data set ends with its last file: the cycle that reads it closes windows
         # instead of leaving them to a cycle of no input
         self.ended = self.bounded and not self._new_files()
+        self.last_files = files
+        return SourceBatch(self.read(files), None, self.ended)
+
+    def read(self, files: list[str]) -> DataFrame:
+        """The rows of ``files``, read by Spark."""
         reader = self.spark.read.schema(self.schema)
         if self.format == "csv":
             reader = reader.option("header", self.header)
-        return SourceBatch(reader.format(FORMATS[self.format]).load(files), None, self.ended)
+        return reader.format(FORMATS[self.format]).load(files)
+
+    def position(self) -> dict[str, Any]:
+        """The files read so far, and whether the stream ended."""
+        return {"seen": sorted(self.seen), "ended": self.ended}
+
+    def seek(self, position: dict[str, Any]) -> None:  # noqa: D102
+        self.seen = set(position["seen"])
+        self.ended = bool(position["ended"])
+
+    def describe(self, batch: SourceBatch, folder: str) -> dict[str, Any]:
+        """The files the last poll read (empty when it read none)."""
+        files = self.last_files if batch.df is not None else []
+        return {"files": files, "end": batch.end}
+
+    def replay(self, described: dict[str, Any]) -> SourceBatch:  # noqa: D102
+        files = list(described["files"])
+        self.seen.update(files)
+        self.ended = self.ended or bool(described["end"])
+        return SourceBatch(self.read(files) if files else None, None, bool(described["end"]))

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 import time
+from typing import Any
 
 from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
@@ -71,6 +72,7 @@ class GeneratorSource(Source):
         self.own_time = time_col.lower() in self.exprs  # then watermarks come from lateness
         self.step = 1 if numeric_time else max(1, int(round(1_000_000 / self.rate)))
         self.next_id = 0
+        self.last_first = 0  # the first id of the last poll's rows
         self.started: float | None = None
         self.ended = False
 
@@ -91,6 +93,7 @@ class GeneratorSource(Source):
         end = self._due()
         if self.limit is not None:
             end = min(end, self.limit)
+        self.last_first = self.next_id
         if end <= self.next_id:
             return SourceBatch(None, self._time_at(self.next_id))
         df = self.spark.range(self.next_id, end).select(
@@ -99,6 +102,27 @@ class GeneratorSource(Source):
         done = self.limit is not None and end >= self.limit
         self.ended = done
         return SourceBatch(df, self._time_at(end), done)
+
+    def position(self) -> dict[str, Any]:
+        """The id of the next row, and whether the stream ended."""
+        return {"next_id": self.next_id, "ended": self.ended}
+
+    def seek(self, position: dict[str, Any]) -> None:
+        """Continue at row ``next_id``; a realtime pace goes on from the wall clock now."""
+        self.next_id, self.ended = int(position["next_id"]), bool(position["ended"])
+        self.started = time.monotonic() - self.next_id / self.rate
+
+    def describe(self, batch: SourceBatch, folder: str) -> dict[str, Any]:
+        """The rows polled last are ids [first, next_id): a pure function of the ids."""
+        return {"first": self.last_first, "next_id": self.next_id, "watermark": batch.watermark,
+                "end": batch.end}
+
+    def replay(self, described: dict[str, Any]) -> SourceBatch:  # noqa: D102
+        first, end = int(described["first"]), int(described["next_id"])
+        self.seek({"next_id": end, "ended": described["end"]})
+        df = None if end <= first else self.spark.range(first, end).select(
+            *[self.column(f.name, f.dataType).alias(f.name) for f in self.schema.fields])
+        return SourceBatch(df, described["watermark"], described["end"])
 
     def _time_at(self, i: int) -> int | None:
         if self.own_time:

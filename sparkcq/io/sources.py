@@ -8,6 +8,7 @@ tells the engine whether another cycle would receive anything.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import deque
 from collections.abc import Iterable, Mapping
@@ -28,7 +29,14 @@ from sparkcq.runtime.operators.scan import ARRIVAL_WATERMARK, SourceBatch
 
 
 class Source:
-    """Base class of sources."""
+    """Base class of sources.
+
+    A source that can be recovered after a crash (``Engine(checkpoint_dir=...)``) also
+    tells where it is (``position``, JSON), goes back there (``seek``), and describes each
+    polled batch (``describe``) so that ``replay`` reads exactly that batch again: a cycle
+    logged before it ran but not committed is redone with the same input, so its results
+    are the same rows the sinks may already hold.
+    """
 
     def poll(self) -> SourceBatch:
         """Everything that arrived since the last poll; never blocks."""
@@ -40,6 +48,25 @@ class Source:
 
     def close(self) -> None:
         """Release resources (threads, sockets, files)."""
+
+    def position(self) -> dict[str, Any]:
+        """Where the next poll starts, as JSON (after the last polled batch)."""
+        return {}
+
+    def seek(self, position: dict[str, Any]) -> None:
+        """Continue from ``position`` (what ``position`` returned)."""
+
+    def describe(self, batch: SourceBatch, folder: str) -> dict[str, Any]:
+        """How to read ``batch`` (the last poll's) again, as JSON; may write files under
+        ``folder``. A source that cannot replay raises SourceError.
+        """
+        msg = f"{type(self).__name__} cannot replay its input after a crash"
+        raise SourceError(msg)
+
+    def replay(self, described: dict[str, Any]) -> SourceBatch:
+        """The batch ``describe`` described, read again; the position moves past it."""
+        msg = f"{type(self).__name__} cannot replay its input after a crash"
+        raise SourceError(msg)
 
 
 def to_pandas(rows: Any, schema: StructType, stream: str) -> pd.DataFrame:
@@ -180,3 +207,36 @@ class MemorySource(Source):
         df = self.spark.createDataFrame(arrow) if arrow is not None else None
         return SourceBatch(df, max(marks) if marks else None, any(p.end for p in taken),
                            rejected, arrow)
+
+    def position(self) -> dict[str, Any]:
+        """The watermark in force for the next push, and whether the input ended; pushes
+        not yet taken by a cycle are not part of it (they are lost with the process).
+        """
+        return {"watermark": self.watermark, "ended": self.ended}
+
+    def seek(self, position: dict[str, Any]) -> None:  # noqa: D102
+        with self.lock:
+            self.watermark = max(self.watermark, int(position["watermark"]))
+            self.ended = self.ended or bool(position["ended"])
+
+    def describe(self, batch: SourceBatch, folder: str) -> dict[str, Any]:
+        """The batch's rows as an Arrow file under ``folder`` (a write-ahead log of the
+        pushed rows a cycle took), its watermark and end; refused rows are not kept.
+        """
+        path = None
+        if batch.arrow is not None:
+            os.makedirs(folder, exist_ok=True)
+            path = os.path.join(folder, f"{self.name.lower()}.arrow")
+            with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, batch.arrow.schema) as w:
+                w.write_table(batch.arrow)
+        return {"arrow": path, "watermark": batch.watermark, "end": batch.end,
+                "after": self.position()}
+
+    def replay(self, described: dict[str, Any]) -> SourceBatch:  # noqa: D102
+        arrow = None
+        if described["arrow"] is not None:
+            with pa.memory_map(described["arrow"]) as f:
+                arrow = pa.ipc.open_file(f).read_all()
+        self.seek(described["after"])
+        df = self.spark.createDataFrame(arrow) if arrow is not None else None
+        return SourceBatch(df, described["watermark"], described["end"], (), arrow)
