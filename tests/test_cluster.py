@@ -16,6 +16,8 @@ import pytest
 from cluster import LocalCluster, start_local_cluster
 
 import sparkcq
+from sparkcq import Engine
+from sparkcq.errors import ExecutionError
 
 TESTS = Path(__file__).parent
 # where this sparkcq is imported from; the executors get it on their Python path, standing in
@@ -93,3 +95,10 @@ def test_queries_run_on_a_standalone_cluster(cluster, tmp_path):
     assert rows(results["user_agg"], "k", "m") == [
         ("a", 1, 1, 11), ("a", 3, 11, 14), ("a", 5, 14, 22), ("b", 2, 5, 15), ("b", 7, 15, 23),
     ], logs["user_agg"]
+
+
+def test_a_second_master_in_one_process_is_refused(spark):
+    # getOrCreate would hand back the local session: the engine would not run on the cluster
+    with pytest.raises(ExecutionError, match=r"already runs Spark on 'local\[2\]'.*"
+                                             r"'spark://127.0.0.1:7077'"):
+        Engine(master="spark://127.0.0.1:7077")
