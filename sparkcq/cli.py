@@ -15,22 +15,31 @@ from sparkcq.engine import Engine
 from sparkcq.errors import SparkcqError
 from sparkcq.server.commands import REMOTE_VERBS, add_remote_verbs, read_text, run_remote
 
+MASTER_HELP = "Spark master URL, e.g. spark://host:7077 (default: SPARKCQ_MASTER or local[*])"
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``sparkcq`` command."""
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``sparkcq`` argument parser; ``--master`` goes before or after run/demo/serve."""
     parser = argparse.ArgumentParser(prog="sparkcq", description=__doc__)
-    parser.add_argument("--master", help="Spark master URL (default: SPARKCQ_MASTER or local[*])")
+    parser.add_argument("--master", help=MASTER_HELP)
+    # the commands that start an engine take it after their name too; SUPPRESS keeps a
+    # value given before the command when it is not repeated after it
+    engine_options = argparse.ArgumentParser(add_help=False)
+    engine_options.add_argument("--master", default=argparse.SUPPRESS, help=MASTER_HELP)
     sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="execute a script of statements and print query results")
+    run = sub.add_parser("run", parents=[engine_options],
+                         help="execute a script of statements and print query results")
     run.add_argument("file", help="a .sql file of statements separated by semicolons")
     run.add_argument("--duration", type=float, default=None,
                      help="seconds to run (default: until input is idle, or Ctrl-C)")
     run.add_argument("--interval", type=float, default=1.0, help="seconds between cycles")
-    demo = sub.add_parser("demo", help="road sensors and network packets, live")
+    demo = sub.add_parser("demo", parents=[engine_options],
+                          help="road sensors and network packets, live")
     demo.add_argument("--duration", type=float, default=None, help="seconds to run")
     demo.add_argument("--rate", type=int, default=2000, help="events per second per stream")
     demo.add_argument("--interval", type=float, default=1.0, help="seconds between cycles")
-    serve = sub.add_parser("serve", help="run the engine with its control API (HTTP/JSON)")
+    serve = sub.add_parser("serve", parents=[engine_options],
+                           help="run the engine with its control API (HTTP/JSON)")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8765)
     serve.add_argument("--interval", type=float, default=1.0, help="seconds between cycles")
@@ -57,7 +66,12 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--stop-timeout", type=float, default=60.0, metavar="S",
                        help="bound of the clean stop on SIGTERM/SIGINT/shutdown (default 60)")
     add_remote_verbs(sub)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``sparkcq`` command."""
+    args = build_parser().parse_args(argv)
     console = Console()
     try:
         if args.command == "serve":

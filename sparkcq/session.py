@@ -5,7 +5,10 @@ from __future__ import annotations
 import os
 import sys
 
+from pyspark import SparkContext
 from pyspark.sql import SparkSession
+
+from sparkcq.errors import ExecutionError
 
 
 def default_master() -> str:
@@ -23,6 +26,7 @@ def make_session(master: str | None = None, app_name: str = "sparkcq",
     default of 100 entries a single query's cycle already recompiled ~60 classes (measured
     with ``CodegenMetrics``); with room for all, only plans with new literals compile.
     """
+    ensure_one_master(master)
     # Python workers (user functions, aggregates) run the driver's interpreter, so they see
     # the same packages (pyarrow, pandas) as the driver, whatever `python3` on PATH is
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -66,6 +70,22 @@ def make_session(master: str | None = None, app_name: str = "sparkcq",
     spark.sparkContext.setLogLevel("ERROR")
     _quiet_metric_updates(spark)
     return spark
+
+
+def ensure_one_master(master: str | None) -> None:
+    """Refuse a master other than the one this process's SparkContext already runs on.
+
+    A process holds one SparkContext, and ``getOrCreate`` would hand back the running one
+    whatever master was asked for: ``Engine(master='spark://...')`` after a local session
+    would silently run locally.
+    """
+    active = SparkContext._active_spark_context
+    if master is None or active is None or active.master == master:
+        return
+    msg = (f"this process already runs Spark on {active.master!r}, so it cannot also use "
+           f"master {master!r} (a process holds one SparkContext): stop that session first, "
+           "pass it as Engine(spark=...), or run sparkcq in a process of its own")
+    raise ExecutionError(msg)
 
 
 def _quiet_metric_updates(spark: SparkSession) -> None:

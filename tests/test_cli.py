@@ -11,7 +11,7 @@ import pytest
 from rich.console import Console
 from served import free_port, start_server
 
-from sparkcq.cli import main
+from sparkcq.cli import build_parser, main
 from sparkcq.runtime.explain import _quote
 from sparkcq.server.commands import print_records
 
@@ -262,6 +262,17 @@ def test_input_and_connection_errors_are_one_line(capsys, tmp_path, no_env, argv
 def test_run_with_a_missing_script(capsys, tmp_path):
     code, _, err = run_cli(capsys, "run", str(tmp_path / "nope.sql"))
     assert code == 1 and "cannot read" in one_error_line(err)
+
+
+@pytest.mark.parametrize(("argv", "master"), [
+    (["serve", "--master", "spark://h:7077"], "spark://h:7077"),
+    (["--master", "spark://h:7077", "serve"], "spark://h:7077"),
+    (["--master", "spark://a:1", "run", "--master", "spark://b:2", "f.sql"], "spark://b:2"),
+    (["demo", "--master", "local[2]"], "local[2]"),
+    (["demo"], None),  # Engine falls back to SPARKCQ_MASTER, then local[*]
+], ids=["after-serve", "before-serve", "after-wins", "demo", "none"])
+def test_master_goes_before_or_after_the_command(argv, master):
+    assert build_parser().parse_args(argv).master == master
 
 
 # -- against a server ----------------------------------------------------------------------------
