@@ -3,7 +3,11 @@
 Contract: ``write(cycle, records)`` receives the cycle's non-empty records of every query
 using the sink (pandas frames of the user columns plus ``_ts``, ``_te``, ``_op``), collected
 by the cycle's single commit action; a cycle's records become visible at once when
-``write`` returns, never partly.
+``write`` returns, never partly. ``write`` runs inside the cycle: when it raises, the cycle
+is rolled back and its input kept, and the next cycle, numbered the same, brings the records
+again (with any input that arrived since). Sinks marked ``replayable`` (a cycle written
+again replaces or skips what was written) are written first, so that a failing one leaves
+the others (the memory sink) without the cycle's records.
 """
 
 from __future__ import annotations
@@ -14,28 +18,41 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import pandas as pd
+from pyspark.sql.types import StructType
 
 from sparkcq.catalog import is_identifier
 from sparkcq.errors import ExecutionError
+from sparkcq.language.sql.statements import OutputForm
 
 TS = "_ts"
 
 
 @dataclass
 class QueryOutput:
-    """What a sink needs to know of a query: its name, columns, time rendering, options."""
+    """What a sink needs to know of a query: its name, columns (and their Spark types),
+    time rendering (``_ts``/``_te`` timestamps or numbers), output form, options.
+    """
 
     name: str
     columns: list[str]
     timestamp: bool
     options: dict[str, str] = field(default_factory=dict)
+    schema: StructType | None = None
+    form: OutputForm = OutputForm.INTERVALS
 
 
 class Sink:
     """Base class of sinks."""
+
+    replayable: ClassVar[bool] = False  # writing a cycle again adds nothing (see above)
+
+    def prepare(self, output: QueryOutput) -> None:
+        """A query will write here (CREATE QUERY): check its options, make its table; a
+        SparkcqError refuses the query.
+        """
 
     def write(self, cycle: int, records: dict[str, tuple[QueryOutput, pd.DataFrame]]) -> None:
         """Commit the cycle's records of each query."""
@@ -43,6 +60,12 @@ class Sink:
 
     def forget(self, query: str) -> None:
         """The query was dropped."""
+
+    def resume(self, engine_id: str) -> None:
+        """The engine goes on from the state engine ``engine_id`` saved (``restore_state``)."""
+
+    def close(self) -> None:
+        """The engine stops: release connections."""
 
 
 @dataclass(frozen=True)
@@ -210,6 +233,8 @@ class FilesSink(Sink):
     written under a hidden temporary name and renamed into place, so a reader sees a cycle's
     file whole or not at all. A query's folder is always a direct child of ``path``.
     """
+
+    replayable: ClassVar[bool] = True  # a cycle written again replaces its file
 
     def write(self, cycle: int, records: dict[str, tuple[QueryOutput, pd.DataFrame]]) -> None:  # noqa: D102
         for name, (out, frame) in records.items():
