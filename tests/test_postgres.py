@@ -306,3 +306,34 @@ def test_a_trusted_engine_may_name_a_url(spark, postgres, db):
     assert [r.a for r in eng.catalog.tables["t"].dataframe.collect()] == ["x"]
     assert eng.show("TABLES")["source"].tolist() == [
         f"postgres postgresql://{postgres.user}@127.0.0.1:{postgres.port}/sparkcq_test by_url"]
+
+
+def test_close_records_close_one_equal_open_row_each(postgres, db):
+    """Two equal elements open at once are two rows; each close record closes one of them
+    (and a table may be named like the sink's own helper relations).
+    """
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    from sparkcq.io.postgres import PostgresSink, parse_databases
+    from sparkcq.io.sinks import QueryOutput
+
+    db.execute("DROP TABLE IF EXISTS o")
+    sink = PostgresSink(parse_databases({"inv": postgres.url}), "closes-test")
+    schema = StructType([StructField("k", StringType()), StructField("v", LongType())])
+    out = QueryOutput("q", ["k", "v"], False, {"database": "inv", "table": "o"}, schema)
+    sink.prepare(out)
+
+    def records(rows):
+        return pd.DataFrame(rows, columns=["k", "v", "_ts", "_te", "_op"])
+
+    try:
+        sink.write(0, {"q": (out, records([("a", None, 1, None, "I"), ("a", None, 1, None, "I"),
+                                           ("b", 2, 1, None, "I")]))})
+        sink.write(1, {"q": (out, records([("a", None, 1, 4, "C")]))})
+        assert fetch(db, "SELECT k, v, _ts, _te FROM o ORDER BY k, _te NULLS LAST") == [
+            ("a", None, 1, 4), ("a", None, 1, None), ("b", 2, 1, None)]
+        sink.write(2, {"q": (out, records([("a", None, 1, 6, "C"), ("b", 2, 1, 6, "C")]))})
+        assert fetch(db, "SELECT k, v, _ts, _te, _cycle FROM o ORDER BY k, _te") == [
+            ("a", None, 1, 4, 0), ("a", None, 1, 6, 0), ("b", 2, 1, 6, 0)]
+    finally:
+        sink.close()

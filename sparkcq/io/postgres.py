@@ -336,9 +336,17 @@ class PostgresSink(Sink):
             cols.append((OP, "text", StringType()))
         _, sql = _psycopg()
         with self._transaction(db, output.name, table) as cur:
-            cur.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(
-                sql.SQL(table), sql.SQL(", ").join(
-                    sql.SQL("{} {}").format(sql.Identifier(n), sql.SQL(t)) for n, t, _ in cols)))
+            cur.execute("SELECT to_regclass(%s)", (table,))
+            if cur.fetchone()[0] is None:
+                cur.execute(sql.SQL("CREATE TABLE {} ({})").format(
+                    sql.SQL(table), sql.SQL(", ").join(
+                        sql.SQL("{} {}").format(sql.Identifier(n), sql.SQL(t))
+                        for n, t, _ in cols)))
+                if output.form is OutputForm.INTERVALS:
+                    # the open elements a later cycle closes, found by their _ts
+                    index = f"{table.rsplit('.', 1)[-1]}_sparkcq_open"[:63]
+                    cur.execute(sql.SQL("CREATE INDEX {} ON {} (_ts) WHERE _te IS NULL")
+                                .format(sql.Identifier(index), sql.SQL(table)))
             self._ensure_commits_table(cur)
             cur.execute("SELECT attname FROM pg_attribute WHERE attrelid = %s::regclass "
                         "AND attnum > 0 AND NOT attisdropped", (table,))
@@ -441,20 +449,24 @@ class PostgresSink(Sink):
                 sql.SQL(", ").join(map(sql.Identifier, (*keys, TE))))) as copy:
             for row in zip(*columns, strict=True):
                 copy.write_row(row)
+        # a row's values and _ts as one text (a record's text form tells NULL from '' and
+        # quotes what needs it): an equi-join key PostgreSQL can hash, where a join on each
+        # column IS NOT DISTINCT FROM would compare every open row with every close record
         ident = [sql.Identifier(k) for k in keys]
-        partition = sql.SQL(", ").join(ident)
-        same = sql.SQL(" AND ").join(
-            sql.SQL("o.{k} IS NOT DISTINCT FROM c.{k}").format(k=k) for k in ident)
+        key = sql.SQL("ROW({})::text").format(sql.SQL(", ").join(ident))
+        key_t = sql.SQL("ROW({})::text").format(
+            sql.SQL(", ").join(sql.SQL("t.{}").format(k) for k in ident))
+        # the CTEs' names are no query's table name (a table named c would be the CTE c)
         cur.execute(sql.SQL(
-            "WITH c AS (SELECT *, row_number() OVER (PARTITION BY {p}) AS _n "
-            "FROM sparkcq_closes), "
-            "o AS (SELECT t.ctid AS _row, {cols}, row_number() OVER (PARTITION BY {p} "
-            "ORDER BY t.ctid) AS _n FROM {table} t WHERE t._te IS NULL "
-            "AND t._ts IN (SELECT _ts FROM sparkcq_closes)) "
-            "UPDATE {table} t SET _te = c._te FROM o JOIN c ON {same} AND o._n = c._n "
-            "WHERE t.ctid = o._row").format(
-                p=partition, cols=sql.SQL(", ").join(sql.SQL("t.{}").format(k) for k in ident),
-                table=table, same=same))
+            "WITH sparkcq_close_rows AS (SELECT _te, {key} AS _key, row_number() OVER "
+            "(PARTITION BY {key}) AS _n FROM sparkcq_closes), "
+            "sparkcq_open_rows AS (SELECT t.ctid AS _row, {key_t} AS _key, row_number() OVER "
+            "(PARTITION BY {key_t} ORDER BY t.ctid) AS _n FROM {table} t "
+            "WHERE t._te IS NULL AND t._ts IN (SELECT _ts FROM sparkcq_closes)) "
+            "UPDATE {table} t SET _te = c._te "
+            "FROM sparkcq_open_rows o JOIN sparkcq_close_rows c "
+            "ON o._key = c._key AND o._n = c._n WHERE t.ctid = o._row").format(
+                key=key, key_t=key_t, table=table))
         if cur.rowcount != len(closes):
             log.warning("postgres sink: %d of %d elements to close were not open in %s",
                         len(closes) - cur.rowcount, len(closes), target.table)
