@@ -106,6 +106,9 @@ def test_a_postgres_table_without_columns_takes_the_database_s(pg_engine, db):
                       "CREATE TABLE t2 (id BIGINT, nope STRING) WITH (format='postgres', "
                       "database='inv', table='typed')").value
     assert "has no column 'nope'; its columns: id, price, seen, ok" in e.message
+    e = pytest.raises(AnalysisError, pg_engine.execute,
+                      "CREATE TABLE t3 WITH (format='csv', path='t3.csv')").value
+    assert "only a format='postgres' table takes the database's" in e.message
 
 
 def test_refresh_table_reads_changed_rows_for_a_new_query(pg_engine, db):
