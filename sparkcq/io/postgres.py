@@ -62,6 +62,9 @@ COMMITS_TABLE = "sparkcq_commits"
 CYCLE_COLUMN = "_cycle"
 TS, TE, OP = "_ts", "_te", "_op"
 INSTALL_HINT = "pip install 'sparkcq[postgres]' (psycopg 3)"
+NO_DRIVER = ("the PostgreSQL JDBC driver is not on Spark's class path: install it (Debian: "
+             "apt-get install libpostgresql-jdbc-java, /usr/share/java/postgresql.jar) or "
+             "name its jar in SPARKCQ_JDBC_JARS, before the Spark session starts")
 # a table name: an identifier, optionally after a schema; unquoted, so PostgreSQL folds it to
 # lower case as in any SQL it is given, and nothing else (a subquery, a comment) fits
 _TABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}(\.[A-Za-z_][A-Za-z0-9_]{0,62})?")
@@ -182,6 +185,8 @@ def read_table(spark: SparkSession, db: Database, schema: StructType | None, *,
         df = reader.load()
     except Exception as e:  # noqa: BLE001 - py4j and PySpark wrap the driver's error
         msg = f"cannot read {what} from {db.label()}: {_first_line(e)}"
+        if "ClassNotFoundException" in str(e) and "org.postgresql.Driver" in str(e):
+            msg += f"; {NO_DRIVER}"
         raise ValueError(msg) from None
     if schema is not None and schema.fields:
         found = {c.lower(): c for c in df.columns}
