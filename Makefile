@@ -7,12 +7,12 @@ STAMP := $(VENV)/.installed
 FLINK_VENV := .venv-flink
 FLINK_STAMP := $(FLINK_VENV)/.installed
 
-.PHONY: demo test lint check-java clean bench bench-quick
+.PHONY: demo test lint check-java postgres-deps clean bench bench-quick
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,server,bench]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,server,bench,postgres]'
 	@touch $(STAMP)
 
 # Flink SQL for the benchmarks, in its own environment: PyFlink pins numpy, pandas, pyarrow
@@ -26,6 +26,12 @@ check-java:
 	@v=$$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n1); \
 	  if [ -z "$$v" ] || [ "$$v" -lt 17 ]; then echo "sparkcq needs Java 17 or newer; found: $$(java -version 2>&1 | head -n1)"; exit 1; fi
 
+# PostgreSQL server and JDBC driver for tests/test_postgres.py: installed with apt-get when
+# missing and running as root, else a note (an error under CI=true); installed before pytest
+# starts, as Spark's session takes the driver jar only when it starts
+postgres-deps:
+	$(PYTHON) tests/postgres_server.py install
+
 demo: $(STAMP) check-java
 	$(BIN)/sparkcq demo $(ARGS)
 
@@ -33,7 +39,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check sparkcq tests benchmarks
 	$(BIN)/mypy
 
-test: $(STAMP) check-java lint
+test: $(STAMP) check-java postgres-deps lint
 	$(BIN)/python -m pytest -q $(ARGS)
 
 bench: $(STAMP) $(FLINK_STAMP) check-java

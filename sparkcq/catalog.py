@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
@@ -35,14 +36,36 @@ class StreamInfo:
     derived: bool = False
 
 
+@dataclass(frozen=True)
+class TableSource:
+    """Where a table's rows come from, to read them again (``REFRESH TABLE``).
+
+    ``read`` returns a new DataFrame of the rows as they are now; a ``snapshot`` one is
+    materialised with its lineage cut (a PostgreSQL table's), so cycles never read the
+    source again. ``refresh_every``: re-read at the start of the first cycle that many
+    seconds (processing time) after the last read.
+    """
+
+    origin: str  # for SHOW TABLES: "postgres inventory: hosts", "parquet /data/hosts"
+    read: Callable[[], DataFrame]
+    snapshot: bool = False
+    refresh_every: float | None = None
+
+
 @dataclass
 class TableInfo:
-    """A static relation backed by a Spark DataFrame."""
+    """A static relation backed by a Spark DataFrame: version ``plan.version``, read (or
+    registered) at ``read_at`` (seconds since the epoch).
+    """
 
     name: str
     schema: StructType
     dataframe: DataFrame
     plan: PlanNode
+    source: TableSource | None = None  # None: registered from data, nothing to re-read
+    read_at: float | None = None
+    next_refresh: float | None = None  # time.monotonic() when ``refresh_every`` is due
+    note: str | None = None  # why the last due refresh did not happen
 
 
 class QueryStatus(StrEnum):

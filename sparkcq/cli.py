@@ -51,6 +51,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--data-root", action="append", default=[], metavar="DIR",
                        help="a folder tables, file sources and file sinks may use "
                             "(repeatable; no paths at all without one)")
+    serve.add_argument("--database", action="append", default=[], metavar="NAME=URL",
+                       help="a PostgreSQL database clients may name in tables and sinks "
+                            "(database='NAME'); URL is postgresql://user:password@host:port/db "
+                            "(repeatable; clients never see it)")
     serve.add_argument("--max-body-bytes", type=int, default=16 * 2**20, metavar="N",
                        help="largest request body (413 beyond; default 16 MiB)")
     serve.add_argument("--max-queued-rows", type=int, default=200_000, metavar="N",
@@ -82,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
                 args.host, args.port, args.master, args.interval, args.token,
                 tuple(args.allow_udf_module), tuple(args.data_root), args.max_body_bytes,
                 args.max_queued_rows, args.max_rows_per_cycle, args.retain_rows or None,
-                args.retain_seconds, args.stop_timeout))
+                args.retain_seconds, args.stop_timeout,
+                databases=tuple(_name_value(d, "--database") for d in args.database)))
         if args.command in REMOTE_VERBS:
             return run_remote(args, console)
         if args.command == "run":
@@ -98,6 +103,15 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         console.print("stopped")
         return 130
+
+
+def _name_value(text: str, option: str) -> tuple[str, str]:
+    """``NAME=VALUE`` of a command-line option, split; SparkcqError if there is no '='."""
+    name, sep, value = text.partition("=")
+    if not sep or not name or not value:
+        msg = f"{option} takes NAME=VALUE, got {text.split('://')[0]!r}..."
+        raise SparkcqError(msg)
+    return name, value
 
 
 def run_script(script: str, master: str | None, duration: float | None, interval: float,

@@ -19,6 +19,7 @@ import logging
 import os
 import re
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -48,6 +49,7 @@ from sparkcq.catalog import (
     QueryStatus,
     StreamInfo,
     TableInfo,
+    TableSource,
     ensure_identifier,
 )
 from sparkcq.errors import (
@@ -62,6 +64,13 @@ from sparkcq.errors import (
 )
 from sparkcq.io.files import FilesSource
 from sparkcq.io.generator import GeneratorSource
+from sparkcq.io.postgres import (
+    PostgresSink,
+    ensure_table_name,
+    parse_databases,
+    read_table,
+    resolve_database,
+)
 from sparkcq.io.sinks import (
     ConsoleSink,
     FilesSink,
@@ -81,6 +90,7 @@ from sparkcq.language.sql.statements import (
     Drop,
     Explain,
     OutputForm,
+    Refresh,
     Show,
     Statement,
 )
@@ -99,15 +109,17 @@ from sparkcq.plan.rules import optimize
 from sparkcq.plan.sandbox import (
     HOW_TO_TRUST,
     TABLE_FORMATS,
+    database_refusal,
     ensure_data_path,
     find_refusal,
     locate,
 )
 from sparkcq.recovery import Recovery, importable_name
+from sparkcq.runtime.checkpoint import CheckpointStore
 from sparkcq.runtime.cycle import CompiledQuery, CycleEngine, QueriesFailedError, compile_plan
 from sparkcq.runtime.explain import explain_global_dot, explain_global_text
 from sparkcq.runtime.failures import describe_failure, user_traceback
-from sparkcq.runtime.frames import RowCounting, Runtime
+from sparkcq.runtime.frames import RowCounting, Runtime, unpersist_checkpoint
 from sparkcq.runtime.functions import (
     ensure_data_type,
     function_origin,
@@ -115,7 +127,7 @@ from sparkcq.runtime.functions import (
     ship_module_by_value,
 )
 from sparkcq.runtime.global_plan import GlobalPlan
-from sparkcq.runtime.lowering import lower
+from sparkcq.runtime.lowering import TableOperator, lower
 from sparkcq.runtime.operators.base import Operator
 from sparkcq.runtime.operators.outputs import OP, TE, TS, SinkFormatter
 from sparkcq.runtime.operators.scan import ScanOperator, SourceBatch, merge_batches
@@ -138,6 +150,7 @@ class CycleReport:
     rows_in: int
     jobs: int
     watermarks: dict[str, int] = field(default_factory=dict)
+    tables: dict[str, int] = field(default_factory=dict)  # version of each table it read
 
 
 log = logging.getLogger("sparkcq.engine")
@@ -159,6 +172,7 @@ class Engine:
                  fuse: bool = True, allow_udf_modules: Sequence[str] = (),
                  trusted: bool = False, data_roots: Sequence[str] = (),
                  ingest_limits: IngestLimits | None = None,
+                 databases: Mapping[str, str] | None = None, engine_id: str | None = None,
                  checkpoint_dir: str | None = None, checkpoint_every: int = 1,
                  sinks: Mapping[str, Sink] | None = None):
         # stop() stops Spark only if this engine started it (not a session it was given)
@@ -174,8 +188,19 @@ class Engine:
         self.plan = GlobalPlan(self.rt, fuse=fuse)
         self.sources: dict[str, Source] = {}
         self.scans: dict[str, ScanOperator] = {}
-        self.sinks: dict[str, Sink] = {"memory": MemorySink(), "console": ConsoleSink(),
-                                        "files": FilesSink()}
+        # PostgreSQL databases statements may name (database='name'): the only ones a
+        # sandboxed engine's clients may use; their URLs and passwords stay here
+        self.databases = parse_databases(databases or {})
+        # names this engine's commits in transactional sinks; restore_state takes the saved
+        # one, so a replayed cycle is recognised as committed; a checkpoint directory keeps
+        # it from its first use, so even cycles redone before any checkpoint are
+        store = CheckpointStore(checkpoint_dir) if checkpoint_dir else None
+        self.engine_id = engine_id or uuid.uuid4().hex[:16]
+        if store is not None:
+            self.engine_id = store.engine_id(self.engine_id)
+        self.sinks: dict[str, Sink] = {
+            "memory": MemorySink(), "console": ConsoleSink(), "files": FilesSink(),
+            "postgres": PostgresSink(self.databases, self.engine_id, trusted)}
         self.running: dict[str, _Running] = {}
         self.intervals = SharedIntervalFormatter(self.rt)  # most queries' sink records
         # which operators' output rows a cycle counts (in its one action) for EXPLAIN GLOBAL
@@ -187,6 +212,7 @@ class Engine:
         self.reports: list[CycleReport] = []
         self._anon = 0
         self._tables: dict[str, DataFrame] = {}
+        self._retired: list[DataFrame] = []  # snapshots of replaced tables, to free
         # packages CREATE AGGREGATE ... USING may load code from (besides sparkcq's own)
         self.allow_udf_modules = tuple(allow_udf_modules)
         # a sandboxed engine (the default; the server's) refuses functions that reach the
@@ -199,8 +225,7 @@ class Engine:
         self._depth = 0  # statements being executed (their API calls are not journaled)
         # with a checkpoint directory: the catalog is journaled, each cycle's input logged,
         # committed cycles checkpointed, and a restart resumes where the last one stopped
-        self.recovery = Recovery(self, checkpoint_dir, checkpoint_every) \
-            if checkpoint_dir else None
+        self.recovery = Recovery(self, store, checkpoint_every) if store is not None else None
         if self.recovery is not None:
             redone = self.recovery.recover()
             if redone or self.cycle:
@@ -223,6 +248,12 @@ class Engine:
         something that exists, and whatever uses it is dropped earlier in the script.
         """
         located = parse_script_located(sql)
+        try:
+            return self._execute_located(located, sql)
+        finally:
+            self._free_retired()  # a failed script has put back what it replaced
+
+    def _execute_located(self, located: list[tuple[Statement, Location]], sql: str) -> Any:
         drops = [stmt for stmt, _ in located if isinstance(stmt, Drop)]
         if drops and len(drops) < len(located):
             first = next(loc for stmt, loc in located if isinstance(stmt, Drop))
@@ -233,14 +264,14 @@ class Engine:
             self._check_drops(located, sql)
         self._depth += 1
         try:
-            result = self._execute_located(sql, located)
+            result = self._run_statements(sql, located)
         finally:
             self._depth -= 1
         if self.recovery is not None:
             self.recovery.journal_script(sql)
         return result
 
-    def _execute_located(self, sql: str, located: list[tuple[Statement, Location]]) -> Any:
+    def _run_statements(self, sql: str, located: list[tuple[Statement, Location]]) -> Any:
         anon = self._anon  # numbers of unnamed queries, given back when the script is undone
         created: list[Created] = []
         result: Any = None
@@ -289,6 +320,10 @@ class Engine:
                 except Exception as e:  # noqa: BLE001 - reported with the script's error
                     problems.append(f"DROP {kind} {name} failed: {e}")
             for key, table in step.replaced_tables.items():
+                current = self.catalog.tables.get(key)
+                if current is not None and current.source is not None \
+                        and current.source.snapshot:
+                    self._retired.append(current.dataframe)
                 self.catalog.tables[key] = table
                 self._tables[key] = table.dataframe
         return problems
@@ -312,6 +347,8 @@ class Engine:
             return self._create_aggregate(stmt, text)
         if isinstance(stmt, Drop):
             return self.drop(stmt.kind, stmt.name)
+        if isinstance(stmt, Refresh):
+            return self.refresh_table(stmt.name)
         if isinstance(stmt, Explain):
             if stmt.select is not None:
                 return render_tree(optimize(bind_select(
@@ -506,26 +543,102 @@ class Engine:
         schema = self._schema(stmt, text)
         opts = stmt.options
         fmt = opts.get("format")
-        if fmt is not None:
+        if fmt is not None and fmt.lower() == "postgres":
+            source = self._postgres_table(stmt, schema, text)
+        elif not stmt.columns:
+            msg = (f"CREATE TABLE {stmt.name} needs its columns: CREATE TABLE {stmt.name} "
+                   "(name TYPE, ...); only a format='postgres' table takes the database's")
+            raise AnalysisError(msg, text, stmt.loc)
+        elif fmt is not None:
             path = opts.get("path")
             if path is None:
                 msg = f"CREATE TABLE {stmt.name} WITH (format={fmt!r}) also needs path='...'"
                 raise AnalysisError(msg, text, stmt.loc)
             if not self.trusted and fmt.lower() not in TABLE_FORMATS:
                 msg = (f"format {fmt!r} is not allowed for server clients; tables read "
-                       f"{', '.join(TABLE_FORMATS)} files; {HOW_TO_TRUST}")
+                       f"{', '.join(TABLE_FORMATS)} files, or format='postgres' from a "
+                       f"configured database; {HOW_TO_TRUST}")
                 raise AnalysisError(msg, text, _option_loc(text, stmt.loc, fmt))
             path = self._with_data_path(opts, text, stmt.loc)["path"]
             reader = self.spark.read.schema(schema)
             if fmt.lower() == "csv":
                 reader = reader.option("header", opts.get("header", "true"))
-            df = reader.format(fmt.lower()).load(path)
+            reader = reader.format(fmt.lower())
+            source = TableSource(f"{fmt.lower()} {path}", lambda: reader.load(path),
+                                 refresh_every=self._refresh_option(opts, text, stmt.loc))
         else:
-            df = self.spark.createDataFrame([], schema)
-        self.register_table(stmt.name, df, schema)
+            self.register_table(stmt.name, self.spark.createDataFrame([], schema), schema)
+            return
+        try:
+            df = source.read()
+        except ValueError as e:
+            raise AnalysisError(str(e), text, stmt.loc) from None
+        self.register_table(stmt.name, df, source=source)
 
-    def register_table(self, name: str, data: Any, schema: StructType | None = None) -> None:
-        """Register a static table from a Spark DataFrame, pandas frame or list of rows."""
+    def _postgres_table(self, stmt: CreateTable, schema: StructType, text: str) -> TableSource:
+        """How a ``format='postgres'`` table is read: ``database`` (configured) or, trusted,
+        ``url`` [``user``, ``password``]; ``table`` or, trusted, ``query``; ``refresh``.
+        """
+        opts = stmt.options
+        self._ensure_database_options(opts, text, stmt.loc)
+        try:
+            db = resolve_database(opts, self.databases, self.trusted)
+        except CatalogError as e:
+            raise AnalysisError(str(e), text, stmt.loc) from None
+        table, query = opts.get("table"), opts.get("query")
+        if (table is None) == (query is None):
+            msg = (f"CREATE TABLE {stmt.name} WITH (format='postgres') reads table='name' "
+                   "(or, in a trusted engine, query='SELECT ...')")
+            raise AnalysisError(msg, text, stmt.loc)
+        if table is not None:
+            try:
+                ensure_table_name(table)
+            except ValueError as e:
+                raise AnalysisError(str(e), text, _option_loc(text, stmt.loc, table)) from None
+        where = f"{opts['database']}: " if "database" in opts else f"{db.label()} "
+        origin = f"postgres {where}{table if table is not None else 'query'}"
+        declared = schema if schema.fields else None
+        spark = self.spark
+
+        def read() -> DataFrame:
+            return read_table(spark, db, declared, table=table, query=query)
+
+        return TableSource(origin, read, snapshot=True,
+                           refresh_every=self._refresh_option(opts, text, stmt.loc))
+
+    def _ensure_database_options(self, options: Mapping[str, str], text: str,
+                                 loc: Location | None) -> None:
+        """Refuse, for server clients, database options other than a configured name."""
+        if self.trusted:
+            return
+        refusal = database_refusal(options, list(self.databases))
+        if refusal is not None:
+            raw = next(k for k in ("url", "user", "password", "query") if k in options)
+            raise AnalysisError(refusal, text, _option_loc(text, loc, options[raw]))
+
+    @staticmethod
+    def _refresh_option(options: Mapping[str, str], text: str, loc: Location) -> float | None:
+        """A table's ``refresh='60 SECONDS'`` in seconds of processing time, or None."""
+        every = options.get("refresh")
+        if every is None:
+            return None
+        try:
+            micros = parse_duration(every).to_units(TimeKind.TIMESTAMP)
+        except ValueError as e:
+            msg = f"refresh: {e}"
+            raise AnalysisError(msg, text, _option_loc(text, loc, every)) from None
+        if micros <= 0:
+            msg = f"refresh: {every!r} is not a positive duration"
+            raise AnalysisError(msg, text, _option_loc(text, loc, every))
+        return micros / 1e6
+
+    def register_table(self, name: str, data: Any, schema: StructType | None = None, *,
+                       source: TableSource | None = None) -> None:
+        """Register a static table from a Spark DataFrame, pandas frame or list of rows.
+
+        ``source`` says where ``data`` was read from, so ``refresh_table`` can read it
+        again. Replacing a table gives it the next version.
+        """
         ensure_identifier(name, "table")
         if isinstance(data, DataFrame):
             df = data
@@ -543,11 +656,79 @@ class Engine:
             assert isinstance(existing.plan, TableScan)
             version = existing.plan.version + 1
             del self.catalog.tables[name.lower()]
+            if existing.source is not None and existing.source.snapshot:
+                self._retired.append(existing.dataframe)
         node = TableScan(name, schema, version)
         self._tables[name.lower()] = df
-        self.catalog.add_table(TableInfo(name, schema, df, node))
-        if self.recovery is not None and not self._depth:
+        every = source.refresh_every if source is not None else None
+        self.catalog.add_table(TableInfo(
+            name, schema, df, node, source, time.time(),
+            None if every is None else time.monotonic() + every))
+        if self.recovery is not None and not self._depth and source is None:
             self.recovery.journal_table(name, df)
+
+    def refresh_table(self, name: str) -> None:
+        """Read table ``name`` again from where it came from (``REFRESH TABLE name``) and
+        replace it with that snapshot, as its next version (``register_table``).
+
+        A table registered from data has nothing to re-read (CatalogError; ``load_table``
+        replaces its rows); a failed read (SourceError) leaves the table as it was.
+        """
+        info = self.catalog.tables.get(name.lower())
+        if info is None:
+            known = ", ".join(sorted(self.catalog.tables)) or "none"
+            msg = f"unknown table {name!r}; tables: {known}"
+            raise UnknownNameError(msg)
+        if info.source is None:
+            msg = (f"table {info.name!r} was registered from data, so there is nothing to read "
+                   "again; Engine.load_table replaces its rows")
+            raise CatalogError(msg)
+        try:
+            df = info.source.read()
+        except ValueError as e:
+            version = info.plan.version if isinstance(info.plan, TableScan) else 0
+            msg = f"REFRESH TABLE {info.name}: {e}; the table keeps version {version}"
+            raise SourceError(msg) from None
+        try:
+            self.register_table(info.name, df, source=info.source)
+        except BaseException:
+            if info.source.snapshot:
+                unpersist_checkpoint(df)
+            raise
+
+    def _refresh_due_tables(self) -> None:
+        """Refresh the tables whose ``refresh`` interval has passed (before a cycle).
+
+        A refresh that fails (the database is down, a running query still reads the table)
+        keeps the version the table has, says why in SHOW TABLES, and is tried again one
+        interval later.
+        """
+        now = time.monotonic()
+        for info in list(self.catalog.tables.values()):
+            if info.next_refresh is None or now < info.next_refresh:
+                continue
+            try:
+                self.refresh_table(info.name)
+            except SparkcqError as e:
+                assert info.source is not None and info.source.refresh_every is not None
+                info.note = f"refresh at cycle {self.cycle} failed: {e}"
+                info.next_refresh = now + info.source.refresh_every
+                log.warning("table %s: %s", info.name, info.note)
+        self._free_retired()
+
+    def _free_retired(self) -> None:
+        """Free the snapshots of replaced tables that no table and no operator holds."""
+        if not self._retired:
+            return
+        held = {id(t.dataframe) for t in self.catalog.tables.values()}
+        held |= {id(op.df) for op in self.plan.ops.values() if isinstance(op, TableOperator)}
+        keep = []
+        for df in self._retired:
+            if id(df) in held:
+                keep.append(df)
+            else:
+                unpersist_checkpoint(df)
+        self._retired = keep
 
     def load_table(self, name: str, rows: Any) -> None:
         """Replace a table's contents (rows as pandas or a list) keeping its schema."""
@@ -571,10 +752,22 @@ class Engine:
             raise AnalysisError(msg, text, stmt.loc)
         if sink == "files" and (problem := FilesSink.check(stmt.options)):
             raise AnalysisError(problem, text, stmt.loc)
+        target = self.sinks[sink]
+        if isinstance(target, PostgresSink):
+            self._ensure_database_options(stmt.options, text, stmt.loc)
+            if problem := target.check(stmt.options):
+                raise AnalysisError(problem, text, stmt.loc)
         options = self._with_data_path(stmt.options, text, stmt.loc) if sink == "files" \
             else dict(stmt.options)
         if problem := Retention.check(stmt.options):
             raise AnalysisError(problem, text, stmt.loc)
+        output = QueryOutput(name, [f.name for f in bound.plan.schema.fields],
+                             bound.plan.time_kind is TimeKind.TIMESTAMP, dict(options),
+                             bound.plan.schema, bound.form)
+        try:
+            target.prepare(output)  # before anything is added: a refusal leaves no trace
+        except SparkcqError as e:
+            raise AnalysisError(str(e), text, stmt.loc) from None
         info = QueryInfo(name, text, bound.plan, sink, dict(options))
         info.options["form"] = bound.form
         self.catalog.add_query(info)
@@ -589,9 +782,6 @@ class Engine:
             formatter.seeded_inputs, missing = self.plan.seedable([bound.plan])
             notes += missing
         info.log += [f"cycle {self.cycle}: {note}" for note in notes]
-        columns = [f.name for f in bound.plan.schema.fields]
-        output = QueryOutput(name, columns, bound.plan.time_kind is TimeKind.TIMESTAMP,
-                             dict(options))
         qid = None
         if (self.fuse and bound.plan.kind is EdgeKind.RELATION
                 and bound.form is OutputForm.INTERVALS and encodable(bound.plan.schema)):
@@ -606,7 +796,10 @@ class Engine:
         if isinstance(node, StreamScan):
             return self.scans[node.name.lower()]
         if isinstance(node, TableScan):
-            return lower(node, self.rt, table=self._tables[node.name.lower()])
+            info = self.catalog.tables.get(node.name.lower())
+            snapshot = info is not None and info.source is not None and info.source.snapshot
+            return lower(node, self.rt, table=self._tables[node.name.lower()],
+                         cache=not snapshot)
         return lower(node, self.rt)
 
     def drop(self, kind: str, name: str) -> None:
@@ -783,6 +976,7 @@ class Engine:
         for the others with the same input. Only a failure no single query explains is
         raised; the input then stays queued for the next cycle.
         """
+        self._refresh_due_tables()
         self._take_input()
         return self.run_taken_input()
 
@@ -795,19 +989,19 @@ class Engine:
             self.recovery.before_cycle()
         try:
             try:
-                tables = self.cycles.execute(self.compiled, self.cycle)
+                self.cycles.execute(self.compiled, self.cycle, self._write_sinks)
             except QueriesFailedError as failed:
                 for query, error in failed.failures:
                     self._fail_query(self.running[query.name.lower()], error)
-                tables = self.cycles.execute(self.compiled, self.cycle)
-            self._write_sinks(tables)
+                self.cycles.execute(self.compiled, self.cycle, self._write_sinks)
         finally:
             self.rt.end_cycle()
         report = CycleReport(
             self.cycle, time.perf_counter() - start,
             sum(s.rows_in for s in self.scans.values()) - rows_before,
             self.rt.jobs - jobs_before,
-            {k: s.watermark for k, s in self.scans.items()})
+            {k: s.watermark for k, s in self.scans.items()},
+            {n.name: n.version for n in self.plan.ops if isinstance(n, TableScan)})
         self.reports.append(report)
         self.cycle += 1
         if self.recovery is not None:
@@ -858,7 +1052,9 @@ class Engine:
         self._compile()
 
     def _write_sinks(self, tables: dict[str, pa.Table]) -> None:
-        """Hand each sink the cycle's records of all its queries at once."""
+        """Hand each sink the cycle's records of all its queries at once, replayable sinks
+        first (``sparkcq.io.sinks``): if one fails, the cycle is rolled back and done again.
+        """
         per_sink: dict[str, dict[str, tuple[QueryOutput, pd.DataFrame]]] = {}
         for query in self.compiled.queries:
             run = self.running[query.name.lower()]
@@ -866,8 +1062,8 @@ class Engine:
             if table is not None and table.num_rows:
                 per_sink.setdefault(run.info.sink, {})[run.info.name] = (
                     run.output, table.to_pandas())
-        for sink_name, recs in per_sink.items():
-            self.sinks[sink_name].write(self.cycle, recs)
+        for sink_name in sorted(per_sink, key=lambda n: not self.sinks[n].replayable):
+            self.sinks[sink_name].write(self.cycle, per_sink[sink_name])
 
     def run_until_idle(self, max_cycles: int = 1_000_000) -> int:
         """Run cycles while any source has pending input; returns the number of cycles."""
@@ -903,7 +1099,7 @@ class Engine:
         marks = {name: {"watermark": s.watermark, "max_seen": s.max_seen, "ended": s.ended}
                  for name, s in self.scans.items()}
         with open(os.path.join(path, "streams.json"), "w", encoding="utf-8") as f:
-            json.dump({"cycle": self.cycle, "streams": marks}, f)
+            json.dump({"cycle": self.cycle, "engine_id": self.engine_id, "streams": marks}, f)
 
     def restore_state(self, path: str) -> None:
         """Load what ``save_state`` wrote; the same streams and queries must exist."""
@@ -920,6 +1116,9 @@ class Engine:
             scan.watermark, scan.max_seen, scan.ended = (marks["watermark"], marks["max_seen"],
                                                          marks["ended"])
         self.cycle = saved["cycle"]
+        self.engine_id = saved.get("engine_id", self.engine_id)
+        for sink in self.sinks.values():
+            sink.resume(self.engine_id)
         self.plan.resume()
 
     def _stateful(self) -> list[tuple[str, Operator]]:
@@ -1015,8 +1214,9 @@ class Engine:
                                  for a in self.catalog.aggregates.values()],
                                 columns=["name", "signature", "code", "used_by"])
         if what == "TABLES":
-            return pd.DataFrame([{"name": t.name, "schema": t.schema.simpleString()}
-                                 for t in self.catalog.tables.values()])
+            return pd.DataFrame([_table_row(t) for t in self.catalog.tables.values()],
+                                columns=["name", "schema", "source", "version", "read_at",
+                                         "refresh", "note"])
         return pd.DataFrame([{"name": q.name, "status": q.status, "sink": q.sink,
                               "form": q.options["form"].value} for q in
                              self.catalog.queries.values()])
@@ -1048,6 +1248,8 @@ class Engine:
             self.drop("QUERY", name)
         for source in self.sources.values():
             source.close()
+        for sink in self.sinks.values():
+            sink.close()
         if self.owns_session:
             self.spark.stop()
 
@@ -1086,6 +1288,18 @@ def _option_loc(text: str, loc: Location | None, value: str) -> Location | None:
     end = text.find(";", loc.end)
     at = text.find(value, loc.start, len(text) if end < 0 else end)
     return loc if at < 0 or not value else Location.of_span(text, at, at + len(value))
+
+
+def _table_row(info: TableInfo) -> dict[str, Any]:
+    """A table's row of SHOW TABLES: where it is read from, its version, when it was read."""
+    every = info.source.refresh_every if info.source is not None else None
+    read_at = None if info.read_at is None else dt.datetime.fromtimestamp(
+        info.read_at, dt.UTC).isoformat(timespec="seconds")
+    return {"name": info.name, "schema": info.schema.simpleString(),
+            "source": info.source.origin if info.source is not None else "data",
+            "version": info.plan.version if isinstance(info.plan, TableScan) else 0,
+            "read_at": read_at, "refresh": None if every is None else f"{every:g} SECONDS",
+            "note": info.note}
 
 
 def fingerprint(node: PlanNode) -> str:

@@ -78,6 +78,12 @@ class ExecutionError(SparkcqError, RuntimeError):
     """A running query failed; the message names the query and the operator."""
 
 
+class SinkError(ExecutionError):
+    """A sink could not commit a cycle's records; it wrote none of them (rolled back), and
+    the engine rolls the cycle back too, keeping its input for the next attempt.
+    """
+
+
 class ScriptError(SparkcqError):
     """A statement of a script failed, so the script was not applied (``Engine.execute``).
 

@@ -54,12 +54,12 @@ def import_name(ref: str) -> Any:
 class Recovery:
     """An engine's checkpoint directory in use: the journal, the input log, the states."""
 
-    def __init__(self, engine: Engine, path: str, every: int = 1):
+    def __init__(self, engine: Engine, store: CheckpointStore, every: int = 1):
         if every < 1:
             msg = f"checkpoint_every must be at least 1, got {every}"
             raise CatalogError(msg)
         self.engine = engine
-        self.store = CheckpointStore(path)
+        self.store = store
         self.every = every
         self.replaying = False
         self.cycle_input: dict[str, list[dict[str, Any]]] = {}  # this cycle's, per stream

@@ -16,6 +16,21 @@ def default_master() -> str:
     return os.environ.get("SPARKCQ_MASTER", "local[*]")
 
 
+# JDBC drivers Spark's JDBC reader needs (PostgreSQL tables): added to ``spark.jars`` when
+# present (Debian's libpostgresql-jdbc-java puts the PostgreSQL driver here)
+JDBC_JARS = ("/usr/share/java/postgresql.jar",)
+
+
+def jdbc_jars() -> list[str]:
+    """The JDBC driver jars a new session loads: those of ``JDBC_JARS`` that exist, then
+    the comma-separated paths of ``SPARKCQ_JDBC_JARS`` (which adds drivers, or the
+    PostgreSQL driver from elsewhere); each once.
+    """
+    found = [p for p in JDBC_JARS if os.path.exists(p)]
+    extra = [p.strip() for p in os.environ.get("SPARKCQ_JDBC_JARS", "").split(",") if p.strip()]
+    return list(dict.fromkeys([*found, *extra]))
+
+
 def make_session(master: str | None = None, app_name: str = "sparkcq",
                  shuffle_partitions: int = 4, conf: dict[str, str] | None = None) -> SparkSession:
     """Get or create the Spark session: quiet logs, few shuffle partitions, Arrow on, UI off.
@@ -25,6 +40,8 @@ def make_session(master: str | None = None, app_name: str = "sparkcq",
     again, so the cache of compiled generated code must hold all of them: with Spark's
     default of 100 entries a single query's cycle already recompiled ~60 classes (measured
     with ``CodegenMetrics``); with room for all, only plans with new literals compile.
+    JDBC drivers (``jdbc_jars``) are on its class path, for PostgreSQL tables; jars take
+    effect only in a session this call starts (not in one already running).
     """
     ensure_one_master(master)
     # Python workers (user functions, aggregates) run the driver's interpreter, so they see
@@ -64,7 +81,11 @@ def make_session(master: str | None = None, app_name: str = "sparkcq",
         # manager ports listen on loopback only
         builder = (builder.config("spark.driver.host", "127.0.0.1")
                    .config("spark.driver.bindAddress", "127.0.0.1"))
-    for key, value in (conf or {}).items():
+    conf = dict(conf or {})
+    jars = [*(j for j in conf.pop("spark.jars", "").split(",") if j), *jdbc_jars()]
+    if jars:
+        builder = builder.config("spark.jars", ",".join(dict.fromkeys(jars)))
+    for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")

@@ -1,5 +1,10 @@
 """One Spark session for the whole test run: small shuffle partitions, UI off.
 
+PostgreSQL (``postgres`` fixture, tests/postgres_server.py): when a collected test uses it,
+its packages are installed (as root) before any test runs, so the Spark session, started
+later, finds the JDBC driver; the server is private to the session. Without the packages
+and not root the tests are skipped, naming what to install; under ``CI=true`` they fail.
+
 Hypothesis profiles (``HYPOTHESIS_PROFILE``): ``ci`` (the default) keeps the property suite
 within the test budget; ``slow`` runs ten times as many scenarios. Failing examples are kept
 in ``tests/.hypothesis/examples`` and replayed first on the next run.
@@ -10,6 +15,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import postgres_server
 import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
@@ -32,6 +38,33 @@ settings.register_profile("slow", max_examples=20, **_COMMON)
 settings.register_profile("dev", max_examples=1,
                           phases=[Phase.explicit, Phase.reuse, Phase.generate], **_COMMON)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+_POSTGRES_PROBLEM: list[str | None] = [None]  # why the postgres fixture cannot start
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Install PostgreSQL's packages if a selected test needs them, before Spark starts."""
+    if any("postgres" in getattr(item, "fixturenames", ()) for item in session.items):
+        _POSTGRES_PROBLEM[0] = postgres_server.ensure_installed()
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """A private PostgreSQL server for the session (``.url``, ``.conninfo()``)."""
+    problem = _POSTGRES_PROBLEM[0]
+    if problem is None:
+        try:
+            import psycopg  # noqa: F401
+        except ImportError:
+            problem = "the PostgreSQL tests need psycopg: pip install -e '.[postgres]'"
+    if problem is not None:
+        if postgres_server.in_ci():
+            pytest.fail(f"CI must run the PostgreSQL tests: {problem}")
+        pytest.skip(problem)
+    server = postgres_server.PostgresServer.start()
+    yield server
+    server.stop()
 
 
 @pytest.fixture(scope="session")

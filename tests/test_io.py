@@ -11,7 +11,7 @@ import pytest
 from sparkcq import Engine
 from sparkcq.cli import main as cli_main
 from sparkcq.errors import AnalysisError
-from sparkcq.io.sinks import CallbackSink
+from sparkcq.io.sinks import CallbackSink, FilesSink, QueryOutput
 
 
 def push_all(eng, stream, rows):
@@ -160,6 +160,27 @@ def test_files_and_callback_sinks(engine, tmp_path):
     rows = [json.loads(line) for name in files for line in (tmp_path / "f" / name).open()]
     assert [(r["k"], r["_ts"], r["_op"]) for r in rows] == [("a", 1, "I"), ("b", 3, "I")]
     assert seen == [("c", 0, 1), ("c", 1, 1)]
+
+
+def test_files_sink_commits_a_cycle_of_all_queries_under_a_path_at_once(tmp_path):
+    sink = FilesSink()
+
+    def output(name: str) -> QueryOutput:
+        return QueryOutput(name, ["k"], False, {"path": str(tmp_path)})
+
+    frame = pd.DataFrame({"k": ["x"], "_ts": [1], "_te": [1], "_op": ["I"]})
+    sink.write(0, {"a": (output("a"), frame), "b": (output("b"), frame)})
+    assert sorted(os.listdir(tmp_path)) == ["_committed-cycles", "a", "b"]
+    assert FilesSink.committed_cycles(str(tmp_path)) == [0]
+    # one query's file cannot be written: no file of the cycle is put in place, no marker
+    unwritable = pd.DataFrame({"k": [object()], "_ts": [2], "_te": [2], "_op": ["I"]})
+    with pytest.raises(Exception, match="object"):
+        sink.write(1, {"a": (output("a"), frame), "b": (output("b"), unwritable)})
+    assert sorted(os.listdir(tmp_path / "a")) == ["cycle-00000000.parquet"]
+    assert sorted(os.listdir(tmp_path / "b")) == ["cycle-00000000.parquet"]
+    assert FilesSink.committed_cycles(str(tmp_path)) == [0]
+    sink.write(1, {"a": (output("a"), frame), "b": (output("b"), frame)})  # done again
+    assert FilesSink.committed_cycles(str(tmp_path)) == [0, 1]
 
 
 def test_saved_state_resumes_in_a_new_engine(spark, tmp_path):

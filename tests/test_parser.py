@@ -10,9 +10,11 @@ from sparkcq.language.sql.statements import (
     CreateQuery,
     CreateStream,
     CreateStreamAs,
+    CreateTable,
     Drop,
     Explain,
     OutputForm,
+    Refresh,
     Show,
 )
 from sparkcq.model.time import Duration
@@ -91,10 +93,12 @@ def test_script_with_every_statement_kind():
         ("CREATE QUERY q AS SELECT k FROM s [RANGE x]", "positive whole number after RANGE", 1, 42),
         ("CREATE QUERY q AS\nSELECT k FROM s [ROWS 3", "not closed with ']'", 2, 17),
         ("CREATE STREAM s (k)", "expected a type for column 'k'", 1, 19),
-        ("FROB s", "expected CREATE, DROP, EXPLAIN, SHOW or SELECT", 1, 1),
+        ("FROB s", "expected CREATE, DROP, REFRESH, EXPLAIN, SHOW or SELECT", 1, 1),
         ("CREATE QUERY q AS SELECT k FROM s [SPAN 10]", "syntax error", 1, 41),
         ("CREATE QUERY q AS SELECT k FROM s\n  WHERE (v > ", "syntax error", 2, 12),
         ("SHOW FOO", "STREAMS or TABLES or QUERIES", 1, 6),
+        ("REFRESH hosts", "expected TABLE, found 'hosts'", 1, 9),
+        ("REFRESH TABLE hosts now", "unexpected text after the end", 1, 21),
     ],
 )
 def test_syntax_errors_name_line_and_column(sql, message, line, col):
@@ -103,3 +107,12 @@ def test_syntax_errors_name_line_and_column(sql, message, line, col):
     assert message in str(err.value)
     assert (err.value.loc.line, err.value.loc.col) == (line, col)
     assert "^" in str(err.value)
+
+
+def test_refresh_table_and_a_table_that_takes_its_columns_from_the_database():
+    refresh = parse_statement("REFRESH TABLE hosts")
+    assert isinstance(refresh, Refresh) and refresh.name == "hosts"
+    table = parse_statement("CREATE TABLE hosts WITH (format='postgres', database='inv', "
+                            "table='hosts')")
+    assert isinstance(table, CreateTable) and table.columns == ()
+    assert table.options == {"format": "postgres", "database": "inv", "table": "hosts"}

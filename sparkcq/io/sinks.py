@@ -3,7 +3,11 @@
 Contract: ``write(cycle, records)`` receives the cycle's non-empty records of every query
 using the sink (pandas frames of the user columns plus ``_ts``, ``_te``, ``_op``), collected
 by the cycle's single commit action; a cycle's records become visible at once when
-``write`` returns, never partly.
+``write`` returns, never partly. ``write`` runs inside the cycle: when it raises, the cycle
+is rolled back and its input kept, and the next cycle, numbered the same, brings the records
+again (with any input that arrived since). Sinks marked ``replayable`` (a cycle written
+again replaces or skips what was written) are written first, so that a failing one leaves
+the others (the memory sink) without the cycle's records.
 """
 
 from __future__ import annotations
@@ -14,28 +18,41 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import pandas as pd
+from pyspark.sql.types import StructType
 
 from sparkcq.catalog import is_identifier
 from sparkcq.errors import ExecutionError
+from sparkcq.language.sql.statements import OutputForm
 
 TS = "_ts"
 
 
 @dataclass
 class QueryOutput:
-    """What a sink needs to know of a query: its name, columns, time rendering, options."""
+    """What a sink needs to know of a query: its name, columns (and their Spark types),
+    time rendering (``_ts``/``_te`` timestamps or numbers), output form, options.
+    """
 
     name: str
     columns: list[str]
     timestamp: bool
     options: dict[str, str] = field(default_factory=dict)
+    schema: StructType | None = None
+    form: OutputForm = OutputForm.INTERVALS
 
 
 class Sink:
     """Base class of sinks."""
+
+    replayable: ClassVar[bool] = False  # writing a cycle again adds nothing (see above)
+
+    def prepare(self, output: QueryOutput) -> None:
+        """A query will write here (CREATE QUERY): check its options, make its table; a
+        SparkcqError refuses the query.
+        """
 
     def write(self, cycle: int, records: dict[str, tuple[QueryOutput, pd.DataFrame]]) -> None:
         """Commit the cycle's records of each query."""
@@ -43,6 +60,12 @@ class Sink:
 
     def forget(self, query: str) -> None:
         """The query was dropped."""
+
+    def resume(self, engine_id: str) -> None:
+        """The engine goes on from the state engine ``engine_id`` saved (``restore_state``)."""
+
+    def close(self) -> None:
+        """The engine stops: release connections."""
 
 
 @dataclass(frozen=True)
@@ -201,30 +224,71 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+# the folder, under a files sink's path, of the markers of committed cycles: not an
+# identifier, so no query's folder can have its name
+COMMITTED = "_committed-cycles"
+
+
 @dataclass
 class FilesSink(Sink):
-    """Writes each cycle's records of a query as one file, atomically.
+    """Writes each cycle's records of a query as one file; a cycle of all queries under one
+    path is committed at once.
 
     ``CREATE QUERY q INTO files WITH (path='/out', format='parquet' | 'json')``: cycle n of
-    query q becomes ``/out/q/cycle-000000n.parquet`` (or ``.jsonl``, JSON lines). The file is
-    written under a hidden temporary name and renamed into place, so a reader sees a cycle's
-    file whole or not at all. A query's folder is always a direct child of ``path``.
+    query q becomes ``/out/q/cycle-000000n.parquet`` (or ``.jsonl``, JSON lines). Each file
+    is written under a hidden temporary name and renamed into place, so a reader sees a
+    cycle's file whole or not at all. Once every query's file of cycle n under ``/out`` is in
+    place, the empty marker ``/out/_committed-cycles/cycle-000000n`` is written (the same
+    way): cycle n is **committed** when its marker exists, and only then are its files
+    under ``/out`` all there. A reader that wants whole cycles across queries reads the
+    files of committed cycles only; one that reads a single query's folder may read any
+    file. A cycle written again (done again after a failure) replaces its files. A query's
+    folder is always a direct child of ``path``.
     """
 
+    replayable: ClassVar[bool] = True  # a cycle written again replaces its files
+
     def write(self, cycle: int, records: dict[str, tuple[QueryOutput, pd.DataFrame]]) -> None:  # noqa: D102
-        for name, (out, frame) in records.items():
-            fmt = out.options.get("format", "parquet").lower()
-            folder = self.query_folder(out.options["path"], name)
-            os.makedirs(folder, exist_ok=True)
-            ext = "parquet" if fmt == "parquet" else "jsonl"
-            final = os.path.join(folder, f"cycle-{cycle:08d}.{ext}")
-            tmp = os.path.join(folder, f".cycle-{cycle:08d}.{ext}.tmp")
-            if fmt == "parquet":
-                frame.to_parquet(tmp, index=False)
-            else:
-                frame.to_json(tmp, orient="records", lines=True, date_format="iso",
-                              date_unit="us")
+        moves: list[tuple[str, str]] = []
+        paths: list[str] = []
+        try:
+            for name, (out, frame) in records.items():
+                fmt = out.options.get("format", "parquet").lower()
+                folder = self.query_folder(out.options["path"], name)
+                os.makedirs(folder, exist_ok=True)
+                ext = "parquet" if fmt == "parquet" else "jsonl"
+                tmp = os.path.join(folder, f".cycle-{cycle:08d}.{ext}.tmp")
+                moves.append((tmp, os.path.join(folder, f"cycle-{cycle:08d}.{ext}")))
+                if fmt == "parquet":
+                    frame.to_parquet(tmp, index=False)
+                else:
+                    frame.to_json(tmp, orient="records", lines=True, date_format="iso",
+                                  date_unit="us")
+                if out.options["path"] not in paths:
+                    paths.append(out.options["path"])
+        except BaseException:
+            for tmp, _final in moves:
+                if os.path.exists(tmp):
+                    os.remove(tmp)
+            raise
+        for tmp, final in moves:
             os.replace(tmp, final)
+        for path in paths:
+            marks = os.path.join(path, COMMITTED)
+            os.makedirs(marks, exist_ok=True)
+            tmp = os.path.join(marks, f".cycle-{cycle:08d}.tmp")
+            with open(tmp, "w", encoding="utf-8"):
+                pass
+            os.replace(tmp, os.path.join(marks, f"cycle-{cycle:08d}"))
+
+    @staticmethod
+    def committed_cycles(path: str) -> list[int]:
+        """The cycles whose files under ``path`` are all in place, in order."""
+        marks = os.path.join(path, COMMITTED)
+        if not os.path.isdir(marks):
+            return []
+        return sorted(int(n[len("cycle-"):]) for n in os.listdir(marks)
+                      if n.startswith("cycle-") and n[len("cycle-"):].isdigit())
 
     @staticmethod
     def query_folder(path: str, query: str) -> str:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -188,8 +188,30 @@ def locate(refusal: Refusal, text: str, spans: Sequence[tuple[int, int]],
 
 
 # what a server client's CREATE TABLE may read: files Spark parses itself, no connector that
-# reaches other systems (jdbc, ...) or loads code
+# reaches other systems (jdbc, ...) or loads code; and PostgreSQL tables of the databases the
+# operator configured (``database_refusal``)
 TABLE_FORMATS = ("csv", "json", "parquet", "orc", "text")
+
+# options of a PostgreSQL table or sink a server client may not write: they would make the
+# server connect wherever the client says, carry credentials, or run the client's own SQL in
+# the database (``query``); a client names a configured database instead (database='name')
+RAW_DATABASE_OPTIONS = ("url", "user", "password", "query")
+
+
+def database_refusal(options: Mapping[str, str], configured: Sequence[str]) -> str | None:
+    """Why a server client's PostgreSQL ``options`` are refused, or None: an option of
+    ``RAW_DATABASE_OPTIONS``. The message lists the ``configured`` database names (never
+    their URLs) and how the operator adds one.
+    """
+    raw = [key for key in RAW_DATABASE_OPTIONS if key in options]
+    if not raw:
+        return None
+    known = ", ".join(sorted(configured)) or "none configured"
+    return (f"option {raw[0]!r} is not allowed for server clients: a client may not make the "
+            "server connect anywhere, hand it credentials or run its own SQL in a database; "
+            f"name a database the operator configured with database='name' ({known}; "
+            "sparkcq serve --database NAME=URL, in process Engine(databases={NAME: URL})) "
+            f"and a table with table='name'; {HOW_TO_TRUST}")
 
 # characters Spark's file system layer reads as glob patterns or URL schemes, which a path
 # check on the text cannot follow

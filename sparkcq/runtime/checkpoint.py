@@ -53,6 +53,17 @@ class CheckpointStore:
             os.makedirs(os.path.join(self.path, sub), exist_ok=True)
         self.catalog_path = os.path.join(self.path, "catalog.jsonl")
 
+    def engine_id(self, proposed: str) -> str:
+        """The id the engine using this directory commits under: ``proposed`` the first
+        time, the same one on every restart after that.
+        """
+        path = os.path.join(self.path, "ENGINE_ID")
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as f:
+                return f.read().strip()
+        write_atomically(path, proposed)
+        return proposed
+
     # -- the catalog's journal ------------------------------------------------------------
     def log(self, entry: dict[str, Any]) -> None:
         """Append one catalog change, durably, before the caller reports it done."""

@@ -15,14 +15,14 @@ same input.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from sparkcq.errors import ExecutionError, SparkDiedError
+from sparkcq.errors import ExecutionError, SinkError, SparkDiedError
 from sparkcq.plan.nodes import PlanNode, walk
 from sparkcq.runtime.failures import describe_failure
 from sparkcq.runtime.frames import RowCounting, Runtime
@@ -115,15 +115,21 @@ class CycleEngine:
     intervals: SharedIntervalFormatter  # most queries' sink records
     count_rows: RowCounting = RowCounting.CACHED
 
-    def execute(self, compiled: CompiledPlan, cycle: int) -> dict[str, pa.Table]:
-        """Evaluate and commit one cycle: every query's records by query name.
+    def execute(self, compiled: CompiledPlan, cycle: int,
+                deliver: Callable[[dict[str, pa.Table]], None] | None = None,
+                ) -> dict[str, pa.Table]:
+        """Evaluate and commit one cycle: every query's records by query name, handed to
+        ``deliver`` (the sinks) before the cycle counts as done.
 
         Raises ``QueriesFailedError`` naming the queries that fail on their own (rolled
-        back: stop them, compile again and execute again), ``SparkDiedError`` when Spark is
-        gone and ``ExecutionError`` for a failure no single query explains.
+        back: stop them, compile again and execute again), ``SinkError`` when ``deliver``
+        could not commit the records (rolled back, input kept), ``SparkDiedError`` when
+        Spark is gone and ``ExecutionError`` for a failure no single query explains.
         """
         try:
-            return self.attempt(compiled, full=True)
+            return self.attempt(compiled, full=True, deliver=deliver)
+        except SinkError:
+            raise  # the sink says what failed; evaluating the queries alone would not
         except Exception as first:  # noqa: BLE001 - any failure is isolated per query
             if not spark_alive(self.rt.spark):  # no query is to blame; the input stays
                 msg = f"cycle {cycle} failed: Spark is gone: {describe_failure(first)}"
@@ -152,15 +158,21 @@ class CycleEngine:
                 failed.append((query, e))
         return failed
 
-    def attempt(self, compiled: CompiledPlan, full: bool) -> dict[str, pa.Table]:
-        """Evaluate ``compiled`` and commit it; on failure roll back and raise.
+    def attempt(self, compiled: CompiledPlan, full: bool,
+                deliver: Callable[[dict[str, pa.Table]], None] | None = None,
+                ) -> dict[str, pa.Table]:
+        """Evaluate ``compiled``, commit it and ``deliver`` its records; on failure roll
+        back and raise.
 
         ``full`` also advances streams no query reads; a partial attempt (one query, to
         find who fails) evaluates just that query's operators.
         """
         tx = CycleTransaction.begin(self.rt, compiled.participants(self.plan, self.intervals))
         try:
-            return self._evaluate(compiled, full)
+            tables = self._evaluate(compiled, full)
+            if deliver is not None:
+                deliver(tables)
+            return tables
         except BaseException:
             tx.rollback()
             raise

@@ -38,27 +38,34 @@ from sparkcq.runtime.sliced_family import sliced_operator
 
 
 class TableOperator(Operator):
-    """A static table: the same cached DataFrame every cycle."""
+    """A static table: the same cached DataFrame every cycle.
 
-    def __init__(self, node: TableScan, rt: Runtime, df: DataFrame):
+    ``cache=False`` for a frame that is already a materialised snapshot (a PostgreSQL
+    table's local checkpoint, which the catalog owns): caching it again would hold its rows
+    twice, and unpersisting it would not free them.
+    """
+
+    def __init__(self, node: TableScan, rt: Runtime, df: DataFrame, cache: bool = True):
         super().__init__(node, rt)
-        self.df = df.persist()
+        self.cache = cache
+        self.df = df.persist() if cache else df
 
     def step(self, inputs: list[Slice]) -> Slice:  # noqa: D102
         return Slice(self.df, TIME_MIN, TIME_MAX)
 
     def release(self) -> None:  # noqa: D102
-        self.df.unpersist()
+        if self.cache:
+            self.df.unpersist()
 
 
 def lower(node: PlanNode, rt: Runtime, *, lateness: int = 0,
-          table: DataFrame | None = None) -> Operator:
-    """The operator that executes ``node``."""
+          table: DataFrame | None = None, cache: bool = True) -> Operator:
+    """The operator that executes ``node`` (``table``, ``cache``: a table's frame)."""
     if isinstance(node, StreamScan):
         return ScanOperator(node, rt, lateness)
     if isinstance(node, TableScan):
         assert table is not None
-        return TableOperator(node, rt, table)
+        return TableOperator(node, rt, table, cache)
     if isinstance(node, Window):
         if isinstance(node.spec, RowsSpec):
             return RowsWindowOperator(node, rt)

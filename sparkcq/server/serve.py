@@ -50,6 +50,7 @@ class ServerConfig:
     retain_seconds: float | None = None
     stop_timeout: float = 60.0  # SIGTERM, SIGINT or POST /shutdown: the clean stop's bound
     spark_death_grace: float = 5.0  # /status answers 503 this long before exit code 3
+    databases: tuple[tuple[str, str], ...] = ()  # PostgreSQL: (name, URL), for database='name'
 
 
 class _Terminated(Exception):  # noqa: N818 - a signal, not an error
@@ -98,7 +99,7 @@ def serve(config: ServerConfig) -> int:
 
     try:
         engine = Engine(master=config.master, allow_udf_modules=config.allow_udf_modules,
-                        data_roots=config.data_roots,
+                        data_roots=config.data_roots, databases=dict(config.databases),
                         ingest_limits=IngestLimits(config.max_queued_rows,
                                                    config.max_rows_per_cycle))
         engine.register_sink("memory", MemorySink(Retention(config.retain_rows,

@@ -29,6 +29,7 @@ from sparkcq.language.sql.statements import (
     Drop,
     Explain,
     OutputForm,
+    Refresh,
     SelectText,
     Show,
     SourceWindow,
@@ -208,6 +209,12 @@ class _StatementParser:
             return self.create()
         if head == "DROP":
             return self.drop()
+        if head == "REFRESH":
+            first_tok = self.next()
+            self.expect("TABLE")
+            name_tok = self.name("the name of the table to refresh")
+            self.done()
+            return Refresh(name_tok.text, _span(self.text, first_tok, name_tok))
         if head == "EXPLAIN":
             return self.explain()
         if head == "SHOW":
@@ -218,7 +225,7 @@ class _StatementParser:
         if head in ("SELECT", "WITH", "(") or head in _FORM_WORDS:
             select = self.select()
             return CreateQuery(name="", select=select, loc=_span(self.text, first))
-        self.fail("expected CREATE, DROP, EXPLAIN, SHOW or SELECT", first)
+        self.fail("expected CREATE, DROP, REFRESH, EXPLAIN, SHOW or SELECT", first)
 
     def create(self) -> Statement:
         first = self.next()
@@ -240,7 +247,8 @@ class _StatementParser:
             options = self.options() if self.accept("WITH") else {}
             self.expect("AS")
             return CreateStreamAs(name, self.select(), options, loc)
-        columns = self.columns()
+        table_from_options = kind.text.upper() == "TABLE" and self.word() == "WITH"
+        columns = () if table_from_options else self.columns()
         options = self.options() if self.accept("WITH") else {}
         self.done()
         if kind.text.upper() == "STREAM":

@@ -66,7 +66,9 @@ class CreateStream:
 
 @dataclass(frozen=True)
 class CreateTable:
-    """``CREATE TABLE name (cols) WITH (format=..., path=...)``: a static relation."""
+    """``CREATE TABLE name [(cols)] WITH (format=..., ...)``: a static relation (without
+    columns only for a PostgreSQL table, whose columns are then the database's).
+    """
 
     name: str
     columns: tuple[ColumnDef, ...]
@@ -115,6 +117,14 @@ class Drop:
 
 
 @dataclass(frozen=True)
+class Refresh:
+    """``REFRESH TABLE name``: read the table again from where it came from."""
+
+    name: str
+    loc: Location
+
+
+@dataclass(frozen=True)
 class Explain:
     """``EXPLAIN [GLOBAL [DOT]] [name]`` or ``EXPLAIN SELECT ...``."""
 
@@ -132,4 +142,4 @@ class Show:
 
 
 Statement = (CreateStream | CreateTable | CreateQuery | CreateStreamAs | CreateAggregate | Drop
-             | Explain | Show)
+             | Refresh | Explain | Show)
