@@ -37,12 +37,15 @@ class StreamInfo:
 
 @dataclass
 class TableInfo:
-    """A static relation backed by a Spark DataFrame."""
+    """A static relation backed by a Spark DataFrame; ``version`` counts the rows registered
+    under its name before these (a replacement while queries read it keeps ``plan``).
+    """
 
     name: str
     schema: StructType
     dataframe: DataFrame
     plan: PlanNode
+    version: int = 0
 
 
 class QueryStatus(StrEnum):

@@ -121,6 +121,7 @@ from sparkcq.runtime.operators.shared_output import (
     SharedIntervalFormatter,
     encodable,
 )
+from sparkcq.runtime.operators.table import TableRows
 from sparkcq.scripts import CatalogNames, Created, script_failure, statement_head
 from sparkcq.session import make_session
 
@@ -265,6 +266,8 @@ class Engine:
             for key, table in step.replaced_tables.items():
                 self.catalog.tables[key] = table
                 self._tables[key] = table.dataframe
+            if step.replaced_tables:
+                self._compile()  # a replacement not yet switched to is called off
         return problems
 
     def _run_statement(self, stmt: Statement, text: str) -> Any:
@@ -483,30 +486,105 @@ class Engine:
         self.register_table(stmt.name, df, schema)
 
     def register_table(self, name: str, data: Any, schema: StructType | None = None) -> None:
-        """Register a static table from a Spark DataFrame, pandas frame or list of rows."""
+        """Register a static table from a Spark DataFrame, pandas frame or list of rows.
+
+        Rows registered under the name of a table that running queries read replace its
+        rows from the next cycle on, and keep its schema (rows that are not a DataFrame
+        take it): each of their joins with the table switches to the new rows at its
+        position in that cycle, the table being a temporal relation whose old rows hold
+        before that instant and new ones from it (docs/semantics.md, "Tables that
+        change"). Raises CatalogError, naming the query, for new columns or a query that
+        could not switch correctly.
+        """
         ensure_identifier(name, "table")
-        if isinstance(data, DataFrame):
-            df = data
-        else:
-            frame = data if isinstance(data, pd.DataFrame) else pd.DataFrame.from_records(data)
-            df = self.spark.createDataFrame(frame, schema=schema)  # type: ignore[arg-type,type-var]
-        schema = df.schema
-        version = 0
         existing = self.catalog.tables.get(name.lower())
+        readers = [] if existing is None else self._table_readers(existing.name)
+        if existing is not None and readers:
+            df = self._table_frame(data, existing.schema, existing.name)
+            self._ensure_replaceable(existing, df, readers)
+            self._replace_table(existing, df, readers)
+            return
+        df = self._table_frame(data, schema, name)
+        version = node_version = 0
         if existing is not None:
-            used = [q for q, r in self.running.items() if existing.plan in walk(r.info.plan)]
-            if used:
-                msg = f"table {name!r} is used by running queries {used}; drop them first"
-                raise CatalogError(msg)
             assert isinstance(existing.plan, TableScan)
-            version = existing.plan.version + 1
+            version, node_version = existing.version + 1, existing.plan.version + 1
             del self.catalog.tables[name.lower()]
-        node = TableScan(name, schema, version)
+        node = TableScan(name, df.schema, node_version)
         self._tables[name.lower()] = df
-        self.catalog.add_table(TableInfo(name, schema, df, node))
+        self.catalog.add_table(TableInfo(name, df.schema, df, node, version))
+
+    def _table_frame(self, data: Any, schema: StructType | None, name: str) -> DataFrame:
+        """``data`` as a DataFrame; rows that are not one take ``schema`` if given, their
+        columns matched by name.
+        """
+        if isinstance(data, DataFrame):
+            return data
+        frame = data if isinstance(data, pd.DataFrame) else pd.DataFrame.from_records(data)
+        if schema is None:
+            return self.spark.createDataFrame(frame)
+        if frame.empty and len(frame.columns) == 0:
+            return self.spark.createDataFrame([], schema)
+        names = [f.name for f in schema.fields]
+        if list(frame.columns) == list(range(len(names))):  # tuples: by position
+            frame = frame.set_axis(names, axis=1)
+        if sorted(map(str, frame.columns)) != sorted(names):
+            msg = (f"rows for table {name!r} have columns {', '.join(map(str, frame.columns))}; "
+                   f"the table has {', '.join(names)}")
+            raise CatalogError(msg)
+        return self.spark.createDataFrame(frame[names], schema=schema)  # type: ignore[arg-type]
+
+    def _table_readers(self, name: str) -> list[str]:
+        """The running queries that read the table called ``name``."""
+        key = name.lower()
+        return [r.info.name for r in self.running.values()
+                if any(isinstance(n, TableScan) and n.name.lower() == key
+                       for n in walk(r.info.plan))]
+
+    def _ensure_replaceable(self, info: TableInfo, df: DataFrame, readers: list[str]) -> None:
+        """Refuse new rows for a table that running queries read when they change its
+        columns, or when a query could not switch to them correctly.
+        """
+        def columns(schema: StructType) -> str:
+            return ", ".join(f"{f.name} {f.dataType.simpleString().upper()}"
+                             for f in schema.fields)
+
+        def shape(schema: StructType) -> list[tuple[str, DataType]]:
+            return [(f.name.lower(), f.dataType) for f in schema.fields]
+
+        if shape(df.schema) != shape(info.schema):
+            msg = (f"table {info.name!r} is read by running queries {', '.join(readers)}; "
+                   f"its new rows must keep its columns ({columns(info.schema)}), got "
+                   f"({columns(df.schema)})")
+            raise CatalogError(msg)
+        problems = [(q, "its result is the table itself, valid at all times, which new "
+                        "rows would contradict")
+                    for q in readers
+                    if self.running[q.lower()].info.plan.kind is EdgeKind.TABLE]
+        problems += self.plan.replacement_problems(info.name)
+        if problems:
+            query, why = problems[0]
+            msg = (f"table {info.name!r} cannot be replaced while query {query!r} runs: "
+                   f"{why}; drop {query!r} first")
+            raise CatalogError(msg)
+
+    def _replace_table(self, info: TableInfo, df: DataFrame, readers: list[str]) -> None:
+        """Give a table read by running queries new rows: the next cycle switches to them."""
+        key = info.name.lower()
+        del self.catalog.tables[key]
+        self.catalog.add_table(TableInfo(info.name, info.schema, df, info.plan,
+                                         info.version + 1))
+        self._tables[key] = df
+        for query in readers:
+            self.catalog.query(query).log.append(
+                f"cycle {self.cycle}: table {info.name!r} replaced (version "
+                f"{info.version + 1}): its joins switch to the new rows in the next cycle")
+        self._compile()
 
     def load_table(self, name: str, rows: Any) -> None:
-        """Replace a table's contents (rows as pandas or a list) keeping its schema."""
+        """Replace a table's contents (rows as pandas or a list) keeping its schema; see
+        ``register_table`` for a table running queries read.
+        """
         info = self.catalog.tables.get(name.lower())
         if info is None:
             msg = f"unknown table {name!r}"
@@ -562,8 +640,13 @@ class Engine:
         if isinstance(node, StreamScan):
             return self.scans[node.name.lower()]
         if isinstance(node, TableScan):
-            return lower(node, self.rt, table=self._tables[node.name.lower()])
+            return lower(node, self.rt, table=self._table_rows()[node.name.lower()])
         return lower(node, self.rt)
+
+    def _table_rows(self) -> dict[str, TableRows]:
+        """Every table's rows and their version, by lower-case name."""
+        return {key: TableRows(self._tables[key], info.version)
+                for key, info in self.catalog.tables.items()}
 
     def drop(self, kind: str, name: str) -> None:
         """Drop a query (freeing operators no one else uses), a stream, a table or an
@@ -737,6 +820,7 @@ class Engine:
         jobs_before = self.rt.jobs
         rows_before = sum(s.rows_in for s in self.scans.values())
         self._take_input()
+        served = self.plan.table_versions()
         try:
             try:
                 tables = self.cycles.execute(self.compiled, self.cycle)
@@ -747,6 +831,7 @@ class Engine:
             self._write_sinks(tables)
         finally:
             self.rt.end_cycle()
+        self._log_table_switches(served)
         report = CycleReport(
             self.cycle, time.perf_counter() - start,
             sum(s.rows_in for s in self.scans.values()) - rows_before,
@@ -755,6 +840,21 @@ class Engine:
         self.reports.append(report)
         self.cycle += 1
         return report
+
+    def _log_table_switches(self, served: dict[PlanNode, int]) -> None:
+        """Say in each query's log where its joins switched to a table's new rows."""
+        for node, version in self.plan.table_versions().items():
+            if served.get(node, version) == version or not isinstance(node, TableScan):
+                continue
+            for run in self.running.values():
+                if node not in walk(run.info.plan):
+                    continue
+                kind = run.info.plan.time_kind
+                where = ", ".join(_show_instant(at, kind) for at in
+                                  self.plan.switched_at(run.info.plan, node, version))
+                run.info.log.append(
+                    f"cycle {self.cycle}: table {node.name!r} version {version} "
+                    + (f"in effect from {where}" if where else "in effect from its start"))
 
     def _take_input(self) -> None:
         """Give each scan its source's new batch (after any batch a failed cycle kept)."""
@@ -765,7 +865,8 @@ class Engine:
         """Fix what the next cycles execute: after every change to the running queries."""
         queries = [CompiledQuery(r.info.name, r.info.plan, r.formatter, r.output.timestamp,
                                  r.qid) for r in self.running.values()]
-        self.compiled = compile_plan(self.plan, queries, self.scans.values())
+        self.compiled = compile_plan(self.plan, queries, self.scans.values(),
+                                     self._table_rows())
 
     def _fail_query(self, run: _Running, error: BaseException) -> None:
         """Stop one query after a failure; its log says why, the others keep running."""
@@ -1003,6 +1104,15 @@ def _ensure_new_name(stmt: Statement, text: str) -> None:
             quoted = text[at - 1 : at] == "`"
             loc = Location.of_span(text, at - quoted, at + len(name) + quoted)
         raise AnalysisError(str(e), text, loc) from None
+
+
+def _show_instant(at: int, kind: TimeKind) -> str:
+    """An instant of the time axis as a user reads it (microseconds as a UTC timestamp)."""
+    if at == TIME_MAX:
+        return "+inf"
+    if kind is TimeKind.TIMESTAMP:
+        return pd.Timestamp(at, unit="us", tz="UTC").isoformat()
+    return str(at)
 
 
 def _option_loc(text: str, loc: Location | None, value: str) -> Location | None:

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
-
 from sparkcq.errors import PlanError
-from sparkcq.model.time import TIME_MAX, TIME_MIN
 from sparkcq.plan.nodes import (
     Aggregate,
     Filter,
@@ -21,7 +18,7 @@ from sparkcq.plan.nodes import (
     Union,
     Window,
 )
-from sparkcq.runtime.frames import Runtime, Slice
+from sparkcq.runtime.frames import Runtime
 from sparkcq.runtime.operators.aggregate import AggregateOperator
 from sparkcq.runtime.operators.base import Operator
 from sparkcq.runtime.operators.interval_join import IntervalJoinOperator
@@ -29,28 +26,15 @@ from sparkcq.runtime.operators.join import JoinOperator
 from sparkcq.runtime.operators.outputs import ToStreamOperator
 from sparkcq.runtime.operators.scan import ScanOperator
 from sparkcq.runtime.operators.stateless import FilterOperator, ProjectOperator
+from sparkcq.runtime.operators.table import TableOperator, TableRows
 from sparkcq.runtime.operators.union import UnionOperator
 from sparkcq.runtime.operators.window import RowsWindowOperator, TimeWindowOperator
 from sparkcq.runtime.sliced_family import sliced_operator
 
 
-class TableOperator(Operator):
-    """A static table: the same cached DataFrame every cycle."""
-
-    def __init__(self, node: TableScan, rt: Runtime, df: DataFrame):
-        super().__init__(node, rt)
-        self.df = df.persist()
-
-    def step(self, inputs: list[Slice]) -> Slice:  # noqa: D102
-        return Slice(self.df, TIME_MIN, TIME_MAX)
-
-    def release(self) -> None:  # noqa: D102
-        self.df.unpersist()
-
-
 def lower(node: PlanNode, rt: Runtime, *, lateness: int = 0,
-          table: DataFrame | None = None) -> Operator:
-    """The operator that executes ``node``."""
+          table: TableRows | None = None) -> Operator:
+    """The operator that executes ``node`` (a table's, serving ``table``)."""
     if isinstance(node, StreamScan):
         return ScanOperator(node, rt, lateness)
     if isinstance(node, TableScan):
