@@ -137,6 +137,7 @@ class CycleReport:
     rows_in: int
     jobs: int
     watermarks: dict[str, int] = field(default_factory=dict)
+    tables: dict[str, int] = field(default_factory=dict)  # the version of each table it read
 
 
 log = logging.getLogger("sparkcq.engine")
@@ -836,7 +837,9 @@ class Engine:
             self.cycle, time.perf_counter() - start,
             sum(s.rows_in for s in self.scans.values()) - rows_before,
             self.rt.jobs - jobs_before,
-            {k: s.watermark for k, s in self.scans.items()})
+            {k: s.watermark for k, s in self.scans.items()},
+            {n.name: v for n, v in self.plan.table_versions().items()
+             if isinstance(n, TableScan)})
         self.reports.append(report)
         self.cycle += 1
         return report

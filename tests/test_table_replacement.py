@@ -110,6 +110,8 @@ def results(request, spark):
     eng.run_until_idle()
     out: dict = {name: eng.results(name) for name in QUERIES}
     out["held"] = held
+    out["versions"] = [(r.tables["h"], r.tables["g"]) for r in eng.reports]
+    out["cycles before"] = len(before)
     out["log"] = eng.query_log("joined")
     out["explain"] = eng.explain_global()
     return out
@@ -170,6 +172,10 @@ def test_a_switch_waits_while_the_input_stays_at_its_instant(results):
 
 
 def test_the_log_and_explain_say_which_version_from_when(results):
+    # each cycle's report: the version of each table it read
+    n = results["cycles before"]
+    versions = results["versions"]
+    assert versions[:n] == [(0, 0)] * n and set(versions[n:]) == {(1, 0)}
     assert any("table 'h' version 1 in effect from 5" in line for line in results["log"])
     assert "TableScan h  [table]" in results["explain"]
     assert "version=1" in results["explain"] and "tables=h v1 from 5" in results["explain"]
