@@ -83,7 +83,7 @@ from sparkcq.language.sql.statements import (
     Show,
     Statement,
 )
-from sparkcq.model.time import TIME_MAX, TimeKind, parse_duration
+from sparkcq.model.time import TIME_MAX, TimeKind, parse_duration, show_instant
 from sparkcq.plan.binder import bind_select
 from sparkcq.plan.nodes import (
     Aggregate,
@@ -853,7 +853,7 @@ class Engine:
                 if node not in walk(run.info.plan):
                     continue
                 kind = run.info.plan.time_kind
-                where = ", ".join(_show_instant(at, kind) for at in
+                where = ", ".join(show_instant(at, kind) for at in
                                   self.plan.switched_at(run.info.plan, node, version))
                 run.info.log.append(
                     f"cycle {self.cycle}: table {node.name!r} version {version} "
@@ -1107,15 +1107,6 @@ def _ensure_new_name(stmt: Statement, text: str) -> None:
             quoted = text[at - 1 : at] == "`"
             loc = Location.of_span(text, at - quoted, at + len(name) + quoted)
         raise AnalysisError(str(e), text, loc) from None
-
-
-def _show_instant(at: int, kind: TimeKind) -> str:
-    """An instant of the time axis as a user reads it (microseconds as a UTC timestamp)."""
-    if at == TIME_MAX:
-        return "+inf"
-    if kind is TimeKind.TIMESTAMP:
-        return pd.Timestamp(at, unit="us", tz="UTC").isoformat()
-    return str(at)
 
 
 def _option_loc(text: str, loc: Location | None, value: str) -> Location | None:

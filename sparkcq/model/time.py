@@ -7,6 +7,7 @@ never ends, the watermark at end of input).
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 from enum import Enum
 
@@ -96,3 +97,15 @@ def parse_duration(text: str) -> Duration:
         msg = f"unknown time unit {parts[1]!r} in {text!r}; use one of SECONDS, MINUTES, HOURS, ..."
         raise ValueError(msg)
     return Duration(amount, unit)
+
+
+def show_instant(at: int, kind: TimeKind) -> str:
+    """An instant of the time axis as a user reads it: a number, or for timestamps the UTC
+    time (``2026-01-01T00:00:05+00:00``); ``+inf`` for ``TIME_MAX``.
+    """
+    if at == TIME_MAX:
+        return "+inf"
+    if kind is TimeKind.TIMESTAMP:
+        epoch = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+        return (epoch + dt.timedelta(microseconds=at)).isoformat()
+    return str(at)

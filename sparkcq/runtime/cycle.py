@@ -100,8 +100,10 @@ def compile_plan(plan: GlobalPlan, queries: Iterable[CompiledQuery],
     idle = tuple(s for s in scans if s.node not in plan.ops)
     shapes = tuple(output_shapes((q.qid, q.name, q.plan.schema, q.timestamps)
                                  for q in queries if q.qid is not None))
-    rows: dict[PlanNode, TableRows] = {n: tables[n.name.lower()] for n in nodes
-            if isinstance(n, TableScan) and tables and n.name.lower() in tables}
+    tables = tables or {}
+    rows: dict[PlanNode, TableRows] = {
+        n: tables[n.name.lower()] for n in nodes
+        if isinstance(n, TableScan) and n.name.lower() in tables}
     return CompiledPlan(queries, nodes, stepped, idle, shapes,
                         Counter(q.plan for q in queries), rows)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from sparkcq.model.time import show_instant
 from sparkcq.runtime.global_plan import GlobalPlan
 from sparkcq.runtime.operators.base import Operator
 from sparkcq.runtime.operators.join import JoinOperator
@@ -72,7 +73,9 @@ def _versions(op: Operator) -> str:
     if isinstance(op, TableOperator):
         return f"  version={op.version}"
     if isinstance(op, JoinOperator) and op.tables:
-        return "  tables=" + ", ".join(f"{t} v{v} from {at}" for t, v, at in op.tables)
+        kind = op.node.time_kind
+        return "  tables=" + ", ".join(f"{t} v{v} from {show_instant(at, kind)}"
+                                       for t, v, at in op.tables)
     return ""
 
 
