@@ -54,14 +54,16 @@ class TableSource:
 
 @dataclass
 class TableInfo:
-    """A static relation backed by a Spark DataFrame: version ``plan.version``, read (or
-    registered) at ``read_at`` (seconds since the epoch).
+    """A static relation backed by a Spark DataFrame; ``version`` counts the rows registered
+    under its name before these (a replacement while queries read it keeps ``plan``), read
+    (or registered) at ``read_at`` (seconds since the epoch).
     """
 
     name: str
     schema: StructType
     dataframe: DataFrame
     plan: PlanNode
+    version: int = 0
     source: TableSource | None = None  # None: registered from data, nothing to re-read
     read_at: float | None = None
     next_refresh: float | None = None  # time.monotonic() when ``refresh_every`` is due

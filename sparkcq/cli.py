@@ -55,6 +55,12 @@ def build_parser() -> argparse.ArgumentParser:
                        help="a PostgreSQL database clients may name in tables and sinks "
                             "(database='NAME'); URL is postgresql://user:password@host:port/db "
                             "(repeatable; clients never see it)")
+    serve.add_argument("--checkpoint", default=None, metavar="DIR",
+                       help="checkpoint the catalog, state and input positions in DIR after "
+                            "committed cycles; a restart with the same DIR resumes there")
+    serve.add_argument("--checkpoint-every", type=int, default=1, metavar="N",
+                       help="checkpoint every N cycles (the cycles between are redone from "
+                            "their logged input after a crash; default 1)")
     serve.add_argument("--max-body-bytes", type=int, default=16 * 2**20, metavar="N",
                        help="largest request body (413 beyond; default 16 MiB)")
     serve.add_argument("--max-queued-rows", type=int, default=200_000, metavar="N",
@@ -87,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
                 tuple(args.allow_udf_module), tuple(args.data_root), args.max_body_bytes,
                 args.max_queued_rows, args.max_rows_per_cycle, args.retain_rows or None,
                 args.retain_seconds, args.stop_timeout,
-                databases=tuple(_name_value(d, "--database") for d in args.database)))
+                databases=tuple(_name_value(d, "--database") for d in args.database),
+                checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every))
         if args.command in REMOTE_VERBS:
             return run_remote(args, console)
         if args.command == "run":

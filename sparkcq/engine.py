@@ -94,7 +94,7 @@ from sparkcq.language.sql.statements import (
     Show,
     Statement,
 )
-from sparkcq.model.time import TIME_MAX, TimeKind, parse_duration, unit_micros
+from sparkcq.model.time import TIME_MAX, TimeKind, parse_duration, show_instant, unit_micros
 from sparkcq.plan.binder import bind_select
 from sparkcq.plan.nodes import (
     Aggregate,
@@ -127,7 +127,7 @@ from sparkcq.runtime.functions import (
     ship_module_by_value,
 )
 from sparkcq.runtime.global_plan import GlobalPlan
-from sparkcq.runtime.lowering import TableOperator, lower
+from sparkcq.runtime.lowering import lower
 from sparkcq.runtime.operators.base import Operator
 from sparkcq.runtime.operators.outputs import OP, TE, TS, SinkFormatter
 from sparkcq.runtime.operators.scan import ScanOperator, SourceBatch, merge_batches
@@ -135,6 +135,7 @@ from sparkcq.runtime.operators.shared_output import (
     SharedIntervalFormatter,
     encodable,
 )
+from sparkcq.runtime.operators.table import TableOperator, TableRows
 from sparkcq.scripts import CatalogNames, Created, script_failure, statement_head
 from sparkcq.session import make_session
 
@@ -150,7 +151,7 @@ class CycleReport:
     rows_in: int
     jobs: int
     watermarks: dict[str, int] = field(default_factory=dict)
-    tables: dict[str, int] = field(default_factory=dict)  # version of each table it read
+    tables: dict[str, int] = field(default_factory=dict)  # the version of each table it read
 
 
 log = logging.getLogger("sparkcq.engine")
@@ -326,6 +327,8 @@ class Engine:
                     self._retired.append(current.dataframe)
                 self.catalog.tables[key] = table
                 self._tables[key] = table.dataframe
+            if step.replaced_tables:
+                self._compile()  # a replacement not yet switched to is called off
         return problems
 
     def _run_statement(self, stmt: Statement, text: str) -> Any:
@@ -634,38 +637,45 @@ class Engine:
 
     def register_table(self, name: str, data: Any, schema: StructType | None = None, *,
                        source: TableSource | None = None) -> None:
-        """Register a static table from a Spark DataFrame, pandas frame or list of rows.
+        """Register a static table from a Spark DataFrame, pandas frame or list of rows;
+        ``source`` says where ``data`` was read from, so ``refresh_table`` can read it again.
 
-        ``source`` says where ``data`` was read from, so ``refresh_table`` can read it
-        again. Replacing a table gives it the next version.
+        Rows registered under the name of a table that running queries read replace its
+        rows from the next cycle on, and keep its schema (rows that are not a DataFrame
+        take it): each of their joins with the table switches to the new rows at its
+        position in that cycle, the table being a temporal relation whose old rows hold
+        before that instant and new ones from it (docs/semantics.md, "Tables that
+        change"). Raises CatalogError, naming the query, for new columns or a query that
+        could not switch correctly.
         """
         ensure_identifier(name, "table")
-        if isinstance(data, DataFrame):
-            df = data
-        else:
-            frame = data if isinstance(data, pd.DataFrame) else pd.DataFrame.from_records(data)
-            df = self.spark.createDataFrame(frame, schema=schema)  # type: ignore[arg-type,type-var]
-        schema = df.schema
-        version = 0
         existing = self.catalog.tables.get(name.lower())
+        readers = [] if existing is None else self._table_readers(existing.name)
+        if existing is not None and readers:
+            df = self._table_frame(data, existing.schema, existing.name)
+            self._ensure_replaceable(existing, df, readers)
+            self._replace_table(existing, df, readers, source)
+            return
+        df = self._table_frame(data, schema, name)
+        version = node_version = 0
         if existing is not None:
-            used = [q for q, r in self.running.items() if existing.plan in walk(r.info.plan)]
-            if used:
-                msg = f"table {name!r} is used by running queries {used}; drop them first"
-                raise CatalogError(msg)
             assert isinstance(existing.plan, TableScan)
-            version = existing.plan.version + 1
+            version, node_version = existing.version + 1, existing.plan.version + 1
             del self.catalog.tables[name.lower()]
             if existing.source is not None and existing.source.snapshot:
                 self._retired.append(existing.dataframe)
-        node = TableScan(name, schema, version)
+        node = TableScan(name, df.schema, node_version)
         self._tables[name.lower()] = df
-        every = source.refresh_every if source is not None else None
-        self.catalog.add_table(TableInfo(
-            name, schema, df, node, source, time.time(),
-            None if every is None else time.monotonic() + every))
+        self.catalog.add_table(self._table_info(name, df.schema, df, node, version, source))
         if self.recovery is not None and not self._depth and source is None:
             self.recovery.journal_table(name, df)
+
+    @staticmethod
+    def _table_info(name: str, schema: StructType, df: DataFrame, node: PlanNode,
+                    version: int, source: TableSource | None) -> TableInfo:
+        every = source.refresh_every if source is not None else None
+        return TableInfo(name, schema, df, node, version, source, time.time(),
+                         None if every is None else time.monotonic() + every)
 
     def refresh_table(self, name: str) -> None:
         """Read table ``name`` again from where it came from (``REFRESH TABLE name``) and
@@ -686,7 +696,7 @@ class Engine:
         try:
             df = info.source.read()
         except ValueError as e:
-            version = info.plan.version if isinstance(info.plan, TableScan) else 0
+            version = info.version
             msg = f"REFRESH TABLE {info.name}: {e}; the table keeps version {version}"
             raise SourceError(msg) from None
         try:
@@ -721,7 +731,8 @@ class Engine:
         if not self._retired:
             return
         held = {id(t.dataframe) for t in self.catalog.tables.values()}
-        held |= {id(op.df) for op in self.plan.ops.values() if isinstance(op, TableOperator)}
+        held |= {id(df) for op in self.plan.ops.values() if isinstance(op, TableOperator)
+                 for df in (op.df, op.retired) if df is not None}
         keep = []
         for df in self._retired:
             if id(df) in held:
@@ -730,8 +741,80 @@ class Engine:
                 unpersist_checkpoint(df)
         self._retired = keep
 
+    def _table_frame(self, data: Any, schema: StructType | None, name: str) -> DataFrame:
+        """``data`` as a DataFrame; rows that are not one take ``schema`` if given, their
+        columns matched by name.
+        """
+        if isinstance(data, DataFrame):
+            return data
+        frame = data if isinstance(data, pd.DataFrame) else pd.DataFrame.from_records(data)
+        if schema is None:
+            return self.spark.createDataFrame(frame)
+        if frame.empty and len(frame.columns) == 0:
+            return self.spark.createDataFrame([], schema)
+        names = [f.name for f in schema.fields]
+        if list(frame.columns) == list(range(len(names))):  # tuples: by position
+            frame = frame.set_axis(names, axis=1)
+        if sorted(map(str, frame.columns)) != sorted(names):
+            msg = (f"rows for table {name!r} have columns {', '.join(map(str, frame.columns))}; "
+                   f"the table has {', '.join(names)}")
+            raise CatalogError(msg)
+        return self.spark.createDataFrame(frame[names], schema=schema)  # type: ignore[arg-type]
+
+    def _table_readers(self, name: str) -> list[str]:
+        """The running queries that read the table called ``name``."""
+        key = name.lower()
+        return [r.info.name for r in self.running.values()
+                if any(isinstance(n, TableScan) and n.name.lower() == key
+                       for n in walk(r.info.plan))]
+
+    def _ensure_replaceable(self, info: TableInfo, df: DataFrame, readers: list[str]) -> None:
+        """Refuse new rows for a table that running queries read when they change its
+        columns, or when a query could not switch to them correctly.
+        """
+        def columns(schema: StructType) -> str:
+            return ", ".join(f"{f.name} {f.dataType.simpleString().upper()}"
+                             for f in schema.fields)
+
+        def shape(schema: StructType) -> list[tuple[str, DataType]]:
+            return [(f.name.lower(), f.dataType) for f in schema.fields]
+
+        if shape(df.schema) != shape(info.schema):
+            msg = (f"table {info.name!r} is read by running queries {', '.join(readers)}; "
+                   f"its new rows must keep its columns ({columns(info.schema)}), got "
+                   f"({columns(df.schema)})")
+            raise CatalogError(msg)
+        problems = [(q, "its result is the table itself, valid at all times, which new "
+                        "rows would contradict")
+                    for q in readers
+                    if self.running[q.lower()].info.plan.kind is EdgeKind.TABLE]
+        problems += self.plan.replacement_problems(info.name)
+        if problems:
+            query, why = problems[0]
+            msg = (f"table {info.name!r} cannot be replaced while query {query!r} runs: "
+                   f"{why}; drop {query!r} first")
+            raise CatalogError(msg)
+
+    def _replace_table(self, info: TableInfo, df: DataFrame, readers: list[str],
+                       source: TableSource | None) -> None:
+        """Give a table read by running queries new rows: the next cycle switches to them."""
+        key = info.name.lower()
+        del self.catalog.tables[key]
+        if info.source is not None and info.source.snapshot:
+            self._retired.append(info.dataframe)
+        self.catalog.add_table(self._table_info(info.name, info.schema, df, info.plan,
+                                                info.version + 1, source))
+        self._tables[key] = df
+        for query in readers:
+            self.catalog.query(query).log.append(
+                f"cycle {self.cycle}: table {info.name!r} replaced (version "
+                f"{info.version + 1}): its joins switch to the new rows in the next cycle")
+        self._compile()
+
     def load_table(self, name: str, rows: Any) -> None:
-        """Replace a table's contents (rows as pandas or a list) keeping its schema."""
+        """Replace a table's contents (rows as pandas or a list) keeping its schema; see
+        ``register_table`` for a table running queries read.
+        """
         info = self.catalog.tables.get(name.lower())
         if info is None:
             msg = f"unknown table {name!r}"
@@ -796,11 +879,16 @@ class Engine:
         if isinstance(node, StreamScan):
             return self.scans[node.name.lower()]
         if isinstance(node, TableScan):
-            info = self.catalog.tables.get(node.name.lower())
-            snapshot = info is not None and info.source is not None and info.source.snapshot
-            return lower(node, self.rt, table=self._tables[node.name.lower()],
-                         cache=not snapshot)
+            return lower(node, self.rt, table=self._table_rows()[node.name.lower()])
         return lower(node, self.rt)
+
+    def _table_rows(self) -> dict[str, TableRows]:
+        """Every table's rows and their version, by lower-case name; a snapshot (a
+        PostgreSQL table's, which the catalog owns) is served as it is, not cached again.
+        """
+        return {key: TableRows(self._tables[key], info.version,
+                               cache=not (info.source is not None and info.source.snapshot))
+                for key, info in self.catalog.tables.items()}
 
     def drop(self, kind: str, name: str) -> None:
         """Drop a query (freeing operators no one else uses), a stream, a table or an
@@ -987,6 +1075,7 @@ class Engine:
         rows_before = sum(s.rows_in for s in self.scans.values())
         if self.recovery is not None:
             self.recovery.before_cycle()
+        served = self.plan.table_versions()
         try:
             try:
                 self.cycles.execute(self.compiled, self.cycle, self._write_sinks)
@@ -996,17 +1085,34 @@ class Engine:
                 self.cycles.execute(self.compiled, self.cycle, self._write_sinks)
         finally:
             self.rt.end_cycle()
+        self._log_table_switches(served)
         report = CycleReport(
             self.cycle, time.perf_counter() - start,
             sum(s.rows_in for s in self.scans.values()) - rows_before,
             self.rt.jobs - jobs_before,
             {k: s.watermark for k, s in self.scans.items()},
-            {n.name: n.version for n in self.plan.ops if isinstance(n, TableScan)})
+            {n.name: v for n, v in self.plan.table_versions().items()
+             if isinstance(n, TableScan)})
         self.reports.append(report)
         self.cycle += 1
         if self.recovery is not None:
             self.recovery.after_cycle()
         return report
+
+    def _log_table_switches(self, served: dict[PlanNode, int]) -> None:
+        """Say in each query's log where its joins switched to a table's new rows."""
+        for node, version in self.plan.table_versions().items():
+            if served.get(node, version) == version or not isinstance(node, TableScan):
+                continue
+            for run in self.running.values():
+                if node not in walk(run.info.plan):
+                    continue
+                kind = run.info.plan.time_kind
+                where = ", ".join(show_instant(at, kind) for at in
+                                  self.plan.switched_at(run.info.plan, node, version))
+                run.info.log.append(
+                    f"cycle {self.cycle}: table {node.name!r} version {version} "
+                    + (f"in effect from {where}" if where else "in effect from its start"))
 
     def _take_input(self) -> None:
         """Give each scan its source's new batch (after any batch a failed cycle kept)."""
@@ -1027,7 +1133,8 @@ class Engine:
         """Fix what the next cycles execute: after every change to the running queries."""
         queries = [CompiledQuery(r.info.name, r.info.plan, r.formatter, r.output.timestamp,
                                  r.qid) for r in self.running.values()]
-        self.compiled = compile_plan(self.plan, queries, self.scans.values())
+        self.compiled = compile_plan(self.plan, queries, self.scans.values(),
+                                     self._table_rows())
 
     def _fail_query(self, run: _Running, error: BaseException) -> None:
         """Stop one query after a failure; its log says why, the others keep running."""
@@ -1297,7 +1404,7 @@ def _table_row(info: TableInfo) -> dict[str, Any]:
         info.read_at, dt.UTC).isoformat(timespec="seconds")
     return {"name": info.name, "schema": info.schema.simpleString(),
             "source": info.source.origin if info.source is not None else "data",
-            "version": info.plan.version if isinstance(info.plan, TableScan) else 0,
+            "version": info.version,
             "read_at": read_at, "refresh": None if every is None else f"{every:g} SECONDS",
             "note": info.note}
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -63,6 +64,7 @@ class Recovery:
         self.every = every
         self.replaying = False
         self.cycle_input: dict[str, list[dict[str, Any]]] = {}  # this cycle's, per stream
+        self.last_checkpoint_seconds = 0.0  # writing the last checkpoint (0: none written)
 
     # -- journal --------------------------------------------------------------------------
     def journal_script(self, sql: str) -> None:
@@ -124,13 +126,16 @@ class Recovery:
         """The cycle committed: its input is done; every ``every`` cycles, checkpoint."""
         self.cycle_input = {}
         eng = self.engine
+        self.last_checkpoint_seconds = 0.0
         if eng.cycle % self.every:
             return
+        began = time.perf_counter()
         staging = self.store.staging_folder(eng.cycle)
         eng.save_state(staging)
         positions = {name: source.position() for name, source in eng.sources.items()}
         write_atomically(os.path.join(staging, SOURCES_FILE), json.dumps(positions))
         self.store.commit_state(eng.cycle)
+        self.last_checkpoint_seconds = time.perf_counter() - began
 
     # -- restart --------------------------------------------------------------------------
     def recover(self) -> int:

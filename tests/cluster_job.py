@@ -1,8 +1,11 @@
 """sparkcq on a standalone Spark cluster, as a user's driver program; run by test_cluster.py.
 
-``python tests/cluster_job.py spark://HOST:PORT OUT.json``: a windowed aggregate, a join of
-two windowed streams and a user aggregate created at run time, over the input of
-test_semantics_examples.py; writes their results and where the work ran to ``OUT.json``.
+``python tests/cluster_job.py spark://HOST:PORT OUT.json CHECKPOINT_DIR``: a windowed
+aggregate, a join of two windowed streams and a user aggregate created at run time, over
+the input of test_semantics_examples.py; writes their results and where the work ran to
+``OUT.json``. Half way, the engine is replaced by one restarted from its checkpoint in
+``CHECKPOINT_DIR`` (a folder every node sees: the executors write the state there), which
+finishes the run.
 A separate process because a process holds one SparkContext, and the test run's is local.
 """
 
@@ -26,10 +29,11 @@ QUERIES = {
 }
 
 
-def main(master: str, out: str) -> None:
+def main(master: str, out: str, checkpoint: str) -> None:
     start = time.monotonic()
     seconds = {}  # where the time goes, for a test that must stay within its budget
-    eng = Engine(master=master, allow_udf_modules=["udas"], shuffle_partitions=2)
+    eng = Engine(master=master, allow_udf_modules=["udas"], shuffle_partitions=2,
+                 checkpoint_dir=checkpoint)
     seconds["session"] = time.monotonic() - start
     sc = eng.spark.sparkContext
     deadline = time.monotonic() + 60
@@ -52,6 +56,11 @@ def main(master: str, out: str) -> None:
     eng.push("r", [dict(k="a", w=10, t=3)], watermark=6)
     eng.run_until_idle()  # a first cycle: state carried on the cluster into the next ones
     seconds["first cycles"] = time.monotonic() - start
+    # a restart: a new engine on the same session resumes from the shared checkpoint (its
+    # records go on into the same memory sink, so the results below are the whole run's)
+    eng = Engine(spark=eng.spark, allow_udf_modules=["udas"], checkpoint_dir=checkpoint,
+                 sinks={"memory": eng.sinks["memory"]})
+    restored_at = eng.cycle
     eng.push("s", [dict(k="a", v=5, t=12), dict(k="b", v=7, t=13)], end=True)
     eng.push("r", [dict(k="b", w=20, t=14)], end=True)
     eng.run_until_idle()
@@ -68,6 +77,7 @@ def main(master: str, out: str) -> None:
         "executor_sparkcq": executor_sparkcq,
         "executor_finds_udas": executor_udas,
         "cycles": eng.cycle,
+        "restored_at": restored_at,
         "seconds": seconds,
         "cycle_seconds": [r.seconds for r in eng.reports],
         "logs": {name: eng.query_log(name) for name in QUERIES},  # failures say why here
@@ -80,4 +90,4 @@ def main(master: str, out: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(sys.argv[1], sys.argv[2], sys.argv[3])

@@ -52,7 +52,8 @@ def run_job(cluster: LocalCluster, out: Path, timeout: float = 300) -> dict:
     log = out.with_suffix(".log")
     with open(log, "w") as f:
         proc = subprocess.Popen([sys.executable, str(TESTS / "cluster_job.py"), cluster.url,
-                                 str(out)], stdout=f, stderr=subprocess.STDOUT, env=env,
+                                 str(out), str(cluster.shared_dir / "checkpoint")],
+                                stdout=f, stderr=subprocess.STDOUT, env=env,
                                 start_new_session=True)
         try:
             code = proc.wait(timeout)
@@ -85,6 +86,9 @@ def test_queries_run_on_a_standalone_cluster(cluster, tmp_path):
     assert report["executor_sparkcq"].startswith(SOURCE_ROOT)
     assert not report["executor_finds_udas"]
     assert report["cycles"] >= 2
+    # the engine was restarted from the checkpoint its executors wrote in the shared folder
+    assert report["restored_at"] >= 1
+    assert (cluster.shared_dir / "checkpoint" / "LATEST").exists()
     # a: 1[1,11) 3[4,14) 5[12,22);  b: 2[5,15) 7[13,23)
     assert rows(results["windowed"], "k", "s") == [
         ("a", 1, 1, 4), ("a", 3, 11, 12), ("a", 4, 4, 11), ("a", 5, 14, 22), ("a", 8, 12, 14),

@@ -124,16 +124,16 @@ def test_refresh_table_reads_changed_rows_for_a_new_query(pg_engine, db):
     pg_engine.run_cycle()
     assert list(pg_engine.results("q1")["host"]) == ["old"]
     db.execute("UPDATE hosts_refresh SET host_id = 'new'")
-    # a running query reads it: replacing it under the query is refused (for now)
-    e = pytest.raises(CatalogError, pg_engine.execute, "REFRESH TABLE hosts").value
-    assert "used by running queries ['q1']; drop them first" in str(e)
-    assert pg_engine.show("TABLES")["version"].tolist() == [0]
-    pg_engine.execute("DROP QUERY q1")
     read_before = pg_engine.catalog.tables["hosts"].read_at
+    # a running query reads it: it switches to the new rows in the next cycle, at its
+    # position (2); an event from then on meets 'new'
     pg_engine.execute("REFRESH TABLE hosts")
     tables = pg_engine.show("TABLES").set_index("name")
     assert tables.loc["hosts", "version"] == 1
     assert pg_engine.catalog.tables["hosts"].read_at >= read_before
+    pg_engine.push("pk", [{"ip": "1.1.1.1", "t": 3}], watermark=4)
+    pg_engine.run_cycle()
+    assert list(pg_engine.results("q1")["host"]) == ["old", "new"]
     pg_engine.execute("CREATE QUERY q2 AS ISTREAM SELECT h.host_id AS host "
                       "FROM pk [NOW] AS p JOIN hosts AS h ON p.ip = h.ip")
     pg_engine.push("pk", [{"ip": "1.1.1.1", "t": 5}], watermark=6)
@@ -171,10 +171,9 @@ def test_refresh_interval_re_reads_at_the_first_cycle_after_it(pg_engine, db):
     assert tables.loc["rates", "version"] == 1
     assert tables.loc["rates", "refresh"] == "1 SECONDS"
     assert pg_engine.catalog.tables["rates"].dataframe.collect()[0].r == 2.0
-    # the table a running query reads keeps its version (until tables can be replaced under
-    # running queries), and says why
-    assert tables.loc["used", "version"] == 0
-    assert "used by running queries ['q']" in tables.loc["used", "note"]
+    # the table a running query reads is re-read too: the query switches to it
+    assert tables.loc["used", "version"] == 1
+    assert tables.loc["used", "note"] is None
 
 
 def test_the_sink_commits_two_queries_of_a_cycle_in_one_transaction(pg_engine, db):

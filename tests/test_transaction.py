@@ -28,6 +28,8 @@ _QUERIES = {
                       "WHERE a.k = b.k"),
     "union": "SELECT k, v FROM s UNION ALL SELECT k, v FROM s2",
     "user aggregate": "SELECT k, umax(v) AS r FROM s [RANGE 5] GROUP BY k",
+    # its table is replaced before the third cycle, which switches to the new rows
+    "table join": "SELECT s.k, s.v, h.r FROM s [RANGE 5] JOIN h ON s.k = h.k",
 }
 
 
@@ -42,6 +44,7 @@ def test_a_cycle_changes_only_declared_fields(spark, monkeypatch, name, fuse):
     eng.execute("CREATE STREAM s (k STRING, v DOUBLE, t BIGINT) WITH (event_time='t')")
     eng.execute("CREATE STREAM s2 (k STRING, v DOUBLE, t BIGINT) WITH (event_time='t')")
     eng.execute("CREATE AGGREGATE umax(v DOUBLE) RETURNS DOUBLE USING 'udas:UMax'")
+    eng.register_table("h", [{"k": "a", "r": "north"}, {"k": "b", "r": "south"}])
     eng.execute(f"CREATE QUERY q AS {_QUERIES[name]}")
     seen: list[tuple[CycleParticipant, dict[str, Any]]] = []
     begin = CycleTransaction.begin.__func__  # type: ignore[attr-defined]
@@ -58,6 +61,8 @@ def test_a_cycle_changes_only_declared_fields(spark, monkeypatch, name, fuse):
                 {"k": "b", "v": 2.0 * cycle, "t": 3 * cycle + 1}]
         eng.push("s", rows, watermark=3 * cycle)
         eng.push("s2", rows, watermark=3 * cycle)
+        if cycle == 2:
+            eng.load_table("h", [{"k": "a", "r": "east"}])
         eng.run_cycle()
         assert seen, "the cycle began no transaction"
         for obj, before in seen:

@@ -394,6 +394,7 @@ class PostgresSink(Sink):
         _, sql = _psycopg()
         names = ", ".join(out.name for out, _ in items)
         where = {"query": names, "table": None}
+        log.debug("postgres sink %s: cycle %d: writing %s", self.sink_id, cycle, names)
         with self._transaction(db, names, None, cycle, where) as cur:
             self._ensure_commits_table(cur)
             cur.execute(f"INSERT INTO {COMMITS_TABLE} (sink_id, cycle, queries, rows) "

@@ -7,6 +7,7 @@ never ends, the watermark at end of input).
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 from enum import Enum
 
@@ -119,7 +120,6 @@ def unit_micros(name: str) -> int:
     return micros
 
 
-
 def show_micros(micros: int) -> str:
     """A duration in microseconds in the largest unit that divides it: '60 SECONDS'."""
     for unit, size in (("DAYS", 86_400_000_000), ("HOURS", 3_600_000_000),
@@ -128,3 +128,15 @@ def show_micros(micros: int) -> str:
             n = micros // size
             return f"{n} {unit[:-1] if n == 1 else unit}"
     return f"{micros} MICROSECONDS"
+
+
+def show_instant(at: int, kind: TimeKind) -> str:
+    """An instant of the time axis as a user reads it: a number, or for timestamps the UTC
+    time (``2026-01-01T00:00:05+00:00``); ``+inf`` for ``TIME_MAX``.
+    """
+    if at == TIME_MAX:
+        return "+inf"
+    if kind is TimeKind.TIMESTAMP:
+        epoch = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+        return (epoch + dt.timedelta(microseconds=at)).isoformat()
+    return str(at)

@@ -8,7 +8,8 @@ Every edge carries one of three kinds of data:
 - ``STREAM``: instant events (a raw stream, ISTREAM/DSTREAM/RSTREAM output);
 - ``RELATION``: a time-varying bag of rows, carried as change events (+1 when a row enters,
   -1 when it leaves, each at an instant);
-- ``TABLE``: a static relation, valid at all times.
+- ``TABLE``: a static relation, valid at all times; rows that replace it while queries run
+  take effect in a later cycle (``runtime/operators/table.py``).
 """
 
 from __future__ import annotations

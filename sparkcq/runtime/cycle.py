@@ -15,15 +15,15 @@ same input.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from sparkcq.errors import ExecutionError, SinkError, SparkDiedError
-from sparkcq.plan.nodes import PlanNode, walk
+from sparkcq.plan.nodes import PlanNode, TableScan, walk
 from sparkcq.runtime.failures import describe_failure
 from sparkcq.runtime.frames import RowCounting, Runtime
 from sparkcq.runtime.fused_outputs import (
@@ -45,6 +45,7 @@ from sparkcq.runtime.operators.shared_output import (
     output_shapes,
     split_by_query,
 )
+from sparkcq.runtime.operators.table import TableRows
 from sparkcq.runtime.sliced_family import SlicedFamily
 from sparkcq.runtime.transaction import CycleParticipant, CycleTransaction
 from sparkcq.session import spark_alive
@@ -74,6 +75,9 @@ class CompiledPlan:
     idle_scans: tuple[ScanOperator, ...]  # streams no query reads: they still advance
     shapes: tuple[OutputShape, ...]  # how the shared formatter's records decode
     roots: Counter[PlanNode]  # how many queries read each root (a reader each)
+    # the rows the catalog holds for each table the queries read: a cycle switches a
+    # table's operator to them if they replaced the rows it serves (``replace_tables``)
+    tables: Mapping[PlanNode, TableRows] = field(default_factory=dict)
 
     def participants(self, plan: GlobalPlan,
                      intervals: SharedIntervalFormatter) -> list[CycleParticipant]:
@@ -83,8 +87,11 @@ class CompiledPlan:
 
 
 def compile_plan(plan: GlobalPlan, queries: Iterable[CompiledQuery],
-                 scans: Iterable[ScanOperator]) -> CompiledPlan:
-    """The plan a cycle executes for ``queries``; ``scans`` no query reads still advance."""
+                 scans: Iterable[ScanOperator],
+                 tables: Mapping[str, TableRows] | None = None) -> CompiledPlan:
+    """The plan a cycle executes for ``queries``; ``scans`` no query reads still advance;
+    ``tables`` are the catalog's rows by lower-case table name.
+    """
     queries = tuple(query if query.qid is None
                     else replace(query, tail=find_tail(query.plan, plan.ops, query.qid))
                     for query in queries)
@@ -93,8 +100,12 @@ def compile_plan(plan: GlobalPlan, queries: Iterable[CompiledQuery],
     idle = tuple(s for s in scans if s.node not in plan.ops)
     shapes = tuple(output_shapes((q.qid, q.name, q.plan.schema, q.timestamps)
                                  for q in queries if q.qid is not None))
+    tables = tables or {}
+    rows: dict[PlanNode, TableRows] = {
+        n: tables[n.name.lower()] for n in nodes
+        if isinstance(n, TableScan) and n.name.lower() in tables}
     return CompiledPlan(queries, nodes, stepped, idle, shapes,
-                        Counter(q.plan for q in queries))
+                        Counter(q.plan for q in queries), rows)
 
 
 class QueriesFailedError(ExecutionError):
@@ -147,6 +158,8 @@ class CycleEngine:
         failed: list[tuple[CompiledQuery, BaseException]] = []
         for query in compiled.queries:
             alone = compile_plan(self.plan, [query], ())  # its part of the cycle only
+            alone = replace(alone, tables={n: rows for n, rows in compiled.tables.items()
+                                           if n in alone.nodes})
             try:
                 tx = CycleTransaction.begin(self.rt, alone.participants(self.plan,
                                                                         self.intervals))
@@ -184,6 +197,7 @@ class CycleEngine:
         seeded = [(plan.ops[n], n.children) for n in nodes if plan.ops[n].seeded_inputs]
         seeded += [(q.formatter, (q.plan,)) for q in queries if q.formatter.seeded_inputs]
         starts = plan.starts(seeded, nodes)
+        plan.replace_tables(compiled.tables, nodes)  # after the starts: they hold the old rows
         fused = {q.name: q.tail for q in queries if q.tail is not None
                  and not q.formatter.seeded_inputs
                  and not any(plan.ops[n].seeded_inputs

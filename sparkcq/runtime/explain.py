@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import re
 
+from sparkcq.model.time import show_instant
 from sparkcq.runtime.global_plan import GlobalPlan
 from sparkcq.runtime.operators.base import Operator
+from sparkcq.runtime.operators.join import JoinOperator
+from sparkcq.runtime.operators.table import TableOperator
 
 
 def explain_global_text(plan: GlobalPlan) -> str:
@@ -19,7 +22,8 @@ def explain_global_text(plan: GlobalPlan) -> str:
             f"#{ids[node]} {node.label()}  [{node.kind.value}]  <- [{inputs}]  "
             f"refs={plan.refs[node]}  queries=[{users}]  state_rows={op.state_rows}  "
             f"rows/cycle={_rows(op)}  plan_ms/cycle={op.plan_seconds * 1e3:.1f}"
-            + (f"  instances={op.live_instances}" if op.live_instances is not None else ""))
+            + (f"  instances={op.live_instances}" if op.live_instances is not None else "")
+            + _versions(op))
     for n, family in enumerate(plan.all_families()):
         members = ", ".join(f"#{ids[m]}" for m in family.members)
         calls = len(family.op.aggs) if family.op is not None else 0
@@ -60,6 +64,19 @@ def explain_global_dot(plan: GlobalPlan) -> str:
         out.append(f"  n{node_id} -> q{n};")
     out.append("}")
     return "\n".join(out)
+
+
+def _versions(op: Operator) -> str:
+    """Which version of a table's rows it serves; where a join switched to a table's rows
+    that replaced others while it ran (docs/semantics.md, "Tables that change").
+    """
+    if isinstance(op, TableOperator):
+        return f"  version={op.version}"
+    if isinstance(op, JoinOperator) and op.tables:
+        kind = op.node.time_kind
+        return "  tables=" + ", ".join(f"{t} v{v} from {show_instant(at, kind)}"
+                                       for t, v, at in op.tables)
+    return ""
 
 
 def _rows(op: Operator) -> str:

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
-
 from sparkcq.errors import PlanError
-from sparkcq.model.time import TIME_MAX, TIME_MIN
 from sparkcq.plan.nodes import (
     Aggregate,
     CountCutSpec,
@@ -23,7 +20,7 @@ from sparkcq.plan.nodes import (
     Union,
     Window,
 )
-from sparkcq.runtime.frames import Runtime, Slice
+from sparkcq.runtime.frames import Runtime
 from sparkcq.runtime.operators.aggregate import AggregateOperator
 from sparkcq.runtime.operators.base import Operator
 from sparkcq.runtime.operators.chunk_cut import ChunkCutOperator
@@ -32,40 +29,20 @@ from sparkcq.runtime.operators.join import JoinOperator
 from sparkcq.runtime.operators.outputs import ToStreamOperator
 from sparkcq.runtime.operators.scan import ScanOperator
 from sparkcq.runtime.operators.stateless import FilterOperator, ProjectOperator
+from sparkcq.runtime.operators.table import TableOperator, TableRows
 from sparkcq.runtime.operators.union import UnionOperator
 from sparkcq.runtime.operators.window import RowsWindowOperator, TimeWindowOperator
 from sparkcq.runtime.sliced_family import sliced_operator
 
 
-class TableOperator(Operator):
-    """A static table: the same cached DataFrame every cycle.
-
-    ``cache=False`` for a frame that is already a materialised snapshot (a PostgreSQL
-    table's local checkpoint, which the catalog owns): caching it again would hold its rows
-    twice, and unpersisting it would not free them.
-    """
-
-    def __init__(self, node: TableScan, rt: Runtime, df: DataFrame, cache: bool = True):
-        super().__init__(node, rt)
-        self.cache = cache
-        self.df = df.persist() if cache else df
-
-    def step(self, inputs: list[Slice]) -> Slice:  # noqa: D102
-        return Slice(self.df, TIME_MIN, TIME_MAX)
-
-    def release(self) -> None:  # noqa: D102
-        if self.cache:
-            self.df.unpersist()
-
-
 def lower(node: PlanNode, rt: Runtime, *, lateness: int = 0,
-          table: DataFrame | None = None, cache: bool = True) -> Operator:
-    """The operator that executes ``node`` (``table``, ``cache``: a table's frame)."""
+          table: TableRows | None = None) -> Operator:
+    """The operator that executes ``node`` (a table's, serving ``table``)."""
     if isinstance(node, StreamScan):
         return ScanOperator(node, rt, lateness)
     if isinstance(node, TableScan):
         assert table is not None
-        return TableOperator(node, rt, table, cache)
+        return TableOperator(node, rt, table)
     if isinstance(node, Window):
         if isinstance(node.spec, RowsSpec):
             return RowsWindowOperator(node, rt)

@@ -51,6 +51,8 @@ class ServerConfig:
     stop_timeout: float = 60.0  # SIGTERM, SIGINT or POST /shutdown: the clean stop's bound
     spark_death_grace: float = 5.0  # /status answers 503 this long before exit code 3
     databases: tuple[tuple[str, str], ...] = ()  # PostgreSQL: (name, URL), for database='name'
+    checkpoint: str | None = None  # a restart with the same folder resumes (recovery.py)
+    checkpoint_every: int = 1  # cycles
 
 
 class _Terminated(Exception):  # noqa: N818 - a signal, not an error
@@ -98,12 +100,13 @@ def serve(config: ServerConfig) -> int:
         threading.Timer(config.spark_death_grace, request_exit).start()
 
     try:
+        memory = MemorySink(Retention(config.retain_rows, config.retain_seconds))
         engine = Engine(master=config.master, allow_udf_modules=config.allow_udf_modules,
                         data_roots=config.data_roots, databases=dict(config.databases),
                         ingest_limits=IngestLimits(config.max_queued_rows,
-                                                   config.max_rows_per_cycle))
-        engine.register_sink("memory", MemorySink(Retention(config.retain_rows,
-                                                            config.retain_seconds)))
+                                                   config.max_rows_per_cycle),
+                        checkpoint_dir=config.checkpoint, checkpoint_every=config.checkpoint_every,
+                        sinks={"memory": memory})
         loop = EngineLoop(engine, interval=config.interval, on_spark_death=spark_died)
         loop.start()
         app = build_app(loop, token=config.token, on_shutdown=request_exit,

@@ -8,11 +8,12 @@ from pyspark.sql.types import LongType, StructField, StructType
 
 from sparkcq.plan.nodes import EdgeKind, Join
 from sparkcq.runtime.frames import D, Runtime, Slice, StateFrame, T, col, union_all
-from sparkcq.runtime.operators.base import Operator
+from sparkcq.runtime.operators.base import FutureBuffer, Operator
 from sparkcq.runtime.operators.union import AlignedInputs
 from sparkcq.runtime.transaction import CycleParticipant
 
 TS, TE = "_ts", "_te"
+SIGN = "_sign"  # +1 a row of the new version of a replaced table, -1 one of the old
 
 
 def _keys_equal(left: DataFrame, right: DataFrame, names: list[str], rkeys: list[str]) -> Column:
@@ -97,6 +98,8 @@ class JoinOperator(Operator):
     in this cycle are computed; both sides' open elements are the state.
     """
 
+    CYCLE_FIELDS = (*Operator.CYCLE_FIELDS, "tables")
+
     def __init__(self, node: Join, rt: Runtime):
         super().__init__(node, rt)
         self.join = node
@@ -106,10 +109,24 @@ class JoinOperator(Operator):
         self.static = [c.kind is EdgeKind.TABLE for c in node.children]
         # with a table, contents come from the dynamic input; else from the open elements
         self.contents_from_inputs = any(self.static)
+        # (table, version, instant): the versions of the tables it joins with and where
+        # it switched to them, for those it switched to while running (``replace_table``)
+        self.tables: tuple[tuple[str, int, int], ...] = ()
+        if any(self.static) and not all(self.static):
+            # what a replaced table changes, -(old) +(new), at the instant it switched:
+            # waits here until the dynamic input's slice passes that instant
+            self.switches = FutureBuffer(self, StructType([
+                *node.schema.fields, StructField(T, LongType()), StructField(D, LongType())]),
+                "table-switch")
         if not any(self.static):
             self.aligned = AlignedInputs(self, node.children)
             self.left = ElementTracker(self, self.lnames, node.left.schema, "left-open")
             self.right = ElementTracker(self, self.rnames, node.right.schema, "right-open")
+
+    @property
+    def dynamic(self) -> int:
+        """Which input is not a table, in a join of a relation with a table."""
+        return 1 if self.static[0] else 0
 
     def cycle_parts(self) -> tuple[CycleParticipant, ...]:  # noqa: D102
         return () if any(self.static) else (self.aligned,)
@@ -153,14 +170,22 @@ class JoinOperator(Operator):
 
     def contents(self, children: list[DataFrame | None], at: int) -> DataFrame | None:
         """Pairs of live elements (both still open) meeting the condition; with a static
-        table, the dynamic side's contents joined with the table.
+        table, the dynamic side's contents joined with the table, as the join emitted them:
+        a switch to new rows still waiting (``replace_table``) is taken back out.
         """
         names = [col(n) for n in [*self.lnames, *self.rnames]]
         if any(self.static):
             dyn, table = (children[1], children[0]) if self.static[0] else children
-            if dyn is None or table is None:
-                return None
-            return dyn.join(table, self.cond).select(*names, col(T), col(D))
+            joined = (None if dyn is None or table is None
+                      else dyn.join(table, self.cond).select(*names, col(T), col(D)))
+            waiting = self.switches.frame.get()
+            if waiting is None:
+                return joined
+            undone = waiting.select(*names, F.lit(at).cast("long").alias(T),
+                                    (-col(D)).alias(D))
+            merged = union_all([joined, undone])
+            assert merged is not None
+            return net(merged, [*self.lnames, *self.rnames])
         left, right = self.left.open.get(), self.right.open.get()
         if left is None or right is None:
             return None
@@ -169,11 +194,42 @@ class JoinOperator(Operator):
                             F.lit(1).cast("long").alias(D))
 
     def step_static(self, left: Slice, right: Slice) -> Slice:
-        """Changes of the dynamic side joined with the whole static table."""
+        """Changes of the dynamic side joined with the whole static table, and a switch to
+        a replaced table's new rows once the dynamic side's slice passes its instant.
+        """
         dyn, table = (right, left) if self.static[0] else (left, right)
+        switched = self.switches.emit(None, dyn.lo, dyn.hi).df
         if dyn.df is None:
-            return Slice(None, dyn.lo, dyn.hi)
+            return Slice(switched, dyn.lo, dyn.hi)
         assert table.df is not None
         out = dyn.df.join(table.df, self.cond)
         names = [col(n) for n in [*self.lnames, *self.rnames]]
-        return Slice(out.select(*names, col(T), col(D)), dyn.lo, dyn.hi)
+        return Slice(union_all([out.select(*names, col(T), col(D)), switched]), dyn.lo, dyn.hi)
+
+    def replace_table(self, contents: DataFrame | None, old: DataFrame, new: DataFrame,
+                      at: int, versions: tuple[tuple[str, int], ...]) -> None:
+        """Switch from the static side's ``old`` rows to its ``new`` ones at ``at``, the
+        join's position (every change before it is emitted): emit at ``at``
+        -(contents ⋈ old) +(contents ⋈ new), where ``contents`` are the dynamic side's
+        rows at ``at`` (+n changes; None: none); its later changes meet the new rows.
+
+        Called before the cycle steps, with the tables already switched. The switch waits
+        (``switches``) until the dynamic side's slice passes ``at``: a slice that stays at
+        ``at`` (an idle input) must not emit at an instant that is not final yet. Rows of
+        both versions cancel, so only the matches of changed table rows move.
+        """
+        names = [f.name for f in self.join.children[1 - self.dynamic].schema.fields]
+        one = F.lit(1).cast("long")
+        diff = (new.select(*[col(n) for n in names], one.alias(SIGN))
+                .unionByName(old.select(*[col(n) for n in names], (-one).alias(SIGN)))
+                .groupBy(*[col(n) for n in names]).agg(F.sum(col(SIGN)).alias(SIGN))
+                .where(col(SIGN) != 0))
+        self.tables = (*[(t, v, a) for t, v, a in self.tables
+                         if t not in {name for name, _ in versions}],
+                       *[(name, version, at) for name, version in versions])
+        if contents is None:
+            return
+        pairs = contents.join(diff, self.cond)
+        delta = pairs.select(*[col(n) for n in [*self.lnames, *self.rnames]],
+                             F.lit(at).cast("long").alias(T), (col(D) * col(SIGN)).alias(D))
+        self.switches.emit(delta, at, at)  # a slice [at, at) emits nothing: it all waits

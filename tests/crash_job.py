@@ -1,0 +1,58 @@
+"""The process tests/test_crash.py kills: the traffic report of DESIGN 1 (packets cut per
+minute, joined twice with a PostgreSQL hosts table) and a per-minute packet count, both
+into one PostgreSQL sink, over a generated packet stream, with a checkpoint directory.
+
+``python tests/crash_job.py CHECKPOINT_DIR POSTGRES_URL TABLE_PREFIX``: runs (or, with a
+checkpoint, resumes) until the stream's last packet is committed, then prints ``done``.
+Every line the sink logs when it starts writing a cycle is printed (``sink: ...``), so
+the test can kill the process in the middle of a commit.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+from sparkcq import Engine
+
+PACKETS = 24_000  # t = 0 .. 23,999 s: 400 one-minute chunks
+PER_CYCLE = 1_500
+
+
+def main(folder: str, url: str, prefix: str) -> None:
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(logging.Formatter("sink: %(message)s"))
+    sink_log = logging.getLogger("sparkcq.io.postgres")
+    sink_log.setLevel(logging.DEBUG)
+    sink_log.addHandler(handler)
+    eng = Engine(master="local[2]", shuffle_partitions=2, trusted=True,
+                 checkpoint_dir=folder, checkpoint_every=2)
+    if not eng.catalog.streams:
+        eng.execute(f"""
+        CREATE STREAM packet_stream (pid BIGINT, t BIGINT, from_ip STRING, to_ip STRING,
+                                     bytes BIGINT)
+          WITH (event_time='t', time_unit='seconds', source='generator', pace='fast',
+                batch='{PER_CYCLE}', limit='{PACKETS}',
+                expr_pid='id', expr_bytes='40 + id % 1461',
+                expr_from_ip='concat("10.0.0.", cast(id % 7 as string))',
+                expr_to_ip='concat("10.0.0.", cast((id * 3) % 5 as string))');
+        CREATE TABLE Hosts (ip STRING, host_id STRING)
+          WITH (format='postgres', url='{url}', table='{prefix}hosts');
+        CREATE QUERY traffic INTO postgres WITH (url='{url}', table='{prefix}traffic') AS
+        SELECT floor(S.t/60) AS minute, h1.host_id AS from_host, h2.host_id AS to_host,
+               SUM(S.bytes) AS bytes
+        FROM STREAM(packet_stream, 'CUT ON t BY 60 SECS') S, Hosts h1, Hosts h2
+        WHERE h1.ip = S.from_ip AND h2.ip = S.to_ip
+        GROUP BY minute, from_host, to_host;
+        CREATE QUERY packets INTO postgres WITH (url='{url}', table='{prefix}packets') AS
+        SELECT floor(t/60) AS minute, count(*) AS n FROM packet_stream [CUT ON t BY 60 SECS]
+        GROUP BY minute;
+        """)
+    print(f"started at cycle {eng.cycle}", flush=True)
+    eng.run_until_idle()
+    print("done", flush=True)
+    eng.stop()
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:4])
