@@ -15,14 +15,14 @@ import sys
 
 from sparkcq import Engine
 
-PACKETS = 24_000  # t = 0 .. 23,999 s: 400 one-minute chunks
+PACKETS = 60_000  # t = 0 .. 59,999 s: 1,000 one-minute chunks, 40 cycles
 PER_CYCLE = 1_500
 
 
 def main(folder: str, url: str, prefix: str) -> None:
     handler = logging.StreamHandler(sys.stdout)
     handler.setFormatter(logging.Formatter("sink: %(message)s"))
-    sink_log = logging.getLogger("sparkcq.io.postgres")
+    sink_log = logging.getLogger("sparkcq.postgres")
     sink_log.setLevel(logging.DEBUG)
     sink_log.addHandler(handler)
     eng = Engine(master="local[2]", shuffle_partitions=2, trusted=True,

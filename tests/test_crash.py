@@ -59,7 +59,7 @@ def kill_at_random(proc: subprocess.Popen[str], rng: random.Random, during_commi
                 break
         proc.wait()
         return "finished"
-    deadline = time.monotonic() + rng.uniform(4, 14)
+    deadline = time.monotonic() + rng.uniform(5, 15)
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             return "finished"

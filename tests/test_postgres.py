@@ -339,3 +339,25 @@ def test_close_records_close_one_equal_open_row_each(postgres, db):
             ("a", None, 1, 4, 0), ("a", None, 1, 6, 0), ("b", 2, 1, 6, 0)]
     finally:
         sink.close()
+
+
+def test_the_published_host_to_host_query_with_hosts_in_postgres(pg_engine, db):
+    from test_chunks import HOST_TO_HOST, PACKETS
+
+    make_table(db, "published_hosts", "ip text, host_id text",
+               [("10.0.0.1", "web"), ("10.0.0.2", "db")])
+    pg_engine.execute("""
+        CREATE STREAM packet_stream (pid BIGINT, t BIGINT, from_ip STRING, to_ip STRING,
+                                     bytes BIGINT) WITH (event_time='t', time_unit='seconds');
+        CREATE TABLE Hosts (ip STRING, host_id STRING)
+          WITH (format='postgres', database='inv', table='published_hosts');
+    """)
+    pg_engine.execute(f"CREATE QUERY traffic AS {HOST_TO_HOST}")
+    pg_engine.push("packet_stream", [dict(zip(("pid", "t", "from_ip", "to_ip", "bytes"), p,
+                                              strict=True)) for p in PACKETS])
+    pg_engine.end_input("packet_stream")
+    pg_engine.run_until_idle()
+    got = sorted(pg_engine.results("traffic").itertuples(index=False, name=None))
+    # minute 0: web -> db 100 + 50, db -> web 8; minute 1: db -> web 7 (10.0.0.9 unknown)
+    assert got == [(0, "db", "web", 8, 60, 120), (0, "web", "db", 150, 60, 120),
+                   (1, "db", "web", 7, 120, 180)]

@@ -447,8 +447,10 @@ class PostgresSink(Sink):
         """
         values = [c for c in target.columns if c not in (TS, TE, CYCLE_COLUMN, OP)]
         keys = [*values, TS]
-        cur.execute(sql.SQL("CREATE TEMP TABLE IF NOT EXISTS sparkcq_closes "
-                            "(LIKE {} INCLUDING DEFAULTS) ON COMMIT DELETE ROWS").format(table))
+        # one per target: queries of a cycle writing to different tables have other columns
+        cur.execute("DROP TABLE IF EXISTS pg_temp.sparkcq_closes")
+        cur.execute(sql.SQL("CREATE TEMP TABLE sparkcq_closes "
+                            "(LIKE {} INCLUDING DEFAULTS) ON COMMIT DROP").format(table))
         types = dict(zip(target.columns, target.types, strict=True))
         columns = [_values(closes[c], types[c]) for c in (*keys, TE)]
         with cur.copy(sql.SQL("COPY sparkcq_closes ({}) FROM STDIN").format(
