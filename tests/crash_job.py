@@ -15,8 +15,8 @@ import sys
 
 from sparkcq import Engine
 
-PACKETS = 60_000  # t = 0 .. 59,999 s: 1,000 one-minute chunks, 40 cycles
-PER_CYCLE = 1_500
+PACKETS = 36_000  # t = 0 .. 35,999 s: 600 one-minute chunks, 30 cycles
+PER_CYCLE = 1_200
 
 
 def main(folder: str, url: str, prefix: str) -> None:

@@ -46,7 +46,7 @@ def kill_at_random(proc: subprocess.Popen[str], rng: random.Random, during_commi
     milliseconds later), or after a random time; returns where, or 'finished'."""
     assert proc.stdout is not None
     if during_commit:
-        skip = rng.randint(0, 3)  # not always the first commit after the restart
+        skip = rng.randint(0, 1)  # not always the first commit after the restart
         for line in proc.stdout:
             if line.startswith("sink: ") and "writing" in line:
                 if skip == 0:
@@ -59,7 +59,7 @@ def kill_at_random(proc: subprocess.Popen[str], rng: random.Random, during_commi
                 break
         proc.wait()
         return "finished"
-    deadline = time.monotonic() + rng.uniform(5, 15)
+    deadline = time.monotonic() + rng.uniform(3, 9)
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             return "finished"
