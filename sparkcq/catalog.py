@@ -35,6 +35,11 @@ class StreamInfo:
     plan: PlanNode
     derived: bool = False
 
+    @property
+    def connected(self) -> bool:
+        """Whether the stream's columns are known (a feed's are not before its HEADER)."""
+        return bool(self.schema.fields)
+
 
 @dataclass(frozen=True)
 class TableSource:
@@ -74,6 +79,8 @@ class QueryStatus(StrEnum):
     """Where a query stands; a string, so JSON and comparisons with text keep working."""
 
     RUNNING = "running"
+    PAUSED = "paused"  # a stream it reads was stopped by its feed; it resumes with the data
+    STOPPED = "stopped"  # a stream it read was removed: the reason is in its log
     FAILED = "failed"  # its own operators failed: the reason is in its log
     ENGINE_FAILED = "engine failed"  # Spark died under it: no fault of the query
 

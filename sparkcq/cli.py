@@ -61,6 +61,16 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--checkpoint-every", type=int, default=1, metavar="N",
                        help="checkpoint every N cycles (the cycles between are redone from "
                             "their logged input after a crash; default 1)")
+    serve.add_argument("--feed-port", type=int, default=8766, metavar="PORT",
+                       help="TCP port of the feed (live sources, CONNECT/HEADER/INSERTION/"
+                            "BOUNDARY/STOP/REMOVE as JSON lines or Arrow); 0: no listener")
+    serve.add_argument("--spool", default=None, metavar="DIR",
+                       help="feed streams write what they acknowledge to DIR first "
+                            "(default: DIR/feed of --checkpoint; without either, nothing "
+                            "acknowledged survives a crash)")
+    serve.add_argument("--max-spool-bytes", type=int, default=2**30, metavar="N",
+                       help="a feed stream's spool bound: beyond it acknowledgements wait "
+                            "for cycles to take rows (default 1 GiB)")
     serve.add_argument("--max-body-bytes", type=int, default=16 * 2**20, metavar="N",
                        help="largest request body (413 beyond; default 16 MiB)")
     serve.add_argument("--max-queued-rows", type=int, default=200_000, metavar="N",
@@ -94,7 +104,9 @@ def main(argv: list[str] | None = None) -> int:
                 args.max_queued_rows, args.max_rows_per_cycle, args.retain_rows or None,
                 args.retain_seconds, args.stop_timeout,
                 databases=tuple(_name_value(d, "--database") for d in args.database),
-                checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every))
+                checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every,
+                feed_port=args.feed_port or None, spool=args.spool,
+                max_spool_bytes=args.max_spool_bytes))
         if args.command in REMOTE_VERBS:
             return run_remote(args, console)
         if args.command == "run":

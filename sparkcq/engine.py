@@ -62,6 +62,8 @@ from sparkcq.errors import (
     SparkcqError,
     UnknownNameError,
 )
+from sparkcq.feeds import FeedStreams
+from sparkcq.io.feed_source import FeedSource
 from sparkcq.io.files import FilesSource
 from sparkcq.io.generator import GeneratorSource
 from sparkcq.io.postgres import (
@@ -80,6 +82,7 @@ from sparkcq.io.sinks import (
     Sink,
 )
 from sparkcq.io.sources import IngestLimits, MemorySource, PushReceipt, Source
+from sparkcq.io.spool import Spool
 from sparkcq.language.sql.parser import parse_script_located
 from sparkcq.language.sql.statements import (
     CreateAggregate,
@@ -175,7 +178,8 @@ class Engine:
                  ingest_limits: IngestLimits | None = None,
                  databases: Mapping[str, str] | None = None, engine_id: str | None = None,
                  checkpoint_dir: str | None = None, checkpoint_every: int = 1,
-                 sinks: Mapping[str, Sink] | None = None):
+                 sinks: Mapping[str, Sink] | None = None, feed_dir: str | None = None,
+                 max_spool_bytes: int = 1 << 30):
         # stop() stops Spark only if this engine started it (not a session it was given)
         self.owns_session = spark is None and SparkSession.getActiveSession() is None
         self.spark = spark or make_session(master, shuffle_partitions=shuffle_partitions)
@@ -224,6 +228,12 @@ class Engine:
         for name, sink in (sinks or {}).items():
             self.register_sink(name, sink)
         self._depth = 0  # statements being executed (their API calls are not journaled)
+        # feed streams spool what they acknowledge under ``feed_dir`` (by default in the
+        # checkpoint directory, which is what makes the spool useful after a crash)
+        self.feed_dir = feed_dir or (os.path.join(checkpoint_dir, "feed")
+                                     if checkpoint_dir else None)
+        self.max_spool_bytes = max_spool_bytes
+        self.feeds = FeedStreams(self)
         # with a checkpoint directory: the catalog is journaled, each cycle's input logged,
         # committed cycles checkpointed, and a restart resumes where the last one stopped
         self.recovery = Recovery(self, store, checkpoint_every) if store is not None else None
@@ -408,80 +418,105 @@ class Engine:
                 raise AnalysisError(msg, text, locate(refusal, text, spans, where))
 
     def _create_stream(self, stmt: CreateStream, text: str) -> None:
-        schema = self._schema(stmt, text)
-        names = {f.name.lower(): f for f in schema.fields}
         opts = stmt.options
+        source_kind = opts.get("source", "memory").lower()
+        if source_kind == "feed" and not stmt.columns:
+            feed = self._feed_source(stmt.name)
+            self.catalog.add_stream(StreamInfo(
+                stmt.name, StructType([]), None, None, TimeKind.TIMESTAMP, opts,
+                StreamScan(stmt.name, StructType([]), "", None, TimeKind.TIMESTAMP)))
+            self.sources[stmt.name.lower()] = feed
+            return
+        if not stmt.columns:
+            msg = ("CREATE STREAM needs its columns, as in (pid BIGINT, t TIMESTAMP); only a "
+                   "stream with source='feed' may take them from its feed's HEADER")
+            raise AnalysisError(msg, text, stmt.loc)
+        schema = self._schema(stmt, text)
+        node, lateness = self._stream_scan(stmt.name, schema, opts, text, stmt.loc)
+        source: Source
+        try:
+            if source_kind == "memory":
+                source = MemorySource(self.spark, stmt.name, schema, node.time_col, lateness,
+                                      self.ingest_limits)
+            elif source_kind == "feed":
+                source = self._feed_source(stmt.name)
+                assert isinstance(source, FeedSource)
+                source.set_schema(schema, node.time_col, lateness)
+            elif source_kind == "generator":
+                self._ensure_allowed_options(opts, text, stmt.loc)
+                source = GeneratorSource(self.spark, stmt.name, schema, node.time_col, opts,
+                                         numeric_time=node.time_kind is TimeKind.NUMERIC)
+            elif source_kind == "files":
+                source = FilesSource(self.spark, stmt.name, schema,
+                                     self._with_data_path(opts, text, stmt.loc),
+                                     roots=None if self.trusted else self.data_roots)
+            else:
+                msg = f"unknown source {source_kind!r}; available: memory, feed, generator, files"
+                raise AnalysisError(msg, text, stmt.loc)
+        except SourceError as e:
+            raise AnalysisError(str(e), text, stmt.loc) from None
+        self.catalog.add_stream(StreamInfo(stmt.name, schema, node.time_col, node.end_col,
+                                           node.time_kind, opts, node))
+        self.sources[stmt.name.lower()] = source
+        self.scans[stmt.name.lower()] = ScanOperator(
+            node, self.rt, lateness, self.ingest_limits.max_dead_letters)
+        self._compile()
+
+    def _feed_source(self, name: str) -> FeedSource:
+        spool = Spool(os.path.join(self.feed_dir, name.lower())) if self.feed_dir else None
+        return FeedSource(self.spark, name, spool, self.ingest_limits, self.max_spool_bytes)
+
+    def _stream_scan(self, name: str, schema: StructType, opts: Mapping[str, str], text: str,
+                     loc: Location) -> tuple[StreamScan, int]:
+        """The scan node a source stream's definition gives, and its lateness in time units."""
+        names = {f.name.lower(): f for f in schema.fields}
         time_col = opts.get("event_time")
         if time_col is None:
             msg = "CREATE STREAM needs WITH (event_time='column')"
-            raise AnalysisError(msg, text, stmt.loc)
+            raise AnalysisError(msg, text, loc)
         kinds = []
         for opt in ("event_time", "end_time"):
-            name = opts.get(opt)
-            if name is None:
+            col_name = opts.get(opt)
+            if col_name is None:
                 continue
-            f = names.get(name.lower())
+            f = names.get(col_name.lower())
             if f is None:
-                msg = f"{opt} column {name!r} is not a column of {stmt.name!r}"
-                raise AnalysisError(msg, text, stmt.loc)
+                msg = f"{opt} column {col_name!r} is not a column of {name!r}"
+                raise AnalysisError(msg, text, _option_loc(text, loc, col_name) or loc)
             if isinstance(f.dataType, TimestampType | TimestampNTZType):
                 kinds.append(TimeKind.TIMESTAMP)
             elif isinstance(f.dataType, _INTEGRAL):
                 kinds.append(TimeKind.NUMERIC)
             else:
-                msg = (f"{opt} column {name!r} is {f.dataType.simpleString()}; it must be a "
-                       "TIMESTAMP or an integral number")
-                raise AnalysisError(msg, text, stmt.loc)
+                msg = (f"{opt} column {col_name!r} is {f.dataType.simpleString()}; it must be "
+                       "a TIMESTAMP or an integral number")
+                raise AnalysisError(msg, text, _option_loc(text, loc, col_name) or loc)
         if len(set(kinds)) > 1:
             msg = "event_time and end_time must both be timestamps or both be numbers"
-            raise AnalysisError(msg, text, stmt.loc)
+            raise AnalysisError(msg, text, loc)
         kind = kinds[0]
         unit = None
         if "time_unit" in opts:
             if kind is TimeKind.TIMESTAMP:
                 msg = (f"time_unit applies to a numeric event time; {time_col!r} is a "
                        "timestamp, whose unit is known")
-                raise AnalysisError(msg, text, _option_loc(text, stmt.loc, opts["time_unit"]))
+                raise AnalysisError(msg, text, _option_loc(text, loc, opts["time_unit"]))
             try:
                 unit = unit_micros(opts["time_unit"])
             except ValueError as e:
                 raise AnalysisError(str(e), text,
-                                    _option_loc(text, stmt.loc, opts["time_unit"])) from None
+                                    _option_loc(text, loc, opts["time_unit"])) from None
         lateness = 0
         if "lateness" in opts:
             try:
                 lateness = parse_duration(opts["lateness"]).to_units(kind, unit)
             except ValueError as e:
                 msg = f"lateness: {e}"
-                raise AnalysisError(msg, text, stmt.loc) from None
+                raise AnalysisError(msg, text, _option_loc(text, loc, opts["lateness"])
+                                    or loc) from None
         end_col = names[opts["end_time"].lower()].name if "end_time" in opts else None
-        node = StreamScan(stmt.name, schema, names[time_col.lower()].name, end_col, kind, unit)
-        source_kind = opts.get("source", "memory").lower()
-        source: Source
-        try:
-            if source_kind == "memory":
-                source = MemorySource(self.spark, stmt.name, schema,
-                                      names[time_col.lower()].name, lateness,
-                                      self.ingest_limits)
-            elif source_kind == "generator":
-                self._ensure_allowed_options(opts, text, stmt.loc)
-                source = GeneratorSource(self.spark, stmt.name, schema, node.time_col, opts,
-                                         numeric_time=kind is TimeKind.NUMERIC)
-            elif source_kind == "files":
-                source = FilesSource(self.spark, stmt.name, schema,
-                                     self._with_data_path(opts, text, stmt.loc),
-                                     roots=None if self.trusted else self.data_roots)
-            else:
-                msg = f"unknown source {source_kind!r}; available: memory, generator, files"
-                raise AnalysisError(msg, text, stmt.loc)
-        except SourceError as e:
-            raise AnalysisError(str(e), text, stmt.loc) from None
-        self.catalog.add_stream(StreamInfo(stmt.name, schema, node.time_col, end_col, kind,
-                                           opts, node))
-        self.sources[stmt.name.lower()] = source
-        self.scans[stmt.name.lower()] = ScanOperator(
-            node, self.rt, lateness, self.ingest_limits.max_dead_letters)
-        self._compile()
+        node = StreamScan(name, schema, names[time_col.lower()].name, end_col, kind, unit)
+        return node, lateness
 
     def _create_aggregate(self, stmt: CreateAggregate, text: str) -> None:
         params = []
@@ -914,9 +949,13 @@ class Engine:
             return
         space = self.catalog.streams if kind == "STREAM" else self.catalog.tables
         del space[name.lower()]
-        if kind == "STREAM" and name.lower() in self.scans:
-            self.scans.pop(name.lower()).release()
-            self.sources.pop(name.lower()).close()
+        if kind == "STREAM" and name.lower() in self.sources:
+            if name.lower() in self.scans:
+                self.scans.pop(name.lower()).release()
+            source = self.sources.pop(name.lower())
+            source.close()
+            if isinstance(source, FeedSource):
+                source.delete()
             self._compile()
 
     def _check_drop(self, kind: str, name: str,
@@ -982,7 +1021,7 @@ class Engine:
             msg = f"an aggregate named {name!r} already exists; pick another name"
             raise CatalogError(msg)
         used = [q.name for q in self.catalog.queries.values()
-                if q.status is QueryStatus.RUNNING
+                if q.status in (QueryStatus.RUNNING, QueryStatus.PAUSED)
                 and re.search(rf"\b{re.escape(key)}\s*\(", q.text, re.IGNORECASE)]
         if key in self.catalog.functions and used:
             msg = f"function {name!r} is used by queries {used}; drop them before replacing it"
@@ -1097,6 +1136,9 @@ class Engine:
         self.cycle += 1
         if self.recovery is not None:
             self.recovery.after_cycle()
+        else:  # committed: no restart can use the input taken so far
+            for source in self.sources.values():
+                source.release_before(source.position())
         return report
 
     def _log_table_switches(self, served: dict[PlanNode, int]) -> None:
@@ -1116,11 +1158,20 @@ class Engine:
 
     def _take_input(self) -> None:
         """Give each scan its source's new batch (after any batch a failed cycle kept)."""
+        self.feeds.resume_fed()
         for key, source in self.sources.items():
+            if key not in self.scans:
+                continue  # a feed stream before its HEADER
             batch = source.poll()
-            if self.recovery is not None:
+            if self.recovery is not None and not self._idle(batch, self.scans[key]):
                 self.recovery.record_input(key, partial(_describe, source, batch))
             self.scans[key].batch = merge_batches(self.scans[key].batch, batch)
+
+    @staticmethod
+    def _idle(batch: SourceBatch, scan: ScanOperator) -> bool:
+        """Whether ``batch`` brings nothing: no rows, refusals or end, no higher watermark."""
+        return (batch.df is None and not batch.end and not batch.rejected
+                and (batch.watermark is None or batch.watermark <= scan.watermark))
 
     def take_logged_input(self, offsets: dict[str, list[dict[str, Any]]]) -> None:
         """Give each scan the batches a cycle took before a crash (``recovery.py``)."""

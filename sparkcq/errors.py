@@ -107,3 +107,9 @@ class SourceError(SparkcqError, ValueError):
 
 class BackpressureError(SourceError):
     """A stream's queue of pushed rows is full: the push was not taken, send it again later."""
+
+
+class FeedError(SourceError):
+    """A feed message was refused: unreadable, a missing field, an unknown stream, over a
+    limit, or not allowed in the stream's state (DESIGN 4.5).
+    """

@@ -6,8 +6,9 @@ written (every ``every`` cycles). A restart with the same directory rebuilds the
 from the journal, loads the newest state, and redoes every cycle whose input was logged
 after it, with that same input: a transactional sink (PostgreSQL) recognises the cycles it
 committed already, so it ends up with every cycle's rows exactly once. Rows pushed but not
-yet taken by a cycle are not in the log: they are lost with the process (the feed's spool
-keeps them).
+yet taken by a cycle are not in the log: pushed ones are lost with the process; a feed
+stream's are in its spool, which keeps every entry after the newest checkpoint's position
+(``io/feed_source.py``), so they are queued again.
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ class Recovery:
         self.replaying = False
         self.cycle_input: dict[str, list[dict[str, Any]]] = {}  # this cycle's, per stream
         self.last_checkpoint_seconds = 0.0  # writing the last checkpoint (0: none written)
+        self.taken = 0  # cycles that took input, since the start of this process
 
     # -- journal --------------------------------------------------------------------------
     def journal_script(self, sql: str) -> None:
@@ -103,6 +105,11 @@ class Recovery:
         elif "aggregate" in entry:
             eng.create_aggregate(entry["aggregate"], import_name(entry["class"]),
                                  dict(entry["params"]), entry["returns"])
+        elif "header" in entry:
+            eng.feeds.header(entry["header"], [tuple(c) for c in entry["columns"]],
+                             entry["options"])
+        elif "remove" in entry:
+            eng.feeds.remove(entry["remove"], entry["reason"])
         elif "function" in entry:
             eng.create_function(entry["function"], import_name(entry["ref"]),
                                 entry["returns"], entry["vectorized"])
@@ -118,16 +125,26 @@ class Recovery:
         attempts.append(describe(folder))
 
     def before_cycle(self) -> None:
-        """Log this cycle's input before it runs (again, if a failed attempt kept some)."""
-        if not self.replaying:
+        """Log this cycle's input before it runs (again, if a failed attempt kept some).
+
+        A cycle that takes nothing (no source brought rows, an end or a higher watermark)
+        is not logged: a restart runs it again with no input, as it ran (``recover``).
+        """
+        if not self.replaying and self.cycle_input:
             self.store.write_offsets(self.engine.cycle, self.cycle_input)
 
     def after_cycle(self) -> None:
-        """The cycle committed: its input is done; every ``every`` cycles, checkpoint."""
+        """The cycle committed: its input is done; every ``every`` cycles that took input,
+        checkpoint (an idle server does not rewrite its state every cycle).
+        """
+        idle = not self.cycle_input
         self.cycle_input = {}
         eng = self.engine
         self.last_checkpoint_seconds = 0.0
-        if eng.cycle % self.every:
+        if idle:
+            return
+        self.taken += 1
+        if self.taken % self.every:
             return
         began = time.perf_counter()
         staging = self.store.staging_folder(eng.cycle)
@@ -135,6 +152,8 @@ class Recovery:
         positions = {name: source.position() for name, source in eng.sources.items()}
         write_atomically(os.path.join(staging, SOURCES_FILE), json.dumps(positions))
         self.store.commit_state(eng.cycle)
+        for name, source in eng.sources.items():
+            source.release_before(positions[name])  # a restart starts from here on
         self.last_checkpoint_seconds = time.perf_counter() - began
 
     # -- restart --------------------------------------------------------------------------
@@ -160,11 +179,13 @@ class Recovery:
                             eng.sources[name].seek(position)
                 cycle = start
             redone = 0
-            while (offsets := store.offsets(cycle)) is not None:
+            last = store.last_logged()
+            while last is not None and cycle <= last:
                 for entry in entries:
                     if entry["cycle"] == cycle:
                         self.apply(entry)
-                eng.take_logged_input(offsets)
+                offsets = store.offsets(cycle)  # None: the cycle took no input
+                eng.take_logged_input(offsets or {})
                 eng.run_taken_input()
                 redone += 1
                 cycle += 1

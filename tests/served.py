@@ -33,6 +33,7 @@ class Served:
     log: IO[str]
     data_root: Path
     port: int
+    feed_port: int
 
     def log_text(self) -> str:
         self.log.flush()
@@ -49,6 +50,7 @@ def start_server(folder: Path, *args: str, token: str | None = None,
                  env: dict[str, str] | None = None) -> Served:
     """Start ``sparkcq serve`` with a data root ``folder/data`` and wait until it answers."""
     port = free_port()
+    feed_port = free_port()
     data_root = folder / "data"
     data_root.mkdir(parents=True, exist_ok=True)
     log = open(folder / "server.log", "w+")  # noqa: SIM115 - closed with the process
@@ -57,11 +59,12 @@ def start_server(folder: Path, *args: str, token: str | None = None,
                "PYTHONPATH": path, **(env or {})}
     command = [sys.executable, "-m", "sparkcq.cli", "--master", "local[2]", "serve",
                "--port", str(port), "--interval", "0.5", "--allow-udf-module", "udas",
-               "--data-root", str(data_root), *args]
+               "--feed-port", str(feed_port), "--data-root", str(data_root), *args]
     if token:
         command += ["--token", token]
     proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=environ)
-    served = Served(Client(f"http://127.0.0.1:{port}", token), proc, log, data_root, port)
+    served = Served(Client(f"http://127.0.0.1:{port}", token), proc, log, data_root, port,
+                    feed_port)
     deadline = time.monotonic() + 120
     while True:
         try:

@@ -59,6 +59,11 @@ class Conformed:
 
     table: pa.Table
     errors: tuple[RowError, ...]
+    kept: tuple[int, ...] | None = None  # the index each row of ``table`` had (None: its own)
+
+    def index(self, row: int) -> int:
+        """The index row ``row`` of ``table`` had in the push."""
+        return row if self.kept is None else self.kept[row]
 
 
 def arrow_schema(schema: StructType) -> pa.Schema:
@@ -248,6 +253,7 @@ def conform(rows: Any, schema: StructType, stream: str) -> Conformed:
     by_lower = {n.lower(): n for n in names}
     columns: list[list[Any]] = [[] for _ in names]
     errors: list[RowError] = []
+    kept: list[int] = []
     for index, row in enumerate(_records(rows, names)):
         if not isinstance(row, Mapping):
             errors.append(RowError(index, None, f"a row must be an object with the columns "
@@ -275,5 +281,36 @@ def conform(rows: Any, schema: StructType, stream: str) -> Conformed:
             continue
         for i, value in enumerate(values):
             columns[i].append(value)
+        kept.append(index)
     arrays = [pa.array(values, type=target.field(i).type) for i, values in enumerate(columns)]
-    return Conformed(pa.Table.from_arrays(arrays, schema=target), tuple(errors))
+    return Conformed(pa.Table.from_arrays(arrays, schema=target), tuple(errors),
+                     None if not errors else tuple(kept))
+
+
+def conform_arrow(table: pa.Table, schema: StructType, stream: str) -> Conformed:
+    """``conform`` for rows sent as Arrow: columns matched by name (any case) and cast in
+    Arrow, without a Python object per value; when a cast fails, the rows are checked one
+    by one so that each refused row is named with its reason.
+    """
+    target = arrow_schema(schema)
+    by_lower = {f.name.lower(): f.name for f in schema.fields}
+    unknown = [c for c in table.column_names if c.lower() not in by_lower]
+    if unknown:
+        names = ", ".join(f.name for f in schema.fields)
+        errors = tuple(RowError(i, unknown[0], f"unknown column; {stream!r} has {names}", "")
+                       for i in range(table.num_rows))
+        return Conformed(target.empty_table(), errors)
+    given = {c.lower(): table.column(c) for c in table.column_names}
+    arrays = []
+    try:
+        for f in target:
+            column = given.get(f.name.lower())
+            if column is None:
+                arrays.append(pa.nulls(table.num_rows, f.type))
+            elif column.type == f.type:
+                arrays.append(column)
+            else:
+                arrays.append(column.cast(f.type, safe=True))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return conform(table.to_pylist(), schema, stream)
+    return Conformed(pa.Table.from_arrays(arrays, schema=target), ())

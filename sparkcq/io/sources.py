@@ -22,7 +22,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
 
 from sparkcq.errors import BackpressureError, SourceError
-from sparkcq.io.ingest import conform
+from sparkcq.io.ingest import Conformed, conform
 from sparkcq.model.rows import RowError
 from sparkcq.model.time import TIME_MAX, TIME_MIN
 from sparkcq.runtime.operators.scan import ARRIVAL_WATERMARK, SourceBatch
@@ -55,6 +55,9 @@ class Source:
 
     def seek(self, position: dict[str, Any]) -> None:
         """Continue from ``position`` (what ``position`` returned)."""
+
+    def release_before(self, position: dict[str, Any]) -> None:
+        """No restart will need the input before ``position``: it may be discarded."""
 
     def describe(self, batch: SourceBatch, folder: str) -> dict[str, Any]:
         """How to read ``batch`` (the last poll's) again, as JSON; may write files under
@@ -122,6 +125,12 @@ class _Push:
     rejected: tuple[RowError, ...]
     watermark: int | None
     end: bool
+    seq: int | None = None  # its entry in a feed's spool
+
+
+def _held(push: _Push) -> int:
+    """Rows a push holds in the queue: those that fit and those refused."""
+    return (0 if push.table is None else push.table.num_rows) + len(push.rejected)
 
 
 class MemorySource(Source):
@@ -156,29 +165,39 @@ class MemorySource(Source):
         queue is full: nothing of the push is queued, it may be sent again later.
         """
         fit = conform(rows if rows is not None else [], self.schema, self.name)
-        table = fit.table if fit.table.num_rows else None
         with self.lock:
-            if self.ended:
-                msg = f"stream {self.name!r} has ended (end of input was pushed); it takes no more"
-                raise SourceError(msg)
-            n = 0 if table is None else table.num_rows
-            held = n + len(fit.errors)  # refused rows wait for the cycle too
-            if self.queued_rows and self.queued_rows + held > self.limits.max_queued_rows:
-                msg = (f"stream {self.name!r} has {self.queued_rows:,} rows queued (at most "
-                       f"{self.limits.max_queued_rows:,}); send the push again later")
-                raise BackpressureError(msg)
-            if table is not None:
-                table = table.append_column(
-                    ARRIVAL_WATERMARK, pa.array([self.watermark] * n, type=pa.int64()))
-                self._advance(table)
-            if watermark is not None:
-                self.watermark = max(self.watermark, watermark)
-            if end:
-                self.ended = True
-                self.watermark = TIME_MAX
-            self.queue.append(_Push(table, fit.errors, watermark, end))
-            self.queued_rows += held
-        return PushReceipt(n, fit.errors)
+            push = self._admit(fit, watermark, end)
+            self.queue.append(push)
+            self.queued_rows += _held(push)
+        return PushReceipt(0 if push.table is None else push.table.num_rows, fit.errors)
+
+    def _admit(self, fit: Conformed, watermark: int | None, end: bool,
+               extra_rows: int = 0) -> _Push:
+        """The push ``fit`` makes, its rows stamped with the watermark in force; moves the
+        watermark on. Called under the lock; refuses an ended stream or a full queue
+        (``extra_rows``: rows of the same group admitted before it, not yet queued).
+        """
+        table = fit.table if fit.table.num_rows else None
+        if self.ended:
+            msg = f"stream {self.name!r} has ended (end of input was pushed); it takes no more"
+            raise SourceError(msg)
+        n = 0 if table is None else table.num_rows
+        held = n + len(fit.errors)  # refused rows wait for the cycle too
+        queued = self.queued_rows + extra_rows
+        if queued and queued + held > self.limits.max_queued_rows:
+            msg = (f"stream {self.name!r} has {queued:,} rows queued (at most "
+                   f"{self.limits.max_queued_rows:,}); send the push again later")
+            raise BackpressureError(msg)
+        if table is not None:
+            table = table.append_column(
+                ARRIVAL_WATERMARK, pa.array([self.watermark] * n, type=pa.int64()))
+            self._advance(table)
+        if watermark is not None:
+            self.watermark = max(self.watermark, watermark)
+        if end:
+            self.ended = True
+            self.watermark = TIME_MAX
+        return _Push(table, fit.errors, watermark, end)
 
     def _advance(self, table: pa.Table) -> None:
         """Raise the watermark by the push's largest on-time event time minus the lateness."""
@@ -192,21 +211,29 @@ class MemorySource(Source):
         return bool(self.queue)
 
     def poll(self) -> SourceBatch:  # noqa: D102
+        return self._batch(self._take())
+
+    def _take(self) -> list[_Push]:
+        """The queued pushes the next cycle takes (at least one, if any)."""
         with self.lock:
             taken: list[_Push] = []
             rows = 0
             while self.queue and (not taken or rows < self.limits.max_rows_per_cycle):
                 push = self.queue.popleft()
                 taken.append(push)
-                rows += (0 if push.table is None else push.table.num_rows) + len(push.rejected)
+                rows += _held(push)
             self.queued_rows -= rows
+        return taken
+
+    def _batch(self, taken: list[_Push], span: tuple[int, int] | None = None) -> SourceBatch:
+        """One cycle's batch of the pushes ``taken``."""
         tables = [p.table for p in taken if p.table is not None]
         marks = [p.watermark for p in taken if p.watermark is not None]
         rejected = tuple(e for p in taken for e in p.rejected)
         arrow = pa.concat_tables(tables) if tables else None
         df = self.spark.createDataFrame(arrow) if arrow is not None else None
         return SourceBatch(df, max(marks) if marks else None, any(p.end for p in taken),
-                           rejected, arrow)
+                           rejected, arrow, span)
 
     def position(self) -> dict[str, Any]:
         """The watermark in force for the next push, and whether the input ended; pushes

@@ -293,6 +293,10 @@ class _Binder:
             known = self.catalog.known_relations()
             msg = f"unknown stream or table {name!r}; known: {known}"
             raise self.error(msg, item.this)
+        if not info.schema.fields:  # a feed stream before its HEADER
+            msg = (f"stream {name!r} is not connected: its columns are unknown until its "
+                   "feed sends a HEADER")
+            raise self.error(msg, item.this)
         alias = item.alias or name
         key = item.this.meta.get("end", -1)
         window = self.select.windows.get(key)

@@ -108,6 +108,13 @@ class CheckpointStore:
         with open(path, encoding="utf-8") as f:
             return dict(json.load(f))
 
+    def last_logged(self) -> int | None:
+        """The last cycle whose input was logged, if any."""
+        cycles = [int(n.removesuffix(".json")) for n in os.listdir(
+            os.path.join(self.path, "offsets")) if n.endswith(".json")
+            and n.removesuffix(".json").isdigit()]
+        return max(cycles) if cycles else None
+
     # -- state after a committed cycle -----------------------------------------------------
     def latest(self) -> int | None:
         """The cycle the newest complete state is ready to run, if any."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -17,9 +18,14 @@ from starlette.routing import Route
 
 from sparkcq.engine import Engine
 from sparkcq.errors import BackpressureError, SparkcqError, SparkDiedError, UnknownNameError
+from sparkcq.io.feed_protocol import FeedMessageError, parse_message
+from sparkcq.io.feed_protocol import read_json as read_feed_json
 from sparkcq.io.sinks import MemorySink
 from sparkcq.server.convert import to_json
+from sparkcq.server.feed import FeedService, Frame
 from sparkcq.server.loop import RETRY_AFTER_SECONDS, BusyError, EngineLoop, ServerStoppingError
+
+ARROW_MEDIA_TYPE = "application/vnd.apache.arrow.stream"
 
 
 class RequestError(SparkcqError, ValueError):
@@ -45,8 +51,8 @@ def error_response(e: BaseException) -> JSONResponse:
                         headers=headers)
 
 
-async def read_json(request: Request, limit: int) -> Any:
-    """The request's JSON body, refused past ``limit`` bytes before it is all read."""
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request's body, refused past ``limit`` bytes before it is all read."""
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
         msg = f"the body has {int(declared):,} bytes; the limit is {limit:,} (--max-body-bytes)"
@@ -57,6 +63,12 @@ async def read_json(request: Request, limit: int) -> Any:
         if len(body) > limit:
             msg = f"the body is over the limit of {limit:,} bytes (--max-body-bytes)"
             raise PayloadTooLargeError(msg)
+    return bytes(body)
+
+
+async def read_json(request: Request, limit: int) -> Any:
+    """The request's JSON body, refused past ``limit`` bytes before it is all read."""
+    body = await read_body(request, limit)
     try:
         return json.loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
@@ -119,12 +131,15 @@ class TokenAuth(BaseHTTPMiddleware):
 
 def build_app(loop: EngineLoop, token: str | None = None,
               on_shutdown: Callable[[], None] | None = None,
-              max_body_bytes: int = 16 * 2**20) -> Starlette:
+              max_body_bytes: int = 16 * 2**20, feed: FeedService | None = None,
+              feed_address: tuple[str, int] | None = None) -> Starlette:
     """The Starlette application serving ``loop``'s engine.
 
     Statements and reads of Spark state wait for the engine thread (between two cycles);
-    pushes, results and status do not, so they answer at once during a long cycle.
+    pushes, results and status do not, so they answer at once during a long cycle. With
+    ``feed_address``, the feed's TCP listener runs in the same event loop.
     """
+    feed = feed or FeedService(loop, token)
 
     async def call(fn: Callable[[Engine], Any]) -> Any:
         return await asyncio.wrap_future(loop.submit(fn))
@@ -241,6 +256,33 @@ def build_app(loop: EngineLoop, token: str | None = None,
                 "rejected": [{"index": e.index, "column": e.column, "reason": e.reason}
                              for e in receipt.rejected]}
 
+    async def feed_messages(request: Request) -> Any:
+        name = request.path_params["name"]
+        producer = request.query_params.get("producer")
+        if loop.stopping.is_set():
+            msg = "the server is stopping; it takes no more input"
+            raise ServerStoppingError(msg)
+        frames: list[Frame] = []
+        if request.headers.get("content-type", "").startswith(ARROW_MEDIA_TYPE):
+            body = await read_body(request, max_body_bytes)
+            seq = int_param(request, "seq", 0)
+            try:
+                frames.append(parse_message({"kind": "INSERTION", **({"seq": seq} if seq
+                                                                     else {})}, body))
+            except FeedMessageError as e:
+                frames.append(e)
+        else:
+            body = await read_body(request, max_body_bytes)
+            for line in body.splitlines():
+                if not line.strip():
+                    continue
+                try:
+                    frames.append(parse_message(read_feed_json(line)))
+                except FeedMessageError as e:
+                    frames.append(e)
+        feed.source(name)  # 404 for an unknown stream, 400 for one that is not a feed
+        return {"answers": await feed.take(name, producer, frames)}
+
     async def dead_letters(request: Request) -> Any:
         name = request.path_params["name"]
         offset = int_param(request, "offset", 0)
@@ -269,10 +311,21 @@ def build_app(loop: EngineLoop, token: str | None = None,
         Route("/queries/{name}/stream", handler(stream)),
         Route("/streams/{name}/rows", handler(push), methods=["POST"]),
         Route("/streams/{name}/dead-letters", handler(dead_letters)),
+        Route("/feed/{name}", handler(feed_messages), methods=["POST"]),
         Route("/explain", handler(explain)),
         Route("/metrics", handler(metrics)),
         Route("/status", handler(status)),
         Route("/shutdown", handler(shutdown), methods=["POST"]),
     ]
     middleware = [Middleware(TokenAuth, token=token)] if token else []
-    return Starlette(routes=routes, middleware=middleware)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        listener = await feed.start(*feed_address) if feed_address else None
+        try:
+            yield
+        finally:
+            if listener is not None:
+                listener.close()
+
+    return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)

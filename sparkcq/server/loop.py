@@ -131,7 +131,7 @@ class EngineLoop:
     def _spark_died(self, reason: str) -> None:
         self.spark_failure = reason
         for info in self.engine.catalog.queries.values():
-            if info.status is QueryStatus.RUNNING:
+            if info.status in (QueryStatus.RUNNING, QueryStatus.PAUSED):
                 info.status = QueryStatus.ENGINE_FAILED
                 info.log.append(f"cycle {self.engine.cycle}: stopped: Spark is gone ({reason})")
         log.error("Spark is gone (%s); no query can run", reason)
@@ -195,6 +195,7 @@ class EngineLoop:
             "cycles": eng.cycle,
             "last_cycle_seconds": last.seconds if last else None,
             "queries_running": statuses.count(QueryStatus.RUNNING),
+            "queries_paused": statuses.count(QueryStatus.PAUSED),
             "queries_failed": statuses.count(QueryStatus.FAILED),
             "queries_engine_failed": statuses.count(QueryStatus.ENGINE_FAILED),
             "cycle_errors": self.cycle_errors,

@@ -53,6 +53,9 @@ class ServerConfig:
     databases: tuple[tuple[str, str], ...] = ()  # PostgreSQL: (name, URL), for database='name'
     checkpoint: str | None = None  # a restart with the same folder resumes (recovery.py)
     checkpoint_every: int = 1  # cycles
+    feed_port: int | None = 8766  # the feed's TCP listener (None: only POST /feed/{stream})
+    spool: str | None = None  # feed spool folder (default: <checkpoint>/feed)
+    max_spool_bytes: int = 2**30  # per feed stream
 
 
 class _Terminated(Exception):  # noqa: N818 - a signal, not an error
@@ -79,6 +82,7 @@ def serve(config: ServerConfig) -> int:
     except ImportError as e:
         msg = f"the server needs its extra: pip install 'sparkcq[server]' ({e})"
         raise ServerSetupError(msg) from None
+    from sparkcq.server.feed import FeedLimits, FeedService
     from sparkcq.server.loop import EngineLoop
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
@@ -106,11 +110,16 @@ def serve(config: ServerConfig) -> int:
                         ingest_limits=IngestLimits(config.max_queued_rows,
                                                    config.max_rows_per_cycle),
                         checkpoint_dir=config.checkpoint, checkpoint_every=config.checkpoint_every,
-                        sinks={"memory": memory})
+                        sinks={"memory": memory}, feed_dir=config.spool,
+                        max_spool_bytes=config.max_spool_bytes)
         loop = EngineLoop(engine, interval=config.interval, on_spark_death=spark_died)
         loop.start()
+        feed = FeedService(loop, config.token,
+                           FeedLimits(max_message_bytes=config.max_body_bytes))
         app = build_app(loop, token=config.token, on_shutdown=request_exit,
-                        max_body_bytes=config.max_body_bytes)
+                        max_body_bytes=config.max_body_bytes, feed=feed,
+                        feed_address=(config.host, config.feed_port) if config.feed_port
+                        else None)
         # open connections (a `tail` client) get 5 s to finish before the server closes them
         server = uvicorn.Server(uvicorn.Config(app, host=config.host, port=config.port,
                                                log_level="warning", timeout_graceful_shutdown=5))

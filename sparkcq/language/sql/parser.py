@@ -247,8 +247,8 @@ class _StatementParser:
             options = self.options() if self.accept("WITH") else {}
             self.expect("AS")
             return CreateStreamAs(name, self.select(), options, loc)
-        table_from_options = kind.text.upper() == "TABLE" and self.word() == "WITH"
-        columns = () if table_from_options else self.columns()
+        from_options = self.word() == "WITH"  # a PostgreSQL table's, a feed stream's
+        columns = () if from_options else self.columns()
         options = self.options() if self.accept("WITH") else {}
         self.done()
         if kind.text.upper() == "STREAM":

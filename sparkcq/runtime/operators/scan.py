@@ -48,6 +48,9 @@ class SourceBatch:
     # the rows of ``df`` on the driver, when the source has them there (pushed rows): the
     # scan then checks them without a Spark job of its own
     arrow: pa.Table | None = None
+    # the source's positions [first, after) the batch covers, when it numbers its input (a
+    # feed's spool), so that a checkpoint can describe the batch without copying it
+    span: tuple[int, int] | None = None
 
 
 def merge_batches(kept: SourceBatch, new: SourceBatch) -> SourceBatch:
