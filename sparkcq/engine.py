@@ -133,7 +133,12 @@ from sparkcq.runtime.global_plan import GlobalPlan
 from sparkcq.runtime.lowering import lower
 from sparkcq.runtime.operators.base import Operator
 from sparkcq.runtime.operators.outputs import OP, TE, TS, SinkFormatter
-from sparkcq.runtime.operators.scan import ScanOperator, SourceBatch, merge_batches
+from sparkcq.runtime.operators.scan import (
+    ScanOperator,
+    SourceBatch,
+    merge_batches,
+    project_batch,
+)
 from sparkcq.runtime.operators.shared_output import (
     SharedIntervalFormatter,
     encodable,
@@ -193,6 +198,9 @@ class Engine:
         self.plan = GlobalPlan(self.rt, fuse=fuse)
         self.sources: dict[str, Source] = {}
         self.scans: dict[str, ScanOperator] = {}
+        # scans of a feed stream's earlier schemas, read by queries that kept running when
+        # its HEADER changed the schema (feeds.py): fed the new rows projected to their columns
+        self.old_scans: dict[str, list[ScanOperator]] = {}
         # PostgreSQL databases statements may name (database='name'): the only ones a
         # sandboxed engine's clients may use; their URLs and passwords stay here
         self.databases = parse_databases(databases or {})
@@ -912,7 +920,9 @@ class Engine:
 
     def _operator_for(self, node: PlanNode) -> Operator:
         if isinstance(node, StreamScan):
-            return self.scans[node.name.lower()]
+            key = node.name.lower()
+            return next((s for s in self.old_scans.get(key, []) if s.node == node),
+                        self.scans[key])
         if isinstance(node, TableScan):
             return lower(node, self.rt, table=self._table_rows()[node.name.lower()])
         return lower(node, self.rt)
@@ -1165,7 +1175,13 @@ class Engine:
             batch = source.poll()
             if self.recovery is not None and not self._idle(batch, self.scans[key]):
                 self.recovery.record_input(key, partial(_describe, source, batch))
-            self.scans[key].batch = merge_batches(self.scans[key].batch, batch)
+            self._hand_batch(key, batch)
+
+    def _hand_batch(self, key: str, batch: SourceBatch) -> None:
+        """Give a stream's batch to its scan, and to the scans of its earlier schemas."""
+        self.scans[key].batch = merge_batches(self.scans[key].batch, batch)
+        for old in self.old_scans.get(key, []):
+            old.batch = merge_batches(old.batch, project_batch(batch, old.scan.schema))
 
     @staticmethod
     def _idle(batch: SourceBatch, scan: ScanOperator) -> bool:
@@ -1177,8 +1193,7 @@ class Engine:
         """Give each scan the batches a cycle took before a crash (``recovery.py``)."""
         for key, described in offsets.items():
             for one in described:
-                self.scans[key].batch = merge_batches(self.scans[key].batch,
-                                                      self.sources[key].replay(one))
+                self._hand_batch(key, self.sources[key].replay(one))
 
     def _compile(self) -> None:
         """Fix what the next cycles execute: after every change to the running queries."""
@@ -1203,6 +1218,9 @@ class Engine:
         self.running.pop(run.info.name.lower(), None)
         for op in self.plan.remove(run.info.plan, run.info.name):
             if not isinstance(op, ScanOperator):
+                op.release()
+            elif op in (old := self.old_scans.get(op.scan.name.lower(), [])):
+                old.remove(op)  # no query reads that schema of the stream any more
                 op.release()
         run.formatter.release()
         if run.qid is not None and not any(r.qid is not None for r in self.running.values()):
@@ -1360,6 +1378,7 @@ class Engine:
                 {"name": s.name, "kind": "derived" if s.derived else s.options.get("source",
                                                                                      "memory"),
                  "schema": s.schema.simpleString(), "event_time": s.time_col,
+                 "state": "derived" if s.derived else self.feeds.state(s.name),
                  "watermark": self.scans[k].watermark if k in self.scans else None}
                 for k, s in self.catalog.streams.items()])
         if what == "FUNCTIONS":

@@ -4,8 +4,9 @@ queries (DESIGN 4.5). Rows and heartbeats go straight to the stream's ``FeedSour
 A feed stream is created with ``CREATE STREAM s WITH (source='feed')``: it is in the
 catalog with no columns (``not connected``) and a query naming it is refused until the
 feed's first HEADER gives its schema. A HEADER equal to the schema in force changes
-nothing; one that differs while no query reads the stream replaces it; while queries read
-it, each query is checked against the new columns (``schema_change``).
+nothing; one that differs takes effect at once for new queries, and each running query
+reading the stream is judged against it (``_change_schema``): kept, on its old columns
+and with its state, or stopped with the reason in its log.
 
 STOP pauses the queries that read the stream (status ``paused``, a line in their logs)
 until data comes again; REMOVE stops them (status ``stopped``, the reason in their logs)
@@ -20,14 +21,17 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.types import StructField, StructType, _parse_datatype_string
 
-from sparkcq.catalog import QueryStatus
-from sparkcq.errors import AnalysisError, FeedError, Location
+from sparkcq.catalog import QueryInfo, QueryStatus, StreamInfo
+from sparkcq.errors import AnalysisError, FeedError, Location, SparkcqError
 from sparkcq.io.feed_source import FeedSource
-from sparkcq.plan.nodes import walk
+from sparkcq.language.sql.parser import parse_script_located
+from sparkcq.language.sql.statements import CreateQuery
+from sparkcq.plan.binder import bind_select
+from sparkcq.plan.nodes import PlanNode, StreamScan, walk
 from sparkcq.runtime.operators.scan import ScanOperator
 
 if TYPE_CHECKING:
-    from sparkcq.engine import Engine
+    from sparkcq.engine import Engine, _Running
 
 log = logging.getLogger("sparkcq.feeds")
 
@@ -60,10 +64,9 @@ class FeedStreams:
             return "stopped"
         return "connected" if source.connected and source.connections else "not connected"
 
-    def readers(self, stream: str) -> list[str]:
-        """The running (or paused) queries reading ``stream``."""
-        info = self.engine.catalog.stream(stream)
-        return [r.info.name for r in self.engine.running.values() if info.plan in walk(r.info.plan)]
+    def readers(self, stream: str) -> list[_Running]:
+        """The running (or paused) queries reading ``stream``, with any of its schemas."""
+        return [r for r in self.engine.running.values() if reads(r.info.plan, stream)]
 
     # -- HEADER ---------------------------------------------------------------------------
     def header(self, stream: str, columns: Sequence[tuple[str, str]],
@@ -86,16 +89,17 @@ class FeedStreams:
             raise FeedError(msg) from None
         if info.connected and node == info.plan:
             return {"schema": schema.simpleString(), "change": "unchanged"}
-        readers = self.readers(info.name) if info.connected else []
-        if readers:
-            msg = (f"HEADER changes the schema of {info.name!r} from {info.schema.simpleString()} "
-                   f"to {schema.simpleString()} while queries read it ({', '.join(readers)}); "
-                   "drop them first, or keep the columns")
-            raise FeedError(msg)
-        change = "replaced" if info.connected else "connected"
+        outcome: dict[str, list[str]] = {}
+        if info.connected:
+            outcome = self._change_schema(info, node)
+        change = "changed" if info.connected else "connected"
         key = info.name.lower()
         if key in eng.scans:
-            eng.scans.pop(key).release()
+            old = eng.scans.pop(key)
+            if old.node in eng.plan.ops:  # queries keep reading it, with the old columns
+                eng.old_scans.setdefault(key, []).append(old)
+            else:
+                old.release()
         info.schema, info.plan = schema, node
         info.time_col, info.end_col, info.time_kind = node.time_col, node.end_col, node.time_kind
         info.options = {**info.options, **options}
@@ -107,7 +111,71 @@ class FeedStreams:
             eng.recovery.journal({"header": info.name, "columns": [list(c) for c in columns],
                                   "options": dict(options)})
         log.info("stream %s: %s, schema %s", info.name, change, schema.simpleString())
-        return {"schema": schema.simpleString(), "change": change}
+        return {"schema": schema.simpleString(), "change": change, **outcome}
+
+    def _change_schema(self, info: StreamInfo, node: StreamScan) -> dict[str, list[str]]:
+        """Judge each query reading the stream against the new schema: one that compiles
+        with the columns both schemas have (same name, same type) keeps running; another
+        stops, unless it asked ``WITH (on_schema_change='keep')``: it then keeps the old
+        columns, NULL where a new row has no such column. Both keep their state: they read
+        the old scan, fed with the new rows projected to the old columns.
+        """
+        eng = self.engine
+        old = info.plan
+        assert isinstance(old, StreamScan)
+        derived = [s.name for s in eng.catalog.streams.values()
+                   if s.derived and old in walk(s.plan)]
+        if derived:
+            msg = (f"HEADER changes the schema of {info.name!r}, which the derived stream(s) "
+                   f"{', '.join(derived)} read; drop them first, or keep the columns")
+            raise FeedError(msg)
+        same_time = (old.time_col, old.end_col, old.time_kind, old.time_unit) == \
+            (node.time_col, node.end_col, node.time_kind, node.time_unit)
+        kept, stopped = [], []
+        for run in self.readers(info.name):
+            problem = self._problem(run.info, info, node) if same_time else \
+                "the event time changed"
+            keep = run.info.options.get("on_schema_change", "stop").lower() == "keep"
+            where = f"cycle {eng.cycle}: stream {info.name!r} changed its schema to " \
+                f"{node.schema.simpleString()}"
+            if problem is None or (keep and same_time):
+                how = "it keeps running" if problem is None else \
+                    f"it keeps the old columns (on_schema_change='keep'; {problem})"
+                run.info.log.append(f"{where}: {how}")
+                kept.append(run.info.name)
+                continue
+            run.info.status = QueryStatus.STOPPED
+            run.info.log.append(f"{where}: stopped: {problem}")
+            eng._release_query(run)
+            eng.stopped[run.info.name.lower()] = run
+            stopped.append(run.info.name)
+        return {"kept": kept, "stopped": stopped}
+
+    def _problem(self, query: QueryInfo, info: StreamInfo, node: StreamScan) -> str | None:
+        """Why ``query`` does not compile with the columns the old and the new schema of
+        ``info`` share (None: it does).
+        """
+        eng = self.engine
+        new = {f.name.lower(): f.dataType for f in node.schema.fields}
+        both = StructType([f for f in info.schema.fields
+                           if new.get(f.name.lower()) == f.dataType])
+        statement = next((s for s, _ in parse_script_located(query.text)
+                          if isinstance(s, CreateQuery) and s.name.lower() == query.name.lower()),
+                         None)
+        if statement is None:
+            return "its text could not be checked against the new columns"
+        saved = info.schema, info.plan
+        info.schema = both
+        info.plan = StreamScan(info.name, both, node.time_col, node.end_col, node.time_kind,
+                               node.time_unit)
+        try:
+            bind_select(statement.select, query.text, eng.catalog, eng.spark,
+                        trusted=eng.trusted)
+        except SparkcqError as e:
+            return str(e).splitlines()[0]
+        finally:
+            info.schema, info.plan = saved
+        return None
 
     # -- STOP and resumption --------------------------------------------------------------
     def stop(self, stream: str) -> list[str]:
@@ -116,8 +184,8 @@ class FeedStreams:
         info = self.engine.catalog.stream(stream)
         source.stopped = True
         paused = []
-        for run in self.engine.running.values():
-            if info.plan in walk(run.info.plan) and run.info.status is QueryStatus.RUNNING:
+        for run in self.readers(info.name):
+            if run.info.status is QueryStatus.RUNNING:
                 run.info.status = QueryStatus.PAUSED
                 run.info.log.append(f"cycle {self.engine.cycle}: paused: its feed stopped "
                                     f"stream {info.name!r} (STOP)")
@@ -136,10 +204,10 @@ class FeedStreams:
             for run in self.engine.running.values():
                 if run.info.status is not QueryStatus.PAUSED:
                     continue
-                if info is not None and info.plan not in walk(run.info.plan):
+                if not reads(run.info.plan, key):
                     continue
                 if any(self.state(s.name) == "stopped" for s in
-                       self.engine.catalog.streams.values() if s.plan in walk(run.info.plan)):
+                       self.engine.catalog.streams.values() if reads(run.info.plan, s.name)):
                     continue  # another stream it reads is still stopped
                 run.info.status = QueryStatus.RUNNING
                 run.info.log.append(f"cycle {self.engine.cycle}: resumed: data came again on "
@@ -154,9 +222,7 @@ class FeedStreams:
         source = self.source(stream)
         info = eng.catalog.stream(stream)
         stopped = []
-        for run in list(eng.running.values()):
-            if info.plan not in walk(run.info.plan):
-                continue
+        for run in self.readers(info.name):
             run.info.status = QueryStatus.STOPPED
             run.info.log.append(f"cycle {eng.cycle}: stopped: stream {info.name!r} was "
                                 f"removed: {reason}")
@@ -164,12 +230,13 @@ class FeedStreams:
             eng.stopped[run.info.name.lower()] = run
             stopped.append(run.info.name)
         for derived in [s for s in eng.catalog.streams.values()
-                        if s.derived and info.plan in walk(s.plan)]:
+                        if s.derived and reads(s.plan, info.name)]:
             del eng.catalog.streams[derived.name.lower()]
         key = info.name.lower()
         del eng.catalog.streams[key]
-        if key in eng.scans:
-            eng.scans.pop(key).release()
+        scans = [eng.scans.pop(key)] if key in eng.scans else []
+        for scan in [*scans, *eng.old_scans.pop(key, [])]:
+            scan.release()
         eng.sources.pop(key)
         source.delete()
         self.paused.discard(key)
@@ -178,6 +245,12 @@ class FeedStreams:
             eng.recovery.journal({"remove": info.name, "reason": reason})
         log.info("stream %s removed (%s); stopped %s", info.name, reason, stopped or "nothing")
         return stopped
+
+
+def reads(plan: PlanNode, stream: str) -> bool:
+    """Whether ``plan`` scans ``stream`` (with its current schema or an earlier one)."""
+    return any(isinstance(n, StreamScan) and n.name.lower() == stream.lower()
+               for n in walk(plan))
 
 
 def schema_of(columns: Sequence[tuple[str, str]]) -> StructType:

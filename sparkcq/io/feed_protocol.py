@@ -50,9 +50,10 @@ class MessageKind(StrEnum):
 class FeedMessageError(FeedError):
     """A message that cannot be read or does not have the fields its kind needs."""
 
-    def __init__(self, message: str, seq: int | None = None):
+    def __init__(self, message: str, seq: int | None = None, raw: str = ""):
         super().__init__(message)
         self.seq = seq
+        self.raw = raw  # the start of the message as sent, for its dead letter
 
 
 class OversizedError(FeedMessageError):
@@ -299,6 +300,12 @@ def parse_message(obj: dict[str, Any], arrow: bytes | None = None) -> Message:
     if kind is MessageKind.STOP:
         return Stop(seq)
     return Remove(seq)
+
+
+def raw_text(line: bytes, limit: int = 1000) -> str:
+    """The start of a frame as text, for a dead letter."""
+    text = line[:limit].decode("utf-8", errors="replace").rstrip("\n")
+    return text + ("..." if len(line) > limit else "")
 
 
 def ok(seq: int | None, **fields: Any) -> dict[str, Any]:

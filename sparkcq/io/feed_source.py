@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
 
-from sparkcq.errors import BackpressureError
+from sparkcq.errors import BackpressureError, FeedError
 from sparkcq.io.ingest import Conformed, arrow_schema, conform, conform_arrow
 from sparkcq.io.sources import IngestLimits, MemorySource, PushReceipt, _held, _Push
 from sparkcq.io.spool import Spool
@@ -107,6 +107,9 @@ class FeedSource(MemorySource):
         disk) for all, then one receipt each. ``BackpressureError`` (nothing taken) when
         the queue or the spool is full.
         """
+        if not self.connected:
+            msg = f"stream {self.name!r} has no schema yet: send a HEADER before rows"
+            raise FeedError(msg)
         fits = [self._conform(one.rows) for one in inputs]
         with self.lock:
             held = self.producers_seq(producer)
@@ -168,6 +171,19 @@ class FeedSource(MemorySource):
                                 f"late: event time {times[row].as_py()} is before the "
                                 f"stream's watermark {mark}", ""))
         return tuple(out)
+
+    def refuse_message(self, reason: str, raw: str) -> None:
+        """Keep a message that could not be read as a dead letter of the stream."""
+        error = RowError(0, None, f"message refused: {reason}", raw)
+        with self.lock:
+            push = _Push(None, (error,), None, False)
+            if self.spool is not None:
+                push.seq = self.spool.append(
+                    None, arrow_schema(self.schema).append(pa.field(ARRIVAL_WATERMARK,
+                                                                     pa.int64())),
+                    None, False, (error,), {})
+            self.queue.append(push)
+            self.queued_rows += 1
 
     def producers_seq(self, producer: str | None) -> int:
         """The highest message number of ``producer`` already held (0: none)."""

@@ -18,7 +18,7 @@ from starlette.routing import Route
 
 from sparkcq.engine import Engine
 from sparkcq.errors import BackpressureError, SparkcqError, SparkDiedError, UnknownNameError
-from sparkcq.io.feed_protocol import FeedMessageError, parse_message
+from sparkcq.io.feed_protocol import FeedMessageError, parse_message, raw_text
 from sparkcq.io.feed_protocol import read_json as read_feed_json
 from sparkcq.io.sinks import MemorySink
 from sparkcq.server.convert import to_json
@@ -279,6 +279,7 @@ def build_app(loop: EngineLoop, token: str | None = None,
                 try:
                     frames.append(parse_message(read_feed_json(line)))
                 except FeedMessageError as e:
+                    e.raw = raw_text(line)
                     frames.append(e)
         feed.source(name)  # 404 for an unknown stream, 400 for one that is not a feed
         return {"answers": await feed.take(name, producer, frames)}

@@ -39,6 +39,7 @@ from sparkcq.io.feed_protocol import (
     encode,
     ok,
     parse_message,
+    raw_text,
     read_json,
     refusal,
 )
@@ -131,6 +132,12 @@ class FeedService:
 
     async def _take_other(self, stream: str, frame: Frame) -> dict[str, Any]:
         if isinstance(frame, FeedMessageError):
+            try:  # a dead letter of the stream, once it has a schema
+                source = self.source(stream)
+                if source.connected:
+                    await asyncio.to_thread(source.refuse_message, str(frame), frame.raw)
+            except SparkcqError:
+                pass
             return refusal(frame, frame.seq)
         seq = getattr(frame, "seq", None)
         try:
@@ -224,15 +231,17 @@ class FeedService:
                 return None
             line = e.partial
         except asyncio.LimitOverrunError as e:
+            start = bytes(reader._buffer[:200])  # type: ignore[attr-defined]  # noqa: SLF001
             await skip_line(reader, e.consumed)
             msg = f"the message is over the limit of {limit:,} bytes; it was skipped"
-            return OversizedError(msg)
+            return OversizedError(msg, None, raw_text(start, 200))
         if not line.strip():
             return await self.read_frame(reader)
         try:
             obj = read_json(line)
             size = arrow_bytes(obj) if str(obj.get("kind", "")).upper() == "INSERTION" else None
         except FeedMessageError as e:
+            e.raw = raw_text(line)
             return e
         arrow = None
         if size is not None:
@@ -240,7 +249,7 @@ class FeedService:
                 await skip_bytes(reader, size)
                 msg = f"the Arrow data has {size:,} bytes; the limit is {limit:,}; it was skipped"
                 return OversizedError(msg, obj.get("seq") if isinstance(obj.get("seq"), int)
-                                      else None)
+                                      else None, raw_text(line))
             try:
                 arrow = await reader.readexactly(size)
             except asyncio.IncompleteReadError:
@@ -248,6 +257,7 @@ class FeedService:
         try:
             return parse_message(obj, arrow)
         except FeedMessageError as e:
+            e.raw = raw_text(line)
             return e
 
     async def serve_connection(self, reader: asyncio.StreamReader,

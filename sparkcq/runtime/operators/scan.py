@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from sparkcq.model.rows import RowError
@@ -65,6 +66,40 @@ def merge_batches(kept: SourceBatch, new: SourceBatch) -> SourceBatch:
             if df is not None else None
     return SourceBatch(df, max(marks) if marks else None, kept.end or new.end,
                        kept.rejected + new.rejected, arrow)
+
+
+def project_batch(batch: SourceBatch, schema: StructType) -> SourceBatch:
+    """``batch`` with the columns of an earlier ``schema`` of its stream: a column of the
+    same name and type is kept, another is NULL; rows refused at the door stay with the
+    stream's current scan (one dead letter each).
+    """
+    if batch.df is None:
+        return SourceBatch(None, batch.watermark, batch.end)
+    have = {f.name.lower(): f for f in batch.df.schema.fields}
+    cols = []
+    for f in schema.fields:
+        same = have.get(f.name.lower())
+        cols.append(F.col(same.name).alias(f.name) if same is not None
+                    and same.dataType == f.dataType else F.lit(None).cast(f.dataType).alias(f.name))
+    extra = [c for c in batch.df.columns if c.startswith("_")]  # the arrival watermark
+    df = batch.df.select(*cols, *extra)
+    arrow = None
+    if batch.arrow is not None:
+        arrays, names = [], []
+        by_lower = {n.lower(): n for n in batch.arrow.column_names}
+        for f, field in zip(schema.fields, to_arrow_schema(schema, timezone="UTC"),
+                            strict=True):
+            same = have.get(f.name.lower())
+            if same is not None and same.dataType == f.dataType:
+                arrays.append(batch.arrow.column(by_lower[f.name.lower()]))
+            else:
+                arrays.append(pa.nulls(batch.arrow.num_rows, field.type))
+            names.append(f.name)
+        for name in extra:
+            arrays.append(batch.arrow.column(name))
+            names.append(name)
+        arrow = pa.Table.from_arrays(arrays, names=names)
+    return SourceBatch(df, batch.watermark, batch.end, (), arrow, batch.span)
 
 
 @dataclass(frozen=True)
