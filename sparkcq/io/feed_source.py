@@ -59,6 +59,8 @@ class FeedSource(MemorySource):
         self.max_spool_bytes = max_spool_bytes
         self.polled_to = 0  # spool number after the last polled entry
         self.loaded = False
+        # the highest message number taken from each producer (the spool's survive a crash)
+        self.producers: dict[str, int] = dict(spool.producers) if spool is not None else {}
         self.connections = 0  # open feed connections (the server counts them)
         self.stopped = False  # a STOP came and no data since
 
@@ -153,6 +155,8 @@ class FeedSource(MemorySource):
                     raise
             self.queue.append(group)
             self.queued_rows += _held(group)
+            if producer and top:
+                self.producers[producer] = top
         return receipts
 
     def _late(self, push: _Push, fit: Conformed) -> tuple[RowError, ...]:
@@ -187,9 +191,7 @@ class FeedSource(MemorySource):
 
     def producers_seq(self, producer: str | None) -> int:
         """The highest message number of ``producer`` already held (0: none)."""
-        if producer is None or self.spool is None:
-            return 0
-        return self.spool.producers.get(producer, 0)
+        return self.producers.get(producer, 0) if producer is not None else 0
 
     def _conform(self, rows: list[Any] | pa.Table | None) -> Conformed:
         if isinstance(rows, pa.Table):

@@ -42,16 +42,19 @@ class Client:
         self.timeout = timeout
 
     def _open(self, method: str, path: str, body: Any = None,
-              timeout: float | None = None) -> http.client.HTTPResponse:
-        """Send a request; every way it can fail becomes a ServerError saying what to check."""
-        data = None if body is None else json.dumps(body).encode()
+              timeout: float | None = None,
+              content_type: str = "application/json") -> http.client.HTTPResponse:
+        """Send a request (``body``: JSON, or bytes sent as they are); every way it can fail
+        becomes a ServerError saying what to check.
+        """
+        data = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
         parts = urllib.parse.urlsplit(self.url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             msg = (f"{self.url!r} is not a server URL; give one like {DEFAULT_URL} "
                    "with --server or SPARKCQ_SERVER")
             raise ServerError(msg, 0, "ConnectionError")
         req = urllib.request.Request(self.url + path, data=data, method=method)
-        req.add_header("Content-Type", "application/json")
+        req.add_header("Content-Type", content_type)
         if self.token:
             req.add_header("Authorization", f"Bearer {self.token}")
         try:
@@ -65,8 +68,9 @@ class Client:
             msg = f"the connection to the sparkcq server at {self.url} failed: {e!r}"
             raise ServerError(msg, 0, "ConnectionError") from None
 
-    def _request(self, method: str, path: str, body: Any = None, raw: bool = False) -> Any:
-        with self._open(method, path, body, self.timeout) as resp:
+    def _request(self, method: str, path: str, body: Any = None, raw: bool = False,
+                 content_type: str = "application/json") -> Any:
+        with self._open(method, path, body, self.timeout, content_type) as resp:
             try:
                 text = resp.read().decode()
             except (OSError, http.client.HTTPException) as e:
@@ -165,6 +169,18 @@ class Client:
             rows = json.loads(rows.to_json(orient="records", date_format="iso"))
         body = {"rows": list(rows or []), "watermark": watermark, "end": end}
         return self._request("POST", f"/streams/{_q(stream)}/rows", body)
+
+    def feed(self, stream: str, messages: bytes, producer: str | None = None,
+             arrow_seq: int | None = None) -> list[dict[str, Any]]:
+        """Send feed messages over HTTP: NDJSON lines (``io/feed_protocol.py``), or with
+        ``arrow_seq`` one Arrow IPC stream of rows (an INSERTION numbered ``arrow_seq``, 0:
+        none); one answer per message. ``sparkcq.client.Feed`` is the TCP way, faster.
+        """
+        query = {k: v for k, v in (("producer", producer), ("seq", arrow_seq)) if v}
+        path = f"/feed/{_q(stream)}" + (f"?{urllib.parse.urlencode(query)}" if query else "")
+        kind = "application/vnd.apache.arrow.stream" if arrow_seq is not None \
+            else "application/x-ndjson"
+        return self._request("POST", path, messages, content_type=kind)["answers"]
 
     def dead_letters(self, stream: str, offset: int = 0) -> tuple[pd.DataFrame, int]:
         """A stream's dead letters after the first ``offset``: late events, rows refused
