@@ -14,6 +14,7 @@ from rich.text import Text
 from sparkcq.engine import Engine
 from sparkcq.errors import SparkcqError
 from sparkcq.server.commands import REMOTE_VERBS, add_remote_verbs, read_text, run_remote
+from sparkcq.server.feed_command import add_feed_verb, run_feed
 
 MASTER_HELP = "Spark master URL, e.g. spark://host:7077 (default: SPARKCQ_MASTER or local[*])"
 
@@ -86,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--stop-timeout", type=float, default=60.0, metavar="S",
                        help="bound of the clean stop on SIGTERM/SIGINT/shutdown (default 60)")
     add_remote_verbs(sub)
+    add_feed_verb(sub)
     return parser
 
 
@@ -107,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
                 checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every,
                 feed_port=args.feed_port or None, spool=args.spool,
                 max_spool_bytes=args.max_spool_bytes))
+        if args.command == "feed":
+            return run_feed(args, console)
         if args.command in REMOTE_VERBS:
             return run_remote(args, console)
         if args.command == "run":

@@ -53,6 +53,7 @@ class _Sent:
     seq: int
     frame: bytes
     kind: str
+    first_row: int = 0  # rows this producer sent before the message's (INSERTION)
 
 
 class Feed:
@@ -77,6 +78,7 @@ class Feed:
         self._sock: socket.socket | None = None
         self._buffer = b""
         self._rows: list[Any] = []
+        self._rows_sent = 0
         self._seq = 0
         self._unacked: deque[_Sent] = deque()
         self._answers: dict[int, dict[str, Any]] = {}  # answers to control messages
@@ -207,7 +209,8 @@ class Feed:
         if self.arrow:
             self._send_arrow(pa.Table.from_pylist(rows))
         else:
-            self._send({"kind": "INSERTION", "rows": [_jsonable_row(r) for r in rows]})
+            self._send({"kind": "INSERTION", "rows": [_jsonable_row(r) for r in rows]},
+                       len(rows))
 
     def _send_arrow(self, table: pa.Table) -> None:
         sink = pa.BufferOutputStream()
@@ -217,12 +220,14 @@ class Feed:
         self._seq += 1
         head = _line({"kind": "INSERTION", "seq": self._seq, "format": "arrow",
                       "bytes": len(body)})
-        self._transmit(_Sent(self._seq, head + body, "INSERTION"))
+        self._transmit(_Sent(self._seq, head + body, "INSERTION", self._rows_sent))
+        self._rows_sent += table.num_rows
 
-    def _send(self, message: dict[str, Any]) -> int:
+    def _send(self, message: dict[str, Any], rows: int = 0) -> int:
         self._seq += 1
         self._transmit(_Sent(self._seq, _line({**message, "seq": self._seq}),
-                             message["kind"]))
+                             message["kind"], self._rows_sent))
+        self._rows_sent += rows
         return self._seq
 
     def _control(self, message: dict[str, Any]) -> dict[str, Any]:
@@ -273,8 +278,11 @@ class Feed:
             self.stats.errors.append(answer)
         self.stats.accepted += int(answer.get("accepted", 0))
         self.stats.duplicates += bool(answer.get("duplicate"))
-        self.stats.rejected += answer.get("rejected", [])
-        self.stats.late += answer.get("late", [])
+        first = sent.first_row if sent is not None else 0
+        # "row": the row's number among all this producer sent (from 0)
+        self.stats.rejected += [{**r, "row": first + r["index"]}
+                                for r in answer.get("rejected", [])]
+        self.stats.late += [{**r, "row": first + r["index"]} for r in answer.get("late", [])]
         if sent is not None and sent.kind in ("HEADER", "STOP", "REMOVE"):
             self._answers[sent.seq] = answer
 

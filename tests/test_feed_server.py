@@ -236,3 +236,34 @@ def test_the_http_route_takes_json_lines_and_arrow(served):
     assert c.feed("h", b'{"kind": "BOUNDARY", "time": 99}')[0]["ok"]
     assert wait_for(lambda: len(records(served, "hq")) == 3 and records(served, "hq")) == [
         (1, 1, 1), (2, 11, 11), (3, 12, 12)]
+
+
+def test_the_feed_command_replays_a_csv_file_at_a_rate(served, tmp_path):
+    c = served.client
+    c.submit("CREATE STREAM csvs WITH (source='feed')")
+    path = tmp_path / "packets.csv"
+    lines = ["pid,t,bytes"] + [f"{i},{i * 10},{100 + i}" for i in range(40)] + ["40,400,many"]
+    path.write_text("\n".join(lines) + "\n")
+    command = [sys.executable, "-m", "sparkcq.cli", "feed", "csvs", str(path), "--rate", "100",
+               "--feed", f"127.0.0.1:{served.feed_port}", "--columns",
+               "pid BIGINT, t BIGINT, bytes INT", "--event-time", "t"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (TESTS, os.environ.get("PYTHONPATH")) if p)}
+    header = {"kind": "HEADER", "columns": "pid BIGINT, t BIGINT, bytes INT", "event_time": "t"}
+    c.feed("csvs", json.dumps(header).encode())
+    c.submit("CREATE QUERY total AS SELECT SUM(bytes) AS b FROM csvs [RANGE 1000]")
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 1, done.stderr  # one row refused
+    assert "csvs: schema struct<pid:bigint,t:bigint,bytes:int> (unchanged)" in done.stdout
+    assert "sent 41 rows to csvs" in done.stdout and "accepted 40, refused 1" in done.stdout
+    assert "row 41, column 'bytes': 'many' is not a whole number (column type INT)" \
+        in done.stdout
+    seconds = float(done.stdout.split(" in ")[1].split(" s ")[0])
+    assert seconds >= 0.3  # 41 rows at 100 rows/s: paced, not sent at once
+    stdin = "\n".join(json.dumps({"pid": 50 + i, "t": 500 + i, "bytes": 1}) for i in range(5))
+    fed = subprocess.run([*command[:5], "-", "--feed", f"127.0.0.1:{served.feed_port}"],
+                         input=stdin, capture_output=True, text=True, env=env, timeout=120)
+    assert fed.returncode == 0 and "accepted 5, refused 0" in fed.stdout, fed.stderr
+    c.feed("csvs", b'{"kind": "BOUNDARY", "time": 2000}')
+    total = sum(100 + i for i in range(40)) + 5
+    assert wait_for(lambda: any(r[0] == total for r in records(served, "total")))
