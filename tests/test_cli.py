@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 
 import pytest
 from rich.console import Console
@@ -365,3 +366,18 @@ def test_push_and_a_failing_script(capsys, served, no_env, tmp_path):
     assert code == 1
     assert "statement 2 of 2 (line 2: CREATE QUERY q2" in err and "not applied" in err
     assert "s2" not in {s["name"] for s in served.client.streams()}
+
+
+def test_the_feed_wants_the_token_too(served):
+    """A server with a token refuses a feed CONNECT without it, then closes the connection."""
+    served.client.submit("CREATE STREAM fed WITH (source='feed')")
+    for token, ok in ((None, False), ("wrong", False), (TOKEN, True)):
+        with socket.create_connection(("127.0.0.1", served.feed_port), timeout=60) as sock:
+            hello = {"kind": "CONNECT", "stream": "fed", **({"token": token} if token else {})}
+            sock.sendall(json.dumps(hello).encode() + b"\n")
+            answer = json.loads(sock.makefile("rb").readline())
+            assert answer["ok"] is ok, answer
+            if not ok:
+                assert answer == {"ok": False, "error": "missing or wrong token",
+                                  "kind": "AuthError"}
+                assert sock.recv(1) == b""  # closed by the server
