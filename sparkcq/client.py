@@ -154,9 +154,15 @@ class Feed:
             self._rows.append(rows)
         else:
             self._rows.extend(rows)
-        while len(self._rows) >= self.batch_rows:
-            batch, self._rows = self._rows[:self.batch_rows], self._rows[self.batch_rows:]
-            self._send_rows(batch)
+        # one pass over the queued rows (slicing off the rest after each batch would copy
+        # it again each time: quadratic in the rows of one call)
+        pending, self._rows, start = self._rows, [], 0
+        try:
+            while len(pending) - start >= self.batch_rows:
+                start += self.batch_rows
+                self._send_rows(pending[start - self.batch_rows:start])
+        finally:
+            self._rows = pending[start:]
 
     def send_table(self, table: pa.Table) -> None:
         """Send an Arrow table as one INSERTION (bulk rows without a Python object each)."""
