@@ -178,7 +178,7 @@ class Feed:
     def boundary(self, time_value: Any) -> None:
         """Heartbeat: no later message will be older than ``time_value``."""
         self.flush()
-        self._send({"kind": "BOUNDARY", "time": _jsonable(time_value)})
+        self._send({"kind": "BOUNDARY", "time": time_value})
 
     def stop(self) -> dict[str, Any]:
         """Pause the queries fed by the stream until data resumes."""
@@ -213,7 +213,10 @@ class Feed:
         if self.arrow:
             self._send_arrow(pa.Table.from_pylist(rows))
         else:
-            self._send({"kind": "INSERTION", "rows": [_jsonable_row(r) for r in rows]})
+            # dates and times become ISO text in the encoder (``_jsonable``), not by copying
+            # every row first
+            self._send({"kind": "INSERTION", "rows": [r if type(r) is dict else dict(r)
+                                                       for r in rows]})
 
     def _send_arrow(self, table: pa.Table) -> None:
         sink = pa.BufferOutputStream()
@@ -301,17 +304,14 @@ class _Broken(FeedError):
 
 
 def _line(message: dict[str, Any]) -> bytes:
-    return json.dumps(message, separators=(",", ":"), default=str).encode() + b"\n"
+    return json.dumps(message, separators=(",", ":"), default=_jsonable).encode() + b"\n"
 
 
 def _jsonable(value: Any) -> Any:
+    """A value JSON has no type for: dates and times as ISO text, anything else as text."""
     if hasattr(value, "isoformat"):
         return value.isoformat()
-    return value
-
-
-def _jsonable_row(row: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: _jsonable(v) for k, v in row.items()}
+    return str(value)
 
 
 __all__ = ["Client", "Feed", "FeedStats", "ServerError"]

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import json
+from collections import UserDict
+
 import pytest
 
 from sparkcq.client import Feed
@@ -44,3 +48,21 @@ def test_rows_after_a_failed_batch_stay_queued():
         feed.send([{"id": i} for i in range(6)])
     assert feed.batches == [[0, 1]]
     assert [r["id"] for r in feed._rows] == [4, 5]
+
+
+def test_rows_and_boundaries_encode_dates_as_iso_text():
+    sent: list[bytes] = []
+
+    class Capturing(Feed):
+        def _transmit(self, message):
+            sent.append(message.frame)
+
+    feed = Capturing("s", batch_rows=2)
+    when = dt.datetime(2026, 1, 1, 12, 0, tzinfo=dt.UTC)
+    feed.send([{"id": 1, "t": when}, UserDict({"id": 2, "t": dt.date(2026, 1, 2)})])
+    feed.boundary(when)
+    feed.boundary(5)
+    rows, early, five = (json.loads(frame) for frame in sent)
+    assert rows["rows"] == [{"id": 1, "t": "2026-01-01T12:00:00+00:00"},
+                            {"id": 2, "t": "2026-01-02"}]
+    assert early["time"] == "2026-01-01T12:00:00+00:00" and five["time"] == 5
