@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 FLINK_VENV := .venv-flink
 FLINK_STAMP := $(FLINK_VENV)/.installed
 
-.PHONY: demo test lint check-java postgres-deps clean bench bench-quick
+.PHONY: demo test lint check-java postgres-deps clean bench bench-quick bench-feed
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -47,6 +47,10 @@ bench: $(STAMP) $(FLINK_STAMP) check-java
 
 bench-quick: $(STAMP) $(FLINK_STAMP) check-java
 	$(BIN)/python -m benchmarks.suite --quick $(ARGS)
+
+# the feed over loopback (accepted rows/s, send-to-result latency); ARGS=--quick to try it
+bench-feed: $(STAMP) check-java
+	$(BIN)/python benchmarks/feed.py $(ARGS)
 
 clean:
 	rm -rf $(VENV) $(FLINK_VENV) benchmarks/.data .pytest_cache .mypy_cache .ruff_cache spark-warehouse

@@ -156,9 +156,15 @@ class Feed:
             self._rows.append(rows)
         else:
             self._rows.extend(rows)
-        while len(self._rows) >= self.batch_rows:
-            batch, self._rows = self._rows[:self.batch_rows], self._rows[self.batch_rows:]
-            self._send_rows(batch)
+        # one pass over the queued rows (slicing off the rest after each batch would copy
+        # it again each time: quadratic in the rows of one call)
+        pending, self._rows, start = self._rows, [], 0
+        try:
+            while len(pending) - start >= self.batch_rows:
+                start += self.batch_rows
+                self._send_rows(pending[start - self.batch_rows:start])
+        finally:
+            self._rows = pending[start:]
 
     def send_table(self, table: pa.Table) -> None:
         """Send an Arrow table as one INSERTION (bulk rows without a Python object each)."""
@@ -174,7 +180,7 @@ class Feed:
     def boundary(self, time_value: Any) -> None:
         """Heartbeat: no later message will be older than ``time_value``."""
         self.flush()
-        self._send({"kind": "BOUNDARY", "time": _jsonable(time_value)})
+        self._send({"kind": "BOUNDARY", "time": time_value})
 
     def stop(self) -> dict[str, Any]:
         """Pause the queries fed by the stream until data resumes."""
@@ -209,8 +215,10 @@ class Feed:
         if self.arrow:
             self._send_arrow(pa.Table.from_pylist(rows))
         else:
-            self._send({"kind": "INSERTION", "rows": [_jsonable_row(r) for r in rows]},
-                       len(rows))
+            # dates and times become ISO text in the encoder (``_jsonable``), not by copying
+            # every row first
+            self._send({"kind": "INSERTION", "rows": [r if type(r) is dict else dict(r)
+                                                       for r in rows]}, len(rows))
 
     def _send_arrow(self, table: pa.Table) -> None:
         sink = pa.BufferOutputStream()
@@ -303,17 +311,14 @@ class _Broken(FeedError):
 
 
 def _line(message: dict[str, Any]) -> bytes:
-    return json.dumps(message, separators=(",", ":"), default=str).encode() + b"\n"
+    return json.dumps(message, separators=(",", ":"), default=_jsonable).encode() + b"\n"
 
 
 def _jsonable(value: Any) -> Any:
+    """A value JSON has no type for: dates and times as ISO text, anything else as text."""
     if hasattr(value, "isoformat"):
         return value.isoformat()
-    return value
-
-
-def _jsonable_row(row: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: _jsonable(v) for k, v in row.items()}
+    return str(value)
 
 
 __all__ = ["Client", "Feed", "FeedStats", "ServerError"]

@@ -63,3 +63,22 @@ def test_spark_keeps_only_the_windows_its_watermark_passed():
     assert differences(got, kept, note).startswith("ok: 1 rows")
     same, none = leave_out_unemitted("sparkcq", got, want)
     assert len(same) == 2 and none == ""
+
+
+def test_feed_benchmark_counts_the_cycles_that_took_rows():
+    from benchmarks.feed import CycleSamples
+
+    def status(cycles: int, seconds: float, rows: int) -> dict:
+        return {"cycles": cycles, "last_cycle_seconds": seconds, "rows_processed": {"s": rows}}
+
+    samples = CycleSamples()
+    # a cycle counts its rows when it takes them (at its start) and ends later
+    for at, cycles, seconds, rows in [(0.0, 1, 0.01, 0), (0.1, 1, 0.01, 100),
+                                      (0.2, 2, 0.30, 100), (0.3, 2, 0.30, 100),
+                                      (0.4, 3, 0.01, 100),  # an empty cycle
+                                      (0.5, 3, 0.01, 250), (0.6, 4, 0.40, 250)]:
+        samples.add(at, status(cycles, seconds, rows), "s")
+    got = samples.between(0.0, 1.0)
+    assert got["cycles_with_rows"] == 1  # the first has no end before it to time it by
+    assert got["cycle_p50_ms"] == 400.0
+    assert got["cycle_period_p50_ms"] == 200.0  # since the end of the empty cycle

@@ -224,19 +224,19 @@ class FeedService:
     async def read_frame(self, reader: asyncio.StreamReader) -> Frame | None:
         """The next frame, or None at the end of the connection."""
         limit = self.limits.max_message_bytes
-        try:
-            line = await reader.readuntil(b"\n")
-        except asyncio.IncompleteReadError as e:
-            if not e.partial.strip():
-                return None
-            line = e.partial
-        except asyncio.LimitOverrunError as e:
-            start = bytes(reader._buffer[:200])  # type: ignore[attr-defined]  # noqa: SLF001
-            await skip_line(reader, e.consumed)
-            msg = f"the message is over the limit of {limit:,} bytes; it was skipped"
-            return OversizedError(msg, None, raw_text(start, 200))
-        if not line.strip():
-            return await self.read_frame(reader)
+        line = b""
+        while not line.strip():  # blank lines between frames are skipped
+            try:
+                line = await reader.readuntil(b"\n")
+            except asyncio.IncompleteReadError as e:
+                if not e.partial.strip():
+                    return None
+                line = e.partial
+            except asyncio.LimitOverrunError as e:
+                start = bytes(reader._buffer[:200])  # type: ignore[attr-defined]  # noqa: SLF001
+                await skip_line(reader, e.consumed)
+                msg = f"the message is over the limit of {limit:,} bytes; it was skipped"
+                return OversizedError(msg, None, raw_text(start, 200))
         try:
             obj = read_json(line)
             size = arrow_bytes(obj) if str(obj.get("kind", "")).upper() == "INSERTION" else None
@@ -274,6 +274,8 @@ class FeedService:
                     await pending.put(frame)
             except (ConnectionError, OSError):
                 pass
+            except Exception:  # a bug: log it and end the connection, never leave it hanging
+                log.exception("feed connection of %s: reading failed", stream)
             await pending.put(None)
 
         reading = asyncio.create_task(read_ahead())
