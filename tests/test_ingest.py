@@ -6,6 +6,8 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pyspark.sql.types import (
     BooleanType,
     DateType,
@@ -19,7 +21,7 @@ from pyspark.sql.types import (
 
 from sparkcq import Engine
 from sparkcq.errors import BackpressureError, SourceError
-from sparkcq.io.ingest import conform
+from sparkcq.io.ingest import conform, conform_exact
 from sparkcq.io.sources import IngestLimits
 
 SCHEMA = StructType([StructField("k", StringType()), StructField("n", IntegerType()),
@@ -60,6 +62,44 @@ def test_values_that_do_not_fit_are_refused_with_column_and_reason(value, column
     assert (error.index, error.column) == (1, column)
     assert reason in error.reason
     assert '"bad"' in error.raw
+
+
+_VALUES = st.one_of(
+    st.none(), st.booleans(), st.integers(-2**40, 2**40), st.integers(-5, 5),
+    st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([2.0, -0.0, 1e20, 0.5]),
+    st.text(max_size=4), st.sampled_from(["42", " 7 ", "true", "2026-01-31", "1.5",
+                                          "2026-01-31T12:00:00Z", "2026-01-31 12:00:00",
+                                          "2026-01-31T13:00:00+01:00", "2026-13-01", "nan"]),
+    st.datetimes(min_value=dt.datetime(1970, 1, 2), max_value=dt.datetime(2100, 1, 1),
+                 timezones=st.sampled_from([None, dt.UTC])),
+    st.dates(min_value=dt.date(1970, 1, 2), max_value=dt.date(2100, 1, 1)))
+
+
+_ROWS = st.fixed_dictionaries({}, optional={  # mostly values of the column's type, some not
+    "k": st.one_of(st.text(max_size=3), _VALUES),
+    "n": st.one_of(st.integers(-2**33, 2**33), st.booleans(), _VALUES),
+    "x": st.one_of(st.floats(), st.integers(-10, 10), _VALUES),
+    "b": st.one_of(st.booleans(), _VALUES),
+    "at": st.one_of(st.sampled_from(["2026-01-31T12:00:00Z", "2026-01-31 12:00:00",
+                                     "2026-01-31T13:00:00+01:00", "2026-01-31"]),
+                    st.datetimes(min_value=dt.datetime(1970, 1, 2),
+                                 max_value=dt.datetime(2100, 1, 1),
+                                 timezones=st.sampled_from([None, dt.UTC])), _VALUES),
+    "d": st.one_of(st.dates(min_value=dt.date(1970, 1, 2), max_value=dt.date(2100, 1, 1)),
+                   st.sampled_from(["2026-01-31", "2026-1-31"]), _VALUES)})
+
+
+@settings(max_examples=400)
+@given(st.lists(_ROWS, min_size=1, max_size=4))
+def test_rows_taken_at_once_are_the_rows_checked_one_by_one(rows):
+    """The Arrow fast path (``conform_exact``) either gives exactly what the value-by-value
+    check gives, or declines; it never accepts a row the check would refuse or convert.
+    """
+    exact = conform_exact(rows, SCHEMA, conform([], SCHEMA, "s").table.schema)
+    if exact is None:
+        return
+    slow = conform(rows, SCHEMA, "s", exact_first=False)
+    assert slow.errors == () and exact.table.equals(slow.table), (rows, slow.errors)
 
 
 def test_rows_that_are_not_objects_or_name_unknown_columns_are_refused():

@@ -24,6 +24,7 @@ from typing import Any
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
     BooleanType,
@@ -243,12 +244,71 @@ def _records(rows: Any, names: list[str]) -> list[Any]:
     return out
 
 
-def conform(rows: Any, schema: StructType, stream: str) -> Conformed:
+def _exact_kinds(dtype: DataType) -> tuple[type, ...] | None:
+    """The Python types a column's values may have to go through Arrow as they are."""
+    if isinstance(dtype, ByteType | ShortType | IntegerType | LongType):
+        return (int, bool)
+    if isinstance(dtype, DoubleType | FloatType):
+        return (float, int, bool)
+    if isinstance(dtype, StringType):
+        return (str,)
+    if isinstance(dtype, BooleanType):
+        return (bool,)
+    if isinstance(dtype, TimestampType | TimestampNTZType):
+        return (str, dt.datetime, pd.Timestamp)
+    if isinstance(dtype, DateType):
+        return (str, dt.date)
+    return None
+
+
+def conform_exact(rows: list[Any], schema: StructType, target: pa.Schema) -> Conformed | None:
+    """``conform`` in one Arrow call per column, for rows that fit as they are: JSON objects
+    whose keys are column names, numbers for numeric columns, text for text, booleans for
+    booleans, ISO-8601 text or datetimes for times (text parsed by Arrow). None when any
+    value needs a conversion or a check that ``conform`` does value by value (then it does).
+    """
+    if not all(type(row) is dict for row in rows):
+        return None
+    if not set().union(*rows) <= set(target.names):
+        return None
+    columns = []
+    try:
+        for f, field in zip(schema.fields, target, strict=True):
+            kinds = _exact_kinds(f.dataType)
+            values = [row.get(f.name) for row in rows]
+            present = [v for v in values if v is not None]
+            if kinds is None or not all(type(v) in kinds for v in present):
+                return None
+            text = bool(present) and all(type(v) is str for v in present)
+            if (pa.types.is_timestamp(field.type) or pa.types.is_date(field.type)) and text:
+                column = pa.array(values, pa.string()).cast(field.type, safe=True)
+            elif isinstance(f.dataType, DateType) and not all(
+                    type(v) is dt.date for v in present):
+                return None  # datetimes for a date column: conform takes the date part
+            else:
+                column = pa.array(values, field.type)
+            if pa.types.is_floating(field.type) and column.null_count < len(column):
+                column = pc.if_else(pc.is_nan(column), pa.scalar(None, field.type), column)
+            columns.append(column)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError,
+            ValueError, OverflowError):
+        return None
+    return Conformed(pa.Table.from_arrays(columns, schema=target), ())
+
+
+def conform(rows: Any, schema: StructType, stream: str, exact_first: bool = True) -> Conformed:
     """Check and convert ``rows`` (dicts, tuples in column order, or a pandas frame) for
     ``stream``; every row that does not fit is in ``errors``, the rest in ``table``.
+
+    Rows that fit as they are go through Arrow at once (``conform_exact``); otherwise each
+    value is checked and converted here, so that each refused row is named with its reason.
     """
     names = [f.name for f in schema.fields]
     target = arrow_schema(schema)
+    if exact_first and isinstance(rows, list) and rows:
+        exact = conform_exact(rows, schema, target)
+        if exact is not None:
+            return exact
     convert = [converter(f.dataType, target.field(i).type) for i, f in enumerate(schema.fields)]
     by_lower = {n.lower(): n for n in names}
     columns: list[list[Any]] = [[] for _ in names]
