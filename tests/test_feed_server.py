@@ -23,7 +23,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
-    server = start_server(tmp_path_factory.mktemp("feed"), "--max-body-bytes", "100000")
+    server = start_server(tmp_path_factory.mktemp("feed"), "--max-body-bytes", "100000",
+                          "--max-queued-rows", "60")
     yield server
     server.stop()
 
@@ -267,3 +268,23 @@ def test_the_feed_command_replays_a_csv_file_at_a_rate(served, tmp_path):
     c.feed("csvs", b'{"kind": "BOUNDARY", "time": 2000}')
     total = sum(100 + i for i in range(40)) + 5
     assert wait_for(lambda: any(r[0] == total for r in records(served, "total")))
+
+
+def test_a_full_queue_slows_the_answers_instead_of_refusing(served):
+    """60 rows may wait for a cycle (--max-queued-rows): a burst of 200 in messages of 40 is
+    answered as cycles take rows, every message accepted, none refused for the bound.
+    """
+    c = served.client
+    c.submit("CREATE STREAM burst WITH (source='feed')")
+    raw = Raw(served.feed_port)
+    try:
+        assert raw.message(kind="CONNECT", stream="burst")["ok"]
+        assert raw.message(kind="HEADER", columns="k BIGINT, t BIGINT", event_time="t")["ok"]
+        frames = b"".join(json.dumps({"kind": "INSERTION", "seq": i + 1, "rows": [
+            {"k": j, "t": i * 40 + j} for j in range(40)]}).encode() + b"\n" for i in range(5))
+        raw.sock.sendall(frames)
+        answers = [json.loads(raw.file.readline()) for _ in range(5)]
+    finally:
+        raw.close()
+    assert [a.get("accepted") for a in answers] == [40] * 5, answers
+    assert wait_for(lambda: c.status()["rows_processed"].get("burst") == 200)

@@ -106,8 +106,9 @@ class FeedSource(MemorySource):
 
     def push_group(self, inputs: Sequence[FeedInput], producer: str | None) -> list[FeedReceipt]:
         """Take several messages of one producer at once: one spool append (one flush to
-        disk) for all, then one receipt each. ``BackpressureError`` (nothing taken) when
-        the queue or the spool is full.
+        disk) for all, then one receipt each. When the queue fills up on the way, only the
+        messages before are taken (fewer receipts: send the rest again later);
+        ``BackpressureError`` when not even the first fits or the spool is full.
         """
         if not self.connected:
             msg = f"stream {self.name!r} has no schema yet: send a HEADER before rows"
@@ -129,7 +130,12 @@ class FeedSource(MemorySource):
                     if one.seq is not None and one.seq <= top:
                         receipts.append(FeedReceipt(0, (), duplicate=True))
                         continue
-                    push = self._admit(fit, one.watermark, one.end, extra)
+                    try:
+                        push = self._admit(fit, one.watermark, one.end, extra)
+                    except BackpressureError:
+                        if not receipts:
+                            raise
+                        break  # the queue is full: the messages before are taken
                     extra += _held(push)
                     pushes.append(push)
                     top = max(top, one.seq or 0)

@@ -191,24 +191,25 @@ class FeedService:
             answers.append(None)
         if not inputs:
             return [a for a in answers if a is not None]
+        receipts: list[FeedReceipt] = []
+        error: Exception | None = None
         deadline = time.monotonic() + self.limits.ack_timeout
         wait = 0.01
-        while True:
+        while len(receipts) < len(inputs):
             try:
-                receipts = await asyncio.to_thread(source.push_group, inputs, producer)
-                break
+                receipts += await asyncio.to_thread(source.push_group, inputs[len(receipts):],
+                                                    producer)
+                continue
             except BackpressureError as e:
                 if time.monotonic() > deadline:  # the queue stayed full: refuse, to resend
-                    receipts = None
-                    error: Exception = e
+                    error = e
                     break
-                await asyncio.sleep(wait)  # acknowledgements slow down
-                wait = min(wait * 2, 0.5)
             except Exception as e:  # noqa: BLE001 - the sender gets the reason
-                receipts = None
                 error = e
                 break
-        taken = iter(receipts or [])
+            await asyncio.sleep(wait)  # the answers slow down until cycles take rows
+            wait = min(wait * 2, 0.5)
+        taken = iter(receipts)
         out = []
         it = iter(inputs)
         for answer in answers:
@@ -216,8 +217,9 @@ class FeedService:
                 out.append(answer)
                 continue
             one = next(it)
-            out.append(receipt_answer(one.seq, next(taken)) if receipts is not None
-                       else refusal(error, one.seq))
+            receipt = next(taken, None)
+            out.append(receipt_answer(one.seq, receipt) if receipt is not None
+                       else refusal(error or FeedError("not taken"), one.seq))
         return out
 
     # -- TCP ------------------------------------------------------------------------------
