@@ -26,6 +26,7 @@ from typing import Any
 from sparkcq.catalog import QueryStatus
 from sparkcq.engine import Engine
 from sparkcq.errors import SparkcqError, SparkDiedError
+from sparkcq.io.feed_source import FeedSource, spool_size
 from sparkcq.io.sources import MemorySource
 from sparkcq.server.procs import descendants, rss_bytes
 from sparkcq.session import spark_alive
@@ -201,6 +202,10 @@ class EngineLoop:
             "cycle_errors": self.cycle_errors,
             "last_error": self.last_error,
             "queued_rows": queued,
+            "spool_bytes": {name: spool_size(s) for name, s in list(eng.sources.items())
+                            if isinstance(s, FeedSource)},
+            "last_checkpoint_seconds": eng.recovery.last_checkpoint_seconds
+            if eng.recovery is not None else None,
             "rows_processed": {name: scan.rows_in for name, scan in list(eng.scans.items())},
             "rss_bytes": memory(),
             "uptime_seconds": time.time() - self.started,
