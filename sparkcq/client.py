@@ -315,9 +315,17 @@ def _line(message: dict[str, Any]) -> bytes:
 
 
 def _jsonable(value: Any) -> Any:
-    """A value JSON has no type for: dates and times as ISO text, anything else as text."""
+    """A value JSON has no type for: dates and times as ISO text, numpy and other scalars
+    with ``item()`` as their Python value (NaN as NULL), anything else as text.
+    """
     if hasattr(value, "isoformat"):
         return value.isoformat()
+    if hasattr(value, "item") and callable(value.item):
+        plain = value.item()
+        if isinstance(plain, float) and plain != plain:
+            return None
+        if isinstance(plain, bool | int | float | str) or plain is None:
+            return plain
     return str(value)
 
 

@@ -66,3 +66,13 @@ def test_rows_and_boundaries_encode_dates_as_iso_text():
     assert rows["rows"] == [{"id": 1, "t": "2026-01-01T12:00:00+00:00"},
                             {"id": 2, "t": "2026-01-02"}]
     assert early["time"] == "2026-01-01T12:00:00+00:00" and five["time"] == 5
+
+
+def test_numpy_scalars_travel_as_json_values():
+    import numpy as np
+
+    from sparkcq.client import _line
+
+    line = json.loads(_line({"n": np.int64(5), "b": np.bool_(True), "x": np.float32(0.5),
+                             "s": np.str_("a")}))
+    assert line == {"n": 5, "b": True, "x": 0.5, "s": "a"}
