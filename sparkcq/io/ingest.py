@@ -238,9 +238,13 @@ def _records(rows: Any, names: list[str]) -> list[Any]:
     return out
 
 
-def conform(rows: Any, schema: StructType, stream: str) -> Conformed:
+def conform(rows: Any, schema: StructType, stream: str, *, required: tuple[str, ...] = (),
+            what: str = "row") -> Conformed:
     """Check and convert ``rows`` (dicts, tuples in column order, or a pandas frame) for
     ``stream``; every row that does not fit is in ``errors``, the rest in ``table``.
+
+    A row that leaves a ``required`` column out or NULL is refused (a delete's key);
+    ``what`` names the rows in errors (``row``, ``delete``).
     """
     names = [f.name for f in schema.fields]
     target = arrow_schema(schema)
@@ -250,16 +254,17 @@ def conform(rows: Any, schema: StructType, stream: str) -> Conformed:
     errors: list[RowError] = []
     for index, row in enumerate(_records(rows, names)):
         if not isinstance(row, Mapping):
-            errors.append(RowError(index, None, f"a row must be an object with the columns "
-                                   f"{', '.join(names)}; got {_show(row)}", _raw(row)))
+            errors.append(RowError(index, None, f"a {what} must be an object with the columns "
+                                   f"{', '.join(names)}; got {_show(row)}", _raw(row), what))
             continue
         values: list[Any] = [None] * len(names)
         problem: RowError | None = None
         for key, value in row.items():
             name = by_lower.get(str(key).lower())
             if name is None:
-                problem = RowError(index, str(key), f"unknown column; {stream!r} has "
-                                   f"{', '.join(names)}", _raw(row))
+                owner = f"{stream!r}" if what == "row" else f"a {what} of {stream!r}"
+                problem = RowError(index, str(key), f"unknown column; {owner} has "
+                                   f"{', '.join(names)}", _raw(row), what)
                 break
             i = names.index(name)
             if _is_null(value):
@@ -268,8 +273,12 @@ def conform(rows: Any, schema: StructType, stream: str) -> Conformed:
                 values[i] = convert[i](value)
             except Unfit as e:
                 kind = schema.fields[i].dataType.simpleString().upper()
-                problem = RowError(index, name, f"{e} (column type {kind})", _raw(row))
+                problem = RowError(index, name, f"{e} (column type {kind})", _raw(row), what)
                 break
+        for name in required:
+            if problem is None and values[names.index(name)] is None:
+                problem = RowError(index, name, f"a {what} of {stream!r} needs this column "
+                                   f"(it needs {', '.join(required)})", _raw(row), what)
         if problem is not None:
             errors.append(problem)
             continue

@@ -10,6 +10,7 @@ from sparkcq.plan.nodes import (
     IntervalJoin,
     Join,
     KeyCutSpec,
+    KeyedSpec,
     PlanNode,
     Project,
     RowsSpec,
@@ -44,7 +45,7 @@ def lower(node: PlanNode, rt: Runtime, *, lateness: int = 0,
         assert table is not None
         return TableOperator(node, rt, table)
     if isinstance(node, Window):
-        if isinstance(node.spec, RowsSpec):
+        if isinstance(node.spec, RowsSpec | KeyedSpec):
             return RowsWindowOperator(node, rt)
         if isinstance(node.spec, CountCutSpec | KeyCutSpec):
             return ChunkCutOperator(node, rt)

@@ -6,12 +6,20 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, LongType, StructField, StructType
 
-from sparkcq.plan.nodes import CutSpec, RangeSpec, ResolvedWindow, RowsSpec, UnboundedSpec
+from sparkcq.plan.nodes import (
+    CutSpec,
+    KeyedSpec,
+    RangeSpec,
+    ResolvedWindow,
+    RowsSpec,
+    UnboundedSpec,
+)
 from sparkcq.plan.nodes import Window as WindowNode
 from sparkcq.runtime.frames import D, Runtime, Slice, T, ceil_to, col, floor_to, union_all
 from sparkcq.runtime.operators.base import FutureBuffer, Operator, as_changes_at
 
 _NEW = "_new"
+_DEL = "_del"  # a keyed stream's delete (a row of its key's partition, no element)
 
 
 def _events(df: DataFrame) -> DataFrame:
@@ -95,43 +103,63 @@ class TimeWindowOperator(Operator):
 
 class RowsWindowOperator(Operator):
     """``[ROWS n]`` and ``[PARTITION BY k ROWS n]``: an element leaves when the n-th later
-    row of its partition arrives.
+    row of its partition arrives; and a keyed stream's rows (``KeyedSpec``): a row leaves
+    when the next row or delete of its key arrives.
 
     State is the last n rows of every partition. Rows are ordered by event time, then by
-    their values, so ties resolve the same way whatever the cycle boundaries.
+    their values, so ties resolve the same way whatever the cycle boundaries. A keyed
+    stream is ``[PARTITION BY key ROWS 1]`` where a delete (a ``_d`` = -1 row of the scan's
+    edge) is one more row of its key's partition: it ends the row before it and is no
+    element itself; at one instant a key's deletes come before its rows, so a delete and a
+    row at the same time replace the key's row by the new one (an update sent as a delete
+    and an insert).
     """
 
     def __init__(self, node: WindowNode, rt: Runtime):
         super().__init__(node, rt)
-        assert isinstance(node.spec, RowsSpec)
-        self.spec = node.spec
+        spec = node.spec
+        assert isinstance(spec, RowsSpec | KeyedSpec)
+        self.keyed = isinstance(spec, KeyedSpec)
+        self.rows = 1 if isinstance(spec, KeyedSpec) else spec.rows
+        self.partition_by = spec.key if isinstance(spec, KeyedSpec) else spec.partition_by
         self.names = [f.name for f in node.schema.fields]
         self.order_cols = [f.name for f in node.schema.fields
                            if "map<" not in f.dataType.simpleString()]
         self.last = self.state(StructType([*node.schema.fields, StructField(T, LongType())]),
                                "last-rows")
 
+    def arrivals(self, df: DataFrame) -> DataFrame:
+        """The input's rows, ``_new`` true; a keyed stream's deletes flagged ``_del``."""
+        if not self.keyed:
+            return _events(df).withColumn(_NEW, F.lit(True))
+        inserts = _events(df).withColumn(_DEL, F.lit(False))
+        deletes = df.where(col(D) < 0).drop(D).withColumn(_DEL, F.lit(True))
+        return inserts.unionByName(deletes).withColumn(_NEW, F.lit(True))
+
     def step(self, inputs: list[Slice]) -> Slice:  # noqa: D102
         (inp,) = inputs
         if inp.df is None:
             return Slice(None, inp.lo, inp.hi)
-        new = _events(inp.df).withColumn(_NEW, F.lit(True))
+        new = self.arrivals(inp.df)
         old = self.last.get()
-        rows = union_all([
-            old.withColumn(_NEW, F.lit(False).cast(BooleanType())) if old is not None else None,
-            new,
-        ])
+        if old is not None:
+            old = old.withColumn(_NEW, F.lit(False).cast(BooleanType()))
+            if self.keyed:
+                old = old.withColumn(_DEL, F.lit(False))
+        rows = union_all([old, new])
         assert rows is not None
-        order = [col(T).asc(), *[col(c).asc_nulls_first() for c in self.order_cols]]
-        w = Window.partitionBy(*[col(c) for c in self.spec.partition_by]).orderBy(*order)
+        order = [col(T).asc(), *([col(_DEL).desc()] if self.keyed else []),
+                 *[col(c).asc_nulls_first() for c in self.order_cols]]
+        w = Window.partitionBy(*[col(c) for c in self.partition_by]).orderBy(*order)
         ranked = self.rt.cache_for_cycle(
-            rows.withColumn("_leave", F.lead(col(T), self.spec.rows).over(w)))
-        plus = ranked.where(col(_NEW)).select(*[col(n) for n in self.names], col(T),
-                                               F.lit(1).cast("long").alias(D))
-        minus = ranked.where(col("_leave").isNotNull()).select(
+            rows.withColumn("_leave", F.lead(col(T), self.rows).over(w)))
+        element = ~col(_DEL) if self.keyed else F.lit(True)
+        plus = ranked.where(col(_NEW) & element).select(*[col(n) for n in self.names], col(T),
+                                                        F.lit(1).cast("long").alias(D))
+        minus = ranked.where(col("_leave").isNotNull() & element).select(
             *[col(n) for n in self.names], col("_leave").alias(T), F.lit(-1).cast("long").alias(D))
-        self.last.set(ranked.where(col("_leave").isNull()).select(*[col(n) for n in self.names],
-                                                                   col(T)))
+        self.last.set(ranked.where(col("_leave").isNull() & element).select(
+            *[col(n) for n in self.names], col(T)))
         out = plus.unionByName(minus)
         # a row whose n-th successor has the same instant lives for an empty interval
         out = out.groupBy(*[col(n) for n in self.names], col(T)).agg(F.sum(col(D)).alias(D))
