@@ -501,7 +501,7 @@ class Engine:
         raw = stmt.options.get("key")
         if raw is None:
             return ()
-        where = _option_loc(text, stmt.loc, raw)
+        where = _assignment_loc(text, stmt.loc, "key")
         names = {f.name.lower(): f.name for f in schema.fields}
         parts = [p.strip() for p in raw.split(",")]
         if not raw.strip() or any(not p for p in parts):
@@ -1098,10 +1098,12 @@ class Engine:
                 raise SourceError(msg)
         else:
             try:
-                instant = self._time_value(at, info.time_kind)
+                given = self._time_value(at, info.time_kind)
             except (ValueError, TypeError) as e:
                 msg = f"at={at!r} for stream {stream!r} is not a time: {e}"
                 raise SourceError(msg) from None
+            assert given is not None
+            instant = given
         if isinstance(table, str):
             found = self.catalog.tables.get(table.lower())
             if found is None:
@@ -1487,6 +1489,18 @@ def _time_of(instant: int, kind: TimeKind) -> Any:
     if kind is TimeKind.TIMESTAMP:
         return pd.Timestamp(instant, unit="us", tz="UTC")
     return instant
+
+
+def _assignment_loc(text: str, loc: Location | None, option: str) -> Location | None:
+    """Where ``option='value'`` is written in the statement starting at ``loc`` (its
+    whole assignment), or ``loc`` itself if it is not found there.
+    """
+    if loc is None:
+        return None
+    end = text.find(";", loc.end)
+    found = re.compile(rf"\b{re.escape(option)}\s*=\s*('[^']*'|\"[^\"]*\")",
+                       re.IGNORECASE).search(text, loc.start, len(text) if end < 0 else end)
+    return loc if found is None else Location.of_span(text, found.start(), found.end())
 
 
 def _option_loc(text: str, loc: Location | None, value: str) -> Location | None:
