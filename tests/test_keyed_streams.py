@@ -78,7 +78,7 @@ def results(spark):
                 eng.push("prices", [r for r in PRICES if r["t"] == t][::-1], watermark=t,
                          deletes=[d for d in DELETES if d["t"] == t])
                 eng.push("trades", [r for r in TRADES if r["t"] == t], watermark=t)
-                if t % 3 == 0:
+                if t % 4 == 0:
                     eng.run_until_idle()
         else:
             eng.push("prices", PRICES, deletes=DELETES)
@@ -165,6 +165,8 @@ def test_import_table_makes_rows_valid_from_the_watermark(engine):
         engine.import_table("st", [{"k": 1, "name": "b"}])
     engine.push("st", [{"k": 1, "name": "a", "t": 1}], watermark=5)
     engine.run_until_idle()
+    # added at 5, over the keyed stream q reads: it starts from the current rows (k1)
+    engine.execute("CREATE QUERY n AS SELECT count(*) AS n FROM st")
     # valid from the watermark, 5: replaces k1's row, adds k2's
     receipt = engine.import_table("st", [{"k": 1, "name": "b"}, {"k": 2, "name": "c"}])
     assert receipt.accepted == 2
@@ -176,6 +178,7 @@ def test_import_table_makes_rows_valid_from_the_watermark(engine):
     engine.run_until_idle()
     assert records(engine, "q") == [
         (1, "a", 1, 5), (1, "b", 5, INF), (2, "c", 5, 7), (2, "d", 7, INF), (3, "e", 7, INF)]
+    assert records(engine, "n") == [(2, 5, 7), (3, 7, INF)]
 
 
 def test_a_timestamp_keyed_stream_takes_deletes_and_an_import(engine):

@@ -128,6 +128,48 @@ def two_stream_queries(draw) -> dict[str, Query]:
     return {name.replace(" ", "_"): Query(shape, name) for name, shape in shapes.items()}
 
 
+@st.composite
+def keyed_queries(draw, key: tuple[str, ...]) -> dict[str, Query]:
+    """Queries over a keyed stream ``ks`` (rows replaced by their key's next row, closed by
+    deletes) and an append stream ``s2``: aggregates in every output form, a projection,
+    joins of the keyed stream with a windowed stream on either side and with itself, and a
+    union with a windowed stream."""
+    keyed = Win("keyed", partition=key)
+    forms = draw(st.permutations(FORMS), label="forms")
+    calls = draw(st.permutations(sorted(AGGS)), label="calls")
+    queries = {f"kagg{i}": Query(draw(agg_query(keyed, list(AGGS), forms[i], stream="ks",
+                                                calls=tuple(calls[i::3]))),
+                                 "keyed stream: aggregate")
+               for i in range(3)}
+    shapes = {
+        "project": ProjectQuery(keyed, draw(st.integers(0, 6)), forms[3], stream="ks"),
+        "join with a windowed stream": JoinQuery(
+            keyed, draw(case_windows), theta=draw(st.booleans()), streams=("ks", "s2"),
+            join_form=forms[4]),
+        "windowed stream joins it": JoinQuery(
+            draw(case_windows), keyed, theta=draw(st.booleans()), streams=("s2", "ks"),
+            join_form=draw(st.sampled_from(FORMS))),
+        "self join": BandJoinQuery(keyed, keyed, streams=("ks", "ks"),
+                                   join_form=draw(st.sampled_from(FORMS))),
+        "union with a windowed stream": UnionQuery(keyed, draw(case_windows),
+                                                   draw(st.integers(0, 6)),
+                                                   streams=("ks", "s2")),
+    }
+    queries |= {f"k_{name.replace(' ', '_')}": Query(shape, f"keyed stream: {name}")
+                for name, shape in shapes.items()}
+    return queries
+
+
+@pytest.mark.slow
+@given(data=st.data())
+def test_keyed_streams_in_aggregates_and_joins(spark, data):
+    """A keyed stream's rows, replaced and deleted, arrive out of order within the lateness
+    and in cycles cut anywhere; aggregates and joins over it equal the reference."""
+    scenario = data.draw(scenarios(("ks", "s2"), cases=100, keyed=("ks",)), label="scenario")
+    queries = data.draw(keyed_queries(scenario.streams["ks"].key), label="queries")
+    check_scenario(spark, scenario, queries)
+
+
 @pytest.mark.slow
 @given(scenario=scenarios(("s", "s2"), cases=110), queries=two_stream_queries())
 def test_joins_unions_and_derived_streams(spark, scenario: Scenario, queries: dict[str, Query]):
