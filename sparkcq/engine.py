@@ -1110,8 +1110,13 @@ class Engine:
                 msg = f"unknown table {table!r}; tables: {', '.join(self.catalog.tables) or 'none'}"
                 raise UnknownNameError(msg)
             table = found.dataframe.toPandas()
-        frame = to_pandas(table, StructType([f for f in info.schema.fields
-                                             if f.name != info.time_col]), stream)
+        try:
+            frame = to_pandas(table, StructType([f for f in info.schema.fields
+                                                 if f.name != info.time_col]), stream)
+        except SourceError as e:
+            msg = (f"{e} (a table imported into {stream!r} gives every column but the event "
+                   f"time {info.time_col!r}, which is at)")
+            raise SourceError(msg) from None
         frame = frame.assign(**{info.time_col: _time_of(instant, info.time_kind)})
         return source.push(frame[[f.name for f in info.schema.fields]], None, False)
 
