@@ -66,30 +66,25 @@ def keyed_engine(spark) -> Engine:
 
 @pytest.fixture(scope="module")
 def results(spark):
-    """Every query over the input, pushed in one cycle and in one push per instant (with
-    the rows of an instant in reverse order): the results must not differ."""
-    out = {}
-    for split in (False, True):
-        eng = keyed_engine(spark)
-        for name, sql in QUERIES.items():
-            eng.execute(f"CREATE QUERY {name} AS {sql}")
-        if split:
-            for t in range(1, 13):
-                eng.push("prices", [r for r in PRICES if r["t"] == t][::-1], watermark=t,
-                         deletes=[d for d in DELETES if d["t"] == t])
-                eng.push("trades", [r for r in TRADES if r["t"] == t], watermark=t)
-                if t % 4 == 0:
-                    eng.run_until_idle()
-        else:
-            eng.push("prices", PRICES, deletes=DELETES)
-            eng.push("trades", TRADES)
-        eng.end_input("prices")
-        eng.end_input("trades")
-        eng.run_until_idle()
-        out[split] = {name: records(eng, name) for name in QUERIES}
-        eng.stop()
-    assert out[False] == out[True]
-    return out[False]
+    """Every query over the input, pushed one instant at a time (the rows of an instant in
+    reverse order), several instants per cycle: the results are those worked out by hand,
+    which are also what one cycle of all the input gives (the property suite checks that
+    results do not depend on the cycles)."""
+    eng = keyed_engine(spark)
+    for name, sql in QUERIES.items():
+        eng.execute(f"CREATE QUERY {name} AS {sql}")
+    for t in range(1, 13):
+        eng.push("prices", [r for r in PRICES if r["t"] == t][::-1], watermark=t,
+                 deletes=[d for d in DELETES if d["t"] == t])
+        eng.push("trades", [r for r in TRADES if r["t"] == t], watermark=t)
+        if t % 4 == 0:
+            eng.run_until_idle()
+    eng.end_input("prices")
+    eng.end_input("trades")
+    eng.run_until_idle()
+    out = {name: records(eng, name) for name in QUERIES}
+    eng.stop()
+    return out
 
 
 def test_a_row_lives_until_its_key_is_replaced_or_deleted(results):
