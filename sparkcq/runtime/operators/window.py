@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
-from pyspark.sql.types import BooleanType, LongType, StructField, StructType
+from pyspark.sql.types import BooleanType, IntegerType, LongType, StructField, StructType
 
 from sparkcq.plan.nodes import (
     CutSpec,
@@ -103,63 +103,43 @@ class TimeWindowOperator(Operator):
 
 class RowsWindowOperator(Operator):
     """``[ROWS n]`` and ``[PARTITION BY k ROWS n]``: an element leaves when the n-th later
-    row of its partition arrives; and a keyed stream's rows (``KeyedSpec``): a row leaves
-    when the next row or delete of its key arrives.
+    row of its partition arrives.
 
     State is the last n rows of every partition. Rows are ordered by event time, then by
-    their values, so ties resolve the same way whatever the cycle boundaries. A keyed
-    stream is ``[PARTITION BY key ROWS 1]`` where a delete (a ``_d`` = -1 row of the scan's
-    edge) is one more row of its key's partition: it ends the row before it and is no
-    element itself; at one instant a key's deletes come before its rows, so a delete and a
-    row at the same time replace the key's row by the new one (an update sent as a delete
-    and an insert).
+    their values, so ties resolve the same way whatever the cycle boundaries.
     """
 
     def __init__(self, node: WindowNode, rt: Runtime):
         super().__init__(node, rt)
-        spec = node.spec
-        assert isinstance(spec, RowsSpec | KeyedSpec)
-        self.keyed = isinstance(spec, KeyedSpec)
-        self.rows = 1 if isinstance(spec, KeyedSpec) else spec.rows
-        self.partition_by = spec.key if isinstance(spec, KeyedSpec) else spec.partition_by
+        assert isinstance(node.spec, RowsSpec)
+        self.spec = node.spec
         self.names = [f.name for f in node.schema.fields]
         self.order_cols = [f.name for f in node.schema.fields
                            if "map<" not in f.dataType.simpleString()]
         self.last = self.state(StructType([*node.schema.fields, StructField(T, LongType())]),
                                "last-rows")
 
-    def arrivals(self, df: DataFrame) -> DataFrame:
-        """The input's rows, ``_new`` true; a keyed stream's deletes flagged ``_del``."""
-        if not self.keyed:
-            return _events(df).withColumn(_NEW, F.lit(True))
-        inserts = _events(df).withColumn(_DEL, F.lit(False))
-        deletes = df.where(col(D) < 0).drop(D).withColumn(_DEL, F.lit(True))
-        return inserts.unionByName(deletes).withColumn(_NEW, F.lit(True))
-
     def step(self, inputs: list[Slice]) -> Slice:  # noqa: D102
         (inp,) = inputs
         if inp.df is None:
             return Slice(None, inp.lo, inp.hi)
-        new = self.arrivals(inp.df)
+        new = _events(inp.df).withColumn(_NEW, F.lit(True))
         old = self.last.get()
-        if old is not None:
-            old = old.withColumn(_NEW, F.lit(False).cast(BooleanType()))
-            if self.keyed:
-                old = old.withColumn(_DEL, F.lit(False))
-        rows = union_all([old, new])
+        rows = union_all([
+            old.withColumn(_NEW, F.lit(False).cast(BooleanType())) if old is not None else None,
+            new,
+        ])
         assert rows is not None
-        order = [col(T).asc(), *([col(_DEL).desc()] if self.keyed else []),
-                 *[col(c).asc_nulls_first() for c in self.order_cols]]
-        w = Window.partitionBy(*[col(c) for c in self.partition_by]).orderBy(*order)
+        order = [col(T).asc(), *[col(c).asc_nulls_first() for c in self.order_cols]]
+        w = Window.partitionBy(*[col(c) for c in self.spec.partition_by]).orderBy(*order)
         ranked = self.rt.cache_for_cycle(
-            rows.withColumn("_leave", F.lead(col(T), self.rows).over(w)))
-        element = ~col(_DEL) if self.keyed else F.lit(True)
-        plus = ranked.where(col(_NEW) & element).select(*[col(n) for n in self.names], col(T),
-                                                        F.lit(1).cast("long").alias(D))
-        minus = ranked.where(col("_leave").isNotNull() & element).select(
+            rows.withColumn("_leave", F.lead(col(T), self.spec.rows).over(w)))
+        plus = ranked.where(col(_NEW)).select(*[col(n) for n in self.names], col(T),
+                                               F.lit(1).cast("long").alias(D))
+        minus = ranked.where(col("_leave").isNotNull()).select(
             *[col(n) for n in self.names], col("_leave").alias(T), F.lit(-1).cast("long").alias(D))
-        self.last.set(ranked.where(col("_leave").isNull() & element).select(
-            *[col(n) for n in self.names], col(T)))
+        self.last.set(ranked.where(col("_leave").isNull()).select(*[col(n) for n in self.names],
+                                                                   col(T)))
         out = plus.unionByName(minus)
         # a row whose n-th successor has the same instant lives for an empty interval
         out = out.groupBy(*[col(n) for n in self.names], col(T)).agg(F.sum(col(D)).alias(D))
@@ -169,3 +149,77 @@ class RowsWindowOperator(Operator):
         """The last n rows of each partition are the live elements."""
         last = self.last.get()
         return None if last is None else as_changes_at(last, self.names, None, at)
+
+_KEY_HASH = "_kh"  # a hash of a keyed stream's key: its window's state is partitioned by it
+_FIRST = "_first"  # the instant of a key's first change in the cycle
+
+
+class KeyedWindowOperator(Operator):
+    """A keyed stream read as a relation (``KeyedSpec``): a row lives from its event time
+    until the next row or delete of its key.
+
+    As ``[PARTITION BY key ROWS 1]`` (``RowsWindowOperator``), with a delete one more row
+    of its key that ends the row before it and is no element itself; at one instant a
+    key's deletes come before its rows, then rows by value, so a delete and a row at the
+    same time are an update (the row stays). But a cycle pays for the keys it touches, not
+    for the table: the state (each key's current row) is hash-partitioned by a hash of
+    the key and only joined, not shuffled or sorted, with the cycle's first change of each
+    key, which closes that key's row; only the cycle's own events are ranked.
+    """
+
+    def __init__(self, node: WindowNode, rt: Runtime):
+        super().__init__(node, rt)
+        assert isinstance(node.spec, KeyedSpec)
+        self.key = list(node.spec.key)
+        self.names = [f.name for f in node.schema.fields]
+        self.order_cols = [f.name for f in node.schema.fields
+                           if "map<" not in f.dataType.simpleString()]
+        self.current = self.state(
+            StructType([*node.schema.fields, StructField(T, LongType()),
+                        StructField(_KEY_HASH, IntegerType())]), "current-rows",
+            partition_by=_KEY_HASH)
+
+    def step(self, inputs: list[Slice]) -> Slice:  # noqa: D102
+        (inp,) = inputs
+        if inp.df is None:
+            return Slice(None, inp.lo, inp.hi)
+        rows = _events(inp.df).withColumn(_DEL, F.lit(False))
+        deletes = inp.df.where(col(D) < 0).drop(D).withColumn(_DEL, F.lit(True))
+        new = rows.unionByName(deletes).withColumn(
+            _KEY_HASH, F.hash(*[col(k) for k in self.key])).repartition(
+            self.rt.partitions, col(_KEY_HASH))
+        order = [col(T).asc(), col(_DEL).desc(),
+                 *[col(c).asc_nulls_first() for c in self.order_cols]]
+        w = Window.partitionBy(col(_KEY_HASH), *[col(k) for k in self.key]).orderBy(*order)
+        ranked = self.rt.cache_for_cycle(new.withColumn("_leave", F.lead(col(T), 1).over(w)))
+        names = [col(n) for n in self.names]
+        plus = ranked.where(~col(_DEL)).select(*names, col(T), F.lit(1).cast("long").alias(D))
+        minus = ranked.where(col("_leave").isNotNull() & ~col(_DEL)).select(
+            *names, col("_leave").alias(T), F.lit(-1).cast("long").alias(D))
+        last = ranked.where(col("_leave").isNull() & ~col(_DEL)).select(
+            *names, col(T), col(_KEY_HASH))
+        old = self.current.get()
+        if old is not None:
+            # the key's first change of the cycle (all after its current row) closes it
+            firsts = ranked.groupBy(col(_KEY_HASH), *[col(k) for k in self.key]).agg(
+                F.min(col(T)).alias(_FIRST)).select(
+                col(_KEY_HASH).alias("_fh"), *[col(k).alias(f"_f{i}")
+                                               for i, k in enumerate(self.key)], col(_FIRST))
+            same = col(_KEY_HASH) == col("_fh")
+            for i, k in enumerate(self.key):
+                same = same & col(k).eqNullSafe(col(f"_f{i}"))
+            met = self.rt.cache_for_cycle(old.join(firsts, same, "left"))
+            minus = minus.unionByName(met.where(col(_FIRST).isNotNull()).select(
+                *names, col(_FIRST).alias(T), F.lit(-1).cast("long").alias(D)))
+            last = met.where(col(_FIRST).isNull()).select(
+                *names, col(T), col(_KEY_HASH)).unionByName(last)
+        self.current.set(last)
+        out = plus.unionByName(minus)
+        # a row followed at its own instant by another of its key lives for no time
+        out = out.groupBy(*names, col(T)).agg(F.sum(col(D)).alias(D))
+        return Slice(out.where(col(D) != 0), inp.lo, inp.hi)
+
+    def contents(self, children: list[DataFrame | None], at: int) -> DataFrame | None:
+        """Each key's current row is a live element."""
+        current = self.current.get()
+        return None if current is None else as_changes_at(current, self.names, None, at)
