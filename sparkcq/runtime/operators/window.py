@@ -208,7 +208,9 @@ class KeyedWindowOperator(Operator):
             same = col(_KEY_HASH) == col("_fh")
             for i, k in enumerate(self.key):
                 same = same & col(k).eqNullSafe(col(f"_f{i}"))
-            met = self.rt.cache_for_cycle(old.join(firsts, same, "left"))
+            # no broadcast: it would compute ``firsts`` in a Spark job of its own; both
+            # sides are partitioned by the key hash, so the join shuffles neither
+            met = self.rt.cache_for_cycle(old.join(firsts.hint("shuffle_hash"), same, "left"))
             minus = minus.unionByName(met.where(col(_FIRST).isNotNull()).select(
                 *names, col(_FIRST).alias(T), F.lit(-1).cast("long").alias(D)))
             last = met.where(col(_FIRST).isNull()).select(
