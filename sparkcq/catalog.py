@@ -34,6 +34,7 @@ class StreamInfo:
     options: dict[str, str]
     plan: PlanNode
     derived: bool = False
+    key: tuple[str, ...] = ()  # a keyed (temporal-tabular) stream's key columns
 
     @property
     def connected(self) -> bool:

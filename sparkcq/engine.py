@@ -81,7 +81,7 @@ from sparkcq.io.sinks import (
     Retention,
     Sink,
 )
-from sparkcq.io.sources import IngestLimits, MemorySource, PushReceipt, Source
+from sparkcq.io.sources import IngestLimits, MemorySource, PushReceipt, Source, to_pandas
 from sparkcq.io.spool import Spool
 from sparkcq.language.sql.parser import parse_script_located
 from sparkcq.language.sql.statements import (
@@ -97,7 +97,14 @@ from sparkcq.language.sql.statements import (
     Show,
     Statement,
 )
-from sparkcq.model.time import TIME_MAX, TimeKind, parse_duration, show_instant, unit_micros
+from sparkcq.model.time import (
+    TIME_MAX,
+    TIME_MIN,
+    TimeKind,
+    parse_duration,
+    show_instant,
+    unit_micros,
+)
 from sparkcq.plan.binder import bind_select
 from sparkcq.plan.nodes import (
     Aggregate,
@@ -445,11 +452,11 @@ class Engine:
         try:
             if source_kind == "memory":
                 source = MemorySource(self.spark, stmt.name, schema, node.time_col, lateness,
-                                      self.ingest_limits)
+                                      self.ingest_limits, node.key)
             elif source_kind == "feed":
                 source = self._feed_source(stmt.name)
                 assert isinstance(source, FeedSource)
-                source.set_schema(schema, node.time_col, lateness)
+                source.set_schema(schema, node.time_col, lateness, node.key)
             elif source_kind == "generator":
                 self._ensure_allowed_options(opts, text, stmt.loc)
                 source = GeneratorSource(self.spark, stmt.name, schema, node.time_col, opts,
@@ -464,7 +471,7 @@ class Engine:
         except SourceError as e:
             raise AnalysisError(str(e), text, stmt.loc) from None
         self.catalog.add_stream(StreamInfo(stmt.name, schema, node.time_col, node.end_col,
-                                           node.time_kind, opts, node))
+                                           node.time_kind, opts, node, key=node.key))
         self.sources[stmt.name.lower()] = source
         self.scans[stmt.name.lower()] = ScanOperator(
             node, self.rt, lateness, self.ingest_limits.max_dead_letters)
@@ -523,8 +530,40 @@ class Engine:
                 raise AnalysisError(msg, text, _option_loc(text, loc, opts["lateness"])
                                     or loc) from None
         end_col = names[opts["end_time"].lower()].name if "end_time" in opts else None
-        node = StreamScan(name, schema, names[time_col.lower()].name, end_col, kind, unit)
+        key = self._key_option(name, opts, schema, text, loc)
+        node = StreamScan(name, schema, names[time_col.lower()].name, end_col, kind, unit, key)
         return node, lateness
+
+    @staticmethod
+    def _key_option(name: str, options: Mapping[str, str], schema: StructType, text: str,
+                    loc: Location) -> tuple[str, ...]:
+        """The key columns of ``WITH (key='a, b')``, as the schema spells them (none: an
+        append-only stream); an unknown, repeated or missing column is an AnalysisError
+        pointing at the option.
+        """
+        raw = options.get("key")
+        if raw is None:
+            return ()
+        where = _assignment_loc(text, loc, "key")
+        names = {f.name.lower(): f.name for f in schema.fields}
+        parts = [p.strip() for p in raw.split(",")]
+        if not raw.strip() or any(not p for p in parts):
+            msg = (f"key {raw!r}: name the key columns, separated by commas, e.g. "
+                   f"key='{schema.fields[0].name}'")
+            raise AnalysisError(msg, text, where)
+        for p in parts:
+            if p.lower() not in names:
+                msg = (f"key column {p!r} is not a column of {name!r}; columns: "
+                       f"{', '.join(names.values())}")
+                raise AnalysisError(msg, text, where)
+        if len({p.lower() for p in parts}) < len(parts):
+            msg = f"key {raw!r} names a column twice"
+            raise AnalysisError(msg, text, where)
+        if "end_time" in options:
+            msg = ("a keyed stream's rows are valid until their key's next row or delete; "
+                   "it cannot also take end_time")
+            raise AnalysisError(msg, text, where)
+        return tuple(names[p.lower()] for p in parts)
 
     def _create_aggregate(self, stmt: CreateAggregate, text: str) -> None:
         params = []
@@ -1052,29 +1091,92 @@ class Engine:
 
     # -- input ---------------------------------------------------------------------------
     def push(self, stream: str, rows: Any, watermark: Any = None,
-             end: bool = False) -> PushReceipt:
+             end: bool = False, deletes: Any = None) -> PushReceipt:
         """Queue rows for a memory-source stream; ``watermark`` W promises that no later
         event has event time < W; ``end`` marks the end of the stream's input.
 
+        ``deletes`` (a keyed stream's: ``WITH (key=...)``) each give the key columns and
+        the event time, e.g. ``{"k": 1, "t": 7}``: the key's current row stops being valid
+        at that time. A delete obeys the watermark like a row (a late one is a dead letter).
+
         Safe to call from any thread (the server's handlers do, while a cycle runs). Each
-        row is checked against the stream's schema: the receipt counts the rows accepted
-        and lists the refused ones (they are also kept as dead letters). Raises
+        row and delete is checked against the stream's schema: the receipt counts those
+        accepted and lists the refused ones (they are also kept as dead letters). Raises
         ``BackpressureError`` when the stream's queue is full.
         """
-        info = self.catalog.stream(stream)
-        source = self.sources.get(info.name.lower())
-        if not isinstance(source, MemorySource):
-            msg = f"stream {stream!r} is not fed by the memory source; it cannot be pushed to"
-            raise SourceError(msg)
+        info, source = self._memory_source(stream)
         try:
             mark = self._time_value(watermark, info.time_kind)
         except (ValueError, TypeError) as e:
             msg = f"watermark {watermark!r} for stream {stream!r} is not a time: {e}"
             raise SourceError(msg) from None
-        receipt = source.push(rows, mark, end)
+        receipt = source.push(rows, mark, end, deletes)
         for error in receipt.rejected[:3]:
             log.warning("push to %s: %s", info.name, error.describe())
         return receipt
+
+    def delete(self, stream: str, keys: Any, watermark: Any = None) -> PushReceipt:
+        """Delete rows of a keyed memory-source stream: each of ``keys`` gives the key
+        columns and the event time at which the key's current row stops being valid
+        (``push(stream, None, watermark, deletes=keys)``; a feed's ``DELETE`` messages).
+        """
+        return self.push(stream, None, watermark, deletes=keys)
+
+    def import_table(self, stream: str, table: Any, at: Any = None) -> PushReceipt:
+        """Import a table into a keyed memory-source stream: its rows become the keys'
+        current rows, valid from ``at`` until replaced or deleted.
+
+        ``table`` is a table's name in the catalog, or rows (dicts, tuples, a pandas
+        frame) with the stream's columns except its event time, which every row gets as
+        ``at``: by default the stream's watermark now (the one in force for its next push,
+        so the rows are on time); a time before the watermark makes them late (dead
+        letters). Keys the table does not name keep their rows. A push like any other:
+        the next cycle takes it.
+        """
+        info, source = self._memory_source(stream)
+        if not info.key:
+            msg = (f"stream {stream!r} has no key; a table is imported into a keyed stream "
+                   "(WITH (key='column'))")
+            raise SourceError(msg)
+        assert info.time_col is not None
+        if at is None:
+            instant = source.watermark
+            if instant in (TIME_MIN, TIME_MAX):
+                msg = (f"stream {stream!r} has no watermark yet; give the time the table "
+                       "is valid from: import_table(..., at=...)")
+                raise SourceError(msg)
+        else:
+            try:
+                given = self._time_value(at, info.time_kind)
+            except (ValueError, TypeError) as e:
+                msg = f"at={at!r} for stream {stream!r} is not a time: {e}"
+                raise SourceError(msg) from None
+            assert given is not None
+            instant = given
+        if isinstance(table, str):
+            found = self.catalog.tables.get(table.lower())
+            if found is None:
+                msg = f"unknown table {table!r}; tables: {', '.join(self.catalog.tables) or 'none'}"
+                raise UnknownNameError(msg)
+            table = found.dataframe.toPandas()
+        try:
+            frame = to_pandas(table, StructType([f for f in info.schema.fields
+                                                 if f.name != info.time_col]), stream)
+        except SourceError as e:
+            msg = (f"{e} (a table imported into {stream!r} gives every column but the event "
+                   f"time {info.time_col!r}, which is at)")
+            raise SourceError(msg) from None
+        frame = frame.assign(**{info.time_col: _time_of(instant, info.time_kind)})
+        return source.push(frame[[f.name for f in info.schema.fields]], None, False)
+
+    def _memory_source(self, stream: str) -> tuple[StreamInfo, MemorySource]:
+        """A stream fed by the memory source, and the source (SourceError otherwise)."""
+        info = self.catalog.stream(stream)
+        source = self.sources.get(info.name.lower())
+        if not isinstance(source, MemorySource):
+            msg = f"stream {stream!r} is not fed by the memory source; it cannot be pushed to"
+            raise SourceError(msg)
+        return info, source
 
     def end_input(self, stream: str) -> None:
         """Declare a memory stream complete: its watermark becomes +inf."""
@@ -1379,6 +1481,7 @@ class Engine:
                                                                                      "memory"),
                  "schema": s.schema.simpleString(), "event_time": s.time_col,
                  "state": "derived" if s.derived else self.feeds.state(s.name),
+                 "key": ", ".join(s.key) or None,
                  "watermark": self.scans[k].watermark if k in self.scans else None}
                 for k, s in self.catalog.streams.items()])
         if what == "FUNCTIONS":
@@ -1454,6 +1557,25 @@ def _ensure_new_name(stmt: Statement, text: str) -> None:
             quoted = text[at - 1 : at] == "`"
             loc = Location.of_span(text, at - quoted, at + len(name) + quoted)
         raise AnalysisError(str(e), text, loc) from None
+
+
+def _time_of(instant: int, kind: TimeKind) -> Any:
+    """A point of the time axis as a value of an event-time column (UTC timestamps)."""
+    if kind is TimeKind.TIMESTAMP:
+        return pd.Timestamp(instant, unit="us", tz="UTC")
+    return instant
+
+
+def _assignment_loc(text: str, loc: Location | None, option: str) -> Location | None:
+    """Where ``option='value'`` is written in the statement starting at ``loc`` (its
+    whole assignment), or ``loc`` itself if it is not found there.
+    """
+    if loc is None:
+        return None
+    end = text.find(";", loc.end)
+    found = re.compile(rf"\b{re.escape(option)}\s*=\s*('[^']*'|\"[^\"]*\")",
+                       re.IGNORECASE).search(text, loc.start, len(text) if end < 0 else end)
+    return loc if found is None else Location.of_span(text, found.start(), found.end())
 
 
 def _option_loc(text: str, loc: Location | None, value: str) -> Location | None:

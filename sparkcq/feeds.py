@@ -100,10 +100,10 @@ class FeedStreams:
                 eng.old_scans.setdefault(key, []).append(old)
             else:
                 old.release()
-        info.schema, info.plan = schema, node
+        info.schema, info.plan, info.key = schema, node, node.key
         info.time_col, info.end_col, info.time_kind = node.time_col, node.end_col, node.time_kind
         info.options = {**info.options, **options}
-        source.set_schema(schema, node.time_col, lateness)
+        source.set_schema(schema, node.time_col, lateness, node.key)
         eng.scans[key] = ScanOperator(node, eng.rt, lateness,
                                       eng.ingest_limits.max_dead_letters)
         eng._compile()
@@ -129,12 +129,12 @@ class FeedStreams:
             msg = (f"HEADER changes the schema of {info.name!r}, which the derived stream(s) "
                    f"{', '.join(derived)} read; drop them first, or keep the columns")
             raise FeedError(msg)
-        same_time = (old.time_col, old.end_col, old.time_kind, old.time_unit) == \
-            (node.time_col, node.end_col, node.time_kind, node.time_unit)
+        same_time = (old.time_col, old.end_col, old.time_kind, old.time_unit, old.key) == \
+            (node.time_col, node.end_col, node.time_kind, node.time_unit, node.key)
         kept, stopped = [], []
         for run in self.readers(info.name):
             problem = self._problem(run.info, info, node) if same_time else \
-                "the event time changed"
+                "its event time or key changed"
             keep = run.info.options.get("on_schema_change", "stop").lower() == "keep"
             where = f"cycle {eng.cycle}: stream {info.name!r} changed its schema to " \
                 f"{node.schema.simpleString()}"
@@ -167,7 +167,7 @@ class FeedStreams:
         saved = info.schema, info.plan
         info.schema = both
         info.plan = StreamScan(info.name, both, node.time_col, node.end_col, node.time_kind,
-                               node.time_unit)
+                               node.time_unit, node.key)
         try:
             bind_select(statement.select, query.text, eng.catalog, eng.spark,
                         trusted=eng.trusted)

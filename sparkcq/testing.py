@@ -16,11 +16,19 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.types import ByteType, IntegerType, LongType, ShortType, StructType
+from pyspark.sql.types import (
+    BooleanType,
+    ByteType,
+    IntegerType,
+    LongType,
+    ShortType,
+    StructField,
+    StructType,
+)
 
 from sparkcq.io.sinks import QueryOutput, Sink
 from sparkcq.io.sources import Source, to_pandas
-from sparkcq.runtime.operators.scan import SourceBatch
+from sparkcq.runtime.operators.scan import DELETE, SourceBatch
 
 
 @dataclass(frozen=True)
@@ -35,6 +43,15 @@ class EndOfCycle:
     """A marker in a ListSource: this cycle's delivery ends here (with no rows, if none
     precede it), so a test decides in which cycle each row arrives.
     """
+
+
+@dataclass(frozen=True)
+class Delete:
+    """An item of a ListSource feeding a keyed stream: a delete of ``row``'s key (its key
+    columns and event time) at its event time, delivered with the rows around it.
+    """
+
+    row: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -57,6 +74,8 @@ class ListSource(Source):
         self.on_driver = on_driver
         self.pos = 0
         self.attached: tuple[Any, Any, str] | None = None
+        # a list with deletes (of a keyed stream) flags every row it delivers in ``_delete``
+        self.deletes = any(isinstance(item, Delete) for item in self.items)
 
     def attach(self, spark: Any, schema: Any, name: str) -> None:
         """Called by the engine with the stream it feeds."""
@@ -69,6 +88,7 @@ class ListSource(Source):
         assert self.attached is not None, "attach the ListSource with Engine.attach_source"
         spark, schema, name = self.attached
         rows: list[Any] = []
+        flags: list[bool] = []
         watermark, end = None, False
         while self.pos < len(self.items):
             item = self.items[self.pos]
@@ -81,12 +101,18 @@ class ListSource(Source):
                 break
             if isinstance(item, EndOfCycle):
                 break
-            rows.append(item)
+            flags.append(isinstance(item, Delete))
+            rows.append(item.row if isinstance(item, Delete) else item)
             if self.rows_per_cycle and len(rows) >= self.rows_per_cycle:
                 break
         if not rows:
             return SourceBatch(None, watermark, end)
-        frame = to_pandas(rows, schema, name)
+        given = [{f.name: row.get(f.name) for f in schema.fields} if flag else row
+                 for row, flag in zip(rows, flags, strict=True)]
+        frame = to_pandas(given, schema, name)
+        if self.deletes:
+            frame = frame.assign(**{DELETE: flags})
+            schema = StructType([*schema.fields, StructField(DELETE, BooleanType())])
         df = spark.createDataFrame(frame, schema)
         return SourceBatch(df, watermark, end,
                            arrow=on_driver_rows(frame, schema) if self.on_driver else None)

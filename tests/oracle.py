@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 INF = math.inf
-Event = dict  # ex, k, v, t
+Event = dict  # ex, k, v, t; a keyed stream's delete also has "del": True (and None for
+# the columns outside its key)
 Element = tuple[tuple, float, float]  # row values, ts, te
 
 
@@ -88,7 +89,8 @@ class Win:
 
     ``size``: range length, row count or chunk length; ``slide``: the hop, or for a cut the
     number of chunks an element stays valid; ``partition``: the columns ROWS counts within
-    (none: one sequence over all cases).
+    (none: one sequence over all cases), or a keyed stream's key (kind ``keyed``: not a
+    window clause, how a keyed stream is read).
     """
 
     kind: str
@@ -108,6 +110,7 @@ class Win:
             "cut": f"[CUT ON t BY {self.size}{chunks}]",
             "cutrows": f"[CUT EVERY {self.size} ROWS{self.chunks_sql()}]",
             "cutkey": f"[CUT ON {', '.join(self.partition)}{self.chunks_sql()}]",
+            "keyed": "",
         }[self.kind]
 
     def chunks_sql(self) -> str:
@@ -124,7 +127,7 @@ class Win:
             what = "CUT EVERY n ROWS" if self.kind == "cutrows" else "CUT ON key"
             return what + (" WINDOW m CHUNKS" if self.slide > 1 else "")
         return {"range": "RANGE", "slide": "RANGE SLIDE", "now": "NOW",
-                "unbounded": "UNBOUNDED"}[self.kind]
+                "unbounded": "UNBOUNDED", "keyed": "keyed stream"}[self.kind]
 
     @property
     def period(self) -> int | None:
@@ -136,6 +139,8 @@ class Win:
         out = []
         if self.kind in ("cutrows", "cutkey"):
             return self.chunk_elements(events, columns)
+        if self.kind == "keyed":
+            return self.keyed_elements(events, columns)
         if self.kind == "rows":
             parts: dict[tuple, list[Event]] = {}
             for e in sorted(events, key=lambda e: (e["t"], *[e[c] for c in columns])):
@@ -161,6 +166,23 @@ class Win:
                     out.append((e, cut, cut + self.size * max(self.slide, 1)))
         return [(tuple(e[c] for c in columns), ts, te) for e, ts, te in out if ts < te]
 
+
+    def keyed_elements(self, events: list[Event], columns: tuple[str, ...]) -> list[Element]:
+        """A keyed stream's rows: each valid from its time until the next row or delete of
+        its key, in (t, deletes first, values) order; a delete is no element.
+        """
+        keys: dict[tuple, list[Event]] = {}
+        order = sorted(events, key=lambda e: (e["t"], not e.get("del", False),
+                                              *[e[c] for c in ("ex", "k", "v", "t")]))
+        for e in order:
+            keys.setdefault(tuple(e[c] for c in self.partition), []).append(e)
+        out = []
+        for rows in keys.values():
+            for i, e in enumerate(rows):
+                if not e.get("del", False):
+                    end = rows[i + 1]["t"] if i + 1 < len(rows) else INF
+                    out.append((tuple(e[c] for c in columns), e["t"], end))
+        return [x for x in out if x[1] < x[2]]
 
     def chunk_elements(self, events: list[Event], columns: tuple[str, ...]) -> list[Element]:
         """Count or key chunks in (t, values) order: chunk j's rows are valid from the first

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from oracle import UDA_DEFINITIONS, Arrivals, Batch, Shape, arrivals
 
 from sparkcq import Engine
-from sparkcq.testing import EndOfCycle, EndOfInput, ListSource, Watermark
+from sparkcq.testing import Delete, EndOfCycle, EndOfInput, ListSource, Watermark
 
 T_MAX = 30  # event times are drawn in [0, T_MAX]
 
@@ -38,17 +38,20 @@ SCHEDULE_STATS: Counter[str] = Counter()
 @dataclass(frozen=True)
 class StreamPlan:
     """One stream's lateness and what it delivers in each cycle; ``measured``: its batches
-    are measured by the cycle's commit (as files are), not on the driver."""
+    are measured by the cycle's commit (as files are), not on the driver; ``key``: a keyed
+    stream's key (its events include deletes)."""
 
     lateness: int
     batches: tuple[Batch, ...]
     measured: bool = False
+    key: tuple[str, ...] = ()
 
     def items(self) -> list:
         """The stream's deliveries as a ``ListSource`` list, one marker per cycle."""
         out: list = []
         for batch in self.batches:
-            out += list(batch.rows)
+            out += [Delete({c: e[c] for c in (*self.key, "t")}) if e.get("del") else e
+                    for e in batch.rows]
             if batch.end:
                 out.append(EndOfInput())
             elif batch.watermark is not None:
@@ -71,6 +74,7 @@ class Scenario:
         streams = ", ".join(
             f"{s}: {sum(len(b.rows) for b in p.batches)} events in {len(p.batches)} cycles, "
             f"lateness {p.lateness}{', measured' if p.measured else ''}"
+            f"{', key ' + '+'.join(p.key) if p.key else ''}"
             for s, p in self.streams.items())
         return f"Scenario({self.cases} cases, {self.cycles} cycles, fuse={self.fuse}; {streams})"
 
@@ -84,29 +88,43 @@ class Scenario:
             marks = arrivals(plan.batches, plan.lateness, plan.measured).watermarks
             cycles = []
             for c, batch in enumerate(plan.batches):
-                rows = [(e["k"], e["v"], e["t"]) for e in batch.rows if e["ex"] == ex]
+                rows = [("delete", e["k"], e["v"], e["t"]) if e.get("del")
+                        else (e["k"], e["v"], e["t"]) for e in batch.rows if e["ex"] == ex]
                 note = " end" if batch.end else (f" heartbeat {batch.watermark}"
                                                  if batch.watermark is not None else "")
                 if rows or note:
                     cycles.append(f"cycle {c}: {rows}{note} -> watermark {marks[c]}")
             how = ", measured by the commit" if plan.measured else ""
+            how += f", key {'+'.join(plan.key)}" if plan.key else ""
             lines.append(f"  {name} (lateness {plan.lateness}{how}): " + "; ".join(cycles))
         return "\n".join(lines)
 
 
 # -- strategies ------------------------------------------------------------------------------
-def _events(lateness: int, stragglers: bool, max_events: int) -> st.SearchStrategy:
-    """(k, v, t, jitter) of one case in one stream; jitter past the lateness makes stragglers."""
+def _events(lateness: int, stragglers: bool, max_events: int,
+            deletes: bool = False) -> st.SearchStrategy:
+    """(k, v, t, jitter, delete) of one case in one stream; jitter past the lateness makes
+    stragglers; ``deletes``: about one event in four is a delete (of a keyed stream)."""
     jitters = list(range(lateness + 1)) * 3 + (list(range(lateness + 1, lateness + 7))
                                                if stragglers else [])
     return st.lists(st.tuples(st.sampled_from("xy"), st.integers(0, 9),
-                              st.integers(0, T_MAX), st.sampled_from(jitters)),
+                              st.integers(0, T_MAX), st.sampled_from(jitters),
+                              st.sampled_from([False, False, False, True]) if deletes
+                              else st.just(False)),
                     max_size=max_events)
+
+
+def _event(ex: int, k: str, v: int, t: int, delete: bool, key: tuple[str, ...]) -> dict:
+    """An event; a delete has its key's columns and time, None elsewhere."""
+    e = {"ex": ex, "k": k, "v": v, "t": t}
+    if not delete:
+        return e
+    return {**{c: (x if c in (*key, "t") else None) for c, x in e.items()}, "del": True}
 
 
 @st.composite
 def stream_plans(draw, events: list[tuple[dict, int]], cycles: int, lateness: int,
-                 cases: int, measured: bool = False) -> StreamPlan:
+                 cases: int, measured: bool = False, key: tuple[str, ...] = ()) -> StreamPlan:
     """Cut one stream's events (with their jitter) into ``cycles`` deliveries.
 
     The stream uses the first ``span`` cycles only (so it may run far ahead of the others),
@@ -158,7 +176,7 @@ def stream_plans(draw, events: list[tuple[dict, int]], cycles: int, lateness: in
         if i > 0 and draw(st.booleans(), label="at the watermark"):
             rows = [*rows, *draw(_at_watermark(batches, lateness, cases, measured))]
         batches.append(Batch(tuple(rows), mark, end=i == end_at))
-    return StreamPlan(lateness, tuple(batches), measured)
+    return StreamPlan(lateness, tuple(batches), measured, key)
 
 
 def _at_watermark(batches: list[Batch], lateness: int, cases: int,
@@ -174,28 +192,38 @@ def _at_watermark(batches: list[Batch], lateness: int, cases: int,
                     min_size=1, max_size=2)
 
 
+#: keys a keyed stream of a scenario may have: one row per case and k (a delete names
+#: both), or one per case and v (rows move between groups of k as they replace each other)
+KEYS = [("ex", "k"), ("ex", "v")]
+
+
 @st.composite
 def scenarios(draw, streams: tuple[str, ...], cases: int, min_cycles: int = 3,
-              max_cycles: int = 8, max_events: int = 6, stragglers: bool = True) -> Scenario:
-    """Cases of events on ``streams``, each stream cut into cycles its own way."""
+              max_cycles: int = 8, max_events: int = 6, stragglers: bool = True,
+              keyed: tuple[str, ...] = ()) -> Scenario:
+    """Cases of events on ``streams``, each stream cut into cycles its own way; the
+    ``keyed`` ones are keyed streams with a drawn key, their events rows and deletes."""
     lateness = {s: draw(st.sampled_from([0, 0, 1, 3]), label=f"lateness {s}") for s in streams}
     late = {s: stragglers and draw(st.booleans(), label=f"stragglers {s}") for s in streams}
+    keys = {s: draw(st.sampled_from(KEYS), label=f"key {s}") if s in keyed else ()
+            for s in streams}
     events: dict[str, list[tuple[dict, int]]] = {s: [] for s in streams}
     for ex in range(cases):
         for s in streams:
-            for k, v, t, j in draw(_events(lateness[s], late[s], max_events)):
-                events[s].append(({"ex": ex, "k": k, "v": v, "t": t}, j))
+            for k, v, t, j, d in draw(_events(lateness[s], late[s], max_events, s in keyed)):
+                events[s].append((_event(ex, k, v, t, d, keys[s]), j))
     # hypothesis tries simple examples first (every event at t=0, v=0); a scenario is an
     # engine run, so spend it on input spread over time, values and keys
     for s in streams:
+        rows = [e for e, _ in events[s] if not e.get("del")]
         assume(len(events[s]) >= cases)
         assume(len({e["t"] for e, _ in events[s]}) > T_MAX // 2)
-        assume(len({e["v"] for e, _ in events[s]}) > 5 and len({e["k"] for e, _ in events[s]}) == 2)
+        assume(len({e["v"] for e in rows}) > 5 and len({e["k"] for e in rows}) == 2)
     cycles = draw(st.integers(min_cycles, max_cycles), label="cycles")
     # some streams' batches are measured by the cycle's commit, as files are (the watermark
     # then moves a cycle later), the others' on the driver, as pushed rows are
     measured = {s: draw(st.booleans(), label=f"measured {s}") for s in streams}
-    plans = {s: draw(stream_plans(events[s], cycles, lateness[s], cases, measured[s]))
+    plans = {s: draw(stream_plans(events[s], cycles, lateness[s], cases, measured[s], keys[s]))
              for s in streams}
     return Scenario(plans, cases, cycles, fuse=draw(st.booleans(), label="fuse"))
 
@@ -233,8 +261,9 @@ def run_scenario(spark, scenario: Scenario, queries: dict[str, Query],
     if udas:
         eng.execute(UDA_DEFINITIONS)
     for name, plan in scenario.streams.items():
+        key = f", key='{', '.join(plan.key)}'" if plan.key else ""
         eng.execute(f"CREATE STREAM {name} (ex BIGINT, k STRING, v BIGINT, t BIGINT) "
-                    f"WITH (event_time='t', lateness='{plan.lateness}')")
+                    f"WITH (event_time='t', lateness='{plan.lateness}'{key})")
         eng.attach_source(name, ListSource(plan.items(), on_driver=not plan.measured))
     setups = dict.fromkeys(q.shape.setup() for q in queries.values() if q.shape.setup())
     for statement in setups:
@@ -282,8 +311,11 @@ def check_scenario(spark, scenario: Scenario, queries: dict[str, Query],
             CASES_CHECKED[label] += scenario.cases
     for stream, arrival in arrived.items():
         dead = outcome.dead[stream]
-        got_dead = sorted(tuple(r) for r in dead[["ex", "k", "v", "t"]].itertuples(index=False))
-        want_dead = sorted((e["ex"], e["k"], e["v"], e["t"]) for e, _ in arrival.late)
+        got_dead = sorted((tuple(clean(x) for x in r)
+                           for r in dead[["ex", "k", "v", "t"]].itertuples(index=False)),
+                          key=_order)
+        want_dead = sorted(((e["ex"], e["k"], e["v"], e["t"]) for e, _ in arrival.late),
+                           key=_order)
         assert got_dead == want_dead, f"dead letters of {stream}: {got_dead} != {want_dead}"
         assert all(r.startswith("late: event time") for r in dead["_reason"])
         CASES_CHECKED["late events sent to the dead letters"] += len(want_dead)
@@ -296,6 +328,9 @@ def _count_schedules(scenario: Scenario) -> None:
     SCHEDULE_STATS["cycles"] += scenario.cycles
     for plan in scenario.streams.values():
         SCHEDULE_STATS["events"] += sum(len(b.rows) for b in plan.batches)
+        if plan.key:
+            SCHEDULE_STATS["... deletes of a keyed stream"] += sum(
+                1 for b in plan.batches for e in b.rows if e.get("del"))
         SCHEDULE_STATS["heartbeats without rows"] += sum(
             1 for b in plan.batches if not b.rows and b.watermark is not None)
         SCHEDULE_STATS["cycles a stream delivered nothing"] += sum(

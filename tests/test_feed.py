@@ -244,3 +244,23 @@ def test_acknowledged_rows_not_yet_taken_survive_a_restart(spark, tmp_path):
     again.run_cycle()
     # the restarted engine closes the total of 1.0 at t=2, when the spooled row arrives
     assert [r[:4] for r in rows_of(again, "q")] == [(1, 1.0, 1, 2), (1, 3.0, 2, None)]
+
+
+def test_a_keyed_feed_stream_takes_deletes(engine):
+    """HEADER with a key: each key keeps its current row; a DELETE ends it."""
+    engine.execute("CREATE STREAM rooms WITH (source='feed')")
+    engine.feeds.header("rooms", [("room", "STRING"), ("t", "BIGINT"), ("temp", "DOUBLE")],
+                        {"event_time": "t", "key": "room"})
+    assert engine.show("STREAMS").set_index("name").loc["rooms", "key"] == "room"
+    engine.execute("CREATE QUERY cur AS SELECT room, temp FROM rooms")
+    source = engine.feeds.source("rooms")
+    got = source.push_group([
+        FeedInput([{"room": "a", "t": 1, "temp": 20.0}, {"room": "b", "t": 2, "temp": 18.0}]),
+        FeedInput([{"room": "a", "t": 5, "temp": 21.0}]),
+        FeedInput(None, None, False, None, [{"room": "b", "t": 7}, {"room": "c"}]),
+        FeedInput(None, 10)], None)
+    assert [(r.accepted, r.deleted) for r in got] == [(2, 0), (1, 0), (0, 1), (0, 0)]
+    assert got[2].rejected[0].what == "delete" and got[2].rejected[0].column == "t"
+    engine.run_cycle()
+    assert rows_of(engine, "cur") == [("a", 20.0, 1, 5), ("a", 21.0, 5, None),
+                                      ("b", 18.0, 2, 7)]

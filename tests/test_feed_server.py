@@ -288,3 +288,24 @@ def test_a_full_queue_slows_the_answers_instead_of_refusing(served):
         raw.close()
     assert [a.get("accepted") for a in answers] == [40] * 5, answers
     assert wait_for(lambda: c.status()["rows_processed"].get("burst") == 200)
+
+
+def test_delete_messages_end_the_rows_of_a_keyed_feed_stream(served):
+    c = served.client
+    c.submit("CREATE STREAM rooms WITH (source='feed')")
+    messages = [
+        {"kind": "HEADER", "columns": "room STRING, t BIGINT, temp DOUBLE", "event_time": "t",
+         "key": "room"},
+        {"kind": "INSERTION", "rows": [{"room": "a", "t": 1, "temp": 20.0},
+                                       {"room": "b", "t": 2, "temp": 18.0}]},
+        {"kind": "DELETE", "rows": [{"room": "b", "t": 4}, {"t": 5}]},
+        {"kind": "BOUNDARY", "time": 10}]
+    c.feed("rooms", json.dumps(messages[0]).encode())
+    c.submit("CREATE QUERY rooms_now AS SELECT room, temp FROM rooms")
+    answers = c.feed("rooms", b"\n".join(json.dumps(m).encode() for m in messages[1:]))
+    assert answers[0] == {"ok": True, "accepted": 2}
+    assert answers[1]["deleted"] == 1
+    assert answers[1]["rejected"][0]["column"] == "room"  # a delete names its key
+    assert wait_for(lambda: len(records(served, "rooms_now")) == 2
+                    and records(served, "rooms_now")) == [("a", 20.0, 1, None),
+                                                          ("b", 18.0, 2, 4)]

@@ -108,3 +108,30 @@ def test_union_of_streams_under_an_aggregate_fed_a_cycle_apart(spark):
         eng.run_until_idle()
         assert records(eng, "u") == expected, f"split={split}"
         eng.stop()
+
+
+def test_a_keyed_stream_joined_while_either_input_runs_ahead(spark):
+    """A keyed stream (rows replaced, one deleted) joined with an append stream: whichever
+    input comes a cycle before the other, the pairs are those of all input in one cycle."""
+    # prices of key a: 10 on [1, 4), 11 on [4, 6) (deleted at 6), 12 from 8
+    prices = [{"k": "a", "v": 10, "t": 1}, {"k": "a", "v": 11, "t": 4},
+              {"k": "a", "v": 12, "t": 8}]
+    trades = [{"k": "a", "q": q, "t": t} for q, t in ((1, 2), (2, 5), (3, 7), (4, 9))]
+    for first in ("prices", "trades"):
+        eng = Engine(spark=spark)
+        eng.execute("CREATE STREAM prices (k STRING, v BIGINT, t BIGINT) "
+                    "WITH (event_time='t', key='k')")
+        eng.execute("CREATE STREAM trades (k STRING, q BIGINT, t BIGINT) WITH (event_time='t')")
+        eng.execute("CREATE QUERY j AS SELECT tr.q AS q, p.v AS v FROM trades [NOW] AS tr "
+                    "JOIN prices AS p ON tr.k = p.k")
+        pushes = {"prices": {"rows": prices, "deletes": [{"k": "a", "t": 6}]},
+                  "trades": {"rows": trades}}
+        for name in (first, *[n for n in pushes if n != first]):
+            eng.push(name, watermark=10, **pushes[name])
+            eng.run_until_idle()  # one input advances alone in this cycle
+        eng.end_input("prices")
+        eng.end_input("trades")
+        eng.run_until_idle()
+        # the trade at 7 meets no price: a's row was deleted at 6
+        assert records(eng, "j") == [(1, 10, 2, 3), (2, 11, 5, 6), (4, 12, 9, 10)], first
+        eng.stop()

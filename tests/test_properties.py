@@ -128,6 +128,48 @@ def two_stream_queries(draw) -> dict[str, Query]:
     return {name.replace(" ", "_"): Query(shape, name) for name, shape in shapes.items()}
 
 
+@st.composite
+def keyed_queries(draw, key: tuple[str, ...]) -> dict[str, Query]:
+    """Queries over a keyed stream ``ks`` (rows replaced by their key's next row, closed by
+    deletes) and an append stream ``s2``: two aggregates (every built-in call between
+    them), a projection, a join of the keyed stream with a windowed stream (on a drawn
+    side), a self join and a union with a windowed stream, in drawn output forms."""
+    keyed = Win("keyed", partition=key)
+    forms = draw(st.permutations(FORMS), label="forms")
+    calls = draw(st.permutations(sorted(AGGS)), label="calls")
+    queries = {f"kagg{i}": Query(draw(agg_query(keyed, list(AGGS), forms[i], stream="ks",
+                                                calls=tuple(calls[i::2]))),
+                                 "keyed stream: aggregate")
+               for i in range(2)}
+    other = draw(case_windows, label="window of s2")
+    wins, streams = ((keyed, other), ("ks", "s2"))
+    if draw(st.booleans(), label="keyed stream on the right"):
+        wins, streams = ((other, keyed), ("s2", "ks"))
+    shapes = {
+        "project": ProjectQuery(keyed, draw(st.integers(0, 6)), forms[2], stream="ks"),
+        "join with a windowed stream": JoinQuery(*wins, theta=draw(st.booleans()),
+                                                 streams=streams, join_form=forms[3]),
+        "self join": BandJoinQuery(keyed, keyed, streams=("ks", "ks"), join_form=forms[4]),
+        "union with a windowed stream": UnionQuery(keyed, draw(case_windows),
+                                                   draw(st.integers(0, 6)),
+                                                   streams=("ks", "s2")),
+    }
+    queries |= {f"k_{name.replace(' ', '_')}": Query(shape, f"keyed stream: {name}")
+                for name, shape in shapes.items()}
+    return queries
+
+
+@pytest.mark.slow
+@given(data=st.data())
+def test_keyed_streams_in_aggregates_and_joins(spark, data):
+    """A keyed stream's rows, replaced and deleted, arrive out of order within the lateness
+    and in cycles cut anywhere; aggregates and joins over it equal the reference."""
+    scenario = data.draw(scenarios(("ks", "s2"), cases=100, max_cycles=6, keyed=("ks",)),
+                         label="scenario")
+    queries = data.draw(keyed_queries(scenario.streams["ks"].key), label="queries")
+    check_scenario(spark, scenario, queries)
+
+
 @pytest.mark.slow
 @given(scenario=scenarios(("s", "s2"), cases=110), queries=two_stream_queries())
 def test_joins_unions_and_derived_streams(spark, scenario: Scenario, queries: dict[str, Query]):

@@ -24,7 +24,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
 
 from sparkcq.errors import BackpressureError, FeedError
-from sparkcq.io.ingest import Conformed, arrow_schema, conform, conform_arrow
+from sparkcq.io.ingest import Conformed, arrow_schema
 from sparkcq.io.sources import IngestLimits, MemorySource, PushReceipt, _held, _Push
 from sparkcq.io.spool import Spool
 from sparkcq.model.rows import RowError
@@ -39,6 +39,7 @@ class FeedInput:
     watermark: int | None = None
     end: bool = False
     seq: int | None = None  # the producer's number for the message
+    deletes: list[Any] | None = None  # keys whose rows end (a keyed stream)
 
 
 @dataclass(frozen=True)
@@ -69,10 +70,13 @@ class FeedSource(MemorySource):
         """Whether the stream has a schema (a HEADER arrived)."""
         return bool(self.schema.fields)
 
-    def set_schema(self, schema: StructType, time_col: str, lateness: int) -> None:
+    def set_schema(self, schema: StructType, time_col: str, lateness: int,
+                   key: tuple[str, ...] = ()) -> None:
         """Take the schema a HEADER declared; the first time, queue what the spool holds."""
         with self.lock:
-            self.schema, self.time_col, self.lateness = schema, time_col, lateness
+            self.schema, self.time_col, self.lateness, self.key = schema, time_col, lateness, key
+            self.delete_schema = StructType([f for f in schema.fields
+                                             if f.name in {*key, time_col}])
         if not self.loaded and self.spool is not None:
             self.loaded = True
             seqs = self.spool.seqs()
@@ -100,9 +104,10 @@ class FeedSource(MemorySource):
                     self.watermark = max(self.watermark, entry.watermark)
                 self.ended = self.ended or entry.end
 
-    def push(self, rows: Any, watermark: int | None = None, end: bool = False) -> PushReceipt:
+    def push(self, rows: Any, watermark: int | None = None, end: bool = False,
+             deletes: Any = None) -> PushReceipt:
         """A push from Python or the HTTP rows route: one message, spooled like the others."""
-        return self.push_group([FeedInput(rows, watermark, end)], None)[0]
+        return self.push_group([FeedInput(rows, watermark, end, None, deletes)], None)[0]
 
     def push_group(self, inputs: Sequence[FeedInput], producer: str | None) -> list[FeedReceipt]:
         """Take several messages of one producer at once: one spool append (one flush to
@@ -113,7 +118,7 @@ class FeedSource(MemorySource):
         if not self.connected:
             msg = f"stream {self.name!r} has no schema yet: send a HEADER before rows"
             raise FeedError(msg)
-        fits = [self._conform(one.rows) for one in inputs]
+        doors = [self._door(one.rows, one.deletes) for one in inputs]
         with self.lock:
             held = self.producers_seq(producer)
             if self.spool is not None and self.spool.bytes > self.max_spool_bytes:
@@ -126,7 +131,7 @@ class FeedSource(MemorySource):
             top = held
             extra = 0
             try:
-                for one, fit in zip(inputs, fits, strict=True):
+                for one, (fit, removed) in zip(inputs, doors, strict=True):
                     if one.seq is not None and one.seq <= top:
                         receipts.append(FeedReceipt(0, (), duplicate=True))
                         continue
@@ -140,8 +145,8 @@ class FeedSource(MemorySource):
                     pushes.append(push)
                     top = max(top, one.seq or 0)
                     receipts.append(FeedReceipt(
-                        0 if push.table is None else push.table.num_rows, fit.errors,
-                        late=self._late(push, fit)))
+                        (0 if push.table is None else push.table.num_rows) - removed,
+                        fit.errors, removed, late=self._late(push, fit)))
             except BaseException:
                 self.watermark, self.ended = saved
                 raise
@@ -198,11 +203,6 @@ class FeedSource(MemorySource):
     def producers_seq(self, producer: str | None) -> int:
         """The highest message number of ``producer`` already held (0: none)."""
         return self.producers.get(producer, 0) if producer is not None else 0
-
-    def _conform(self, rows: list[Any] | pa.Table | None) -> Conformed:
-        if isinstance(rows, pa.Table):
-            return conform_arrow(rows, self.schema, self.name)
-        return conform(rows if rows is not None else [], self.schema, self.name)
 
     def poll(self) -> SourceBatch:  # noqa: D102
         taken = self._take()

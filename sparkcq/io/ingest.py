@@ -63,8 +63,10 @@ class Conformed:
     kept: tuple[int, ...] | None = None  # the index each row of ``table`` had (None: its own)
 
     def index(self, row: int) -> int:
-        """The index row ``row`` of ``table`` had in the push."""
-        return row if self.kept is None else self.kept[row]
+        """The index row ``row`` of ``table`` had in the push (rows after the kept ones are
+        deletes appended to them: their own index among the deletes is not kept).
+        """
+        return row if self.kept is None or row >= len(self.kept) else self.kept[row]
 
 
 def arrow_schema(schema: StructType) -> pa.Schema:
@@ -296,16 +298,19 @@ def conform_exact(rows: list[Any], schema: StructType, target: pa.Schema) -> Con
     return Conformed(pa.Table.from_arrays(columns, schema=target), ())
 
 
-def conform(rows: Any, schema: StructType, stream: str, exact_first: bool = True) -> Conformed:
+def conform(rows: Any, schema: StructType, stream: str, *, required: tuple[str, ...] = (),
+            what: str = "row", exact_first: bool = True) -> Conformed:
     """Check and convert ``rows`` (dicts, tuples in column order, or a pandas frame) for
     ``stream``; every row that does not fit is in ``errors``, the rest in ``table``.
 
-    Rows that fit as they are go through Arrow at once (``conform_exact``); otherwise each
-    value is checked and converted here, so that each refused row is named with its reason.
+    A row that leaves a ``required`` column out or NULL is refused (a delete's key);
+    ``what`` names the rows in errors (``row``, ``delete``). Rows that fit as they are go
+    through Arrow at once (``conform_exact``); otherwise each value is checked and converted
+    here, so that each refused row is named with its reason.
     """
     names = [f.name for f in schema.fields]
     target = arrow_schema(schema)
-    if exact_first and isinstance(rows, list) and rows:
+    if exact_first and not required and isinstance(rows, list) and rows:
         exact = conform_exact(rows, schema, target)
         if exact is not None:
             return exact
@@ -316,16 +321,17 @@ def conform(rows: Any, schema: StructType, stream: str, exact_first: bool = True
     kept: list[int] = []
     for index, row in enumerate(_records(rows, names)):
         if not isinstance(row, Mapping):
-            errors.append(RowError(index, None, f"a row must be an object with the columns "
-                                   f"{', '.join(names)}; got {_show(row)}", _raw(row)))
+            errors.append(RowError(index, None, f"a {what} must be an object with the columns "
+                                   f"{', '.join(names)}; got {_show(row)}", _raw(row), what))
             continue
         values: list[Any] = [None] * len(names)
         problem: RowError | None = None
         for key, value in row.items():
             name = by_lower.get(str(key).lower())
             if name is None:
-                problem = RowError(index, str(key), f"unknown column; {stream!r} has "
-                                   f"{', '.join(names)}", _raw(row))
+                owner = f"{stream!r}" if what == "row" else f"a {what} of {stream!r}"
+                problem = RowError(index, str(key), f"unknown column; {owner} has "
+                                   f"{', '.join(names)}", _raw(row), what)
                 break
             i = names.index(name)
             if _is_null(value):
@@ -334,8 +340,12 @@ def conform(rows: Any, schema: StructType, stream: str, exact_first: bool = True
                 values[i] = convert[i](value)
             except Unfit as e:
                 kind = schema.fields[i].dataType.simpleString().upper()
-                problem = RowError(index, name, f"{e} (column type {kind})", _raw(row))
+                problem = RowError(index, name, f"{e} (column type {kind})", _raw(row), what)
                 break
+        for name in required:
+            if problem is None and values[names.index(name)] is None:
+                problem = RowError(index, name, f"a {what} of {stream!r} needs this column "
+                                   f"(it needs {', '.join(required)})", _raw(row), what)
         if problem is not None:
             errors.append(problem)
             continue

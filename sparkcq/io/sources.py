@@ -22,10 +22,10 @@ from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
 
 from sparkcq.errors import BackpressureError, SourceError
-from sparkcq.io.ingest import Conformed, conform
+from sparkcq.io.ingest import Conformed, arrow_schema, conform, conform_arrow
 from sparkcq.model.rows import RowError
 from sparkcq.model.time import TIME_MAX, TIME_MIN
-from sparkcq.runtime.operators.scan import ARRIVAL_WATERMARK, SourceBatch
+from sparkcq.runtime.operators.scan import ARRIVAL_WATERMARK, DELETE, SourceBatch
 
 
 class Source:
@@ -113,10 +113,13 @@ class IngestLimits:
 
 @dataclass(frozen=True)
 class PushReceipt:
-    """What became of a push: rows accepted (they will be processed), rows refused."""
+    """What became of a push: rows accepted (they will be processed), rows and deletes
+    refused (``RowError.what`` tells which), deletes accepted.
+    """
 
     accepted: int
     rejected: tuple[RowError, ...] = ()
+    deleted: int = 0
 
 
 @dataclass
@@ -142,14 +145,22 @@ class MemorySource(Source):
     a cycle of its own: each row carries the watermark in force when it was pushed (from the
     pushes before it: their explicit watermarks, their largest event time minus the
     lateness), and the stream's scan sends a row older than that to the dead letters.
+
+    A keyed stream (``key``) also takes deletes: each gives the key columns and the event
+    time, goes through the same door and the same lateness rule (a late delete is a dead
+    letter), and travels with the rows flagged in column ``_delete``.
     """
 
     def __init__(self, spark: SparkSession, name: str, schema: StructType, time_col: str,
-                 lateness: int = 0, limits: IngestLimits | None = None):
+                 lateness: int = 0, limits: IngestLimits | None = None,
+                 key: tuple[str, ...] = ()):
         self.spark = spark
         self.name = name
         self.schema = schema
         self.time_col = time_col
+        self.key = key
+        wanted = {*key, time_col}
+        self.delete_schema = StructType([f for f in schema.fields if f.name in wanted])
         self.lateness = lateness
         self.limits = limits or IngestLimits()
         self.queue: deque[_Push] = deque()
@@ -159,17 +170,54 @@ class MemorySource(Source):
         self.lock = threading.Lock()
 
     def push(self, rows: Iterable[Any] | pd.DataFrame | None, watermark: int | None = None,
-             end: bool = False) -> PushReceipt:
-        """Queue the rows that fit (and a watermark, or the end of input) for the next
-        cycle; refuse the others, each with its reason. ``BackpressureError`` when the
-        queue is full: nothing of the push is queued, it may be sent again later.
+             end: bool = False, deletes: Iterable[Any] | pd.DataFrame | None = None,
+             ) -> PushReceipt:
+        """Queue the rows and deletes that fit (and a watermark, or the end of input) for
+        the next cycle; refuse the others, each with its reason. ``BackpressureError`` when
+        the queue is full: nothing of the push is queued, it may be sent again later.
         """
-        fit = conform(rows if rows is not None else [], self.schema, self.name)
+        fit, removed = self._door(rows, deletes)
         with self.lock:
             push = self._admit(fit, watermark, end)
             self.queue.append(push)
             self.queued_rows += _held(push)
-        return PushReceipt(0 if push.table is None else push.table.num_rows, fit.errors)
+        n = 0 if push.table is None else push.table.num_rows
+        return PushReceipt(n - removed, fit.errors, removed)
+
+    def _door(self, rows: Any, deletes: Any = None) -> tuple[Conformed, int]:
+        """Rows (JSON objects, tuples, a pandas frame or Arrow) and deletes checked against
+        the schema; a keyed stream's flagged in ``_delete``. The deletes that fit come after
+        the rows in the table; how many.
+        """
+        if isinstance(rows, pa.Table):
+            fit = conform_arrow(rows, self.schema, self.name)
+        else:
+            fit = conform(rows if rows is not None else [], self.schema, self.name)
+        errors = fit.errors
+        table = fit.table if fit.table.num_rows else None
+        removed = 0
+        if self.key:
+            table = self._flagged(table, False)
+        if deletes is not None and not isinstance(deletes, pd.DataFrame):
+            deletes = list(deletes)
+        if deletes is not None and len(deletes):
+            if not self.key:
+                msg = (f"stream {self.name!r} has no key, so it takes no deletes; declare "
+                       "one with WITH (key='column')")
+                raise SourceError(msg)
+            gone = conform(deletes, self.delete_schema, self.name,
+                           required=(*self.key, self.time_col), what="delete")
+            errors += gone.errors
+            removed = gone.table.num_rows
+            if removed:
+                table = pa.concat_tables([t for t in (table, self._flagged(gone.table, True))
+                                          if t is not None])
+        if table is None:
+            table = fit.table.slice(0, 0)
+            if self.key:
+                table = self._flagged(table, False)
+        assert table is not None
+        return Conformed(table, errors, fit.kept), removed
 
     def _admit(self, fit: Conformed, watermark: int | None, end: bool,
                extra_rows: int = 0) -> _Push:
@@ -198,6 +246,17 @@ class MemorySource(Source):
             self.ended = True
             self.watermark = TIME_MAX
         return _Push(table, fit.errors, watermark, end)
+
+    def _flagged(self, table: pa.Table | None, delete: bool) -> pa.Table | None:
+        """Rows (``delete`` false) or deletes in the stream's columns, with ``_delete``."""
+        if table is None:
+            return None
+        n = table.num_rows
+        full = arrow_schema(self.schema)
+        columns = [table.column(f.name) if f.name in table.column_names
+                   else pa.nulls(n, type=f.type) for f in full]
+        return pa.Table.from_arrays([*columns, pa.array([delete] * n, type=pa.bool_())],
+                                    names=[*full.names, DELETE])
 
     def _advance(self, table: pa.Table) -> None:
         """Raise the watermark by the push's largest on-time event time minus the lateness."""

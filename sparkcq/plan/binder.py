@@ -39,6 +39,7 @@ from sparkcq.plan.nodes import (
     Filter,
     Join,
     KeyCutSpec,
+    KeyedSpec,
     PlanNode,
     Project,
     RangeSpec,
@@ -302,7 +303,15 @@ class _Binder:
         window = self.select.windows.get(key)
         plan = info.plan
         period: int | None = None
-        if window is not None:
+        if isinstance(plan, StreamScan) and plan.key:
+            if window is not None:
+                self.used_windows.add(key)
+                msg = (f"{name!r} is a keyed stream (key {', '.join(plan.key)}): each row is "
+                       "valid until the next row or delete of its key, so a window clause "
+                       "does not apply to it; read it without one")
+                raise AnalysisError(msg, self.text, window.loc)
+            plan = Window(plan, KeyedSpec(plan.key))
+        elif window is not None:
             self.used_windows.add(key)
             if plan.kind is EdgeKind.TABLE:
                 msg = f"{name!r} is a table; a window applies only to streams"

@@ -85,6 +85,9 @@ class StreamScan(PlanNode):
     stream_time_kind: TimeKind
     # microseconds in one unit of a numeric event time (``time_unit='seconds'``)
     stream_time_unit: int | None = None
+    # a keyed (temporal-tabular) stream's key columns: its edge also carries deletes, as
+    # ``_d`` = -1 rows (key columns and event time), read only by a ``KeyedSpec`` window
+    key: tuple[str, ...] = ()
 
     @property
     def kind(self) -> EdgeKind:  # noqa: D102
@@ -174,6 +177,19 @@ class RowsSpec:
 
 
 @dataclass(frozen=True)
+class KeyedSpec:
+    """A keyed stream read as a relation: a row lives from its event time until the next
+    row or delete of its key (``[PARTITION BY key ROWS 1]`` whose deletes close the key's
+    row and are no elements themselves).
+    """
+
+    key: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return f"KEY {', '.join(self.key)}"
+
+
+@dataclass(frozen=True)
 class CutSpec:
     """Element of the time chunk [k*by, (k+1)*by) is valid from its cut point for n chunks."""
 
@@ -213,7 +229,8 @@ class KeyCutSpec:
 
 
 ChunkCutSpec = CountCutSpec | KeyCutSpec
-ResolvedWindow = RangeSpec | UnboundedSpec | RowsSpec | CutSpec | CountCutSpec | KeyCutSpec
+ResolvedWindow = (RangeSpec | UnboundedSpec | RowsSpec | KeyedSpec | CutSpec | CountCutSpec
+                  | KeyCutSpec)
 
 
 def window_reach(spec: ResolvedWindow) -> int | None:

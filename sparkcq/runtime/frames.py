@@ -2,7 +2,9 @@
 
 Edge encoding (DESIGN 3.1): the user's columns, then ``_t`` (LONG, the instant of the change)
 and ``_d`` (LONG, +n when n copies of the row enter the relation at ``_t``, -n when they
-leave). A stream edge carries instants with ``_d`` = 1. In a cycle an edge delivers exactly
+leave). A stream edge carries instants with ``_d`` = 1; a keyed stream's edge also carries
+its deletes, with ``_d`` = -1 (key columns and instant), read only by its ``KEY`` window
+(``runtime/operators/window.py``). In a cycle an edge delivers exactly
 the changes with ``lo <= _t < hi``: ``hi`` is the edge's watermark, so everything before it is
 final and nothing emitted is ever taken back.
 """

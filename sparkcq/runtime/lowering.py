@@ -10,6 +10,7 @@ from sparkcq.plan.nodes import (
     IntervalJoin,
     Join,
     KeyCutSpec,
+    KeyedSpec,
     PlanNode,
     Project,
     RowsSpec,
@@ -31,7 +32,11 @@ from sparkcq.runtime.operators.scan import ScanOperator
 from sparkcq.runtime.operators.stateless import FilterOperator, ProjectOperator
 from sparkcq.runtime.operators.table import TableOperator, TableRows
 from sparkcq.runtime.operators.union import UnionOperator
-from sparkcq.runtime.operators.window import RowsWindowOperator, TimeWindowOperator
+from sparkcq.runtime.operators.window import (
+    KeyedWindowOperator,
+    RowsWindowOperator,
+    TimeWindowOperator,
+)
 from sparkcq.runtime.sliced_family import sliced_operator
 
 
@@ -46,6 +51,8 @@ def lower(node: PlanNode, rt: Runtime, *, lateness: int = 0,
     if isinstance(node, Window):
         if isinstance(node.spec, RowsSpec):
             return RowsWindowOperator(node, rt)
+        if isinstance(node.spec, KeyedSpec):
+            return KeyedWindowOperator(node, rt)
         if isinstance(node.spec, CountCutSpec | KeyCutSpec):
             return ChunkCutOperator(node, rt)
         return TimeWindowOperator(node, rt)

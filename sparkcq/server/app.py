@@ -232,17 +232,20 @@ def build_app(loop: EngineLoop, token: str | None = None,
     async def push(request: Request) -> Any:
         name = request.path_params["name"]
         body = await read_json(request, max_body_bytes)
-        shape = 'a JSON object {"rows": [{...}, ...], "watermark": W, "end": false}'
+        shape = ('a JSON object {"rows": [{...}, ...], "deletes": [{...}, ...], '
+                 '"watermark": W, "end": false}')
         if not isinstance(body, dict):
             msg = f"POST /streams/{name}/rows needs {shape}; got {type(body).__name__}"
             raise RequestError(msg)
-        if unknown := sorted(set(body) - {"rows", "watermark", "end"}):
+        if unknown := sorted(set(body) - {"rows", "deletes", "watermark", "end"}):
             msg = f"unknown field(s) {', '.join(map(repr, unknown))}; send {shape}"
             raise RequestError(msg)
         rows = body.get("rows") or []
-        if not isinstance(rows, list):
-            msg = f"rows must be a list of objects; got {type(rows).__name__}"
-            raise RequestError(msg)
+        deletes = body.get("deletes") or []
+        for field, given in (("rows", rows), ("deletes", deletes)):
+            if not isinstance(given, list):
+                msg = f"{field} must be a list of objects; got {type(given).__name__}"
+                raise RequestError(msg)
         end = body.get("end", False)
         if not isinstance(end, bool):
             msg = f"end must be true or false; got {end!r}"
@@ -251,10 +254,16 @@ def build_app(loop: EngineLoop, token: str | None = None,
             msg = "the server is stopping; it takes no more input"
             raise ServerStoppingError(msg)
         eng = engine()
-        receipt = await run_in_threadpool(eng.push, name, rows, body.get("watermark"), end)
-        return {"accepted": receipt.accepted,
-                "rejected": [{"index": e.index, "column": e.column, "reason": e.reason}
-                             for e in receipt.rejected]}
+        receipt = await run_in_threadpool(eng.push, name, rows, body.get("watermark"), end,
+                                          deletes or None)
+        answer: dict[str, Any] = {
+            "accepted": receipt.accepted,
+            "rejected": [{"index": e.index, "column": e.column, "reason": e.reason,
+                          **({"delete": True} if e.what == "delete" else {})}
+                         for e in receipt.rejected]}
+        if deletes:
+            answer["deleted"] = receipt.deleted
+        return answer
 
     async def feed_messages(request: Request) -> Any:
         name = request.path_params["name"]

@@ -159,15 +159,22 @@ class Client:
                 raise ServerError(msg, 0, "ConnectionError") from None
 
     def push(self, stream: str, rows: Any, watermark: Any = None,
-             end: bool = False) -> dict[str, Any]:
-        """Send rows (dicts or a pandas frame) to a memory-source stream. The answer:
-        ``accepted`` (rows that will be processed) and ``rejected`` (index, column, reason
-        of each row refused; those are kept as dead letters). A full queue raises
-        ServerError with status 429: send the same push again later.
+             end: bool = False, deletes: Any = None) -> dict[str, Any]:
+        """Send rows (dicts or a pandas frame) to a memory-source stream, and to a keyed
+        one ``deletes`` (each its key columns and event time). The answer: ``accepted``
+        (rows that will be processed), ``deleted`` (deletes, when sent) and ``rejected``
+        (index, column, reason of each row refused, ``delete`` true for a delete; those
+        are kept as dead letters). A full queue raises ServerError with status 429: send
+        the same push again later.
         """
-        if isinstance(rows, pd.DataFrame):
-            rows = json.loads(rows.to_json(orient="records", date_format="iso"))
-        body = {"rows": list(rows or []), "watermark": watermark, "end": end}
+        def records(given: Any) -> list[Any]:
+            if isinstance(given, pd.DataFrame):
+                return json.loads(given.to_json(orient="records", date_format="iso"))
+            return list(given or [])
+
+        body: dict[str, Any] = {"rows": records(rows), "watermark": watermark, "end": end}
+        if deletes is not None:
+            body["deletes"] = records(deletes)
         return self._request("POST", f"/streams/{_q(stream)}/rows", body)
 
     def feed(self, stream: str, messages: bytes, producer: str | None = None,

@@ -78,6 +78,8 @@ def _rows(errors: Sequence[RowError]) -> list[dict[str, Any]]:
 def receipt_answer(seq: int | None, receipt: FeedReceipt) -> dict[str, Any]:
     """The answer to a data message that was taken (possibly with refused or late rows)."""
     fields: dict[str, Any] = {"accepted": receipt.accepted}
+    if receipt.deleted:
+        fields["deleted"] = receipt.deleted
     if receipt.rejected:
         fields["rejected"] = _rows(receipt.rejected)
     if receipt.late:
@@ -114,7 +116,7 @@ class FeedService:
                    frames: Sequence[Frame]) -> list[dict[str, Any]]:
         """Answer ``frames`` of ``stream`` in order; consecutive data messages are taken at once."""
         answers: list[dict[str, Any]] = []
-        data: list[Insertion | Boundary] = []
+        data: list[Insertion | Boundary | Delete] = []
 
         async def flush() -> None:
             if data:
@@ -122,7 +124,7 @@ class FeedService:
                 data.clear()
 
         for frame in frames:
-            if isinstance(frame, Insertion | Boundary):
+            if isinstance(frame, Insertion | Boundary | Delete):
                 data.append(frame)
                 continue
             await flush()
@@ -151,10 +153,6 @@ class FeedService:
             if isinstance(frame, Remove):
                 stopped = await self.call(lambda e: e.feeds.remove(stream))
                 return ok(seq, removed=stream, stopped=stopped)
-            if isinstance(frame, Delete):
-                msg = (f"DELETE applies to a keyed stream; {stream!r} declares no key "
-                       "(HEADER \"key\")")
-                raise FeedError(msg)
             if isinstance(frame, Connect):
                 msg = "CONNECT comes once, first; open another connection for another stream"
                 raise FeedError(msg)
@@ -164,7 +162,7 @@ class FeedService:
         raise AssertionError(msg)
 
     async def _take_data(self, stream: str, producer: str | None,
-                         frames: list[Insertion | Boundary]) -> list[dict[str, Any]]:
+                         frames: list[Insertion | Boundary | Delete]) -> list[dict[str, Any]]:
         """One spool append for ``frames`` (refused whole if the stream cannot take them)."""
         try:
             source = self.source(stream)
@@ -186,6 +184,8 @@ class FeedService:
                         frame.seq))
                     continue
                 inputs.append(FeedInput(None, mark, False, frame.seq))
+            elif isinstance(frame, Delete):
+                inputs.append(FeedInput(None, None, False, frame.seq, frame.rows))
             else:
                 inputs.append(FeedInput(frame.rows, None, False, frame.seq))
             answers.append(None)

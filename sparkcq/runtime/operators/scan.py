@@ -7,10 +7,10 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
-from pyspark.sql.types import LongType, StringType, StructField, StructType
+from pyspark.sql.types import BooleanType, LongType, StringType, StructField, StructType
 
 from sparkcq.model.rows import RowError
 from sparkcq.model.time import TIME_MAX, TIME_MIN, TimeKind
@@ -34,6 +34,9 @@ DEAD_BATCH = "_dead_batch"  # which batch of dead letters a row came in (oldest 
 #: optional column of a source's rows: the watermark in force when the row arrived, when a
 #: source delivers several arrivals in one cycle (io/sources.py MemorySource)
 ARRIVAL_WATERMARK = "_arrival_watermark"
+#: optional column of a keyed stream's source rows: true for a delete (its key columns and
+#: event time; the other columns null), false or absent for a row
+DELETE = "_delete"
 
 
 @dataclass
@@ -273,9 +276,16 @@ class ScanOperator(Operator):
         (``length`` 0: the events it would otherwise never see, those that arrived before
         it, ahead of the watermark). None: there are none.
         """
-        return union_all([frame.select(*[col(n) for n in self.names], col(T),
-                                       F.lit(1).cast("long").alias(D))
+        return union_all([frame.select(*[col(n) for n in self.names], col(T), self.change())
                           for frame in self.on_time_since(at - length)])
+
+    def change(self) -> Column:
+        """The ``_d`` of a held event on the stream's edge: 1, or -1 for a keyed stream's
+        delete (its key columns and instant; read by the keyed window).
+        """
+        if self.scan.key:
+            return F.when(col(DELETE), F.lit(-1)).otherwise(F.lit(1)).cast("long").alias(D)
+        return F.lit(1).cast("long").alias(D)
 
     def release(self) -> None:  # noqa: D102
         super().release()
@@ -292,15 +302,23 @@ class ScanOperator(Operator):
         # late: before the watermark of the cycle, or of the row's arrival if later
         bound = (F.greatest(F.lit(lo), col(ARRIVAL_WATERMARK))
                  if ARRIVAL_WATERMARK in raw.columns else F.lit(lo))
-        df = raw.select(*[col(n) for n in self.names], bound.alias("_bound")).withColumn(
-            T, self.time_expr(self.scan.time_col))
+        extra = []
+        if self.scan.key:  # deletes of a keyed stream: the scan's edge carries them
+            extra.append((F.coalesce(col(DELETE), F.lit(False)) if DELETE in raw.columns
+                          else F.lit(False)).alias(DELETE))
+        df = raw.select(*[col(n) for n in self.names], *extra,
+                        bound.alias("_bound")).withColumn(T, self.time_expr(self.scan.time_col))
+        what = (F.when(col(DELETE), F.lit(" (a delete)")).otherwise(F.lit(""))
+                if self.scan.key else F.lit(""))
         reason = (
-            F.when(col(T).isNull(), F.lit(f"null event time in column {self.scan.time_col!r}"))
+            F.when(col(T).isNull(), F.concat(
+                F.lit(f"null event time in column {self.scan.time_col!r}"), what))
             .when(col(T) < col("_bound"), F.concat(
                 F.lit("late: event time "), col(T).cast("string"),
-                F.lit(" is before the watermark "), col("_bound").cast("string")))
+                F.lit(" is before the watermark "), col("_bound").cast("string"), what))
         )
-        columns = [*[col(n) for n in self.names], col(T)]
+        columns = [*[col(n) for n in self.names], col(T),
+                   *([col(DELETE)] if self.scan.key else [])]
         if self.scan.end_col:
             df = df.withColumn(TE, self.time_expr(self.scan.end_col))
             reason = reason.when(col(TE).isNull() | (col(TE) < col(T)), F.lit(
@@ -386,11 +404,11 @@ class ScanOperator(Operator):
 
     def emit(self, ready: DataFrame | None, lo: int, hi: int,
              arrived: DataFrame | None = None) -> Slice:
-        """Stream edge: instants with _d = 1 (and the cycle's arrivals, likewise); with an
-        end time, +1 at ts and -1 at te.
+        """Stream edge: instants with _d = 1 (and the cycle's arrivals, likewise), a keyed
+        stream's deletes with _d = -1; with an end time, +1 at ts and -1 at te.
         """
         names = [col(n) for n in self.names]
-        one = F.lit(1).cast("long").alias(D)
+        one = self.change()
         if self.future is None:
             arrivals = None if arrived is None else arrived.select(*names, col(T), one)
             if ready is None:
@@ -411,7 +429,8 @@ class ScanOperator(Operator):
         super().save(path)
         undelivered = self.held_between(self.watermark, TIME_MAX)
         schema = StructType([*self.scan.schema.fields, StructField(T, LongType()),
-                             *([StructField(TE, LongType())] if self.scan.end_col else [])])
+                             *([StructField(TE, LongType())] if self.scan.end_col else []),
+                             *([StructField(DELETE, BooleanType())] if self.scan.key else [])])
         frame = undelivered if undelivered is not None else self.rt.empty(schema)
         frame.write.mode("overwrite").parquet(os.path.join(path, "held-events"))
 

@@ -4,14 +4,22 @@ from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
-from pyspark.sql.types import BooleanType, LongType, StructField, StructType
+from pyspark.sql.types import BooleanType, IntegerType, LongType, StructField, StructType
 
-from sparkcq.plan.nodes import CutSpec, RangeSpec, ResolvedWindow, RowsSpec, UnboundedSpec
+from sparkcq.plan.nodes import (
+    CutSpec,
+    KeyedSpec,
+    RangeSpec,
+    ResolvedWindow,
+    RowsSpec,
+    UnboundedSpec,
+)
 from sparkcq.plan.nodes import Window as WindowNode
 from sparkcq.runtime.frames import D, Runtime, Slice, T, ceil_to, col, floor_to, union_all
 from sparkcq.runtime.operators.base import FutureBuffer, Operator, as_changes_at
 
 _NEW = "_new"
+_DEL = "_del"  # a keyed stream's delete (a row of its key's partition, no element)
 
 
 def _events(df: DataFrame) -> DataFrame:
@@ -141,3 +149,79 @@ class RowsWindowOperator(Operator):
         """The last n rows of each partition are the live elements."""
         last = self.last.get()
         return None if last is None else as_changes_at(last, self.names, None, at)
+
+_KEY_HASH = "_kh"  # a hash of a keyed stream's key: its window's state is partitioned by it
+_FIRST = "_first"  # the instant of a key's first change in the cycle
+
+
+class KeyedWindowOperator(Operator):
+    """A keyed stream read as a relation (``KeyedSpec``): a row lives from its event time
+    until the next row or delete of its key.
+
+    As ``[PARTITION BY key ROWS 1]`` (``RowsWindowOperator``), with a delete one more row
+    of its key that ends the row before it and is no element itself; at one instant a
+    key's deletes come before its rows, then rows by value, so a delete and a row at the
+    same time are an update (the row stays). But a cycle pays for the keys it touches, not
+    for the table: the state (each key's current row) is hash-partitioned by a hash of
+    the key and only joined, not shuffled or sorted, with the cycle's first change of each
+    key, which closes that key's row; only the cycle's own events are ranked.
+    """
+
+    def __init__(self, node: WindowNode, rt: Runtime):
+        super().__init__(node, rt)
+        assert isinstance(node.spec, KeyedSpec)
+        self.key = list(node.spec.key)
+        self.names = [f.name for f in node.schema.fields]
+        self.order_cols = [f.name for f in node.schema.fields
+                           if "map<" not in f.dataType.simpleString()]
+        self.current = self.state(
+            StructType([*node.schema.fields, StructField(T, LongType()),
+                        StructField(_KEY_HASH, IntegerType())]), "current-rows",
+            partition_by=_KEY_HASH)
+
+    def step(self, inputs: list[Slice]) -> Slice:  # noqa: D102
+        (inp,) = inputs
+        if inp.df is None:
+            return Slice(None, inp.lo, inp.hi)
+        rows = _events(inp.df).withColumn(_DEL, F.lit(False))
+        deletes = inp.df.where(col(D) < 0).drop(D).withColumn(_DEL, F.lit(True))
+        new = rows.unionByName(deletes).withColumn(
+            _KEY_HASH, F.hash(*[col(k) for k in self.key])).repartition(
+            self.rt.partitions, col(_KEY_HASH))
+        order = [col(T).asc(), col(_DEL).desc(),
+                 *[col(c).asc_nulls_first() for c in self.order_cols]]
+        w = Window.partitionBy(col(_KEY_HASH), *[col(k) for k in self.key]).orderBy(*order)
+        ranked = self.rt.cache_for_cycle(new.withColumn("_leave", F.lead(col(T), 1).over(w)))
+        names = [col(n) for n in self.names]
+        plus = ranked.where(~col(_DEL)).select(*names, col(T), F.lit(1).cast("long").alias(D))
+        minus = ranked.where(col("_leave").isNotNull() & ~col(_DEL)).select(
+            *names, col("_leave").alias(T), F.lit(-1).cast("long").alias(D))
+        last = ranked.where(col("_leave").isNull() & ~col(_DEL)).select(
+            *names, col(T), col(_KEY_HASH))
+        old = self.current.get()
+        if old is not None:
+            # the key's first change of the cycle (all after its current row) closes it
+            firsts = ranked.groupBy(col(_KEY_HASH), *[col(k) for k in self.key]).agg(
+                F.min(col(T)).alias(_FIRST)).select(
+                col(_KEY_HASH).alias("_fh"), *[col(k).alias(f"_f{i}")
+                                               for i, k in enumerate(self.key)], col(_FIRST))
+            same = col(_KEY_HASH) == col("_fh")
+            for i, k in enumerate(self.key):
+                same = same & col(k).eqNullSafe(col(f"_f{i}"))
+            # no broadcast: it would compute ``firsts`` in a Spark job of its own; both
+            # sides are partitioned by the key hash, so the join shuffles neither
+            met = self.rt.cache_for_cycle(old.join(firsts.hint("shuffle_hash"), same, "left"))
+            minus = minus.unionByName(met.where(col(_FIRST).isNotNull()).select(
+                *names, col(_FIRST).alias(T), F.lit(-1).cast("long").alias(D)))
+            last = met.where(col(_FIRST).isNull()).select(
+                *names, col(T), col(_KEY_HASH)).unionByName(last)
+        self.current.set(last)
+        out = plus.unionByName(minus)
+        # a row followed at its own instant by another of its key lives for no time
+        out = out.groupBy(*names, col(T)).agg(F.sum(col(D)).alias(D))
+        return Slice(out.where(col(D) != 0), inp.lo, inp.hi)
+
+    def contents(self, children: list[DataFrame | None], at: int) -> DataFrame | None:
+        """Each key's current row is a live element."""
+        current = self.current.get()
+        return None if current is None else as_changes_at(current, self.names, None, at)
