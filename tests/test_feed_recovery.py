@@ -70,3 +70,24 @@ def test_spool_numbers_go_on_after_a_restart_whose_spool_was_trimmed_empty(spark
     source = third.sources["s"]
     assert isinstance(source, FeedSource)
     assert source.producers_seq(PRODUCER) == 3
+
+
+def test_a_feed_whose_header_came_after_the_checkpoint_restarts(spark, folder):
+    """The checkpoint (taken for stream ``a``) holds ``b``'s position from before ``b``'s
+    HEADER; the restart seeks ``b`` before the journal gives it its schema again, and must
+    not read ``b``'s spool without one (it failed: no column '' for the watermark).
+    """
+    sink1, sink2 = CollectingSink(), CollectingSink()
+    first = start(spark, folder, sink1)
+    first.execute("CREATE STREAM b WITH (source='feed')")
+    send(first, 1, range(0, 10))
+    first.run_cycle()  # checkpointed with b's position, b without a schema
+    first.feeds.header("b", [("id", "BIGINT"), ("t", "BIGINT")], {"event_time": "t"})
+    first.execute("CREATE QUERY qb INTO collect AS SELECT id FROM b")
+    b = first.sources["b"]
+    assert isinstance(b, FeedSource)
+    b.push_group([FeedInput([{"id": 100, "t": 100}], None, False, 1),
+                  FeedInput(None, 1_000, False, 2)], PRODUCER)
+    second = start(spark, folder, sink2)
+    second.run_until_idle()
+    assert [int(i) for _c, f in sink2.cycles["qb"] for i in f["id"]] == [100]
