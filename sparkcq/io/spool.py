@@ -153,7 +153,9 @@ class Spool:
 
 
 def write_json(path: str, value: Any, durable: bool = True) -> None:
-    """Replace ``path`` with ``value`` as JSON, whole or not at all."""
+    """Replace ``path`` with ``value`` as JSON, whole or not at all (and, if ``durable``,
+    on disk before the caller goes on: the trim deletes entries only after it).
+    """
     tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(value, f)
@@ -161,3 +163,5 @@ def write_json(path: str, value: Any, durable: bool = True) -> None:
         if durable:
             os.fsync(f.fileno())
     os.replace(tmp, path)
+    if durable:
+        _fsync_dir(os.path.dirname(path) or ".")
