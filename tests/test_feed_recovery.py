@@ -65,11 +65,13 @@ def test_spool_numbers_go_on_after_a_restart_whose_spool_was_trimmed_empty(spark
     second = start(spark, folder, sink2)
     send(second, 2, range(10, 20))  # acknowledged, not yet taken by a cycle
     third = start(spark, folder, sink3)
-    finish(third, 3)
-    assert ids(sink1, sink2, sink3) == list(range(20))
     source = third.sources["s"]
     assert isinstance(source, FeedSource)
-    assert source.producers_seq(PRODUCER) == 3
+    assert source.producers_seq(PRODUCER) == 2  # what a reconnecting producer is told
+    again, = source.push_group([FeedInput([{"id": 10, "t": 10}], None, False, 2)], PRODUCER)
+    assert again.duplicate and again.accepted == 0  # a resend is not taken twice
+    finish(third, 3)
+    assert ids(sink1, sink2, sink3) == list(range(20))
 
 
 def test_a_feed_whose_header_came_after_the_checkpoint_restarts(spark, folder):
