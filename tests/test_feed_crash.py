@@ -5,18 +5,20 @@ sinks).
 
 ``sparkcq serve --checkpoint DIR`` runs a projection of a feed stream into PostgreSQL. A
 producer thread (``sparkcq.client.Feed`` under a fixed producer id) sends rows ``id`` 0, 1,
-2, ... (event time ``t = id``) in numbered INSERTIONs, several in flight. After a random
-number of acknowledged rows and of cycles since the server's start, and a random delay,
-the server is killed with SIGKILL and started again on the same ports and checkpoint
-directory; the Feed reconnects, the server says which message numbers it holds, and the
-Feed sends again the others. One more kill hits a restart, while Spark starts or while
-recovery redoes the logged cycles. In the end the producer sends a BOUNDARY past every row
-and waits until every message is acknowledged: the sink's table must then hold each id
-sent exactly once (every message was acknowledged in the end, the feed resends until it
-is).
+2, ... (event time ``t = id``) in numbered INSERTIONs, several in flight. The server is
+killed with SIGKILL after a random number of acknowledged rows and a random delay: after
+the end of a cycle (most kills hit its checkpoint), of a checkpoint, or at once; once
+after the producer paused and the server checkpointed everything (a quiet restart, its
+spool trimmed empty) with the next kill at once after it; and once more during a restart
+(while Spark starts or recovery redoes the logged cycles). Each start checkpoints after
+every cycle that took input or after every third. The server restarts on the same ports
+and checkpoint directory, the Feed reconnects, the server says which message numbers it
+holds and the Feed sends again the others. In the end the producer sends a BOUNDARY past
+every row and waits until every message is acknowledged (the Feed resends until it is),
+and the sink's table must hold each id sent exactly once.
 
 ``SPARKCQ_CRASH_SEED`` replays a seed's choices (the timing of a machine still varies);
-``SPARKCQ_CRASH_KILLS`` asks for more kills than the suite's 3 (a longer hunt).
+``SPARKCQ_CRASH_KILLS`` asks for more kills than the suite's 3 (at least 2).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ QUERY = (f"CREATE QUERY fed INTO postgres WITH (database='db', table='{TABLE}') 
 class Producer(threading.Thread):
     """Sends rows through ``feed`` (which resends after reconnects) until ``finish`` is
     set, then a BOUNDARY past them, and waits until the server acknowledged everything.
+    While ``pause`` is set it waits, every message acknowledged (then ``quiet`` is set).
     """
 
     def __init__(self, feed: Feed):
@@ -53,11 +56,20 @@ class Producer(threading.Thread):
         self.feed = feed
         self.sent = 0  # rows 0 .. sent - 1
         self.finish = threading.Event()
+        self.pause = threading.Event()
+        self.quiet = threading.Event()
         self.error: BaseException | None = None
 
     def run(self) -> None:
         try:
             while not self.finish.is_set():
+                if self.pause.is_set():
+                    self.feed.sync()
+                    self.quiet.set()
+                    while self.pause.is_set() and not self.finish.is_set():
+                        time.sleep(0.05)
+                    self.quiet.clear()
+                    continue
                 self.feed.send([{"id": i, "t": i} for i in range(self.sent, self.sent + BATCH)])
                 self.sent += BATCH
                 time.sleep(PACE)
@@ -97,12 +109,14 @@ class Server:
             self.feed_port = lasting_port(ports)
         self.runs = 0
         self.starts: list[str] = []
+        self.every: str | None = None  # the next start's, if not the seed's choice
 
     def args(self, folder: Path) -> tuple[str, ...]:
         """The options of every start; a checkpoint after every cycle that took input, or
         after every third (then restarts redo more cycles).
         """
-        every = self.rng.choice(["1", "1", "3"])
+        every = self.every or self.rng.choice(["1", "1", "3"])
+        self.every = None
         self.starts.append(f"{folder.name}: every {every}")
         return ("--checkpoint", str(self.root / "checkpoint"), "--database", f"db={self.url}",
                 "--checkpoint-every", every)
@@ -158,7 +172,18 @@ def test_feed_acknowledged_rows_are_processed_once_across_sigkills(postgres, tmp
     seed = int(os.environ.get("SPARKCQ_CRASH_SEED") or random.randrange(1 << 30))
     rng = random.Random(seed)
     began = time.monotonic()
+    early = rng.randrange(KILLS)  # the kill after which a restart is killed too
+    # each kill comes after some acknowledged rows and: after the end of a cycle (then
+    # most kills hit its checkpoint), of a checkpoint (then the next cycles' commits), or
+    # at once; and once the producer paused and the server took and checkpointed
+    # everything (a quiet restart: the spool is trimmed empty), followed at once by the
+    # next kill, before the restarted server's first checkpoint
+    phases = [rng.choice(["cycle", "checkpoint", "soon"]) for _ in range(KILLS)]
+    quiet = rng.randrange(KILLS - 1)
+    phases[quiet:quiet + 2] = ["quiet", "soon"]
     server = Server(tmp_path, postgres.url, rng)
+    if quiet == 0:
+        server.every = "1"  # the quiet cycle is checkpointed, the spool trimmed
     served = server.start()
     served.client.submit("CREATE STREAM s WITH (source='feed')")
     feed = Feed("s", port=server.feed_port, producer=PRODUCER, batch_rows=BATCH,
@@ -169,26 +194,29 @@ def test_feed_acknowledged_rows_are_processed_once_across_sigkills(postgres, tmp
     producer = Producer(feed)
     producer.start()
     kills: list[str] = []
-    early = rng.randrange(KILLS)  # the kill after which a restart is killed too
 
     def context() -> str:
         return (f"seed {seed} (SPARKCQ_CRASH_SEED), kills: {kills}, checkpoints: "
                 f"{server.starts}, logs in {tmp_path}")
 
     try:
-        for trial in range(KILLS):
-            # after some acknowledged rows, and after the end of a cycle (then most kills
-            # hit its checkpoint) or of a checkpoint (then the next cycles' commits)
-            rows = feed.stats.accepted + rng.randint(1, 15) * BATCH
-            phase = rng.choice(["cycle", "checkpoint"])
-            cycles = served.client.status()["cycles"] + rng.randint(0, 2)
+        for trial, phase in enumerate(phases):
+            # (before a quiet restart, more: the spool's numbers go higher)
+            rows = feed.stats.accepted + rng.randint(*(20, 40) if phase == "quiet"
+                                                     else (1, 15)) * BATCH
+            cycles = served.client.status()["cycles"] + (
+                0 if phase == "soon" else rng.randint(1, 2))
             latest = server.latest()
             deadline = time.monotonic() + 120
             while (feed.stats.accepted < rows or served.client.status()["cycles"] < cycles
                    or (phase == "checkpoint" and server.latest() == latest)) \
                     and producer.is_alive() and time.monotonic() < deadline:
                 time.sleep(0.05)
-            delay = rng.uniform(0, 1.5)
+            if phase == "quiet":
+                producer.pause.set()
+                wait_for(lambda: producer.quiet.is_set() or not producer.is_alive(), 120)
+                processed(served)
+            delay = rng.uniform(0, 1 if phase == "soon" else 1.5)
             time.sleep(delay)
             at = (feed.stats.accepted, served.client.status()["cycles"], server.latest())
             served.stop()  # SIGKILL
@@ -197,7 +225,10 @@ def test_feed_acknowledged_rows_are_processed_once_across_sigkills(postgres, tmp
                          f"{at[1]}, checkpoint {at[2]})")
             if trial == early:
                 kills.append(f"then a restart {server.start_and_kill_early()}")
+            if trial + 1 == quiet:
+                server.every = "1"
             served = server.start()
+            producer.pause.clear()
         producer.finish.set()
         producer.join(300)
         assert not producer.is_alive(), f"the producer did not finish; {context()}"
