@@ -189,8 +189,13 @@ class Recovery:
                 eng.run_taken_input()
                 redone += 1
                 cycle += 1
+            # the changes made after the last logged cycle, at the cycle they were made in:
+            # idle cycles are not logged, so the crashed process may have counted past the
+            # last logged one; counting again from there would log the next cycles' input
+            # under numbers the journal's later entries come after
             for entry in entries:
                 if entry["cycle"] >= cycle:
+                    eng.cycle = cycle = entry["cycle"]
                     self.apply(entry)
         finally:
             self.replaying = False

@@ -47,10 +47,14 @@ class Served:
 
 
 def start_server(folder: Path, *args: str, token: str | None = None,
-                 env: dict[str, str] | None = None) -> Served:
-    """Start ``sparkcq serve`` with a data root ``folder/data`` and wait until it answers."""
-    port = free_port()
-    feed_port = free_port()
+                 env: dict[str, str] | None = None, port: int | None = None,
+                 feed_port: int | None = None, wait: bool = True) -> Served:
+    """Start ``sparkcq serve`` with a data root ``folder/data`` and wait until it answers
+    (unless not ``wait``), on free ports or on ``port`` and ``feed_port`` (a restart keeps
+    its clients').
+    """
+    port = port or free_port()
+    feed_port = feed_port or free_port()
     data_root = folder / "data"
     data_root.mkdir(parents=True, exist_ok=True)
     log = open(folder / "server.log", "w+")  # noqa: SIM115 - closed with the process
@@ -66,7 +70,7 @@ def start_server(folder: Path, *args: str, token: str | None = None,
     served = Served(Client(f"http://127.0.0.1:{port}", token), proc, log, data_root, port,
                     feed_port)
     deadline = time.monotonic() + 120
-    while True:
+    while wait:
         try:
             served.client.status()
             return served
@@ -74,8 +78,10 @@ def start_server(folder: Path, *args: str, token: str | None = None,
             if e.status not in (0, 503):
                 return served  # it answers (401 without the token, ...)
             if proc.poll() is not None or time.monotonic() > deadline:
+                served.stop()
                 pytest.fail(f"server did not start:\n{served.log_text()[-3000:]}")
             time.sleep(0.5)
+    return served
 
 
 def wait_for(predicate, timeout: float = 90):

@@ -186,6 +186,32 @@ def test_files_are_read_once_across_a_restart(spark, tmp_path):
     assert second.sources["s"].position()["seen"] == sorted(str(p) for p in data.iterdir())
 
 
+def test_a_restart_numbers_its_cycles_after_the_journal_entries(spark, tmp_path):
+    """Idle cycles are not logged; a restart that numbered its cycles from the last logged
+    one (0 here) would log the next input under a cycle before the CREATE STREAM's, and
+    the restart after it would redo that input before the stream exists.
+    """
+    folder = str(tmp_path / "ck")
+    first = Engine(spark=spark, checkpoint_dir=folder, checkpoint_every=100,
+                   sinks={"collect": CollectingSink()})
+    for _ in range(3):
+        first.run_cycle()  # idle: nothing logged
+    first.execute("CREATE STREAM s (v BIGINT, t BIGINT) WITH (event_time='t');"
+                  "CREATE QUERY q INTO collect AS SELECT v FROM s;")
+    sink2 = CollectingSink()
+    second = Engine(spark=spark, checkpoint_dir=folder, checkpoint_every=100,
+                    sinks={"collect": sink2})
+    assert second.cycle == 3  # where the first one made its last change
+    second.push("s", [{"v": 7, "t": 1}], watermark=2)
+    second.run_cycle()
+    sink3 = CollectingSink()
+    third = Engine(spark=spark, checkpoint_dir=folder, checkpoint_every=100,
+                   sinks={"collect": sink3})
+    assert third.cycle == 4
+    assert [(c, list(f["v"])) for c, f in sink3.cycles["q"]] == [(3, [7])]
+    assert [(c, list(f["v"])) for c, f in sink2.cycles["q"]] == [(3, [7])]
+
+
 def merged_frames(before: CollectingSink, after: CollectingSink) -> list[tuple[int, pd.DataFrame]]:
     cycles = dict(before.cycles.get("total", []))
     cycles.update(dict(after.cycles.get("total", [])))

@@ -80,7 +80,8 @@ class FeedSource(MemorySource):
         if not self.loaded and self.spool is not None:
             self.loaded = True
             seqs = self.spool.seqs()
-            self.polled_to = seqs[0] if seqs else self.spool.next_seq
+            # from the checkpoint's position if a restart sought one before this HEADER
+            self.polled_to = max(self.polled_to, seqs[0] if seqs else self.spool.next_seq)
             self._requeue(self.polled_to)
 
     def _requeue(self, start: int) -> None:
@@ -219,11 +220,16 @@ class FeedSource(MemorySource):
         """
         return {**super().position(), "seq": self.polled_to}
 
-    def seek(self, position: dict[str, Any]) -> None:  # noqa: D102
+    def seek(self, position: dict[str, Any]) -> None:
+        """Continue from a checkpoint's position: queue the spool's entries from its number
+        on again; before the stream's HEADER (the journal gives it after the checkpoint),
+        only keep the number: the HEADER queues them (rows cannot be read without a schema).
+        """
         super().seek(position)
         if self.spool is not None and "seq" in position:
             self.polled_to = int(position["seq"])
-            self._requeue(self.polled_to)
+            if self.loaded:
+                self._requeue(self.polled_to)
 
     def describe(self, batch: SourceBatch, folder: str) -> dict[str, Any]:
         """The batch's spool numbers: the spool keeps the entries until a checkpoint is past

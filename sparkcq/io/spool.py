@@ -8,7 +8,10 @@ explicit watermark, the end of input, rows refused at the door, and the highest 
 
 The engine reads entries by sequence number (``read``), a checkpoint's source position is a
 sequence number, and ``trim`` deletes the entries before one once no restart can need them.
-``producers.json`` keeps the producers' numbers of trimmed entries.
+``trimmed.json`` keeps what the trimmed entries leave behind: the producers' numbers, and the
+sequence number after them (numbers are never used twice: after a restart whose spool was
+trimmed empty, an entry numbered from 1 again would sort before the checkpoint's position,
+and the next restart would skip it).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from sparkcq.model.rows import RowError
 
 _META = b"sparkcq.spool"
 _SUFFIX = ".arrow"
-PRODUCERS_FILE = "producers.json"
+TRIMMED_FILE = "trimmed.json"
 
 
 @dataclass(frozen=True)
@@ -63,8 +66,9 @@ class Spool:
             elif name.endswith(_SUFFIX) and name[: -len(_SUFFIX)].isdigit():
                 self.sizes[int(name[: -len(_SUFFIX)])] = os.path.getsize(
                     os.path.join(folder, name))
-        self.next_seq = max(self.sizes, default=0) + 1
-        self.producers = self._trimmed_producers()
+        trimmed = self._trimmed()
+        self.next_seq = max(max(self.sizes, default=0) + 1, int(trimmed.get("next", 1)))
+        self.producers = {str(k): int(v) for k, v in trimmed.get("producers", {}).items()}
         for seq in sorted(self.sizes):
             for name, number in self.read(seq).producers.items():
                 self.producers[name] = max(self.producers.get(name, 0), number)
@@ -125,18 +129,19 @@ class Spool:
             gone = sorted(s for s in self.sizes if s < before)
             if not gone:
                 return 0
-            write_json(os.path.join(self.folder, PRODUCERS_FILE), self.producers, self.durable)
+            write_json(os.path.join(self.folder, TRIMMED_FILE),
+                       {"next": self.next_seq, "producers": self.producers}, self.durable)
             for seq in gone:
                 os.remove(self._path(seq))
                 del self.sizes[seq]
         return len(gone)
 
-    def _trimmed_producers(self) -> dict[str, int]:
-        path = os.path.join(self.folder, PRODUCERS_FILE)
+    def _trimmed(self) -> dict[str, Any]:
+        path = os.path.join(self.folder, TRIMMED_FILE)
         if not os.path.exists(path):
             return {}
         with open(path, encoding="utf-8") as f:
-            return {str(k): int(v) for k, v in json.load(f).items()}
+            return dict(json.load(f))
 
     def delete(self) -> None:
         """Remove the spool and its folder (the stream was removed)."""
@@ -148,7 +153,9 @@ class Spool:
 
 
 def write_json(path: str, value: Any, durable: bool = True) -> None:
-    """Replace ``path`` with ``value`` as JSON, whole or not at all."""
+    """Replace ``path`` with ``value`` as JSON, whole or not at all (and, if ``durable``,
+    on disk before the caller goes on: the trim deletes entries only after it).
+    """
     tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(value, f)
@@ -156,3 +163,5 @@ def write_json(path: str, value: Any, durable: bool = True) -> None:
         if durable:
             os.fsync(f.fileno())
     os.replace(tmp, path)
+    if durable:
+        _fsync_dir(os.path.dirname(path) or ".")
