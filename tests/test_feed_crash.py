@@ -18,7 +18,7 @@ every row and waits until every message is acknowledged (the Feed resends until 
 and the sink's table must hold each id sent exactly once.
 
 ``SPARKCQ_CRASH_SEED`` replays a seed's choices (the timing of a machine still varies);
-``SPARKCQ_CRASH_KILLS`` asks for more kills than the suite's 3 (at least 2).
+``SPARKCQ_CRASH_KILLS`` asks for more kills than the suite's 2 (at least 2).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from sparkcq.client import Feed
 
 BATCH = 100  # rows per INSERTION
 PACE = 0.05  # seconds between INSERTIONs while the server is up
-KILLS = int(os.environ.get("SPARKCQ_CRASH_KILLS") or 3)  # and one more during a restart
+KILLS = int(os.environ.get("SPARKCQ_CRASH_KILLS") or 2)  # and one more during a restart
 PRODUCER = "crash-test-producer"
 TABLE = "feed_crash_rows"
 QUERY = (f"CREATE QUERY fed INTO postgres WITH (database='db', table='{TABLE}') AS "

@@ -94,7 +94,7 @@ def aggregate_queries(draw) -> dict[str, Query]:
 
 
 @pytest.mark.slow
-@given(scenario=scenarios(("s",), cases=120), queries=aggregate_queries())
+@given(scenario=scenarios(("s",), cases=100), queries=aggregate_queries())
 def test_aggregates_over_every_window(spark, scenario: Scenario, queries: dict[str, Query]):
     check_scenario(spark, scenario, queries, udas=True)
 

@@ -42,9 +42,11 @@ SETUP = (
     + ", t BIGINT) WITH (event_time='t');"
     + "CREATE QUERY last_rows INTO collect AS SELECT * FROM s [ROWS 2];"
     + "".join(f"CREATE QUERY per_value_{c} INTO collect AS SELECT {c}, count(*) AS n "
-              f"FROM s [RANGE 4] GROUP BY {c};"
-              f"CREATE QUERY largest_{c} INTO collect AS SELECT max({c}) AS m, sum(t) AS st "
-              f"FROM s [RANGE 3];" for c in COLUMNS.values()))
+              f"FROM s [RANGE 4] GROUP BY {c};" for c in COLUMNS.values())
+    # one query of every column's max: an aggregate's state of each type, in fewer queries
+    + "CREATE QUERY largest INTO collect AS SELECT "
+    + ", ".join(f"max({c}) AS m_{c}" for c in COLUMNS.values()) + ", sum(t) AS st "
+    + "FROM s [RANGE 3];")
 
 
 def per_cycle(sink: CollectingSink) -> dict[tuple[str, int], list]:
@@ -124,7 +126,7 @@ def test_a_restart_redoes_the_cycles_after_its_checkpoint(runs):
 def test_state_of_every_column_type_survives_a_restart(runs, sql_type):
     ref, got, _redone, _cycle = runs
     column = COLUMNS[sql_type]
-    for query in ("last_rows", f"per_value_{column}", f"largest_{column}"):
+    for query in ("last_rows", f"per_value_{column}", "largest"):
         mine = {k: v for k, v in got.items() if k[0] == query}
         assert mine == {k: v for k, v in ref.items() if k[0] == query}, query
         assert mine, query
