@@ -121,20 +121,24 @@ def read_rows(path: str) -> list[dict[str, Any]]:
     """
     rows = []
     for number, line in enumerate(read_text(path).split("\n"), start=1):  # not \u2028
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            msg = f"line {number} of {path} is not JSON: {e.msg} at col {e.colno}"
-            raise CommandError(msg) from None
-        if not isinstance(row, dict):
-            msg = (f"line {number} of {path} is not a JSON object: it is a "
-                   f"{_JSON_KINDS.get(type(row), type(row).__name__)}; each line must be one "
-                   'row like {"k": "a", "t": 1}')
-            raise CommandError(msg)
-        rows.append(row)
+        if line.strip():
+            rows.append(row_of_line(line, number, path))
     return rows
+
+
+def row_of_line(line: str, number: int, path: str) -> dict[str, Any]:
+    """One line of a JSON lines file as a row; CommandError says which line is wrong."""
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as e:
+        msg = f"line {number} of {path} is not JSON: {e.msg} at col {e.colno}"
+        raise CommandError(msg) from None
+    if not isinstance(row, dict):
+        msg = (f"line {number} of {path} is not a JSON object: it is a "
+               f"{_JSON_KINDS.get(type(row), type(row).__name__)}; each line must be one "
+               'row like {"k": "a", "t": 1}')
+        raise CommandError(msg)
+    return row
 
 
 _JSON_KINDS = {list: "list", str: "string", int: "number", float: "number", bool: "boolean",

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import csv
 import io
-import json
 import sys
 import time
 from collections.abc import Iterator
@@ -22,6 +21,7 @@ from rich.console import Console
 
 from sparkcq.client import DEFAULT_FEED, Feed
 from sparkcq.errors import SparkcqError
+from sparkcq.server.commands import row_of_line
 
 
 class FeedCommandError(SparkcqError, ValueError):
@@ -63,17 +63,8 @@ def rows_of(path: str) -> Iterator[dict[str, Any]]:
         return
     if first.lstrip().startswith("{"):
         for number, line in enumerate(_chain(first, lines), start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                msg = f"line {number} of {path} is not JSON: {e.msg} at col {e.colno}"
-                raise FeedCommandError(msg) from None
-            if not isinstance(row, dict):
-                msg = f"line {number} of {path} is not a JSON object"
-                raise FeedCommandError(msg)
-            yield row
+            if line.strip():
+                yield row_of_line(line, number, path)
         return
     reader = csv.reader(_chain(first, lines))
     names = next(reader)
