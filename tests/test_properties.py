@@ -94,7 +94,7 @@ def aggregate_queries(draw) -> dict[str, Query]:
 
 
 @pytest.mark.slow
-@given(scenario=scenarios(("s",), cases=100), queries=aggregate_queries())
+@given(scenario=scenarios(("s",), cases=80), queries=aggregate_queries())
 def test_aggregates_over_every_window(spark, scenario: Scenario, queries: dict[str, Query]):
     check_scenario(spark, scenario, queries, udas=True)
 
@@ -171,7 +171,7 @@ def test_keyed_streams_in_aggregates_and_joins(spark, data):
 
 
 @pytest.mark.slow
-@given(scenario=scenarios(("s", "s2"), cases=110), queries=two_stream_queries())
+@given(scenario=scenarios(("s", "s2"), cases=90), queries=two_stream_queries())
 def test_joins_unions_and_derived_streams(spark, scenario: Scenario, queries: dict[str, Query]):
     check_scenario(spark, scenario, queries)
 
