@@ -144,10 +144,7 @@ class FeedStreams:
                 run.info.log.append(f"{where}: {how}")
                 kept.append(run.info.name)
                 continue
-            run.info.status = QueryStatus.STOPPED
-            run.info.log.append(f"{where}: stopped: {problem}")
-            eng._release_query(run)
-            eng.stopped[run.info.name.lower()] = run
+            self._stop_query(run, f"{where}: stopped: {problem}")
             stopped.append(run.info.name)
         return {"kept": kept, "stopped": stopped}
 
@@ -213,6 +210,13 @@ class FeedStreams:
                 run.info.log.append(f"cycle {self.engine.cycle}: resumed: data came again on "
                                     f"stream {info.name if info else key!r}")
 
+    def _stop_query(self, run: _Running, line: str) -> None:
+        """Stop one query for its stream's sake (status ``stopped``, ``line`` in its log)."""
+        run.info.status = QueryStatus.STOPPED
+        run.info.log.append(line)
+        self.engine._release_query(run)
+        self.engine.stopped[run.info.name.lower()] = run
+
     # -- REMOVE ---------------------------------------------------------------------------
     def remove(self, stream: str, reason: str = "its feed removed it (REMOVE)") -> list[str]:
         """Stop every query reading ``stream`` (the reason in its log), drop the streams
@@ -223,11 +227,8 @@ class FeedStreams:
         info = eng.catalog.stream(stream)
         stopped = []
         for run in self.readers(info.name):
-            run.info.status = QueryStatus.STOPPED
-            run.info.log.append(f"cycle {eng.cycle}: stopped: stream {info.name!r} was "
-                                f"removed: {reason}")
-            eng._release_query(run)
-            eng.stopped[run.info.name.lower()] = run
+            self._stop_query(run, f"cycle {eng.cycle}: stopped: stream {info.name!r} was "
+                                  f"removed: {reason}")
             stopped.append(run.info.name)
         for derived in [s for s in eng.catalog.streams.values()
                         if s.derived and reads(s.plan, info.name)]:
