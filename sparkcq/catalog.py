@@ -98,6 +98,11 @@ class QueryInfo:
     status: QueryStatus = QueryStatus.RUNNING
     log: list[str] = field(default_factory=list)
 
+    def enter(self, status: QueryStatus, *lines: str) -> None:
+        """Move to ``status``, saying why in the log."""
+        self.status = status
+        self.log.extend(lines)
+
 
 @dataclass
 class FunctionInfo:

@@ -145,7 +145,7 @@ def run_script(script: str, master: str | None, duration: float | None, interval
     its SQL may call any function and name any path (unlike a server's clients).
     """
     eng = Engine(master=master, trusted=True)
-    eng.sinks["memory"] = eng.sinks["console"]
+    eng.register_sink("memory", eng.sinks["console"])
     eng.execute(script)
     loop(eng, duration, interval, console, stop_when_idle=duration is None)
     eng.stop()

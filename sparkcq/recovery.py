@@ -1,13 +1,16 @@
 """Crash recovery: journal the catalog, log each cycle's input, checkpoint committed cycles,
 and replay them after a restart (DESIGN 2.5, 4.3, 5).
 
-A cycle is committed when its sinks returned; the state ready for the next cycle is then
-written (every ``every`` cycles). A restart with the same directory rebuilds the catalog
-from the journal, loads the newest state, and redoes every cycle whose input was logged
-after it, with that same input: a transactional sink (PostgreSQL) recognises the cycles it
-committed already, so it ends up with every cycle's rows exactly once. Rows pushed but not
-yet taken by a cycle are not in the log: pushed ones are lost with the process; a feed
-stream's are in its spool, which keeps every entry after the newest checkpoint's position
+The journal is a list of typed entries, each a change to the catalog: a script that ran,
+a table registered from Python, a DROP, an aggregate or function created from Python, a
+feed's HEADER or REMOVE. A cycle is committed when its sinks returned; the state ready for
+the next cycle is then written (every ``every`` cycles that took input). A restart with the
+same directory replays the journal onto a new engine (a ``Replay`` target: the facade),
+loads the newest state, and redoes every cycle whose input was logged after it, with that
+same input: a transactional sink (PostgreSQL) recognises the cycles it committed already,
+so it ends up with every cycle's rows exactly once. Rows pushed but not yet taken by a
+cycle are not in the log: pushed ones are lost with the process; a feed stream's are in
+its spool, which keeps every entry after the newest checkpoint's position
 (``io/feed_source.py``), so they are queued again.
 """
 
@@ -17,18 +20,16 @@ import importlib
 import json
 import os
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from pyspark.sql import DataFrame, SparkSession
 
 from sparkcq.errors import CatalogError
 from sparkcq.language.sql.parser import parse_script
 from sparkcq.language.sql.statements import Explain, Show
 from sparkcq.runtime.checkpoint import CheckpointStore, write_atomically
-
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
-
-    from sparkcq.engine import Engine
 
 SOURCES_FILE = "sources.json"
 
@@ -53,150 +54,322 @@ def import_name(ref: str) -> Any:
     return obj
 
 
+# -- the journal's entries ---------------------------------------------------------------
+@dataclass(frozen=True)
+class ScriptEntry:
+    """A script of statements that ran (and changed the catalog)."""
+
+    sql: str
+
+
+@dataclass(frozen=True)
+class TableEntry:
+    """A table registered from Python: its rows, written as Parquet under ``path``."""
+
+    name: str
+    path: str
+
+
+@dataclass(frozen=True)
+class DropEntry:
+    """``Engine.drop(kind, name)`` called from Python."""
+
+    kind: str
+    name: str
+
+
+@dataclass(frozen=True)
+class AggregateEntry:
+    """``Engine.create_aggregate``: the class by its importable name."""
+
+    name: str
+    cls: str
+    params: tuple[tuple[str, str], ...]
+    returns: str
+
+
+@dataclass(frozen=True)
+class FunctionEntry:
+    """``Engine.create_function``: the function by its importable name."""
+
+    name: str
+    ref: str
+    returns: str
+    vectorized: bool
+
+
+@dataclass(frozen=True)
+class HeaderEntry:
+    """A feed's HEADER."""
+
+    stream: str
+    columns: tuple[tuple[str, str], ...]
+    options: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class RemoveEntry:
+    """A feed's REMOVE."""
+
+    stream: str
+    reason: str
+
+
+JournalEntry = (ScriptEntry | TableEntry | DropEntry | AggregateEntry | FunctionEntry
+                | HeaderEntry | RemoveEntry)
+
+
+def entry_json(entry: JournalEntry) -> dict[str, Any]:
+    """How an entry is written in ``catalog.jsonl``."""
+    match entry:
+        case ScriptEntry(sql):
+            return {"sql": sql}
+        case TableEntry(name, path):
+            return {"table": name, "path": path}
+        case DropEntry(kind, name):
+            return {"drop": kind, "name": name}
+        case AggregateEntry(name, cls, params, returns):
+            return {"aggregate": name, "class": cls, "returns": returns,
+                    "params": [list(p) for p in params]}
+        case FunctionEntry(name, ref, returns, vectorized):
+            return {"function": name, "ref": ref, "returns": returns, "vectorized": vectorized}
+        case HeaderEntry(stream, columns, options):
+            return {"header": stream, "columns": [list(c) for c in columns],
+                    "options": dict(options)}
+        case RemoveEntry(stream, reason):
+            return {"remove": stream, "reason": reason}
+    msg = f"no JSON for journal entry {entry!r}"
+    raise CatalogError(msg)
+
+
+def entry_of(data: Mapping[str, Any]) -> JournalEntry:
+    """The entry ``entry_json`` wrote."""
+    if "sql" in data:
+        return ScriptEntry(data["sql"])
+    if "table" in data:
+        return TableEntry(data["table"], data["path"])
+    if "drop" in data:
+        return DropEntry(data["drop"], data["name"])
+    if "aggregate" in data:
+        return AggregateEntry(data["aggregate"], data["class"],
+                              tuple((n, t) for n, t in data["params"]), data["returns"])
+    if "function" in data:
+        return FunctionEntry(data["function"], data["ref"], data["returns"],
+                             data["vectorized"])
+    if "header" in data:
+        return HeaderEntry(data["header"], tuple((n, t) for n, t in data["columns"]),
+                           data["options"])
+    if "remove" in data:
+        return RemoveEntry(data["remove"], data["reason"])
+    msg = f"unknown entry in the checkpoint journal: {dict(data)!r}"
+    raise CatalogError(msg)
+
+
+class CheckpointSource(Protocol):
+    """What recovery asks of a source: where it is, to go back there after a restart."""
+
+    def position(self) -> dict[str, Any]:
+        """Where the source stands."""
+        ...
+
+    def seek(self, position: dict[str, Any]) -> None:
+        """Go back to ``position``."""
+        ...
+
+    def release_before(self, position: dict[str, Any]) -> None:
+        """Input before ``position`` is checkpointed: no restart needs it."""
+        ...
+
+
+class Replay(Protocol):
+    """What recovery drives: the engine's facade, rebuilt from the journal."""
+
+    spark: SparkSession
+
+    def execute(self, sql: str) -> Any:
+        """Run a script."""
+        ...
+
+    def register_table(self, name: str, data: Any) -> None:
+        """Register a table from data."""
+        ...
+
+    def drop(self, kind: str, name: str) -> None:
+        """Drop something."""
+        ...
+
+    def create_aggregate(self, name: str, cls: type, arg_types: Mapping[str, str],
+                         return_type: str) -> None:
+        """Add a user aggregate."""
+        ...
+
+    def create_function(self, name: str, fn: Callable[..., Any], return_type: str,
+                        vectorized: bool = False) -> None:
+        """Add a Python function."""
+        ...
+
+    def feed_header(self, stream: str, columns: Sequence[tuple[str, str]],
+                    options: Mapping[str, str]) -> dict[str, Any]:
+        """Apply a feed's HEADER."""
+        ...
+
+    def feed_remove(self, stream: str, reason: str = ...) -> list[str]:
+        """Apply a feed's REMOVE."""
+        ...
+
+    def save_state(self, path: str) -> None:
+        """Write every operator's state (between cycles)."""
+        ...
+
+    def restore_state(self, path: str) -> None:
+        """Load a saved state."""
+        ...
+
+    def redo_cycle(self, number: int, offsets: Mapping[str, list[dict[str, Any]]]) -> None:
+        """Run cycle ``number`` again on the input its journal described."""
+        ...
+
+    def resume_at(self, cycle: int) -> None:
+        """Number the next cycle ``cycle``."""
+        ...
+
+
+def apply(entry: JournalEntry, target: Replay) -> None:
+    """Redo one journal entry on ``target``."""
+    match entry:
+        case ScriptEntry(sql):
+            target.execute(sql)
+        case TableEntry(name, path):
+            target.register_table(name, target.spark.read.parquet(path))
+        case DropEntry(kind, name):
+            target.drop(kind, name)
+        case AggregateEntry(name, cls, params, returns):
+            target.create_aggregate(name, import_name(cls), dict(params), returns)
+        case FunctionEntry(name, ref, returns, vectorized):
+            target.create_function(name, import_name(ref), returns, vectorized)
+        case HeaderEntry(stream, columns, options):
+            target.feed_header(stream, columns, options)
+        case RemoveEntry(stream, reason):
+            target.feed_remove(stream, reason)
+
+
 class Recovery:
     """An engine's checkpoint directory in use: the journal, the input log, the states."""
 
-    def __init__(self, engine: Engine, store: CheckpointStore, every: int = 1):
+    def __init__(self, store: CheckpointStore, sources: Mapping[str, CheckpointSource],
+                 every: int = 1):
         if every < 1:
             msg = f"checkpoint_every must be at least 1, got {every}"
             raise CatalogError(msg)
-        self.engine = engine
         self.store = store
+        self.sources = sources
         self.every = every
         self.replaying = False
         self.cycle_input: dict[str, list[dict[str, Any]]] = {}  # this cycle's, per stream
         self.last_checkpoint_seconds = 0.0  # writing the last checkpoint (0: none written)
         self.taken = 0  # cycles that took input, since the start of this process
+        self.target: Replay | None = None
 
     # -- journal --------------------------------------------------------------------------
-    def journal_script(self, sql: str) -> None:
-        """Record a script that ran (unless it only showed or explained something)."""
+    def record(self, entry: JournalEntry, cycle: int) -> None:
+        """Add a catalog change made before cycle ``cycle`` (not while replaying; a script
+        that only shows or explains something is not a change).
+        """
         if self.replaying:
             return
-        if all(isinstance(s, Show | Explain) for s in parse_script(sql)):
+        if isinstance(entry, ScriptEntry) and all(
+                isinstance(s, Show | Explain) for s in parse_script(entry.sql)):
             return
-        self.log({"sql": sql})
+        self.store.log({"cycle": cycle, **entry_json(entry)})
 
-    def journal_table(self, name: str, df: DataFrame) -> None:
-        """Record a table registered from Python: its rows, as they are now."""
-        if self.replaying:
-            return
+    def table_entry(self, name: str, df: DataFrame) -> TableEntry:
+        """A table registered from Python, its rows written where a restart reads them."""
         path = self.store.table_path(name)
-        df.write.mode("overwrite").parquet(path)
-        self.log({"table": name, "path": path})
-
-    def journal(self, entry: dict[str, Any]) -> None:
-        """Record another catalog change made from Python (see ``apply``)."""
         if not self.replaying:
-            self.log(entry)
-
-    def log(self, entry: dict[str, Any]) -> None:
-        self.store.log({"cycle": self.engine.cycle, **entry})
-
-    def apply(self, entry: dict[str, Any]) -> None:
-        """Redo one journal entry on the engine."""
-        eng = self.engine
-        if "sql" in entry:
-            eng.execute(entry["sql"])
-        elif "table" in entry:
-            eng.register_table(entry["table"], eng.spark.read.parquet(entry["path"]))
-        elif "drop" in entry:
-            eng.drop(entry["drop"], entry["name"])
-        elif "aggregate" in entry:
-            eng.create_aggregate(entry["aggregate"], import_name(entry["class"]),
-                                 dict(entry["params"]), entry["returns"])
-        elif "header" in entry:
-            eng.feeds.header(entry["header"], [tuple(c) for c in entry["columns"]],
-                             entry["options"])
-        elif "remove" in entry:
-            eng.feeds.remove(entry["remove"], entry["reason"])
-        elif "function" in entry:
-            eng.create_function(entry["function"], import_name(entry["ref"]),
-                                entry["returns"], entry["vectorized"])
-        else:
-            msg = f"unknown entry in the checkpoint journal: {entry!r}"
-            raise CatalogError(msg)
+            df.write.mode("overwrite").parquet(path)
+        return TableEntry(name, path)
 
     # -- cycles ---------------------------------------------------------------------------
-    def record_input(self, stream: str, describe: Callable[[str], dict[str, Any]]) -> None:
+    def record_input(self, stream: str, describe: Callable[[str], dict[str, Any]],
+                     cycle: int) -> None:
         """Add what a source delivered to this cycle's input (``describe(folder)``)."""
         attempts = self.cycle_input.setdefault(stream, [])
-        folder = os.path.join(self.store.offsets_folder(self.engine.cycle), str(len(attempts)))
+        folder = os.path.join(self.store.offsets_folder(cycle), str(len(attempts)))
         attempts.append(describe(folder))
 
-    def before_cycle(self) -> None:
+    def before_cycle(self, cycle: int) -> None:
         """Log this cycle's input before it runs (again, if a failed attempt kept some).
 
         A cycle that takes nothing (no source brought rows, an end or a higher watermark)
         is not logged: a restart runs it again with no input, as it ran (``recover``).
         """
         if not self.replaying and self.cycle_input:
-            self.store.write_offsets(self.engine.cycle, self.cycle_input)
+            self.store.write_offsets(cycle, self.cycle_input)
 
-    def after_cycle(self) -> None:
-        """The cycle committed: its input is done; every ``every`` cycles that took input,
-        checkpoint (an idle server does not rewrite its state every cycle).
+    def after_cycle(self, cycle: int) -> None:
+        """Cycle ``cycle`` committed: its input is done; every ``every`` cycles that took
+        input, checkpoint (an idle server does not rewrite its state every cycle).
         """
         idle = not self.cycle_input
         self.cycle_input = {}
-        eng = self.engine
         self.last_checkpoint_seconds = 0.0
         if idle:
             return
         self.taken += 1
-        if self.taken % self.every:
+        if self.taken % self.every or self.target is None:
             return
         began = time.perf_counter()
-        staging = self.store.staging_folder(eng.cycle)
-        eng.save_state(staging)
-        positions = {name: source.position() for name, source in eng.sources.items()}
+        staging = self.store.staging_folder(cycle + 1)
+        self.target.save_state(staging)
+        positions = {name: source.position() for name, source in self.sources.items()}
         write_atomically(os.path.join(staging, SOURCES_FILE), json.dumps(positions))
-        self.store.commit_state(eng.cycle)
-        for name, source in eng.sources.items():
+        self.store.commit_state(cycle + 1)
+        for name, source in self.sources.items():
             source.release_before(positions[name])  # a restart starts from here on
         self.last_checkpoint_seconds = time.perf_counter() - began
 
     # -- restart --------------------------------------------------------------------------
-    def recover(self) -> int:
-        """Rebuild the catalog, load the newest state, redo the logged cycles after it;
-        returns the number of cycles redone.
+    def recover(self, target: Replay) -> int:
+        """Rebuild ``target``'s catalog, load the newest state, redo the logged cycles
+        after it; the number of cycles redone. ``target`` is checkpointed from now on.
         """
-        store, eng = self.store, self.engine
-        entries = store.entries()
+        store = self.store
+        self.target = target
+        entries = [(e["cycle"], entry_of(e)) for e in store.entries()]
         start = store.latest()
         self.replaying = True
         try:
-            for entry in entries:
-                if start is not None and entry["cycle"] < start:
-                    self.apply(entry)
+            for cycle, entry in entries:
+                if start is not None and cycle < start:
+                    apply(entry, target)
             cycle = 0
             if start is not None:
-                eng.restore_state(store.state_folder(start))
+                target.restore_state(store.state_folder(start))
                 with open(os.path.join(store.state_folder(start), SOURCES_FILE),
                           encoding="utf-8") as f:
                     for name, position in json.load(f).items():
-                        if name in eng.sources:
-                            eng.sources[name].seek(position)
+                        if name in self.sources:
+                            self.sources[name].seek(position)
                 cycle = start
+            target.resume_at(cycle)
             redone = 0
             last = store.last_logged()
             while last is not None and cycle <= last:
-                for entry in entries:
-                    if entry["cycle"] == cycle:
-                        self.apply(entry)
-                offsets = store.offsets(cycle)  # None: the cycle took no input
-                eng.take_logged_input(offsets or {})
-                eng.run_taken_input()
+                for at, entry in entries:
+                    if at == cycle:
+                        apply(entry, target)
+                target.redo_cycle(cycle, store.offsets(cycle) or {})  # None: took no input
                 redone += 1
                 cycle += 1
             # the changes made after the last logged cycle, at the cycle they were made in:
             # idle cycles are not logged, so the crashed process may have counted past the
             # last logged one; counting again from there would log the next cycles' input
             # under numbers the journal's later entries come after
-            for entry in entries:
-                if entry["cycle"] >= cycle:
-                    eng.cycle = cycle = entry["cycle"]
-                    self.apply(entry)
+            for at, entry in entries:
+                if at >= cycle:
+                    cycle = at
+                    target.resume_at(cycle)
+                    apply(entry, target)
         finally:
             self.replaying = False
         return redone

@@ -28,7 +28,8 @@ from pyspark.sql.types import (
 
 from sparkcq.io.sinks import QueryOutput, Sink
 from sparkcq.io.sources import Source, to_pandas
-from sparkcq.runtime.operators.scan import DELETE, SourceBatch
+from sparkcq.model.columns import DELETE
+from sparkcq.runtime.cycle_input import SourceBatch
 
 
 @dataclass(frozen=True)

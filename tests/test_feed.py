@@ -105,11 +105,11 @@ def test_a_feed_stream_has_no_columns_until_its_header(engine):
     assert "stream 's' is not connected: its columns are unknown until its feed sends a " \
         "HEADER (line 1, col 33)" in str(e.value)
     with pytest.raises(FeedError, match="has no schema yet|send a HEADER"):
-        engine.feeds.source("s").push_group([FeedInput([{"k": 1}])], None)
-    assert engine.feeds.header("s", COLUMNS, {"event_time": "t"})["change"] == "connected"
-    assert engine.feeds.header("s", COLUMNS, {"event_time": "t"})["change"] == "unchanged"
+        engine.feed_source("s").push_group([FeedInput([{"k": 1}])], None)
+    assert engine.feed_header("s", COLUMNS, {"event_time": "t"})["change"] == "connected"
+    assert engine.feed_header("s", COLUMNS, {"event_time": "t"})["change"] == "unchanged"
     engine.execute("CREATE QUERY q AS SELECT k, v FROM s")
-    engine.feeds.source("s").push_group([FeedInput([{"k": 1, "t": 5, "v": 0.5}], 10)], None)
+    engine.feed_source("s").push_group([FeedInput([{"k": 1, "t": 5, "v": 0.5}], 10)], None)
     engine.run_cycle()
     assert rows_of(engine, "q") == [(1, 0.5, 5, 5)]  # k, v, _ts, _te
 
@@ -127,7 +127,7 @@ def test_a_feed_stream_has_no_columns_until_its_header(engine):
 def test_a_bad_header_says_what_is_wrong(engine, columns, options, error):
     engine.execute("CREATE STREAM s WITH (source='feed')")
     with pytest.raises(FeedError) as e:
-        engine.feeds.header("s", columns, options)
+        engine.feed_header("s", columns, options)
     assert error in str(e.value)
     assert not engine.catalog.stream("s").connected
 
@@ -136,14 +136,14 @@ def test_only_a_feed_stream_takes_a_feed(engine):
     engine.execute("CREATE STREAM m (k BIGINT, t BIGINT) WITH (event_time='t')")
     with pytest.raises(FeedError, match="fed by the memory source; a feed connects only to a "
                                         "stream created WITH \\(source='feed'\\)"):
-        engine.feeds.source("m")
+        engine.feed_source("m")
 
 
 def test_rows_refused_late_and_resent_are_told_apart(engine):
     engine.execute("CREATE STREAM s (k BIGINT, t BIGINT, v DOUBLE) "
                    "WITH (source='feed', event_time='t')")
     engine.execute("CREATE QUERY q AS SELECT k, v FROM s")
-    source = engine.feeds.source("s")
+    source = engine.feed_source("s")
     first = source.push_group([
         FeedInput([{"k": 1, "t": 10, "v": 1.0}, {"k": "one", "t": 11}], seq=1),
         FeedInput(pa.table({"k": [2], "t": [12], "v": [2.0]}), seq=2)], "p")
@@ -168,16 +168,16 @@ def test_rows_refused_late_and_resent_are_told_apart(engine):
 # -- schema changes ------------------------------------------------------------------------------
 def test_a_schema_change_keeps_the_queries_that_still_compile(engine):
     engine.execute("CREATE STREAM s WITH (source='feed')")
-    engine.feeds.header("s", COLUMNS, {"event_time": "t"})
+    engine.feed_header("s", COLUMNS, {"event_time": "t"})
     engine.execute("CREATE QUERY total AS SELECT k, SUM(v) AS s FROM s GROUP BY k")
     engine.execute("CREATE QUERY only_k AS SELECT k FROM s")
     engine.execute("CREATE QUERY kept WITH (on_schema_change='keep') AS SELECT k, v FROM s")
-    source = engine.feeds.source("s")
+    source = engine.feed_source("s")
     source.push_group([FeedInput([{"k": 1, "t": 1, "v": 2.0}, {"k": 1, "t": 2, "v": 3.0}])],
                       None)
     engine.run_cycle()
     # v becomes text: SUM(v) no longer compiles; k alone does; `kept` asked to keep v
-    outcome = engine.feeds.header("s", [("k", "BIGINT"), ("t", "BIGINT"), ("v", "STRING"),
+    outcome = engine.feed_header("s", [("k", "BIGINT"), ("t", "BIGINT"), ("v", "STRING"),
                                         ("w", "STRING")], {"event_time": "t"})
     assert outcome["change"] == "changed"
     assert sorted(outcome["kept"]) == ["kept", "only_k"] and outcome["stopped"] == ["total"]
@@ -194,26 +194,26 @@ def test_a_schema_change_keeps_the_queries_that_still_compile(engine):
     assert rows_of(engine, "wide") == [(2, "x", "y", 3, 3)]
     engine.drop("QUERY", "kept")
     engine.drop("QUERY", "only_k")
-    assert engine.old_scans["s"] == []  # no query reads the old schema: its scan is freed
+    assert engine.scans.earlier["s"] == []  # no query reads the old schema: its scan is freed
 
 
 # -- STOP and REMOVE -----------------------------------------------------------------------------
 def test_stop_pauses_readers_until_data_and_remove_stops_them(engine):
     engine.execute("CREATE STREAM a WITH (source='feed'); CREATE STREAM b WITH (source='feed')")
-    engine.feeds.header("a", COLUMNS, {"event_time": "t"})
-    engine.feeds.header("b", COLUMNS, {"event_time": "t"})
+    engine.feed_header("a", COLUMNS, {"event_time": "t"})
+    engine.feed_header("b", COLUMNS, {"event_time": "t"})
     engine.execute("CREATE QUERY qa AS SELECT k FROM a")
     engine.execute("CREATE QUERY qab AS SELECT a.k FROM a [RANGE 5], b [RANGE 5] "
                    "WHERE a.k = b.k")
-    assert engine.feeds.stop("a") == ["qa", "qab"]
+    assert engine.feed_stop("a") == ["qa", "qab"]
     assert engine.show("STREAMS").set_index("name").loc["a", "state"] == "stopped"
     engine.run_cycle()
     assert engine.catalog.query("qa").status is QueryStatus.PAUSED
-    engine.feeds.source("a").push_group([FeedInput([{"k": 1, "t": 1}], 5)], None)
+    engine.feed_source("a").push_group([FeedInput([{"k": 1, "t": 1}], 5)], None)
     engine.run_cycle()
     assert engine.catalog.query("qa").status is QueryStatus.RUNNING
     assert "resumed: data came again on stream 'a'" in engine.catalog.query("qa").log[-1]
-    assert engine.feeds.remove("b") == ["qab"]
+    assert engine.feed_remove("b") == ["qab"]
     qab = engine.catalog.query("qab")
     assert qab.status is QueryStatus.STOPPED
     assert "stopped: stream 'b' was removed: its feed removed it (REMOVE)" in qab.log[-1]
@@ -228,9 +228,9 @@ def test_acknowledged_rows_not_yet_taken_survive_a_restart(spark, tmp_path):
     folder = str(tmp_path / "ck")
     first = Engine(spark=spark, checkpoint_dir=folder)
     first.execute("CREATE STREAM s WITH (source='feed')")
-    first.feeds.header("s", COLUMNS, {"event_time": "t"})
+    first.feed_header("s", COLUMNS, {"event_time": "t"})
     first.execute("CREATE QUERY q AS SELECT k, SUM(v) AS total FROM s GROUP BY k")
-    source = first.feeds.source("s")
+    source = first.feed_source("s")
     source.push_group([FeedInput([{"k": 1, "t": 1, "v": 1.0}], seq=1)], "p")
     first.run_cycle()
     assert source.spool.seqs() == []  # checkpointed: the spool is trimmed
@@ -238,7 +238,7 @@ def test_acknowledged_rows_not_yet_taken_survive_a_restart(spark, tmp_path):
                        FeedInput(None, 10, seq=3)], "p")
     assert len(source.spool.seqs()) == 1  # acknowledged, not taken: a crash now
     again = Engine(spark=spark, checkpoint_dir=folder)  # the restart
-    resumed = again.feeds.source("s")
+    resumed = again.feed_source("s")
     assert resumed.producers_seq("p") == 3
     assert resumed.push_group([FeedInput([{"k": 7, "t": 3}], seq=2)], "p")[0].duplicate
     again.run_cycle()
@@ -249,11 +249,11 @@ def test_acknowledged_rows_not_yet_taken_survive_a_restart(spark, tmp_path):
 def test_a_keyed_feed_stream_takes_deletes(engine):
     """HEADER with a key: each key keeps its current row; a DELETE ends it."""
     engine.execute("CREATE STREAM rooms WITH (source='feed')")
-    engine.feeds.header("rooms", [("room", "STRING"), ("t", "BIGINT"), ("temp", "DOUBLE")],
+    engine.feed_header("rooms", [("room", "STRING"), ("t", "BIGINT"), ("temp", "DOUBLE")],
                         {"event_time": "t", "key": "room"})
     assert engine.show("STREAMS").set_index("name").loc["rooms", "key"] == "room"
     engine.execute("CREATE QUERY cur AS SELECT room, temp FROM rooms")
-    source = engine.feeds.source("rooms")
+    source = engine.feed_source("rooms")
     got = source.push_group([
         FeedInput([{"room": "a", "t": 1, "temp": 20.0}, {"room": "b", "t": 2, "temp": 18.0}]),
         FeedInput([{"room": "a", "t": 5, "temp": 21.0}]),

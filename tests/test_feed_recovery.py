@@ -20,7 +20,7 @@ def start(spark, folder: str, sink: CollectingSink) -> Engine:
     eng = Engine(spark=spark, checkpoint_dir=folder, sinks={"collect": sink})
     if "s" not in eng.catalog.streams:
         eng.execute("CREATE STREAM s WITH (source='feed')")
-        eng.feeds.header("s", [("id", "BIGINT"), ("t", "BIGINT")], {"event_time": "t"})
+        eng.feed_header("s", [("id", "BIGINT"), ("t", "BIGINT")], {"event_time": "t"})
         eng.execute("CREATE QUERY q INTO collect AS SELECT id FROM s")
     return eng
 
@@ -84,7 +84,7 @@ def test_a_feed_whose_header_came_after_the_checkpoint_restarts(spark, folder):
     first.execute("CREATE STREAM b WITH (source='feed')")
     send(first, 1, range(0, 10))
     first.run_cycle()  # checkpointed with b's position, b without a schema
-    first.feeds.header("b", [("id", "BIGINT"), ("t", "BIGINT")], {"event_time": "t"})
+    first.feed_header("b", [("id", "BIGINT"), ("t", "BIGINT")], {"event_time": "t"})
     first.execute("CREATE QUERY qb INTO collect AS SELECT id FROM b")
     b = first.sources["b"]
     assert isinstance(b, FeedSource)

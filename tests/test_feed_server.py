@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 from served import TESTS, start_server, wait_for
 
-from sparkcq.engine import close_elements
+from sparkcq.inspection import close_elements
 
 pytestmark = pytest.mark.slow
 

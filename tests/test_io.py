@@ -208,7 +208,7 @@ def test_saved_state_resumes_in_a_new_engine(spark, tmp_path):
     after.push("s", second, end=True)
     after.run_until_idle()
 
-    from sparkcq.engine import close_elements
+    from sparkcq.inspection import close_elements
 
     records = pd.concat([before.sinks["memory"].frame("q", []),
                          after.sinks["memory"].frame("q", [])], ignore_index=True)
@@ -258,7 +258,7 @@ def test_saved_double_aggregates_resume_exactly(spark, tmp_path, query):
     (it once failed: the state held DECIMAL(38, 6)), and digits beyond the sixth decimal
     survive the arithmetic.
     """
-    from sparkcq.engine import close_elements
+    from sparkcq.inspection import close_elements
 
     ddl = f"""
         CREATE STREAM s (k STRING, v DOUBLE, t BIGINT) WITH (event_time='t');

@@ -218,7 +218,7 @@ def test_the_sink_commits_two_queries_of_a_cycle_in_one_transaction(pg_engine, d
 
     # writing a committed cycle again (a replay after a crash) adds nothing
     sink = pg_engine.sinks["postgres"]
-    out = pg_engine.running["events"].output
+    out = pg_engine.sinks.destination("events").output
     again = pd.DataFrame({"k": ["z"], "v": [9], "amount": [None], "_ts": [pd.Timestamp(at(8))],
                           "_te": [pd.Timestamp(at(8))], "_op": ["I"]})
     sink.write(1, {"events": (out, again)})

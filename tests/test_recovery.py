@@ -148,7 +148,7 @@ def test_the_catalog_comes_back_as_it_was(spark, tmp_path):
     first.drop("QUERY", "gone")
     first.execute("SHOW QUERIES; EXPLAIN named")  # shows only: not journaled
     second = Engine(spark=spark, checkpoint_dir=folder)
-    assert sorted(second.running) == ["named"]
+    assert sorted(second.queries.running) == ["named"]
     assert second.cycle == 1
     second.push("s", [{"k": "a", "v": 3, "t": 3}], watermark=10)
     second.end_input("s")

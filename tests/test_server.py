@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from served import start_server, wait_for
 
-from sparkcq.engine import close_elements
+from sparkcq.inspection import close_elements
 from sparkcq.server.client import ServerError
 
 pytestmark = pytest.mark.slow

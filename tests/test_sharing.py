@@ -100,8 +100,8 @@ def persisted(spark):
 def live_frames(engine):
     """Ids of the RDDs behind the engine's current state frames and the batches its scans
     hold."""
-    ops = [*engine.plan.state_holders(), *(r.formatter for r in engine.running.values()),
-           engine.intervals]
+    ops = [*engine.plan.state_holders(), *(r.formatter for r in engine.queries.running.values()),
+           engine.queries.intervals]
     ops += [s for s in engine.scans.values() if s.node not in engine.plan.ops]
     frames = [f.df for op in ops for f in op.states if f.df is not None]
     frames += [df for s in engine.scans.values() for df in s.held_frames]
@@ -207,7 +207,8 @@ def test_drop_frees_exactly_what_no_other_query_uses(engine, spark):
     assert persisted(spark) - before == live_frames(engine) < with_all
     assert engine.metrics()["total_state_rows"] == sum(
         op.state_rows for op in engine.plan.state_holders()) + sum(
-        r.formatter.state_rows for r in engine.running.values()) + engine.intervals.state_rows
+        r.formatter.state_rows for r in engine.queries.running.values()
+    ) + engine.queries.intervals.state_rows
     # and the remaining query goes on, its results unaffected by the others
     engine.push("s", rows(EVENTS[8:]), watermark=30)
     engine.run_until_idle()
@@ -320,7 +321,7 @@ def test_query_whose_operator_fails_to_build_leaves_no_trace_in_the_plan(engine,
     engine.execute("CREATE STREAM s (k STRING, v BIGINT, t BIGINT) WITH (event_time='t')")
     engine.execute("CREATE QUERY a AS SELECT k, v FROM s [RANGE 5]")
     before = (dict(engine.plan.refs), {n: set(u) for n, u in engine.plan.users.items()})
-    build = engine._operator_for
+    build = engine.queries.operator_for
 
     def failing(node):
         if isinstance(node, Filter):
@@ -328,7 +329,7 @@ def test_query_whose_operator_fails_to_build_leaves_no_trace_in_the_plan(engine,
             raise RuntimeError(msg)
         return build(node)
 
-    monkeypatch.setattr(engine, "_operator_for", failing)
+    monkeypatch.setattr(engine.queries, "operator_for", failing)
     with pytest.raises(RuntimeError, match="cannot build"):
         engine.execute("CREATE QUERY b AS SELECT k FROM s [RANGE 5] WHERE v > 1")
     assert (dict(engine.plan.refs), {n: set(u) for n, u in engine.plan.users.items()}) == before

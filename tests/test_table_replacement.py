@@ -263,10 +263,10 @@ def test_replacements_that_queries_could_not_follow_are_refused(spark):
         eng.execute("CREATE TABLE h (k STRING, r STRING);\nCREATE QUERY bad AS SELECT nope FROM s")
     node = next(n for n in eng.plan.ops if isinstance(n, TableScan) and n.name == "h")
     table = eng.plan.ops[node]
-    assert isinstance(table, TableOperator) and table.serves(eng.compiled.tables[node])
+    assert isinstance(table, TableOperator) and table.serves(eng.queries.compiled.tables[node])
     assert eng.catalog.tables["h"].version == 0
     eng.load_table("h", H1)
-    assert not table.serves(eng.compiled.tables[node])
+    assert not table.serves(eng.queries.compiled.tables[node])
     eng.push("s", AFTER, watermark=8)
     eng.end_input("s")
     eng.run_until_idle()

@@ -1,10 +1,10 @@
-"""A cycle's rollback restores what the cycle changed: every driver-side field a cycle
-rebinds on an operator or its helpers is declared in its ``CYCLE_FIELDS``.
+"""A cycle's rollback restores what the cycle changed: a cycle rebinds no driver-side
+attribute of an operator or its helpers but its ``progress`` record.
 
-The rollback restores only the declared fields (``runtime/transaction.py``); a field a new
-operator changes per cycle but forgets to declare would survive a failed cycle. These tests
-run one query of each operator kind for a few cycles and compare every participant's
-attributes before and after each cycle.
+The rollback puts back each participant's progress record and frame states whole
+(``runtime/transaction.py``); an attribute a new operator changed per cycle outside its
+record would survive a failed cycle. These tests run one query of each operator kind for a
+few cycles and compare every participant's attributes before and after each cycle.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def _fields(obj: object) -> dict[str, Any]:
 
 @pytest.mark.parametrize("fuse", [True, False], ids=["fused", "one operator per query"])
 @pytest.mark.parametrize("name", list(_QUERIES))
-def test_a_cycle_changes_only_declared_fields(spark, monkeypatch, name, fuse):
+def test_a_cycle_changes_only_progress_records(spark, monkeypatch, name, fuse):
     eng = Engine(spark=spark, fuse=fuse, allow_udf_modules=["udas"])
     eng.execute("CREATE STREAM s (k STRING, v DOUBLE, t BIGINT) WITH (event_time='t')")
     eng.execute("CREATE STREAM s2 (k STRING, v DOUBLE, t BIGINT) WITH (event_time='t')")
@@ -51,7 +51,7 @@ def test_a_cycle_changes_only_declared_fields(spark, monkeypatch, name, fuse):
 
     def recording_begin(cls, rt, participants):  # noqa: ANN001, ANN202
         tx = begin(cls, rt, participants)
-        seen[:] = [(obj, _fields(obj)) for obj, _values in tx.fields]
+        seen[:] = [(obj, _fields(obj)) for obj, _progress in tx.before.progress]
         return tx
 
     monkeypatch.setattr(CycleTransaction, "begin", classmethod(recording_begin))
@@ -69,9 +69,9 @@ def test_a_cycle_changes_only_declared_fields(spark, monkeypatch, name, fuse):
             after = _fields(obj)
             changed = {k for k in after.keys() | before.keys()
                        if after.get(k, before) is not before.get(k, after)}
-            missing = changed - set(obj.CYCLE_FIELDS)
+            missing = changed - {"progress"}
             if missing:
                 undeclared.setdefault(type(obj).__name__, set()).update(missing)
-    assert not undeclared, f"fields a cycle changes but CYCLE_FIELDS does not name: {undeclared}"
+    assert not undeclared, f"attributes a cycle changes outside progress: {undeclared}"
     assert not any("failed" in line for line in eng.query_log("q")), eng.query_log("q")
     assert not eng.results("q").empty

@@ -32,8 +32,9 @@ from typing import Any
 import pyarrow as pa
 
 from sparkcq.errors import ExecutionError
+from sparkcq.model.columns import GROUP_HASH, D, N, T
 
-G, T, D, N = "_g", "_t", "_d", "_n"
+G = GROUP_HASH
 
 
 class UserAggregateError(ExecutionError):

@@ -27,8 +27,9 @@ from sparkcq.errors import BackpressureError, FeedError
 from sparkcq.io.ingest import Conformed, arrow_schema
 from sparkcq.io.sources import IngestLimits, MemorySource, PushReceipt, _held, _Push
 from sparkcq.io.spool import Spool
+from sparkcq.model.columns import ARRIVAL_WATERMARK
 from sparkcq.model.rows import RowError
-from sparkcq.runtime.operators.scan import ARRIVAL_WATERMARK, SourceBatch
+from sparkcq.runtime.cycle_input import SourceBatch
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,10 @@ class FeedSource(MemorySource):
     def connected(self) -> bool:
         """Whether the stream has a schema (a HEADER arrived)."""
         return bool(self.schema.fields)
+
+    def stop(self) -> None:
+        """A STOP came: the stream's queries pause until data comes again."""
+        self.stopped = True
 
     def set_schema(self, schema: StructType, time_col: str, lateness: int,
                    key: tuple[str, ...] = ()) -> None:

@@ -26,7 +26,7 @@ from pyspark.sql.types import StructType
 from sparkcq.errors import SourceError
 from sparkcq.io.sources import Source
 from sparkcq.plan.sandbox import is_inside
-from sparkcq.runtime.operators.scan import SourceBatch
+from sparkcq.runtime.cycle_input import SourceBatch
 
 FORMATS = {"csv": "csv", "json": "json", "parquet": "parquet"}
 DEFAULT_MAX_BYTES = 256 * 1024 * 1024

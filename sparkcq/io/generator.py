@@ -38,7 +38,7 @@ from pyspark.sql.types import (
 
 from sparkcq.errors import SourceError
 from sparkcq.io.sources import Source
-from sparkcq.runtime.operators.scan import SourceBatch
+from sparkcq.runtime.cycle_input import SourceBatch
 
 START_MICROS = 1_767_225_600_000_000  # 2026-01-01T00:00:00Z
 

@@ -52,6 +52,7 @@ from pyspark.sql.types import (
 from sparkcq.errors import CatalogError, ExecutionError, SinkError
 from sparkcq.io.sinks import QueryOutput, Sink
 from sparkcq.language.sql.statements import OutputForm
+from sparkcq.model.columns import CYCLE, OP, TE, TS
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -59,8 +60,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("sparkcq.postgres")
 
 COMMITS_TABLE = "sparkcq_commits"
-CYCLE_COLUMN = "_cycle"
-TS, TE, OP = "_ts", "_te", "_op"
+CYCLE_COLUMN = CYCLE
 INSTALL_HINT = "pip install 'sparkcq[postgres]' (psycopg 3)"
 NO_DRIVER = ("the PostgreSQL JDBC driver is not on Spark's class path: install it (Debian: "
              "apt-get install libpostgresql-jdbc-java, /usr/share/java/postgresql.jar) or "

@@ -26,8 +26,7 @@ from pyspark.sql.types import StructType
 from sparkcq.catalog import is_identifier
 from sparkcq.errors import ExecutionError
 from sparkcq.language.sql.statements import OutputForm
-
-TS = "_ts"
+from sparkcq.model.columns import TS
 
 
 @dataclass

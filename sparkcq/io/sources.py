@@ -23,9 +23,10 @@ from pyspark.sql.types import StructType
 
 from sparkcq.errors import BackpressureError, SourceError
 from sparkcq.io.ingest import Conformed, arrow_schema, conform, conform_arrow
+from sparkcq.model.columns import ARRIVAL_WATERMARK, DELETE
 from sparkcq.model.rows import RowError
 from sparkcq.model.time import TIME_MAX, TIME_MIN
-from sparkcq.runtime.operators.scan import ARRIVAL_WATERMARK, DELETE, SourceBatch
+from sparkcq.runtime.cycle_input import SourceBatch
 
 
 class Source:

@@ -1,15 +1,17 @@
 """The cycle engine: executes the compiled plan once per cycle (DESIGN 2.5, 3).
 
 A statement changes what runs; after it the running queries are compiled into a
-``CompiledPlan`` (which operators step, which query reads which node, whose records come
-straight from an aggregate family, how the shared formatter's records decode), and each
-cycle only executes that. A cycle is one transaction (``CycleTransaction``): if its action
-fails, every operator is rolled back, each query is tried alone to find who failed, and the
-caller stops those (``QueriesFailedError``) and runs the cycle again for the others with the
-same input.
+``CompiledPlan``: which operators step, how many readers each node has (an output read more
+than once is cached for the cycle), whose records come straight from an aggregate family
+(fused tails) and which nodes no one then reads, how the shared formatter's records decode.
+Each cycle only executes that, on its input, and returns what it produced:
 
-    compiled = compile_plan(plan, queries, scans)        # after each statement
-    tables = cycles.execute(compiled, cycle=7)           # once per cycle
+    compiled = compile_plan(plan, queries, scans, tables)       # after each statement
+    result = cycles.execute(compiled, cycle_input, deliver)      # once per cycle
+
+A cycle is one transaction (``CycleTransaction``): if its action fails, every operator is
+rolled back, each query is tried alone to find who failed, and the caller stops those
+(``QueriesFailedError``) and executes again for the others with the same input.
 """
 
 from __future__ import annotations
@@ -23,9 +25,11 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from sparkcq.errors import ExecutionError, SinkError, SparkDiedError
+from sparkcq.model.columns import TE, TS
 from sparkcq.plan.nodes import PlanNode, TableScan, walk
+from sparkcq.runtime.cycle_input import CycleInput
 from sparkcq.runtime.failures import describe_failure
-from sparkcq.runtime.frames import RowCounting, Runtime
+from sparkcq.runtime.frames import RowCounting, Runtime, Slice
 from sparkcq.runtime.fused_outputs import (
     QueryTail,
     find_tail,
@@ -33,9 +37,9 @@ from sparkcq.runtime.fused_outputs import (
     tail_changes,
 )
 from sparkcq.runtime.fusion import AggregateFamily
-from sparkcq.runtime.global_plan import GlobalPlan, waiting_starts, with_start
-from sparkcq.runtime.operators.base import Operator
-from sparkcq.runtime.operators.outputs import TE, TS, SinkFormatter
+from sparkcq.runtime.global_plan import GlobalPlan
+from sparkcq.runtime.operators.base import CycleContext, Operator
+from sparkcq.runtime.operators.outputs import SinkFormatter
 from sparkcq.runtime.operators.scan import ScanOperator
 from sparkcq.runtime.operators.shared_output import (
     OutputShape,
@@ -64,6 +68,15 @@ class CompiledQuery:
     # straight from the family's result (``fused_outputs.py``)
     tail: QueryTail | None = None
 
+    def waits(self, plan: GlobalPlan) -> bool:
+        """Whether a start of this query's is not due yet: its formatter's, or one of the
+        operators of its tail (its records then take their own path until it is).
+        """
+        if self.formatter.progress.waiting:
+            return True
+        return self.tail is not None and any(
+            plan.ops[n].progress.waiting for n in (*self.tail.steps, self.tail.member.node))
+
 
 @dataclass(frozen=True)
 class CompiledPlan:
@@ -74,16 +87,33 @@ class CompiledPlan:
     stepped: tuple[Operator, ...]  # their operators, in plan order
     idle_scans: tuple[ScanOperator, ...]  # streams no query reads: they still advance
     shapes: tuple[OutputShape, ...]  # how the shared formatter's records decode
-    roots: Counter[PlanNode]  # how many queries read each root (a reader each)
+    readers: Counter[PlanNode]  # operators and queries reading each node
     # the rows the catalog holds for each table the queries read: a cycle switches a
     # table's operator to them if they replaced the rows it serves (``replace_tables``)
     tables: Mapping[PlanNode, TableRows] = field(default_factory=dict)
+    # queries whose records come straight from their family's result, and the nodes no
+    # one reads then (their output is not built)
+    fused: Mapping[str, QueryTail] = field(default_factory=dict)
+    unread: frozenset[PlanNode] = frozenset()
 
     def participants(self, plan: GlobalPlan,
                      intervals: SharedIntervalFormatter) -> list[CycleParticipant]:
         """Everything this plan's cycle may change, for its transaction."""
         return [*plan.operators(self.nodes), *self.idle_scans,
                 *[q.formatter for q in self.queries], intervals]
+
+    def fusion_now(self, plan: GlobalPlan) -> tuple[Mapping[str, QueryTail],
+                                                    frozenset[PlanNode]]:
+        """The fused tails and unread nodes of this cycle: as compiled, unless a start
+        of a fused query is not due yet (right after a statement, rarely longer).
+        """
+        waiting = {q.name for q in self.queries if q.name in self.fused and q.waits(plan)}
+        if not waiting:
+            return self.fused, self.unread
+        fused = {n: t for n, t in self.fused.items() if n not in waiting}
+        return fused, plan.unread(
+            {n for t in fused.values() for n in (*t.steps, t.member.node)},
+            {q.plan for q in self.queries if q.name not in fused}, self.nodes)
 
 
 def compile_plan(plan: GlobalPlan, queries: Iterable[CompiledQuery],
@@ -104,8 +134,23 @@ def compile_plan(plan: GlobalPlan, queries: Iterable[CompiledQuery],
     rows: dict[PlanNode, TableRows] = {
         n: tables[n.name.lower()] for n in nodes
         if isinstance(n, TableScan) and n.name.lower() in tables}
-    return CompiledPlan(queries, nodes, stepped, idle, shapes,
-                        Counter(q.plan for q in queries), rows)
+    fused = {q.name: q.tail for q in queries if q.tail is not None}
+    unread = plan.unread({n for t in fused.values() for n in (*t.steps, t.member.node)},
+                         {q.plan for q in queries if q.name not in fused}, nodes)
+    readers = plan.consumers() + Counter(q.plan for q in queries)
+    return CompiledPlan(queries, nodes, stepped, idle, shapes, readers, rows, fused, unread)
+
+
+@dataclass(frozen=True)
+class CycleResult:
+    """What one committed cycle produced: every query's records, and per operator the
+    driver seconds spent on its part of the plan and its output rows (None: not counted).
+    """
+
+    tables: dict[str, pa.Table]
+    seconds: Mapping[PlanNode, float] = field(default_factory=dict)
+    rows: Mapping[PlanNode, int | None] = field(default_factory=dict)
+    fused: frozenset[PlanNode] = frozenset()
 
 
 class QueriesFailedError(ExecutionError):
@@ -117,6 +162,9 @@ class QueriesFailedError(ExecutionError):
         super().__init__(f"queries failed this cycle: {names}")
 
 
+Deliver = Callable[[dict[str, pa.Table]], None]
+
+
 @dataclass
 class CycleEngine:
     """Runs a compiled plan's cycles over the global plan's operators."""
@@ -126,33 +174,35 @@ class CycleEngine:
     intervals: SharedIntervalFormatter  # most queries' sink records
     count_rows: RowCounting = RowCounting.CACHED
 
-    def execute(self, compiled: CompiledPlan, cycle: int,
-                deliver: Callable[[dict[str, pa.Table]], None] | None = None,
-                ) -> dict[str, pa.Table]:
-        """Evaluate and commit one cycle: every query's records by query name, handed to
-        ``deliver`` (the sinks) before the cycle counts as done.
+    def execute(self, compiled: CompiledPlan, cycle_input: CycleInput,
+                deliver: Deliver | None = None) -> CycleResult:
+        """Evaluate and commit one cycle on ``cycle_input``: every query's records by
+        query name, handed to ``deliver`` (the sinks) before the cycle counts as done.
 
         Raises ``QueriesFailedError`` naming the queries that fail on their own (rolled
         back: stop them, compile again and execute again), ``SinkError`` when ``deliver``
-        could not commit the records (rolled back, input kept), ``SparkDiedError`` when
-        Spark is gone and ``ExecutionError`` for a failure no single query explains.
+        could not commit the records (rolled back), ``SparkDiedError`` when Spark is gone
+        and ``ExecutionError`` for a failure no single query explains.
         """
         try:
-            return self.attempt(compiled, full=True, deliver=deliver)
+            result = self.attempt(compiled, cycle_input, full=True, deliver=deliver)
         except SinkError:
             raise  # the sink says what failed; evaluating the queries alone would not
         except Exception as first:  # noqa: BLE001 - any failure is isolated per query
+            number = cycle_input.number
             if not spark_alive(self.rt.spark):  # no query is to blame; the input stays
-                msg = f"cycle {cycle} failed: Spark is gone: {describe_failure(first)}"
+                msg = f"cycle {number} failed: Spark is gone: {describe_failure(first)}"
                 raise SparkDiedError(msg) from first
-            failed = self.isolate_failures(compiled)
+            failed = self.isolate_failures(compiled, cycle_input)
             if not failed:
-                msg = (f"cycle {cycle} failed (input kept for the next cycle): "
+                msg = (f"cycle {number} failed (input kept for the next cycle): "
                        f"{describe_failure(first)}")
                 raise ExecutionError(msg) from first
             raise QueriesFailedError(failed) from first
+        self.plan.record_cycle(result.seconds, result.rows, result.fused)
+        return result
 
-    def isolate_failures(self, compiled: CompiledPlan,
+    def isolate_failures(self, compiled: CompiledPlan, cycle_input: CycleInput,
                          ) -> list[tuple[CompiledQuery, BaseException]]:
         """Try each query's part of the cycle alone (rolled back after) to find who fails."""
         failed: list[tuple[CompiledQuery, BaseException]] = []
@@ -164,16 +214,15 @@ class CycleEngine:
                 tx = CycleTransaction.begin(self.rt, alone.participants(self.plan,
                                                                         self.intervals))
                 try:
-                    self.attempt(alone, full=False)
+                    self.attempt(alone, cycle_input, full=False)
                 finally:
                     tx.rollback()
             except Exception as e:  # noqa: BLE001 - user code may raise anything
                 failed.append((query, e))
         return failed
 
-    def attempt(self, compiled: CompiledPlan, full: bool,
-                deliver: Callable[[dict[str, pa.Table]], None] | None = None,
-                ) -> dict[str, pa.Table]:
+    def attempt(self, compiled: CompiledPlan, cycle_input: CycleInput, full: bool,
+                deliver: Deliver | None = None) -> CycleResult:
         """Evaluate ``compiled``, commit it and ``deliver`` its records; on failure roll
         back and raise.
 
@@ -182,46 +231,45 @@ class CycleEngine:
         """
         tx = CycleTransaction.begin(self.rt, compiled.participants(self.plan, self.intervals))
         try:
-            tables = self._evaluate(compiled, full)
+            result = self._evaluate(compiled, CycleContext(cycle_input, compiled.nodes), full)
             if deliver is not None:
-                deliver(tables)
-            return tables
+                deliver(result.tables)
+            return result
         except BaseException:
             tx.rollback()
             raise
 
-    def _evaluate(self, compiled: CompiledPlan, full: bool) -> dict[str, pa.Table]:
-        plan, queries, nodes = self.plan, compiled.queries, set(compiled.nodes)
+    def _evaluate(self, compiled: CompiledPlan, cycle: CycleContext,
+                  full: bool) -> CycleResult:
+        plan, queries = self.plan, compiled.queries
         for scan in compiled.idle_scans if full else ():  # tells a first consumer its position
-            scan.position = scan.step([]).hi
-        seeded = [(plan.ops[n], n.children) for n in nodes if plan.ops[n].seeded_inputs]
-        seeded += [(q.formatter, (q.plan,)) for q in queries if q.formatter.seeded_inputs]
-        starts = plan.starts(seeded, nodes)
-        plan.replace_tables(compiled.tables, nodes)  # after the starts: they hold the old rows
-        fused = {q.name: q.tail for q in queries if q.tail is not None
-                 and not q.formatter.seeded_inputs
-                 and not any(plan.ops[n].seeded_inputs
-                             for n in (*q.tail.steps, q.tail.member.node))}
-        unread = plan.unread({n for tail in fused.values() for n in (*tail.steps,
-                                                                      tail.member.node)},
-                             {q.plan for q in queries if q.name not in fused}, nodes)
-        slices = plan.run_cycle(compiled.roots, only=nodes, starts=starts, unread=unread)
+            scan.advance([], cycle, {})
+        seeded = [(op, op.input_nodes()) for op in compiled.stepped if op.progress.waiting]
+        seeded += [(q.formatter, (q.plan,)) for q in queries if q.formatter.progress.waiting]
+        starts = plan.starts(seeded, compiled.nodes)
+        cycle = replace(cycle, family_starts=starts.families)
+        plan.replace_tables(compiled.tables, compiled.nodes)  # after the starts: old rows
+        fused, unread = compiled.fusion_now(plan)
+        slices, seconds = plan.run_cycle(cycle, compiled.readers, starts.inputs, unread)
         outputs: dict[str, DataFrame] = {}
         encoded: list[DataFrame] = []
         tails: dict[int, list[QueryTail]] = {}  # by family, see runtime/fused_outputs.py
         families: dict[int, AggregateFamily | SlicedFamily] = {}
         for query in queries:
-            changes = with_start(slices[query.plan], query.formatter, 0, starts)
-            query.formatter.seeded_inputs = waiting_starts([slices[query.plan]],
-                                                           query.formatter, starts)
+            changes = query.formatter.with_start(slices[query.plan], 0, starts.inputs)
             tail = fused.get(query.name)
             if tail is not None:
+                query.formatter.advance([slices[query.plan]], cycle, starts.inputs,
+                                        unread=True)
                 families[id(tail.member.family)] = tail.member.family
                 tails.setdefault(id(tail.member.family), []).append(tail)
             elif query.qid is not None:
+                query.formatter.advance([slices[query.plan]], cycle, starts.inputs,
+                                        unread=True)
                 if changes.df is not None:
                     encoded.append(encode(changes.df, query.plan.schema, query.qid))
-            elif (records := query.formatter.step([changes]).df) is not None:
+            elif (records := query.formatter.advance([slices[query.plan]], cycle,
+                                                     starts.inputs).df) is not None:
                 if query.timestamps:
                     records = records.withColumn(TS, F.timestamp_micros(records[TS])) \
                         .withColumn(TE, F.timestamp_micros(records[TE]))
@@ -229,24 +277,30 @@ class CycleEngine:
         counted = {i: df for i, op in enumerate(compiled.stepped)
                    if (df := slices[op.node].df) is not None and self._counts(df)}
         for key, family in families.items():
-            if isinstance(family, SlicedFamily):
-                if (sliced := sliced_tail_changes(family, tails[key])) is not None:
-                    encoded.append(sliced)
-            elif family.run is not None and family.run.df is not None:
-                encoded.append(tail_changes(family, family.run.df, tails[key]))
-        plan.finish_families()
+            run = cycle.evaluations.get(key)
+            changed = (sliced_tail_changes(family, run, tails[key])
+                       if isinstance(family, SlicedFamily)
+                       else None if run is None else tail_changes(family, run, tails[key]))
+            if changed is not None:
+                encoded.append(changed)
+        plan.finish_families(cycle)
         shapes = list(compiled.shapes)
         shared = self.intervals.step(encoded, [q for shape in shapes for q in shape.names])
         bundle = None if shared is None else decode(shared, shapes)
         tables, counts = self.rt.commit_cycle(outputs, counted, bundle)
         split_by_query(tables, shapes)
+        rows: dict[PlanNode, int | None] = {}
         if self.count_rows is not RowCounting.OFF:
             for i, op in enumerate(compiled.stepped):
                 inline = i not in counted and slices[op.node].df is not None
-                op.counted(None if inline else counts.get(i, 0))
-        return tables
+                rows[op.node] = None if inline else counts.get(i, 0)
+        return CycleResult(tables, seconds, rows, unread)
 
     def _counts(self, df: DataFrame) -> bool:
         """Whether the commit counts an operator output's rows (see ``RowCounting``)."""
         return self.count_rows is RowCounting.ALL or (
             self.count_rows is RowCounting.CACHED and self.rt.is_cycle_frame(df))
+
+
+__all__ = ["CompiledPlan", "CompiledQuery", "CycleEngine", "CycleResult", "QueriesFailedError",
+           "Slice", "compile_plan"]

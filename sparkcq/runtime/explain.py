@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 
 from sparkcq.model.time import show_instant
-from sparkcq.runtime.global_plan import GlobalPlan
+from sparkcq.plan.nodes import PlanNode
+from sparkcq.runtime.global_plan import GlobalPlan, OperatorStats
 from sparkcq.runtime.operators.base import Operator
 from sparkcq.runtime.operators.join import JoinOperator
 from sparkcq.runtime.operators.table import TableOperator
@@ -21,7 +22,8 @@ def explain_global_text(plan: GlobalPlan) -> str:
         lines.append(
             f"#{ids[node]} {node.label()}  [{node.kind.value}]  <- [{inputs}]  "
             f"refs={plan.refs[node]}  queries=[{users}]  state_rows={op.state_rows}  "
-            f"rows/cycle={_rows(op)}  plan_ms/cycle={op.plan_seconds * 1e3:.1f}"
+            f"rows/cycle={_rows(plan, node)}  "
+            f"plan_ms/cycle={plan.stats.get(node, OperatorStats()).plan_seconds * 1e3:.1f}"
             + (f"  instances={op.live_instances}" if op.live_instances is not None else "")
             + _versions(op))
     for n, family in enumerate(plan.all_families()):
@@ -49,7 +51,7 @@ def explain_global_dot(plan: GlobalPlan) -> str:
     for node, op in plan.ops.items():
         users = sorted(plan.users.get(node, set()))
         label = (f"#{ids[node]} {node.label()}\nrefs={plan.refs[node]} "
-                 f"state_rows={op.state_rows} rows/cycle={_rows(op)}"
+                 f"state_rows={op.state_rows} rows/cycle={_rows(plan, node)}"
                  + (f" instances={op.live_instances}" if op.live_instances is not None else ""))
         shared = ", style=filled, fillcolor=lightblue" if len(users) > 1 else ""
         out.append(f"  n{ids[node]} [label={_quote(label)}{shared}];")
@@ -79,17 +81,18 @@ def _versions(op: Operator) -> str:
     return ""
 
 
-def _rows(op: Operator) -> str:
+def _rows(plan: GlobalPlan, node: PlanNode) -> str:
     """Rows of the last cycle and the average; ``fused`` when its queries' records came
     from its family's result, so its own output was never built; ``inline`` when its
     output was computed inside its consumers' plans and not counted (``RowCounting``).
     """
-    if op.unread:
+    stats = plan.stats.get(node, OperatorStats())
+    if stats.fused:
         return "fused"
-    if op.rows_out is None:
+    if stats.rows_out is None:
         return "inline"
-    avg = op.rows_out_total / op.cycles if op.cycles else 0.0
-    return f"{op.rows_out} (avg {avg:.0f})"
+    avg = stats.rows_total / stats.cycles if stats.cycles else 0.0
+    return f"{stats.rows_out} (avg {avg:.0f})"
 
 
 def _quote(text: str) -> str:

@@ -7,9 +7,9 @@ from __future__ import annotations
 import os
 import re
 
-import sparkcq
-
-_INTERNAL = (f"{os.sep}pyspark{os.sep}", os.path.dirname(sparkcq.__file__) + os.sep)
+# frames of PySpark's and sparkcq's own code (this file is sparkcq/runtime/failures.py)
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_INTERNAL = (f"{os.sep}pyspark{os.sep}", _PACKAGE + os.sep)
 
 
 def _user_frame(line: str) -> bool:

@@ -11,6 +11,7 @@ final and nothing emitted is ever taken back.
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -23,9 +24,8 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-T = "_t"
-D = "_d"
-FROM, TO = "_from", "_to"  # an interval row (``Slice.segments``) holds over [_from, _to)
+from sparkcq.model.columns import T
+
 _COUNT_BASE = 1 << 30  # ids of counted frames in the commit's union, apart from states
 _MEASURED_BASE = 1 << 40  # ids of measured frames (``Runtime.measure``)
 _BUNDLE_SID = -(1 << 30)  # id of the bundled records of several queries
@@ -54,12 +54,11 @@ class SqlViews:
     (at once), so re-binding a view later does not change frames already built.
     """
 
-    _count = 0
+    _numbers = itertools.count(1)  # a prefix per instance, never reused
 
     def __init__(self, spark: SparkSession, kind: str):
-        SqlViews._count += 1
         self.spark = spark
-        self.prefix = f"sparkcq_{kind.lower()}_{SqlViews._count}"
+        self.prefix = f"sparkcq_{kind.lower()}_{next(SqlViews._numbers)}"
 
     def sql(self, template: str, **views: DataFrame) -> DataFrame:
         """Run ``template`` with each ``{name}`` replaced by a view bound to ``views[name]``."""
@@ -330,6 +329,15 @@ def unpersist_checkpoint(df: DataFrame) -> None:
         df.unpersist()
 
 
+@dataclass(frozen=True)
+class FrameState:
+    """What a state frame holds at a cycle boundary: a cycle's rollback puts it back."""
+
+    df: DataFrame | None
+    rows: int
+    min_t: int | None
+
+
 class StateFrame:
     """Operator state carried across cycles as a Spark DataFrame with its lineage cut.
 
@@ -356,6 +364,14 @@ class StateFrame:
     def get(self) -> DataFrame | None:
         """The current state, or None when it holds no rows."""
         return self.df
+
+    def snapshot(self) -> FrameState:
+        """What the frame holds now, for a cycle's transaction."""
+        return FrameState(self.df, self.rows, self.min_t)
+
+    def restore(self, state: FrameState) -> None:
+        """Hold ``state`` again (a failed cycle is rolled back)."""
+        self.df, self.rows, self.min_t = state.df, state.rows, state.min_t
 
     def get_or_empty(self) -> DataFrame:
         """The current state, or an empty frame of its schema."""

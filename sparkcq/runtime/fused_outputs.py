@@ -21,13 +21,14 @@ import sqlglot.expressions as exp
 from pyspark.sql import DataFrame
 from pyspark.sql.types import StructType
 
+from sparkcq.model.columns import FROM, QID, ROW, TO, D, T
 from sparkcq.model.time import TIME_MIN
 from sparkcq.plan.nodes import Aggregate, Filter, PlanNode, Project, SlicedAggregate
-from sparkcq.runtime.frames import FROM, TO, D, T, q
-from sparkcq.runtime.fusion import AggregateFamily, FamilyMemberOperator
+from sparkcq.runtime.frames import q
+from sparkcq.runtime.fusion import AggregateFamily, FamilyMemberOperator, FamilyRun
 from sparkcq.runtime.operators.aggregate import seed_time_sql
-from sparkcq.runtime.operators.shared_output import QID, ROW, json_options_sql, normalised_sql
-from sparkcq.runtime.sliced_family import SlicedFamily, SlicedMemberOperator
+from sparkcq.runtime.operators.shared_output import json_options_sql, normalised_sql
+from sparkcq.runtime.sliced_family import SlicedFamily, SlicedMemberOperator, SlicedRun
 
 
 @dataclass(frozen=True)
@@ -69,12 +70,12 @@ def _record(tail: QueryTail, mapping: dict[str, str], conds: list[str], t: str,
     return f"CASE WHEN {' AND '.join(conds)} THEN {record} END"
 
 
-def sliced_tail_changes(family: SlicedFamily, tails: list[QueryTail]) -> DataFrame | None:
-    """All ``tails``' encoded changes of this cycle from a sliced family's segments: +1
-    where a segment starts in the cycle, -1 where it ends (as ``changes_sql``), where the
-    query's filters hold.
+def sliced_tail_changes(family: SlicedFamily, run: SlicedRun | None,
+                        tails: list[QueryTail]) -> DataFrame | None:
+    """All ``tails``' encoded changes of this cycle from a sliced family's segments (its
+    ``run``): +1 where a segment starts in the cycle, -1 where it ends (as
+    ``changes_sql``), where the query's filters hold.
     """
-    run = family.run
     if run is None or run.segments.segments is None:
         return None
     lo, hi = run.segments.lo, run.segments.hi
@@ -106,7 +107,8 @@ def substitute(sql: str, mapping: dict[str, str]) -> str:
     return tree.transform(replace).sql(dialect="spark")
 
 
-def tail_changes_sql(family: AggregateFamily, tails: list[QueryTail]) -> str:
+def tail_changes_sql(family: AggregateFamily, seed_at: int | None,
+                     tails: list[QueryTail]) -> str:
     """One generator expression producing (query, row text, instant, change) for ``tails``."""
     assert family.op is not None
     parts = []
@@ -116,7 +118,7 @@ def tail_changes_sql(family: AggregateFamily, tails: list[QueryTail]) -> str:
         columns = family.members[member]
         keys = set(family.op.keys)
         changed = family.op.changed_sql([src for _out, src in columns if src not in keys])
-        t, when_time = seed_time_sql(family.seed_at, member in family.fresh)
+        t, when_time = seed_time_sql(seed_at, member in family.fresh)
         for sign, present, prefix in ((-1, "`_pn` > 0", "_p"), (1, "`_n` > 0", "")):
             mapping = {out: q(src) if src in keys else q(prefix + src) for out, src in columns}
             conds = [f"({changed})", present]
@@ -126,6 +128,9 @@ def tail_changes_sql(family: AggregateFamily, tails: list[QueryTail]) -> str:
     return f"inline(filter(array({', '.join(parts)}), x -> x IS NOT NULL))"
 
 
-def tail_changes(family: AggregateFamily, run: DataFrame, tails: list[QueryTail]) -> DataFrame:
-    """All ``tails``' encoded changes of this cycle from the family's result ``run``."""
-    return run.selectExpr(tail_changes_sql(family, tails))
+def tail_changes(family: AggregateFamily, run: FamilyRun,
+                 tails: list[QueryTail]) -> DataFrame | None:
+    """All ``tails``' encoded changes of this cycle from the family's evaluation ``run``."""
+    if run.run.df is None:
+        return None
+    return run.run.df.selectExpr(tail_changes_sql(family, run.seed_at, tails))

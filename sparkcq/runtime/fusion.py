@@ -21,17 +21,18 @@ family empties.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StructField, StructType
 
 from sparkcq.aggregates.user import UserAggregate
+from sparkcq.model.columns import D, T
 from sparkcq.plan.nodes import AggCall, Aggregate, EdgeKind, PlanNode, Project
-from sparkcq.runtime.frames import D, Runtime, Slice, SqlViews, T, col, q, union_all
+from sparkcq.runtime.frames import Runtime, Slice, SqlViews, col, q, union_all
 from sparkcq.runtime.operators.aggregate import AggregateOperator
-from sparkcq.runtime.operators.base import Operator, as_changes_at
+from sparkcq.runtime.operators.base import CycleContext, Operator, as_changes_at
 from sparkcq.runtime.transaction import CycleParticipant
 
 FusionKey = tuple[PlanNode, tuple[str, ...]]
@@ -69,6 +70,11 @@ class StableNames:
     calls: dict[CallKey, str] = field(default_factory=dict)  # call -> column
     made: int = 0
 
+    def keep(self, args: set[str | tuple[str, str]], calls: set[CallKey]) -> None:
+        """Forget the names of arguments and calls no member uses any more."""
+        self.args = {a: n for a, n in self.args.items() if a in args}
+        self.calls = {c: n for c, n in self.calls.items() if c in calls}
+
     def name(self, table: dict, key: object, prefix: str) -> str:  # noqa: ANN001
         if key not in table:
             table[key] = f"{prefix}{self.made}"
@@ -79,9 +85,6 @@ class StableNames:
 class AggregateFamily(CycleParticipant):
     """The fused aggregates over one input and key list; see the module docstring."""
 
-    CYCLE_FIELDS = ("previous", "fresh", "needs_seed", "seed_at", "seed", "active", "run",
-                    "seed_waits")
-
     def __init__(self, key: FusionKey, rt: Runtime):
         self.base, self.key_sqls = key
         self.rt = rt
@@ -89,14 +92,22 @@ class AggregateFamily(CycleParticipant):
         self.names = StableNames()
         self.arg_types: dict[str, DataType] = {}
         self.op: AggregateOperator | None = None
-        self.previous: AggregateOperator | None = None  # the running one, until op has run
-        self.fresh: frozenset[Aggregate] = frozenset()  # members that have not run yet
-        self.needs_seed = False
-        self.seed_at: int | None = None  # this cycle's seed instant, if seeded
-        self.seed: DataFrame | None = None  # the input's contents at seed_at
-        self.active: set[PlanNode] | None = None  # members this cycle evaluates (None: all)
-        self.run: Slice | None = None  # this cycle's evaluation
-        self.seed_waits = False  # this cycle the base stayed at the seed's position
+        self.progress: FamilyProgress = FamilyProgress()
+
+    @property
+    def previous(self) -> AggregateOperator | None:
+        """The operator that ran before a rebuild, until the rebuilt one has run."""
+        return self.progress.previous
+
+    @property
+    def fresh(self) -> frozenset[Aggregate]:
+        """The members that have not run yet."""
+        return self.progress.fresh
+
+    @property
+    def needs_seed(self) -> bool:
+        """Whether the (rebuilt) operator starts from the input's contents next cycle."""
+        return self.progress.needs_seed
 
     # -- membership (between cycles) ---------------------------------------------------------
     @property
@@ -107,13 +118,13 @@ class AggregateFamily(CycleParticipant):
     def add(self, node: Aggregate) -> None:
         """Take ``node`` in; it starts from the family's input contents at the next cycle."""
         self.members = {**self.members, node: []}
-        self.fresh = self.fresh | {node}
+        self.progress = replace(self.progress, fresh=self.fresh | {node})
         self.rebuild()
 
     def remove(self, node: Aggregate, rebuild: bool) -> None:
         """Let ``node`` go; ``rebuild`` drops its calls (needs the input's contents)."""
         self.members = {m: c for m, c in self.members.items() if m != node}
-        self.fresh = self.fresh - {node}
+        self.progress = replace(self.progress, fresh=self.fresh - {node})
         if not self.members:
             self.release()
         elif rebuild:
@@ -154,26 +165,27 @@ class AggregateFamily(CycleParticipant):
             self.members[node] = [(c, dict(columns).get(c) or _call_column(node, c, node_exprs,
                                                                            self.names))
                                   for c in [f.name for f in node.schema.fields]]
-        self.names.args = {a: n for a, n in self.names.args.items() if a in used_args}
-        self.names.calls = {c: n for c, n in self.names.calls.items() if c in used_calls}
+        self.names.keep(used_args, used_calls)
         project = Project(self.base, tuple(exprs.items()), StructType(list(fields.values())))
         node = Aggregate(project, tuple(key_cols), tuple(calls.values()),
                          StructType([*[out_fields[k] for k in key_cols],
                                      *[out_fields[c] for c in calls]]))
+        previous = self.previous
         if self.op is not None:
-            if self.previous is None and self.op.position is not None:
-                self.previous = self.op  # read until the new operator has run
+            if previous is None and self.op.position is not None:
+                previous = self.op  # read until the new operator has run
             else:
                 self.op.release()
         self.op = AggregateOperator(node, self.rt)
-        self.needs_seed = True
+        self.progress = replace(self.progress, previous=previous, needs_seed=True)
 
     def release(self) -> None:
         """Free every state the family holds."""
         for op in (self.op, self.previous):
             if op is not None:
                 op.release()
-        self.op = self.previous = None
+        self.op = None
+        self.progress = replace(self.progress, previous=None)
 
     def operators(self) -> list[Operator]:
         """The physical operators whose state the family holds (for transactions, metrics)."""
@@ -183,19 +195,28 @@ class AggregateFamily(CycleParticipant):
         return tuple(self.operators())
 
     # -- the cycle ---------------------------------------------------------------------------
-    def evaluate(self, base: Slice) -> Slice:
-        """Per (group, instant) of the cycle: the values of every call, computed once.
+    def evaluate(self, base: Slice, cycle: CycleContext) -> FamilyRun:
+        """Per (group, instant) of the cycle: the values of every call, computed once for
+        all members (kept in ``cycle.evaluations``).
 
-        With ``active`` set, only those members' arguments are evaluated (the others read
-        NULL), to find which query fails without others' expressions failing it (such a
-        cycle is never committed).
+        When ``cycle.only`` names some nodes, only those members' arguments are evaluated
+        (the others read NULL), to find which query fails without others' expressions
+        failing it (such a cycle is never committed).
         """
-        if self.run is not None:
-            return self.run
+        done = cycle.evaluations.get(id(self))
+        if done is not None:
+            return done  # type: ignore[no-any-return]
+        run = self.compute(base, cycle)
+        cycle.evaluations[id(self)] = run
+        return run
+
+    def compute(self, base: Slice, cycle: CycleContext) -> FamilyRun:
+        """What ``evaluate`` returns, computed."""
         assert self.op is not None and isinstance(self.op.node, Aggregate)
         proj = self.op.node.child
         assert isinstance(proj, Project)
-        live, active, seed = None, self.active, self.seed
+        live, active = None, cycle.only
+        seed = cycle.family_starts.get(id(self)) if self.needs_seed else None
         if active is not None and not set(self.members) <= active:
             calls = {a.name: a.arg for a in self.op.node.aggs}
             live = {calls[c] for m in active if m in self.members
@@ -206,38 +227,45 @@ class AggregateFamily(CycleParticipant):
                 dtype = self.arg_types[sql].simpleString()
                 sql = f"CAST(NULL AS {dtype})"
             cols.append(F.expr(sql).alias(name))
-        if self.seed_at is not None and base.hi <= self.seed_at:
+        seed_at = None if seed is None else seed.at
+        if seed_at is not None and base.hi <= seed_at:
             # the base has not passed the seed's position: the rebuilt operator starts a
-            # cycle later (see global_plan.Start); nothing changed for anyone this cycle
-            self.run = Slice(None, base.lo, base.hi)
-            self.seed_waits = True
-            return self.run
+            # cycle later (see ``Start``); nothing changed for anyone this cycle
+            return FamilyRun(Slice(None, base.lo, base.hi), seed_at, waits=True)
         inp = base.df
-        if seed is not None and self.seed_at is not None:
-            inp = union_all([seed.withColumn(T, F.lit(self.seed_at - 1).cast("long")), inp])
-        if inp is None:
-            self.run = Slice(None, base.lo, base.hi)
-        else:
-            self.run = self.op.evaluate(Slice(inp.select(*cols, col(T), col(D)),
-                                              base.lo, base.hi))
-        self.op.position = base.hi
-        return self.run
+        if seed is not None and seed.df is not None:
+            inp = union_all([seed.df.withColumn(T, F.lit(seed.at - 1).cast("long")), inp])
+        got = self.op.evaluate(Slice(None if inp is None else inp.select(*cols, col(T), col(D)),
+                                     base.lo, base.hi))
+        return FamilyRun(got, seed_at)
 
-    def finish_cycle(self) -> None:
+    def finish_cycle(self, run: FamilyRun | None) -> None:
         """The cycle was built: members have run, the seed is spent, the previous operator
-        is no longer needed.
+        is no longer needed (unless the seed still waits: then all stays for next cycle).
         """
-        if self.run is None:
+        if run is None or run.waits:
             return
-        if self.seed_waits:  # still to start from the base's contents, as it was
-            self.run, self.seed_waits = None, False
-            self.seed_at, self.seed, self.active = None, None, None
-            return
-        self.run, self.fresh, self.needs_seed = None, frozenset(), False
-        self.seed_at, self.seed, self.active = None, None, None
         if self.previous is not None:
             self.previous.release()
-            self.previous = None
+        self.progress = FamilyProgress()
+
+
+@dataclass(frozen=True)
+class FamilyProgress:
+    """What a family keeps between cycles on the driver, besides its operators' own."""
+
+    previous: AggregateOperator | None = None  # the running one, until a rebuilt op has run
+    fresh: frozenset[Aggregate] = frozenset()  # members that have not run yet
+    needs_seed: bool = False  # the (rebuilt) operator starts from the input's contents
+
+
+@dataclass(frozen=True)
+class FamilyRun:
+    """A family's evaluation in one cycle, which every member reads."""
+
+    run: Slice  # per (group, instant): every call's value before and after it
+    seed_at: int | None = None  # the instant the operator started from its input's contents
+    waits: bool = False  # the seed is not due: the operator starts next cycle
 
 
 def _call_column(node: Aggregate, name: str, exprs: dict[str, str], names: StableNames) -> str:
@@ -278,27 +306,28 @@ class FamilyMemberOperator(Operator):
         """The family's input: the family evaluates it once for all members."""
         return (self.family.base,)
 
-    def step(self, inputs: list[Slice]) -> Slice:  # noqa: D102
-        return self.output(self.family.evaluate(inputs[0]))
+    def step(self, inputs: list[Slice], cycle: CycleContext) -> Slice:  # noqa: D102
+        return self.output(self.family.evaluate(inputs[0], cycle))
 
-    def pass_unread(self, inputs: list[Slice]) -> Slice:
+    def pass_unread(self, inputs: list[Slice], cycle: CycleContext) -> Slice:
         """The family is evaluated (its result feeds fused query outputs); the member's
         own changes are not built.
         """
-        run = self.family.evaluate(inputs[0])
+        run = self.family.evaluate(inputs[0], cycle).run
         return Slice(None, run.lo, run.hi)
 
-    def output(self, run: Slice) -> Slice:
+    def output(self, evaluation: FamilyRun) -> Slice:
         """The member's changes: rows where one of its values or the group's presence
         changed.
         """
+        run = evaluation.run
         if run.df is None:
             return run
         fam = self.family
         assert fam.op is not None
         node = self.node
         assert isinstance(node, Aggregate)
-        text = fam.op.output_sql(fam.members[node], fam.seed_at, node in fam.fresh)
+        text = fam.op.output_sql(fam.members[node], evaluation.seed_at, node in fam.fresh)
         return Slice(self.views.sql(text, run=run.df), run.lo, run.hi)
 
     def contents(self, children: list[DataFrame | None], at: int) -> DataFrame | None:

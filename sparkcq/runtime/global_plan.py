@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 
 from pyspark.sql import DataFrame
 
+from sparkcq.model.columns import T
 from sparkcq.plan.nodes import (
     EdgeKind,
     IntervalJoin,
@@ -27,12 +28,17 @@ from sparkcq.plan.nodes import (
     walk,
     window_reach,
 )
-from sparkcq.runtime.frames import Runtime, Slice, T, col, union_all
+from sparkcq.runtime.frames import Runtime, Slice, col
 from sparkcq.runtime.fusion import AggregateFamily, FamilyMemberOperator, FusionKey, fusion_key
-from sparkcq.runtime.operators.base import ContentsUnknownError, Operator
+from sparkcq.runtime.operators.base import (
+    ContentsUnknownError,
+    CycleContext,
+    Operator,
+    Start,
+    Starts,
+)
 from sparkcq.runtime.operators.join import JoinOperator
 from sparkcq.runtime.operators.scan import ScanOperator
-from sparkcq.runtime.operators.sliced_aggregate import SlicedAggregateOperator
 from sparkcq.runtime.operators.table import TableOperator, TableRows
 from sparkcq.runtime.sliced_family import (
     SlicedFamily,
@@ -43,21 +49,31 @@ from sparkcq.runtime.sliced_family import (
 
 
 @dataclass(frozen=True)
-class Start:
-    """The contents a seeded input starts from: its relation's rows as +n changes at ``at``,
-    the relation's position when they were taken.
+class OperatorStats:
+    """What the committed cycles did at one operator, for EXPLAIN GLOBAL and the console."""
 
-    Changes *at* ``at`` are still to come, so the start is only due in a cycle whose slice of
-    that input passes ``at``: then it meets them (a row leaving at ``at`` cancels its +1).
-    Applied in a cycle where the input stays at ``at``, the new query would emit rows at
-    ``at`` before ``at`` is final.
+    plan_seconds: float = 0.0  # building its part of the last cycle's plan (driver side)
+    rows_out: int | None = 0  # rows of the last cycle's output (None: not counted, inline)
+    rows_total: int = 0  # rows of every counted cycle
+    cycles: int = 0  # cycles whose rows were counted
+    fused: bool = False  # its output was not built: its queries read its family's result
+
+    def then(self, seconds: float, rows: int | None, fused: bool) -> OperatorStats:
+        """These stats after one more cycle."""
+        counted = rows is not None
+        return OperatorStats(seconds, rows, self.rows_total + (rows or 0),
+                             self.cycles + counted, fused)
+
+
+@dataclass(frozen=True)
+class CycleStarts:
+    """The contents new consumers start from this cycle, taken before any operator steps:
+    seeded inputs by (id of the operator, input index), rebuilt families by id.
     """
 
-    df: DataFrame | None
-    at: int
+    inputs: Starts
+    families: Mapping[int, Start]
 
-
-Starts = dict[tuple[int, int], Start]
 
 
 @dataclass
@@ -71,6 +87,7 @@ class GlobalPlan:
     families: dict[FusionKey, list[AggregateFamily]] = field(default_factory=dict)
     sliced: dict[SlicedKey, list[SlicedFamily]] = field(default_factory=dict)
     fuse: bool = True  # fuse aggregates over one input and keys into families
+    stats: dict[PlanNode, OperatorStats] = field(default_factory=dict)
 
     def add(self, root: PlanNode, query: str,
             make: Callable[[PlanNode], Operator]) -> list[str]:
@@ -101,7 +118,8 @@ class GlobalPlan:
                                          "contents")
                     else:
                         op = make(node)
-                        op.seeded_inputs, missing = self.seedable(node.children, node)
+                        seeded, missing = self.seedable(node.children, node)
+                        op.await_starts(seeded)
                         self.want_history(node)
                         notes += missing
                     self.ops[node] = op
@@ -166,10 +184,9 @@ class GlobalPlan:
         the saved run emitted).
         """
         for family in self.all_sliced_families():
-            family.fresh = frozenset()
+            family.resumed()
         for op in self.ops.values():
-            if isinstance(op, SlicedAggregateOperator):
-                op.started = True
+            op.resumed()
 
     def all_sliced_families(self) -> list[SlicedFamily]:
         """Every sliced family in the plan."""
@@ -261,7 +278,7 @@ class GlobalPlan:
         """The rows of a static (table-kind) node; its operators are stateless maps."""
         op = self.ops[node]
         inputs = [Slice(self.table(c), 0, 0) for c in node.children]
-        return op.step(inputs).df
+        return op.step(inputs, CycleContext()).df
 
     def table_readers(self, table: PlanNode) -> tuple[list[Join], list[PlanNode]]:
         """The joins that read ``table`` with a relation (through filters, projections and
@@ -327,12 +344,12 @@ class GlobalPlan:
         """
         op = self.ops[join]
         assert isinstance(op, JoinOperator)
-        if op.position is None or op.dynamic in op.seeded_inputs:
+        if op.position is None or op.dynamic in op.progress.waiting:
             return None  # its dynamic input starts later, joined with the rows then served
         return self.contents(join.children[op.dynamic], op.position)
 
     def replace_tables(self, tables: Mapping[PlanNode, TableRows],
-                       nodes: set[PlanNode] | None = None) -> None:
+                       nodes: frozenset[PlanNode] | None = None) -> None:
         """Switch every table (of ``nodes``) whose rows the catalog replaced to its new
         ``tables`` rows, in the cycle's transaction, before any operator steps.
 
@@ -375,24 +392,26 @@ class GlobalPlan:
         return join.children[0] if join.children[0].kind is EdgeKind.TABLE else join.children[1]
 
     def starts(self, consumers: Iterable[tuple[Operator, tuple[PlanNode, ...]]],
-               nodes: set[PlanNode] | None = None) -> Starts:
-        """Contents for every seeded input, taken before any operator steps this cycle;
-        rebuilt families among ``nodes`` get theirs as ``family.seed``.
+               nodes: frozenset[PlanNode] | None = None) -> CycleStarts:
+        """Contents for every seeded input of ``consumers`` (operators and the nodes they
+        read) and for every rebuilt family among ``nodes``, taken before any operator steps
+        this cycle.
         """
-        out: Starts = {}
+        families: dict[int, Start] = {}
         for family in self.all_families():
             if not family.needs_seed or (nodes is not None and not set(family.members) & nodes):
                 continue
             position = self.ops[family.base].position
             if position is not None:
-                family.seed_at = position
                 try:
                     df = self.contents(family.base, position)
                 except ContentsUnknownError:  # a new family over an UNBOUNDED window: it
                     df = None  # starts from the changes after its start (see ``add``)
-                family.seed = None if df is None else self.rt.cache_for_cycle(df)
+                families[id(family)] = Start(None if df is None
+                                             else self.rt.cache_for_cycle(df), position)
+        out: dict[tuple[int, int], Start] = {}
         for op, children in consumers:
-            for i in op.seeded_inputs:
+            for i in op.progress.waiting:
                 child = children[i]
                 position = self.ops[child].position
                 assert position is not None
@@ -407,7 +426,7 @@ class GlobalPlan:
                     df = self.contents(child, position)
                 out[(id(op), i)] = Start(None if df is None else self.rt.cache_for_cycle(df),
                                          position)
-        return out
+        return CycleStarts(out, families)
 
     def remove(self, root: PlanNode, query: str) -> list[Operator]:
         """Lower the query's reference counts; return (and forget) operators left unused."""
@@ -451,7 +470,7 @@ class GlobalPlan:
             self.families = {k: v for k, v in self.families.items() if v}
 
     def consumers(self) -> Counter[PlanNode]:
-        """How many operators (and queries, counted by the caller) read each node."""
+        """How many operators read each node (queries are counted by the caller)."""
         count: Counter[PlanNode] = Counter()
         for node in self.ops:
             for child in node.children:
@@ -459,9 +478,9 @@ class GlobalPlan:
         return count
 
     def unread(self, fused: set[PlanNode], read: set[PlanNode],
-               only: set[PlanNode] | None = None) -> set[PlanNode]:
+               only: set[PlanNode] | frozenset[PlanNode] | None = None) -> frozenset[PlanNode]:
         """The ``fused`` nodes (query steps whose results are computed from a family's
-        result) that neither a query (``read``) nor an operator stepping this cycle reads:
+        result) that neither a query (``read``) nor an operator stepping in the cycle reads:
         they need not build their output.
         """
         needed, unread = set(read), set()
@@ -474,73 +493,43 @@ class GlobalPlan:
                 if not op.reads_inputs_unread:
                     continue
             needed.update(op.input_nodes())
-        return unread
+        return frozenset(unread)
 
-    def run_cycle(self, extra_readers: Counter[PlanNode], only: set[PlanNode] | None = None,
-                  starts: Starts | None = None,
-                  unread: set[PlanNode] | None = None) -> dict[PlanNode, Slice]:
-        """Step every operator (or those of ``only``) once, in order; cache outputs read
-        more than once; seeded inputs get their ``starts`` before the cycle's changes;
-        ``unread`` operators only pass the cycle (see ``Operator.pass_unread``).
-        Families keep their evaluation for the caller until ``finish_families``.
+    def run_cycle(self, cycle: CycleContext, readers: Counter[PlanNode], starts: Starts,
+                  unread: frozenset[PlanNode]) -> tuple[dict[PlanNode, Slice],
+                                                        dict[PlanNode, float]]:
+        """Step every operator of ``cycle.only`` (or all) once, in order: each node's
+        output slice, and the driver seconds spent building it. Outputs ``readers`` read
+        more than once are cached; seeded inputs get their ``starts`` before the cycle's
+        changes; ``unread`` operators only pass the cycle (``Operator.pass_unread``).
         """
-        readers = self.consumers() + extra_readers
         out: dict[PlanNode, Slice] = {}
-        unread = unread or set()
-        for family in self.all_families():
-            family.active = only
-        for sliced in self.all_sliced_families():
-            sliced.active = only
+        seconds: dict[PlanNode, float] = {}
         for node, op in self.ops.items():
-            if only is not None and node not in only:
+            if cycle.only is not None and node not in cycle.only:
                 continue
             began = time.perf_counter()
-            slices = [out[c] for c in op.input_nodes()]
-            inputs = [with_start(s, op, i, starts) for i, s in enumerate(slices)]
-            op.unread = node in unread
-            result = op.pass_unread(inputs) if op.unread else op.step(inputs)
-            op.plan_seconds = time.perf_counter() - began
-            op.position = result.hi
-            op.seeded_inputs = waiting_starts(slices, op, starts)
+            result = op.advance([out[c] for c in op.input_nodes()], cycle, starts,
+                                unread=node in unread)
             if result.df is not None and readers[node] > 1:
                 result = replace(result, df=self.rt.cache_for_cycle(result.df))
+            seconds[node] = time.perf_counter() - began
             out[node] = result
-        return out
+        return out, seconds
 
-    def finish_families(self) -> None:
-        """The cycle's plans are built: families forget this cycle's evaluation and seed."""
+    def finish_families(self, cycle: CycleContext) -> None:
+        """The cycle's plans are built: families forget their seed once it is spent."""
         for family in self.all_families():
-            family.finish_cycle()
+            family.finish_cycle(cycle.evaluations.get(id(family)))
         for sliced in self.all_sliced_families():
-            sliced.finish_cycle()
+            sliced.finish_cycle(cycle.evaluations.get(id(sliced)))
 
-
-def with_start(inp: Slice, op: Operator, i: int, starts: Starts | None) -> Slice:
-    """``inp`` preceded by the contents input ``i`` of ``op`` starts from, if it is seeded
-    and ``inp`` passes the position they were taken at (see ``Start``).
-
-    A stream's start is the events its scan holds, for a consumer of its arrivals: they go
-    with the arrivals; while the start waits, so do the arrivals (the scan holds them, and
-    the start taken next cycle has them). A window's start is the events of its reach
-    before ``at``: they go with the edge, and the window starts their elements at ``at``.
-    """
-    start = None if starts is None or i not in op.seeded_inputs else starts.get((id(op), i))
-    if start is None:
-        return inp
-    stream = op.input_nodes()[i].kind is EdgeKind.STREAM
-    if inp.hi <= start.at:
-        return replace(inp, arrivals=None) if stream else inp
-    if isinstance(op.node, Window):  # events before ``at``: the window starts them at ``at``
-        return replace(inp, df=union_all([start.df, inp.df]))
-    if stream:
-        return replace(inp, arrivals=union_all([start.df, inp.arrivals]))
-    return replace(inp, df=union_all([start.df, inp.df]), coalesced=False)
-
-
-def waiting_starts(inputs: list[Slice], op: Operator, starts: Starts | None) -> frozenset[int]:
-    """The seeded inputs of ``op`` whose start is not yet due: their slice stayed at the
-    start's position this cycle, so the operator starts from the contents a cycle later.
-    """
-    return frozenset(i for i in op.seeded_inputs
-                     if starts is not None and (start := starts.get((id(op), i))) is not None
-                     and inputs[i].hi <= start.at)
+    def record_cycle(self, seconds: Mapping[PlanNode, float],
+                     rows: Mapping[PlanNode, int | None], fused: frozenset[PlanNode]) -> None:
+        """Add a committed cycle to the operators' stats (``rows``: None where the output
+        was built inside its consumers' plans and not counted).
+        """
+        for node, spent in seconds.items():
+            if node in self.ops:
+                self.stats[node] = self.stats.get(node, OperatorStats()).then(
+                    spent, rows.get(node), node in fused)

@@ -24,15 +24,16 @@ query stopped because its expression failed cannot fail the others.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pyspark.sql import DataFrame
 from pyspark.sql.types import StructField, StructType
 
+from sparkcq.model.columns import FROM, TO
 from sparkcq.plan.nodes import AggCall, Aggregate, PlanNode, Project, RangeSpec, SlicedAggregate
-from sparkcq.runtime.frames import FROM, TO, Runtime, Slice, SqlViews, q
+from sparkcq.runtime.frames import Runtime, Slice, SqlViews, q
 from sparkcq.runtime.fusion import StableNames, split_aggregate
-from sparkcq.runtime.operators.base import Operator
+from sparkcq.runtime.operators.base import CycleContext, Operator
 from sparkcq.runtime.operators.range_aggregate import RangeAggregateOperator
 from sparkcq.runtime.operators.scan import ScanOperator
 from sparkcq.runtime.operators.sliced_aggregate import SlicedAggregateOperator
@@ -60,8 +61,8 @@ def sliced_operator(node: SlicedAggregate, rt: Runtime) -> SlicedAggregateOperat
     return SlicedAggregateOperator(node, rt)
 
 
-@dataclass
-class _Run:
+@dataclass(frozen=True)
+class SlicedRun:
     """One cycle's evaluation of a family: segments, and the change edge for members that
     ran before (``changes``) and for members in their first cycle (``fresh_changes``).
     """
@@ -69,12 +70,23 @@ class _Run:
     segments: Slice
     changes: DataFrame | None = None
     fresh_changes: DataFrame | None = None
+    waits: bool = False  # the stream stayed where the history ends: the reseed is not due
+
+
+@dataclass(frozen=True)
+class SlicedFamilyProgress:
+    """What a sliced family keeps between cycles on the driver, besides its operators'."""
+
+    previous: SlicedAggregateOperator | None = None  # answers contents until op has run
+    # the (re)built op starts from the stream's held events at or after reseed_at minus
+    # reseed_length: the history of the window's reach when it replaces an op that ran,
+    # or only the events ahead of the stream's position when the family is new
+    reseed_at: int | None = None
+    fresh: frozenset[SlicedAggregate] = frozenset()  # members yet to run
 
 
 class SlicedFamily(CycleParticipant):
     """The sliced aggregates over one window input and key list (see the module)."""
-
-    CYCLE_FIELDS = ("previous", "reseed_at", "fresh", "active", "run")
 
     def __init__(self, key: SlicedKey, stream: PlanNode, scan: Operator, rt: Runtime):
         self.base, self.key_sqls = key
@@ -85,15 +97,18 @@ class SlicedFamily(CycleParticipant):
         self.calls: dict[CallKey, str] = {}
         self.names = StableNames()
         self.op: SlicedAggregateOperator | None = None
-        self.previous: SlicedAggregateOperator | None = None  # answers contents until op ran
-        # the (re)built op starts from the stream's held events at or after reseed_at minus
-        # reseed_length: the history of the window's reach when it replaces an op that ran,
-        # or only the events ahead of the stream's position when the family is new
-        self.reseed_at: int | None = None
-        self.reseed_length = 0
-        self.fresh: frozenset[SlicedAggregate] = frozenset()  # members yet to run
-        self.active: set[PlanNode] | None = None  # members this cycle evaluates (None: all)
-        self.run: _Run | None = None
+        self.reseed_length = 0  # see ``SlicedFamilyProgress.reseed_at``
+        self.progress: SlicedFamilyProgress = SlicedFamilyProgress()
+
+    @property
+    def previous(self) -> SlicedAggregateOperator | None:
+        """The operator a rebuild replaced, answering contents until the new one has run."""
+        return self.progress.previous
+
+    @property
+    def fresh(self) -> frozenset[SlicedAggregate]:
+        """The members that have not run yet."""
+        return self.progress.fresh
 
     # -- membership (between cycles) ---------------------------------------------------------
     def new_calls(self, node: SlicedAggregate) -> bool:
@@ -115,7 +130,7 @@ class SlicedFamily(CycleParticipant):
         """Take ``node`` in; rebuild the operator if it calls something new."""
         rebuild = self.op is None or self.new_calls(node)
         self.members = {**self.members, node: []}
-        self.fresh = self.fresh | {node}
+        self.progress = replace(self.progress, fresh=self.fresh | {node})
         if rebuild:
             self.rebuild()
         else:
@@ -124,7 +139,7 @@ class SlicedFamily(CycleParticipant):
     def remove(self, node: SlicedAggregate) -> None:
         """Let ``node`` go (its calls are computed until the family empties)."""
         self.members = {m: c for m, c in self.members.items() if m != node}
-        self.fresh = self.fresh - {node}
+        self.progress = replace(self.progress, fresh=self.fresh - {node})
         if not self.members:
             self.release()
 
@@ -170,24 +185,30 @@ class SlicedFamily(CycleParticipant):
         old = self.op
         self.op = sliced_operator(SlicedAggregate(self.stream, aggregate), self.rt)
         if old is not None and old.position is not None:
-            self.previous, self.reseed_at = old, old.position
+            self.progress = replace(self.progress, previous=old, reseed_at=old.position)
             self.reseed_length = self.op.history_length
-            self.op.position = old.position
+            self.op.resume_at(old.position)
         else:
             if old is not None:
                 old.release()
             if isinstance(self.scan, ScanOperator) and self.scan.position is not None:
                 # events that arrived ahead of the watermark before this family existed
-                self.reseed_at, self.reseed_length = self.scan.position, 0
-                self.op.position = self.scan.position
+                self.progress = replace(self.progress, reseed_at=self.scan.position)
+                self.reseed_length = 0
+                self.op.resume_at(self.scan.position)
         for node in self.members:
             self.members[node] = self.columns_of(node)
+
+    def resumed(self) -> None:
+        """State was restored from a checkpoint: every member ran before (none is fresh)."""
+        self.progress = replace(self.progress, fresh=frozenset())
 
     def release(self) -> None:
         """Free every state the family holds."""
         for op in self.operators():
             op.release()
-        self.op = self.previous = None
+        self.op = None
+        self.progress = replace(self.progress, previous=None)
 
     def operators(self) -> list[Operator]:
         """The physical operators whose state the family holds (transactions, metrics)."""
@@ -197,50 +218,55 @@ class SlicedFamily(CycleParticipant):
         return tuple(self.operators())
 
     # -- the cycle ---------------------------------------------------------------------------
-    def evaluate(self, base: Slice) -> _Run:
-        """The cycle's segments and change edges, computed once for every member."""
-        if self.run is not None:
-            return self.run
+    def evaluate(self, base: Slice, cycle: CycleContext) -> SlicedRun:
+        """The cycle's segments and change edges, computed once for every member (kept in
+        ``cycle.evaluations``).
+        """
+        done = cycle.evaluations.get(id(self))
+        if done is not None:
+            return done  # type: ignore[no-any-return]
+        run = self.compute(base, cycle)
+        cycle.evaluations[id(self)] = run
+        return run
+
+    def compute(self, base: Slice, cycle: CycleContext) -> SlicedRun:
+        """What ``evaluate`` returns, computed."""
         assert self.op is not None
         inp = base
-        if self.reseed_at is not None:
-            if base.hi <= self.reseed_at:  # the stream stayed where the history ends
-                self.run = _Run(Slice(None, base.lo, base.hi))
-                return self.run
+        reseed_at = self.progress.reseed_at
+        if reseed_at is not None:
+            if base.hi <= reseed_at:  # the stream stayed where the history ends
+                return SlicedRun(Slice(None, base.lo, base.hi), waits=True)
             assert isinstance(self.scan, ScanOperator)
             # the scan stepped: its held events include this cycle's arrivals
             inp = Slice(None, base.lo, base.hi,
-                        arrivals=self.scan.history(self.reseed_at, self.reseed_length))
+                        arrivals=self.scan.history(reseed_at, self.reseed_length))
         # arguments no member evaluated this cycle reads (dropped members' calls, or
         # another query's while one is tried alone) are NULL: a failed query's expression
         # must not fail the others
-        members = self.members if self.active is None else \
-            {m: c for m, c in self.members.items() if m in self.active}
+        members = self.members if cycle.only is None else \
+            {m: c for m, c in self.members.items() if m in cycle.only}
         live = {c for cols in members.values() for _out, c in cols}
         agg = self.op.sliced.aggregate
         needed = {a.arg for a in agg.aggs if a.arg is not None and a.name in live}
         blank = frozenset(a.arg for a in agg.aggs if a.arg is not None and a.arg not in needed)
         segments = self.op.evaluate(inp, blank)
-        self.run = _Run(segments)
-        if segments.segments is not None:
-            if set(self.members) - self.fresh:
-                self.run.changes = self.op.changes(segments, fresh=False)
-            if self.fresh:
-                self.run.fresh_changes = self.op.changes(segments, fresh=True)
-        self.op.position = base.hi
-        return self.run
+        if segments.segments is None:
+            return SlicedRun(segments, waits=reseed_at is not None)
+        ran_before = bool(set(self.members) - self.fresh)
+        return SlicedRun(segments,
+                         self.op.changes(segments, fresh=False) if ran_before else None,
+                         self.op.changes(segments, fresh=True) if self.fresh else None)
 
-    def finish_cycle(self) -> None:
-        """The cycle was built: fresh members have run, a reseed is spent."""
-        if self.run is None:
+    def finish_cycle(self, run: SlicedRun | None) -> None:
+        """The cycle was built: fresh members have run, a reseed is spent (unless it still
+        waits: then all stays for next cycle).
+        """
+        if run is None or run.waits:
             return
-        if self.run.segments.segments is None and self.reseed_at is not None:
-            self.run = None  # still to start from the history, as it was
-            return
-        self.run, self.fresh, self.reseed_at, self.active = None, frozenset(), None, None
         if self.previous is not None:
             self.previous.release()
-            self.previous = None
+        self.progress = SlicedFamilyProgress()
 
 
 class SlicedMemberOperator(Operator):
@@ -261,9 +287,9 @@ class SlicedMemberOperator(Operator):
         """The rows of the family's state this member shares (counted once in totals)."""
         return sum(op.state_rows for op in self.family.operators())
 
-    def step(self, inputs: list[Slice]) -> Slice:  # noqa: D102
+    def step(self, inputs: list[Slice], cycle: CycleContext) -> Slice:  # noqa: D102
         fam = self.family
-        run = fam.evaluate(inputs[0])
+        run = fam.evaluate(inputs[0], cycle)
         seg = run.segments
         if seg.segments is None:
             return Slice(None, seg.lo, seg.hi)
@@ -282,11 +308,11 @@ class SlicedMemberOperator(Operator):
                      coalesced=(op.coalesced_segments and whole
                                 and self.node not in fam.fresh))
 
-    def pass_unread(self, inputs: list[Slice]) -> Slice:
+    def pass_unread(self, inputs: list[Slice], cycle: CycleContext) -> Slice:
         """The family is evaluated (its segments feed fused query outputs); the member's
         own output is not built.
         """
-        seg = self.family.evaluate(inputs[0]).segments
+        seg = self.family.evaluate(inputs[0], cycle).segments
         return Slice(None, seg.lo, seg.hi)
 
     def contents(self, children: list[DataFrame | None], at: int) -> DataFrame | None:

@@ -1,38 +1,43 @@
 """A cycle as a transaction over operator state: commit, or roll back as if it never ran.
 
-Building a cycle mutates operators: state frames are replaced by lazy new ones, watermarks
-advance, counters grow. If the cycle's action fails (a user function raising, bad data in
-one query's expression), the engine must put every operator back where it was, keep the
-polled input for the retry, and find out which queries failed. ``CycleTransaction`` records
-the driver-side values each operator (and each helper it names in ``cycle_parts``) declares
-in ``CYCLE_FIELDS`` and the frames its states pointed to; ``rollback`` restores them and
-frees the frames the failed attempt made.
+Building a cycle changes operators: state frames are replaced by lazy new ones, watermarks
+advance, positions move. If the cycle's action fails (a user function raising, bad data in
+one query's expression), the engine must put every operator back where it was and find out
+which queries failed, then run the cycle again on the same input.
+
+Every participant keeps what a cycle changes on the driver in one frozen record, its
+``progress``, which only the participant itself replaces; its Spark state lives in state
+frames. ``CycleTransaction.begin`` takes one ``CycleSnapshot`` of them all: the records
+(kept by reference, as they never change) and each frame's ``FrameState``. ``rollback``
+puts every record and frame state back whole and frees the frames the failed attempt made.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from dataclasses import dataclass
+from typing import Any
 
-from pyspark.sql import DataFrame
-
-from sparkcq.runtime.frames import Runtime, StateFrame, unpersist_checkpoint
+from sparkcq.runtime.frames import FrameState, Runtime, StateFrame, unpersist_checkpoint
 
 
 class CycleParticipant:
-    """Anything a cycle changes: the driver-side fields it names in ``CYCLE_FIELDS``
-    (restored by a rollback), the helpers it owns (``cycle_parts``: an aggregate family
-    behind its members, a union's input alignment) and its state frames.
+    """Anything a cycle changes: its ``progress`` record (frozen, replaced whole by the
+    participant's own methods), the helpers it owns (``cycle_parts``: an aggregate family
+    behind its members, the operators of a family) and its state frames.
 
-    A field set between statements (the members of a family, an operator's node) is not a
-    cycle field: no statement runs inside a cycle.
+    What is set between statements (the members of a family, an operator's node) is not
+    progress: no statement runs inside a cycle.
     """
 
-    CYCLE_FIELDS: ClassVar[tuple[str, ...]] = ()
+    progress: Any = None
+
+    def restore_progress(self, progress: Any) -> None:
+        """Take ``progress`` back (a failed cycle is rolled back)."""
+        self.progress = progress
 
     def cycle_parts(self) -> tuple[CycleParticipant, ...]:
-        """The helpers this object owns whose fields a cycle changes too."""
+        """The helpers this object owns that a cycle changes too."""
         return ()
 
     def cycle_states(self) -> list[StateFrame]:
@@ -50,37 +55,50 @@ def _participants(obj: CycleParticipant, seen: set[int]) -> Iterator[CyclePartic
         yield from _participants(part, seen)
 
 
-@dataclass
+@dataclass(frozen=True)
+class CycleSnapshot:
+    """Every participant's progress record and every state frame's contents before a
+    cycle: one record, restored whole.
+    """
+
+    progress: tuple[tuple[CycleParticipant, Any], ...]
+    frames: tuple[tuple[StateFrame, FrameState], ...]
+
+    @classmethod
+    def of(cls, participants: Iterable[CycleParticipant]) -> CycleSnapshot:
+        """The snapshot of ``participants`` and the helpers they own, each once."""
+        seen: set[int] = set()
+        progress: list[tuple[CycleParticipant, Any]] = []
+        frames: list[tuple[StateFrame, FrameState]] = []
+        for top in participants:
+            for obj in _participants(top, seen):
+                progress.append((obj, obj.progress))
+                frames += [(s, s.snapshot()) for s in obj.cycle_states()]
+        return cls(tuple(progress), tuple(frames))
+
+
+@dataclass(frozen=True)
 class CycleTransaction:
     """What the operators looked like before a cycle, to undo it."""
 
     rt: Runtime
-    fields: list[tuple[CycleParticipant, dict[str, Any]]] = field(default_factory=list)
-    frames: list[tuple[StateFrame, DataFrame | None, int, int | None]] = field(
-        default_factory=list)
+    before: CycleSnapshot
 
     @classmethod
     def begin(cls, rt: Runtime, participants: Iterable[CycleParticipant]) -> CycleTransaction:
         """Record what a cycle may change in ``participants`` (each once) before it runs."""
-        tx = cls(rt)
-        seen: set[int] = set()
-        for top in participants:
-            for obj in _participants(top, seen):
-                tx.fields.append((obj, {name: getattr(obj, name) for name in obj.CYCLE_FIELDS}))
-                tx.frames += [(s, s.df, s.rows, s.min_t) for s in obj.cycle_states()]
-        return tx
+        return cls(rt, CycleSnapshot.of(participants))
 
     def rollback(self) -> None:
-        """Undo the cycle: old frames and values back, frames built by the attempt freed."""
-        kept = {id(df) for _frame, df, _rows, _min in self.frames}
+        """Undo the cycle: old frames and records back, frames built by the attempt freed."""
+        kept = {id(state.df) for _frame, state in self.before.frames}
         for middle in self.rt.released:  # replaced twice in the attempt
             if id(middle) not in kept:
                 unpersist_checkpoint(middle)
-        for frame, old, rows, min_t in self.frames:
-            if frame.df is not None and frame.df is not old:
+        for frame, state in self.before.frames:
+            if frame.df is not None and frame.df is not state.df:
                 unpersist_checkpoint(frame.df)
-            frame.df, frame.rows, frame.min_t = old, rows, min_t
-        for obj, values in self.fields:
-            for name, value in values.items():
-                setattr(obj, name, value)
+            frame.restore(state)
+        for obj, progress in self.before.progress:
+            obj.restore_progress(progress)
         self.rt.abort_cycle()

@@ -44,6 +44,7 @@ from sparkcq.io.feed_protocol import (
     refusal,
 )
 from sparkcq.io.feed_source import FeedInput, FeedReceipt, FeedSource
+from sparkcq.io.push import time_value
 from sparkcq.model.rows import RowError
 from sparkcq.server.loop import EngineLoop
 
@@ -109,7 +110,7 @@ class FeedService:
 
     def source(self, stream: str) -> FeedSource:
         """The stream's feed source (read without the engine thread: a dictionary lookup)."""
-        return self.engine.feeds.source(stream)
+        return self.engine.feed_source(stream)
 
     # -- one group of messages --------------------------------------------------------------
     async def take(self, stream: str, producer: str | None,
@@ -144,14 +145,14 @@ class FeedService:
         seq = getattr(frame, "seq", None)
         try:
             if isinstance(frame, Header):
-                result = await self.call(lambda e: e.feeds.header(stream, frame.columns,
+                result = await self.call(lambda e: e.feed_header(stream, frame.columns,
                                                                   frame.options))
                 return ok(seq, **result)
             if isinstance(frame, Stop):
-                paused = await self.call(lambda e: e.feeds.stop(stream))
+                paused = await self.call(lambda e: e.feed_stop(stream))
                 return ok(seq, paused=paused)
             if isinstance(frame, Remove):
-                stopped = await self.call(lambda e: e.feeds.remove(stream))
+                stopped = await self.call(lambda e: e.feed_remove(stream))
                 return ok(seq, removed=stream, stopped=stopped)
             if isinstance(frame, Connect):
                 msg = "CONNECT comes once, first; open another connection for another stream"
@@ -177,7 +178,7 @@ class FeedService:
         for frame in frames:
             if isinstance(frame, Boundary):
                 try:
-                    mark = Engine._time_value(frame.time, kind)
+                    mark = time_value(frame.time, kind)
                 except (ValueError, TypeError) as e:
                     answers.append(refusal(FeedMessageError(
                         f"BOUNDARY time {frame.time!r} is not a time of stream {stream!r}: {e}"),

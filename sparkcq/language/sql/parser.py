@@ -28,10 +28,13 @@ from sparkcq.language.sql.statements import (
     CreateTable,
     Drop,
     Explain,
+    ExplainFormat,
+    ObjectKind,
     OutputForm,
     Refresh,
     SelectText,
     Show,
+    ShowTarget,
     SourceWindow,
     Statement,
 )
@@ -221,7 +224,7 @@ class _StatementParser:
             self.next()
             what = self.expect("STREAMS", "TABLES", "QUERIES", "FUNCTIONS", "AGGREGATES")
             self.done()
-            return Show(what.text.upper())
+            return Show(ShowTarget(what.text.upper()))
         if head in ("SELECT", "WITH", "(") or head in _FORM_WORDS:
             select = self.select()
             return CreateQuery(name="", select=select, loc=_span(self.text, first))
@@ -335,14 +338,14 @@ class _StatementParser:
             self.expect("EXISTS")
         name_tok = self.name(f"the name of the {kind.text.lower()} to drop")
         self.done()
-        return Drop(kind.text.upper(), name_tok.text, _span(self.text, first, name_tok))
+        return Drop(ObjectKind(kind.text.upper()), name_tok.text, _span(self.text, first, name_tok))
 
     def explain(self) -> Statement:
         self.next()
         glob = self.accept("GLOBAL") is not None
         if glob and self.accept("DOT") is not None:
             self.done()
-            return Explain(None, glob, fmt="dot")
+            return Explain(None, glob, fmt=ExplainFormat.DOT)
         if self.peek() is None:
             return Explain(None, glob)
         if self.word() in ("SELECT", "(") or self.word() in _FORM_WORDS:

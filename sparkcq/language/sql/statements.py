@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import Enum, StrEnum
 
 import sqlglot.expressions as exp
 
@@ -19,6 +19,32 @@ class OutputForm(Enum):
     DSTREAM = "dstream"
     RSTREAM = "rstream"
     CHANGELOG = "changelog"
+
+
+class ObjectKind(StrEnum):
+    """What a DROP names (and what a script's statements create)."""
+
+    QUERY = "QUERY"
+    STREAM = "STREAM"
+    TABLE = "TABLE"
+    AGGREGATE = "AGGREGATE"
+
+
+class ShowTarget(StrEnum):
+    """What SHOW lists."""
+
+    STREAMS = "STREAMS"
+    TABLES = "TABLES"
+    QUERIES = "QUERIES"
+    FUNCTIONS = "FUNCTIONS"
+    AGGREGATES = "AGGREGATES"
+
+
+class ExplainFormat(StrEnum):
+    """How EXPLAIN GLOBAL draws the shared plan."""
+
+    TEXT = "text"
+    DOT = "dot"  # Graphviz
 
 
 @dataclass(frozen=True)
@@ -111,7 +137,7 @@ class CreateAggregate:
 class Drop:
     """``DROP QUERY|STREAM|TABLE|AGGREGATE name``."""
 
-    kind: str
+    kind: ObjectKind
     name: str
     loc: Location
 
@@ -131,14 +157,14 @@ class Explain:
     name: str | None
     glob: bool = False
     select: SelectText | None = None
-    fmt: str = "text"
+    fmt: ExplainFormat = ExplainFormat.TEXT
 
 
 @dataclass(frozen=True)
 class Show:
     """``SHOW STREAMS|TABLES|QUERIES|FUNCTIONS|AGGREGATES``."""
 
-    what: str
+    what: ShowTarget
 
 
 Statement = (CreateStream | CreateTable | CreateQuery | CreateStreamAs | CreateAggregate | Drop

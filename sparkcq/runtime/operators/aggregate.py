@@ -15,6 +15,8 @@ The SQL text is built once per operator; each cycle binds its views and runs it.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -30,14 +32,13 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from sparkcq.model.columns import AID, GROUP_HASH, N
 from sparkcq.plan.nodes import AggCall, Aggregate
 from sparkcq.runtime.frames import Runtime, Slice, SqlViews, col, no_broadcast, q
-from sparkcq.runtime.operators.base import Operator, as_changes_at
-from sparkcq.runtime.operators.multiset import AID, GROUP_HASH, GroupKeys, Multiset
+from sparkcq.runtime.operators.base import CycleContext, Operator, as_changes_at
+from sparkcq.runtime.operators.multiset import GroupKeys, Multiset
 from sparkcq.runtime.operators.user_aggregate import UserAggregateInstances, value_column
-from sparkcq.runtime.transaction import CycleParticipant
 
-N = "_n"
 _INTEGRAL = (ByteType, ShortType, IntegerType, LongType)
 EXACT_DOUBLE = DecimalType(38, 10)
 
@@ -145,9 +146,6 @@ class AggregateOperator(Operator):
             self.multisets[tname] = Multiset.stacked(frame, self.keys, args)
         self.instances = (UserAggregateInstances(self, self.keys, key_fields, self.user_aggs)
                           if self.user_aggs else None)
-
-    def cycle_parts(self) -> tuple[CycleParticipant, ...]:  # noqa: D102
-        return () if self.instances is None else (self.instances,)
 
     @property
     def live_instances(self) -> int | None:
@@ -278,7 +276,7 @@ class AggregateOperator(Operator):
                             *[f"NOT ({q('_p' + c)} <=> {q(c)})" for c in calls]])
 
     # -- the cycle ---------------------------------------------------------------------------
-    def step(self, inputs: list[Slice]) -> Slice:  # noqa: D102
+    def step(self, inputs: list[Slice], cycle: CycleContext) -> Slice:  # noqa: D102
         run = self.evaluate(inputs[0])
         if run.df is None:
             return run
@@ -286,8 +284,9 @@ class AggregateOperator(Operator):
 
     def evaluate(self, inp: Slice) -> Slice:
         """Each (group, instant) of the slice with every aggregate before and after it
-        (cached for the cycle); updates the state.
+        (cached for the cycle); updates the state; the operator then stands at ``hi``.
         """
+        self.progress = replace(self.progress, position=inp.hi)
         if inp.df is None:
             return inp
         sql = self.views.sql
@@ -311,15 +310,16 @@ class AggregateOperator(Operator):
                                               **views))
             d = sql(self.join_on_instant_sql([f"_ext{a.name}" for a in self.extreme_aggs]),
                     l=d, r=ext)
+        instance_rows = None
         if self.instances is not None:
-            values = self.instances.evaluate(self.views, src)
+            values, instance_rows = self.instances.evaluate(self.views, src)
             d = sql(self.join_on_instant_sql([value_column(a) for a in self.user_aggs]),
                     l=d, r=values)
         st = self.groups.get()
         views = {"d": d, "st": st} if st is not None else {"d": d}
         run = self.rt.cache_for_cycle(sql(self.running_sql(st is not None, set(d.columns)),
                                           **views))
-        self.update_state(run, changes)
+        self.update_state(run, changes, instance_rows)
         return Slice(run, inp.lo, inp.hi)
 
     def group_hash(self) -> Column:
@@ -337,9 +337,11 @@ class AggregateOperator(Operator):
             return None
         return as_changes_at(groups, [f.name for f in self.node.schema.fields], None, at)
 
-    def update_state(self, run: DataFrame, changes: dict[str, DataFrame]) -> None:
+    def update_state(self, run: DataFrame, changes: dict[str, DataFrame],
+                     instance_rows: DataFrame | None) -> None:
         """Keep each touched group's values after its last instant, the others' as they
-        were; drop emptied groups. ``run`` and the state are each read once (see
+        were; drop emptied groups; keep the user aggregate instances the workers returned
+        (``instance_rows``). ``run`` and the state are each read once (see
         ``Multiset.update``).
         """
         names = ", ".join(q(f.name) for f in self.groups.schema.fields)
@@ -357,4 +359,5 @@ class AggregateOperator(Operator):
         for name, ch in changes.items():
             self.multisets[name].update(self.views, ch)
         if self.instances is not None:
-            self.instances.update(self.views)
+            assert instance_rows is not None
+            self.instances.update(self.views, instance_rows)

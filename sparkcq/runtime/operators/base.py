@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from sparkcq.errors import PlanError
-from sparkcq.plan.nodes import PlanNode
-from sparkcq.runtime.frames import D, Runtime, Slice, StateFrame, T, col, split_at, union_all
+from sparkcq.model.columns import D, T
+from sparkcq.plan.nodes import EdgeKind, PlanNode, Window
+from sparkcq.runtime.cycle_input import CycleInput
+from sparkcq.runtime.frames import Runtime, Slice, StateFrame, col, split_at, union_all
 from sparkcq.runtime.transaction import CycleParticipant
 
 
@@ -24,17 +28,61 @@ def as_changes_at(df: DataFrame, names: list[str], count: str | None, at: int) -
                      n.cast("long").alias(D))
 
 
+@dataclass(frozen=True)
+class Start:
+    """The contents a seeded input starts from: its relation's rows as +n changes at ``at``,
+    the relation's position when they were taken.
+
+    Changes *at* ``at`` are still to come, so the start is only due in a cycle whose slice of
+    that input passes ``at``: then it meets them (a row leaving at ``at`` cancels its +1).
+    Applied in a cycle where the input stays at ``at``, the new query would emit rows at
+    ``at`` before ``at`` is final.
+    """
+
+    df: DataFrame | None
+    at: int
+
+
+#: the starts of a cycle, by (id of the consuming operator, input index)
+Starts = Mapping[tuple[int, int], Start]
+
+
+@dataclass
+class CycleContext:
+    """What one attempt at a cycle gives every step besides its input slices: made by the
+    cycle engine for that attempt and dropped after it, never kept by an operator.
+    """
+
+    input: CycleInput = field(default_factory=CycleInput)  # the scans' batches
+    only: frozenset[PlanNode] | None = None  # the nodes this attempt evaluates (None: all)
+    # a rebuilt aggregate family's start, by id of the family (``runtime/fusion.py``)
+    family_starts: Mapping[int, Start] = field(default_factory=dict)
+    # what a family computed for its members in this cycle, by id of the family: each
+    # member reads it, the family computes it once
+    evaluations: dict[int, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Where an operator stands between cycles, on the driver: the record a cycle's
+    transaction keeps and a rollback puts back (subclasses add their own fields).
+    """
+
+    position: int | None = None  # hi of the last slice it emitted (None: never stepped)
+    # inputs starting from a shared relation's contents (DESIGN 4.2) whose start is not
+    # due yet: the slice of that input has not passed the start's position
+    waiting: frozenset[int] = frozenset()
+
+
 class Operator(CycleParticipant):
     """A physical operator: turns its inputs' slices of one cycle into its output slice.
 
-    Operators are created once per plan node and live across cycles; ``step`` is called once
-    per cycle in topological order. State is held in ``StateFrame``s so it lives in Spark.
+    Operators are created once per plan node and live across cycles; ``advance`` is called
+    once per cycle in topological order. State is held in ``StateFrame``s so it lives in
+    Spark; what it keeps on the driver is its ``progress`` record, which only the operator
+    replaces.
     """
 
-    # what a cycle changes on the driver; a subclass adds its own (``CycleTransaction``)
-    CYCLE_FIELDS: ClassVar[tuple[str, ...]] = (
-        "position", "seeded_inputs", "unread", "plan_seconds", "rows_out", "rows_out_total",
-        "cycles")
     contents_from_inputs = False  # ``contents`` maps its inputs' contents (stateless ops)
     reads_inputs_unread = True  # ``pass_unread`` still reads its inputs' slices
 
@@ -42,14 +90,12 @@ class Operator(CycleParticipant):
         self.node = node
         self.rt = rt
         self.states: list[StateFrame] = []
-        self.plan_seconds = 0.0  # time spent building this cycle's plan (driver side)
-        self.rows_out: int | None = 0  # rows of the last cycle's output (None: not counted)
-        self.unread = False  # the last cycle computed no output: no one read it (fused)
-        self.rows_out_total = 0
-        self.cycles = 0
-        self.position: int | None = None  # hi of the last slice this operator emitted
-        # inputs a newly added operator starts from the (shared) child's current contents
-        self.seeded_inputs: frozenset[int] = frozenset()
+        self.progress: Progress = Progress()
+
+    @property
+    def position(self) -> int | None:
+        """Where the operator stands: the hi of its last slice (None: it has not stepped)."""
+        return self.progress.position
 
     def state(self, schema, name: str,  # noqa: ANN001 - a StructType
               partition_by: str | None = None) -> StateFrame:
@@ -61,15 +107,6 @@ class Operator(CycleParticipant):
 
     def cycle_states(self) -> list[StateFrame]:  # noqa: D102
         return self.states
-
-    def counted(self, rows: int | None) -> None:
-        """The commit counted this cycle's output rows (None: it built the output inside
-        its consumers' plans and did not count it, see ``RowCounting``).
-        """
-        self.rows_out = rows
-        if rows is not None:
-            self.rows_out_total += rows
-            self.cycles += 1
 
     @property
     def state_rows(self) -> int:
@@ -87,17 +124,74 @@ class Operator(CycleParticipant):
         """
         return self.node.children
 
-    def step(self, inputs: list[Slice]) -> Slice:
+    # -- between statements --------------------------------------------------------------
+    def await_starts(self, seeded: frozenset[int]) -> None:
+        """Start inputs ``seeded`` from their relations' contents (a new operator above a
+        running shared one, DESIGN 4.2), in the first cycle whose slice passes them.
+        """
+        self.progress = replace(self.progress, waiting=seeded)
+
+    def resume_at(self, position: int | None) -> None:
+        """Stand at ``position``: a rebuilt operator carries on from its predecessor's."""
+        self.progress = replace(self.progress, position=position)
+
+    def resumed(self) -> None:
+        """The state was restored from a checkpoint: carry on, do not start fresh."""
+
+    # -- the cycle -----------------------------------------------------------------------
+    def advance(self, inputs: list[Slice], cycle: CycleContext, starts: Starts,
+                unread: bool = False) -> Slice:
+        """Go through one cycle: inputs preceded by the starts due in it (``with_start``),
+        ``step`` (or ``pass_unread`` when no one reads the output), the new position.
+        """
+        fed = [self.with_start(s, i, starts) for i, s in enumerate(inputs)]
+        out = self.pass_unread(fed, cycle) if unread else self.step(fed, cycle)
+        self.progress = replace(self.progress, position=out.hi,
+                                waiting=self.waiting_starts(inputs, starts))
+        return out
+
+    def step(self, inputs: list[Slice], cycle: CycleContext) -> Slice:
         """Process one cycle's input slices and return the output slice."""
         raise NotImplementedError(type(self).__name__)
 
-    def pass_unread(self, inputs: list[Slice]) -> Slice:
+    def pass_unread(self, inputs: list[Slice], cycle: CycleContext) -> Slice:
         """Go through a cycle whose output no one reads (a query's output is computed
         from a fused family's result instead): state is kept up to date, no output is built.
         Stateful operators step as usual; stateless ones override this to do nothing.
         """
-        return self.step(inputs)
+        return self.step(inputs, cycle)
 
+    def with_start(self, inp: Slice, i: int, starts: Starts) -> Slice:
+        """``inp`` preceded by the contents input ``i`` starts from, if it is seeded and
+        ``inp`` passes the position they were taken at (see ``Start``).
+
+        A stream's start is the events its scan holds, for a consumer of its arrivals: they
+        go with the arrivals; while the start waits, so do the arrivals (the scan holds
+        them, and the start taken next cycle has them). A window's start is the events of
+        its reach before ``at``: they go with the edge, and the window starts their
+        elements at ``at``.
+        """
+        start = starts.get((id(self), i)) if i in self.progress.waiting else None
+        if start is None:
+            return inp
+        stream = self.input_nodes()[i].kind is EdgeKind.STREAM
+        if inp.hi <= start.at:
+            return replace(inp, arrivals=None) if stream else inp
+        if isinstance(self.node, Window):  # events before ``at``: started at ``at``
+            return replace(inp, df=union_all([start.df, inp.df]))
+        if stream:
+            return replace(inp, arrivals=union_all([start.df, inp.arrivals]))
+        return replace(inp, df=union_all([start.df, inp.df]), coalesced=False)
+
+    def waiting_starts(self, inputs: list[Slice], starts: Starts) -> frozenset[int]:
+        """The seeded inputs whose start is not yet due: their slice stayed at the start's
+        position this cycle, so the operator starts from the contents a cycle later.
+        """
+        return frozenset(i for i in self.progress.waiting
+                         if (start := starts.get((id(self), i))) is not None
+                         and inputs[i].hi <= start.at)
+
+    # -- contents and checkpoints --------------------------------------------------------
     def contents(self, children: list[DataFrame | None], at: int) -> DataFrame | None:
         """The output relation's current contents as +n changes at instant ``at``.
 
@@ -149,4 +243,5 @@ class FutureBuffer:
         return Slice(due, lo, hi)
 
 
-__all__ = ["D", "T", "ContentsUnknownError", "FutureBuffer", "Operator", "as_changes_at"]
+__all__ = ["ContentsUnknownError", "CycleContext", "FutureBuffer", "Operator", "Progress",
+           "Start", "Starts", "as_changes_at"]

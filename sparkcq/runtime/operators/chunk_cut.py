@@ -23,13 +23,14 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, LongType, StructField, StructType
 
+from sparkcq.model.columns import CHANGED, CHUNK, INDEX, NEW, D, T
 from sparkcq.plan.nodes import CountCutSpec, KeyCutSpec
 from sparkcq.plan.nodes import Window as WindowNode
-from sparkcq.runtime.frames import D, Runtime, Slice, T, col, union_all
-from sparkcq.runtime.operators.base import Operator, as_changes_at
+from sparkcq.runtime.frames import Runtime, Slice, col, union_all
+from sparkcq.runtime.operators.base import CycleContext, Operator, as_changes_at
 
-INDEX, CHUNK = "_i", "_c"  # a row's place in the stream, its chunk's number
-_NEW, _CHANGED = "_new", "_chg"
+_NEW = NEW
+_CHANGED = CHANGED
 
 
 class ChunkCutOperator(Operator):
@@ -46,7 +47,7 @@ class ChunkCutOperator(Operator):
             *node.schema.fields, StructField(T, LongType()), StructField(INDEX, LongType()),
             StructField(CHUNK, LongType())]), "chunks")
 
-    def step(self, inputs: list[Slice]) -> Slice:  # noqa: D102
+    def step(self, inputs: list[Slice], cycle: CycleContext) -> Slice:  # noqa: D102
         (inp,) = inputs
         if inp.df is None:
             return Slice(None, inp.lo, inp.hi)

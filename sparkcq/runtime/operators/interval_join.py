@@ -30,6 +30,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
+from sparkcq.model.columns import T
 from sparkcq.model.time import TIME_MAX, TIME_MIN
 from sparkcq.plan.nodes import (
     Filter,
@@ -37,8 +38,8 @@ from sparkcq.plan.nodes import (
     Project,
     StreamScan,
 )
-from sparkcq.runtime.frames import Runtime, Slice, SqlViews, T, col, q
-from sparkcq.runtime.operators.base import Operator, as_changes_at
+from sparkcq.runtime.frames import Runtime, Slice, SqlViews, col, q
+from sparkcq.runtime.operators.base import CycleContext, Operator, as_changes_at
 from sparkcq.runtime.operators.window import element_interval
 
 #: where each side's element starts and ends (the left's ``_ls``/``_le``, the right's
@@ -49,13 +50,10 @@ STARTS, ENDS = ("_ls", "_rs"), ("_le", "_re")
 class IntervalJoinOperator(Operator):
     """Pairs elements of two windowed streams by their intervals (see module)."""
 
-    CYCLE_FIELDS = (*Operator.CYCLE_FIELDS, "lo")
-
     def __init__(self, node: IntervalJoin, rt: Runtime):
         super().__init__(node, rt)
         self.interval_join = node
         self.views = SqlViews(rt.spark, "ijoin")
-        self.lo: int | None = None  # where the next cycle starts: the last safe time
         # a source stream's events are taken in as they arrive (``Slice.arrivals``): their
         # elements start at or after their time, so they wait in the state, not in a buffer
         self.reads_arrivals = [isinstance(c, StreamScan) for c in node.children]
@@ -148,14 +146,15 @@ class IntervalJoinOperator(Operator):
             for at, sign, band in probes)
 
     # -- the cycle ---------------------------------------------------------------------------
-    def step(self, inputs: list[Slice]) -> Slice:  # noqa: D102
+    def step(self, inputs: list[Slice], cycle: CycleContext) -> Slice:  # noqa: D102
         left, right = inputs
         # the safe time is the slower input's; a faster input's events beyond it are no
         # trouble (their elements start at or after ``hi``: kept, probed in a later cycle),
         # so no input waits in a buffer
-        lo = self.lo if self.lo is not None else min(left.lo, right.lo)
+        # from the last safe time (its position; at first the earliest input's lo)
+        lo = self.progress.position
+        lo = lo if lo is not None else min(left.lo, right.lo)
         hi = min(left.hi, right.hi)
-        self.lo = hi
         frames: list[DataFrame | None] = []
         for i, inp in enumerate((left, right)):
             events = inp.arrivals if self.reads_arrivals[i] else inp.df

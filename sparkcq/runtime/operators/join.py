@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
+from sparkcq.model.columns import SIGN, TE, TS, D, T
 from sparkcq.plan.nodes import EdgeKind, Join
-from sparkcq.runtime.frames import D, Runtime, Slice, StateFrame, T, col, union_all
-from sparkcq.runtime.operators.base import FutureBuffer, Operator
+from sparkcq.runtime.frames import Runtime, Slice, StateFrame, col, union_all
+from sparkcq.runtime.operators.base import CycleContext, FutureBuffer, Operator, Progress
 from sparkcq.runtime.operators.union import AlignedInputs
-from sparkcq.runtime.transaction import CycleParticipant
-
-TS, TE = "_ts", "_te"
-SIGN = "_sign"  # +1 a row of the new version of a replaced table, -1 one of the old
 
 
 def _keys_equal(left: DataFrame, right: DataFrame, names: list[str], rkeys: list[str]) -> Column:
@@ -89,6 +88,13 @@ class ElementTracker:
                                                                col(TS)))
 
 
+@dataclass(frozen=True)
+class JoinProgress(Progress):
+    """A join's position, and where it switched to the rows of tables replaced while it ran."""
+
+    tables: tuple[tuple[str, int, int], ...] = ()  # (table, version, instant)
+
+
 class JoinOperator(Operator):
     """Inner join of two relations, or of a relation (or stream) with a static table.
 
@@ -97,8 +103,6 @@ class JoinOperator(Operator):
     later input does and leaves when the first one leaves. Only pairs where one side changed
     in this cycle are computed; both sides' open elements are the state.
     """
-
-    CYCLE_FIELDS = (*Operator.CYCLE_FIELDS, "tables")
 
     def __init__(self, node: Join, rt: Runtime):
         super().__init__(node, rt)
@@ -109,9 +113,7 @@ class JoinOperator(Operator):
         self.static = [c.kind is EdgeKind.TABLE for c in node.children]
         # with a table, contents come from the dynamic input; else from the open elements
         self.contents_from_inputs = any(self.static)
-        # (table, version, instant): the versions of the tables it joins with and where
-        # it switched to them, for those it switched to while running (``replace_table``)
-        self.tables: tuple[tuple[str, int, int], ...] = ()
+        self.progress: JoinProgress = JoinProgress()
         if any(self.static) and not all(self.static):
             # what a replaced table changes, -(old) +(new), at the instant it switched:
             # waits here until the dynamic input's slice passes that instant
@@ -128,17 +130,21 @@ class JoinOperator(Operator):
         """Which input is not a table, in a join of a relation with a table."""
         return 1 if self.static[0] else 0
 
-    def cycle_parts(self) -> tuple[CycleParticipant, ...]:  # noqa: D102
-        return () if any(self.static) else (self.aligned,)
+    @property
+    def tables(self) -> tuple[tuple[str, int, int], ...]:
+        """(table, version, instant): the versions of the tables it joins with and where it
+        switched to them, for those it switched to while running (``replace_table``).
+        """
+        return self.progress.tables
 
-    def step(self, inputs: list[Slice]) -> Slice:  # noqa: D102
+    def step(self, inputs: list[Slice], cycle: CycleContext) -> Slice:  # noqa: D102
         left, right = inputs
         if all(self.static):
             assert left.df is not None and right.df is not None
             return Slice(left.df.join(right.df, self.cond), left.lo, left.hi)
         if any(self.static):
             return self.step_static(left, right)
-        left, right = self.aligned.align(inputs)
+        left, right = self.aligned.align(inputs, self.progress.position)
         lo, hi = left.lo, left.hi
         if left.df is None and right.df is None:
             return Slice(None, lo, hi)
@@ -224,9 +230,10 @@ class JoinOperator(Operator):
                 .unionByName(old.select(*[col(n) for n in names], (-one).alias(SIGN)))
                 .groupBy(*[col(n) for n in names]).agg(F.sum(col(SIGN)).alias(SIGN))
                 .where(col(SIGN) != 0))
-        self.tables = (*[(t, v, a) for t, v, a in self.tables
-                         if t not in {name for name, _ in versions}],
-                       *[(name, version, at) for name, version in versions])
+        tables = (*[(t, v, a) for t, v, a in self.progress.tables
+                    if t not in {name for name, _ in versions}],
+                  *[(name, version, at) for name, version in versions])
+        self.progress = replace(self.progress, tables=tables)
         if contents is None:
             return
         pairs = contents.join(diff, self.cond)

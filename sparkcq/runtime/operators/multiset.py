@@ -21,12 +21,8 @@ from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
 
+from sparkcq.model.columns import AID, GROUP_HASH
 from sparkcq.runtime.frames import SqlViews, StateFrame, q
-
-AID = "_aid"  # which argument a stacked multiset row belongs to
-
-
-GROUP_HASH = "_g"  # a hash of the group keys: every frame of an aggregate is partitioned by it
 
 
 class GroupKeys:

@@ -14,14 +14,12 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
 from sparkcq.language.sql.statements import OutputForm
+from sparkcq.model.columns import FROM, LAYER, OP, TE, TO, TS, D, T
 from sparkcq.model.time import TIME_MAX
 from sparkcq.plan.nodes import PlanNode, ToStream
-from sparkcq.runtime.frames import FROM, TO, D, Runtime, Slice, StateFrame, T, col, union_all
-from sparkcq.runtime.operators.base import Operator
+from sparkcq.runtime.frames import Runtime, Slice, StateFrame, col, union_all
+from sparkcq.runtime.operators.base import CycleContext, Operator
 from sparkcq.runtime.operators.join import net, units
-
-TS, TE, OP = "_ts", "_te", "_op"
-LAYER = "_layer"
 
 
 def join_on_values(left: DataFrame, right: DataFrame, names: list[str],
@@ -45,19 +43,16 @@ class ToStreamOperator(Operator):
     empty (up to the relation's last change once input has ended).
     """
 
-    CYCLE_FIELDS = (*Operator.CYCLE_FIELDS, "last_change")
-
     def __init__(self, node: ToStream, rt: Runtime):
         super().__init__(node, rt)
         self.form = node.form
         self.period = node.period
         self.names = [f.name for f in node.schema.fields]
-        self.last_change: int | None = None  # RSTREAM: the relation's last change seen
         if self.form is OutputForm.RSTREAM:
             self.live = self.state(StructType([*node.schema.fields,
                                                StructField("_n", LongType())]), "snapshot")
 
-    def step(self, inputs: list[Slice]) -> Slice:  # noqa: D102
+    def step(self, inputs: list[Slice], cycle: CycleContext) -> Slice:  # noqa: D102
         (inp,) = inputs
         if self.form is OutputForm.RSTREAM:
             return self.rstream(inp)
@@ -93,11 +88,11 @@ class ToStreamOperator(Operator):
         # Once input has ended (hi = +inf) evaluation stops at the relation's last change.
         # Earlier changes all lie before lo, which bounds nothing more than lo does, so
         # only the last cycle's changes need this Spark action (not one every cycle).
-        self.last_change = None
+        last_change = None
         if d is not None and inp.hi == TIME_MAX:
             stats = d.agg(F.max(col(T))).first()
             if stats is not None and stats[0] is not None:
-                self.last_change = stats[0]
+                last_change = stats[0]
         part = Window.partitionBy(*names).orderBy(col(T))
         segs = []
         if d is not None:
@@ -133,7 +128,7 @@ class ToStreamOperator(Operator):
         seg = self.rt.cache_for_cycle(seg.where(col("_cnt") > 0))
         hi = inp.hi
         if hi == TIME_MAX:
-            hi = (self.last_change + 1) if self.last_change is not None else inp.lo
+            hi = (last_change + 1) if last_change is not None else inp.lo
         if self.period is None:
             if d is None:
                 out = None
@@ -191,7 +186,7 @@ class SinkFormatter(Operator):
             self.open = self.state(StructType([*node.schema.fields, StructField(LAYER, LongType()),
                                                StructField(TS, LongType())]), "open-elements")
 
-    def step(self, inputs: list[Slice]) -> Slice:  # noqa: D102
+    def step(self, inputs: list[Slice], cycle: CycleContext) -> Slice:  # noqa: D102
         (inp,) = inputs
         names = [col(n) for n in self.names]
         if not self.relation:
@@ -208,6 +203,12 @@ class SinkFormatter(Operator):
                 F.when(col(D) > 0, F.lit("+")).otherwise(F.lit("-")).alias(OP))
             return Slice(out, inp.lo, inp.hi)
         return self.coalesce(inp)
+
+    def pass_unread(self, inputs: list[Slice], cycle: CycleContext) -> Slice:
+        """A query whose records another path builds (the shared formatter, a fused
+        family) only goes through the cycle, for its start: no records of its own.
+        """
+        return Slice(None, inputs[0].lo, inputs[0].hi)
 
     def coalesce(self, inp: Slice) -> Slice:
         """Canonical coalescing of the query's rows (see ``coalesce_changes``)."""

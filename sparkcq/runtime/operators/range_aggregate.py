@@ -27,22 +27,12 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql.types import BooleanType, LongType, StructField, StructType
 
+from sparkcq.model.columns import AT, CHANGED, GROUP_HASH, LAST, NEXT, PANE_END, SINCE, N
 from sparkcq.model.time import TIME_MAX, TIME_MIN
 from sparkcq.plan.nodes import RangeSpec, SlicedAggregate
 from sparkcq.runtime.frames import Runtime, Slice, q
 from sparkcq.runtime.operators.base import as_changes_at
-from sparkcq.runtime.operators.multiset import GROUP_HASH
-from sparkcq.runtime.operators.sliced_aggregate import (
-    AT,
-    NEXT,
-    PANE_END,
-    N,
-    SlicedAggregateOperator,
-)
-
-CHANGED = "_chg"  # the row at this point differs from the one before it
-LAST = "_last"  # the group's last point of the cycle: its measures are the next base
-SINCE = "_since"  # the point where the row holding at this point began
+from sparkcq.runtime.operators.sliced_aggregate import SlicedAggregateOperator
 
 
 class RangeAggregateOperator(SlicedAggregateOperator):
@@ -171,7 +161,7 @@ class RangeAggregateOperator(SlicedAggregateOperator):
         return self.due_segments_sql(out, starts, lo, hi)
 
     # -- the cycle ---------------------------------------------------------------------------
-    def evaluate(self, inp: Slice, blank: frozenset[str] = frozenset()) -> Slice:
+    def segments_of(self, inp: Slice, blank: frozenset[str]) -> Slice:
         """Log the slice's events, fold the points before ``hi`` into the base and return
         the segments of [lo, hi) (see module), or no segments when no group has a row.
         """

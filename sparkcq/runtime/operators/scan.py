@@ -3,106 +3,20 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import BooleanType, LongType, StringType, StructField, StructType
 
+from sparkcq.model.columns import ARRIVAL_WATERMARK, DEAD_BATCH, DELETE, RAW, REASON, TE, D, T
 from sparkcq.model.rows import RowError
 from sparkcq.model.time import TIME_MAX, TIME_MIN, TimeKind
 from sparkcq.plan.nodes import StreamScan
-from sparkcq.runtime.frames import (
-    D,
-    Runtime,
-    Slice,
-    Summary,
-    T,
-    col,
-    union_all,
-    unpersist_checkpoint,
-)
-from sparkcq.runtime.operators.base import FutureBuffer, Operator
-
-TE = "_te"
-REASON = "_reason"
-RAW = "_raw"  # a dead letter refused at the door: the row as it was sent
-DEAD_BATCH = "_dead_batch"  # which batch of dead letters a row came in (oldest dropped first)
-#: optional column of a source's rows: the watermark in force when the row arrived, when a
-#: source delivers several arrivals in one cycle (io/sources.py MemorySource)
-ARRIVAL_WATERMARK = "_arrival_watermark"
-#: optional column of a keyed stream's source rows: true for a delete (its key columns and
-#: event time; the other columns null), false or absent for a row
-DELETE = "_delete"
-
-
-@dataclass
-class SourceBatch:
-    """What a source delivered for one cycle: rows, an explicit watermark, end of input,
-    and rows it refused at the door (each becomes a dead letter).
-    """
-
-    df: DataFrame | None = None
-    watermark: int | None = None
-    end: bool = False
-    rejected: tuple[RowError, ...] = ()
-    # the rows of ``df`` on the driver, when the source has them there (pushed rows): the
-    # scan then checks them without a Spark job of its own
-    arrow: pa.Table | None = None
-    # the source's positions [first, after) the batch covers, when it numbers its input (a
-    # feed's spool), so that a checkpoint can describe the batch without copying it
-    span: tuple[int, int] | None = None
-
-
-def merge_batches(kept: SourceBatch, new: SourceBatch) -> SourceBatch:
-    """A batch a failed cycle kept, followed by the source's next one."""
-    if kept.df is None and kept.watermark is None and not kept.end and not kept.rejected:
-        return new
-    df = union_all([kept.df, new.df])
-    marks = [w for w in (kept.watermark, new.watermark) if w is not None]
-    arrow = None
-    if (kept.df is None or kept.arrow is not None) and (new.df is None or new.arrow is not None):
-        arrow = pa.concat_tables([t for t in (kept.arrow, new.arrow) if t is not None]) \
-            if df is not None else None
-    return SourceBatch(df, max(marks) if marks else None, kept.end or new.end,
-                       kept.rejected + new.rejected, arrow)
-
-
-def project_batch(batch: SourceBatch, schema: StructType) -> SourceBatch:
-    """``batch`` with the columns of an earlier ``schema`` of its stream: a column of the
-    same name and type is kept, another is NULL; rows refused at the door stay with the
-    stream's current scan (one dead letter each).
-    """
-    if batch.df is None:
-        return SourceBatch(None, batch.watermark, batch.end)
-    have = {f.name.lower(): f for f in batch.df.schema.fields}
-    cols = []
-    for f in schema.fields:
-        same = have.get(f.name.lower())
-        cols.append(F.col(same.name).alias(f.name) if same is not None
-                    and same.dataType == f.dataType else F.lit(None).cast(f.dataType).alias(f.name))
-    extra = [c for c in batch.df.columns if c.startswith("_")]  # the arrival watermark
-    df = batch.df.select(*cols, *extra)
-    arrow = None
-    if batch.arrow is not None:
-        arrays, names = [], []
-        by_lower = {n.lower(): n for n in batch.arrow.column_names}
-        for f, field in zip(schema.fields, to_arrow_schema(schema, timezone="UTC"),
-                            strict=True):
-            same = have.get(f.name.lower())
-            if same is not None and same.dataType == f.dataType:
-                arrays.append(batch.arrow.column(by_lower[f.name.lower()]))
-            else:
-                arrays.append(pa.nulls(batch.arrow.num_rows, field.type))
-            names.append(f.name)
-        for name in extra:
-            arrays.append(batch.arrow.column(name))
-            names.append(name)
-        arrow = pa.Table.from_arrays(arrays, names=names)
-    return SourceBatch(df, batch.watermark, batch.end, (), arrow, batch.span)
+from sparkcq.runtime.frames import Runtime, Slice, Summary, col, union_all, unpersist_checkpoint
+from sparkcq.runtime.operators.base import CycleContext, FutureBuffer, Operator, Progress
 
 
 @dataclass(frozen=True)
@@ -120,6 +34,23 @@ class HeldBatch:
     measured: bool
     largest: int | None = None
     rows: int = 0
+
+
+@dataclass(frozen=True)
+class ScanProgress(Progress):
+    """Where a stream stands between cycles: its watermark, what it has seen and holds."""
+
+    watermark: int = TIME_MIN
+    max_seen: int | None = None  # the largest on-time event time seen
+    ended: bool = False  # its input ended: the watermark is +inf
+    # the batches held, oldest first, and those let go this cycle: their blocks are freed
+    # a cycle later, once no rollback can bring them back
+    held: tuple[HeldBatch, ...] = ()
+    let_go: tuple[DataFrame, ...] = ()
+    rows_in: int = 0  # rows taken in, ever
+    dead_count: int = 0  # dead letters, ever
+    # (batch, rows) of each batch of dead letters kept, oldest first
+    dead_batches: tuple[tuple[int, int], ...] = ()
 
 
 class ScanOperator(Operator):
@@ -142,34 +73,19 @@ class ScanOperator(Operator):
     delivered once, so they need not wait for the watermark to take an event in.
     """
 
-    # the batch a failed cycle took stays for the next attempt
-    CYCLE_FIELDS = (*Operator.CYCLE_FIELDS, "batch", "watermark", "max_seen", "ended", "held",
-                    "let_go", "rows_in", "dead_count", "dead_batches")
-
     def __init__(self, node: StreamScan, rt: Runtime, lateness: int = 0,
                  max_dead_letters: int = 100_000):
         super().__init__(node, rt)
         self.scan = node
         self.lateness = lateness
-        self.watermark = TIME_MIN
-        self.max_seen: int | None = None
-        self.batch = SourceBatch()
-        self.ended = False
+        self.progress: ScanProgress = ScanProgress()
         self.names = [f.name for f in node.schema.fields]
         self.dead_schema = StructType([*node.schema.fields, StructField(REASON, StringType()),
                                        StructField(RAW, StringType())])
         self.dead = self.state(StructType([*self.dead_schema.fields,
                                            StructField(DEAD_BATCH, LongType())]), "dead-letters")
-        self.dead_count = 0  # every dead letter ever
-        # the newest dead letters are kept, about ``max_dead_letters`` of them: (batch, rows)
-        # of each batch kept, oldest first (a tuple: the cycle's rollback restores it)
+        # the newest dead letters are kept, about ``max_dead_letters`` of them
         self.max_dead_letters = max_dead_letters
-        self.dead_batches: tuple[tuple[int, int], ...] = ()
-        self.rows_in = 0
-        # the batches held, oldest first, and those let go this cycle: their blocks are
-        # freed a cycle later, once no rollback can bring them back
-        self.held: tuple[HeldBatch, ...] = ()
-        self.let_go: tuple[DataFrame, ...] = ()
         # recent events, for a window added later over this stream to start from (DESIGN
         # 4.2): the held batches reach back ``history_reach`` of event time before the
         # watermark, complete since the watermark ``history_since``
@@ -182,16 +98,41 @@ class ScanOperator(Operator):
         )
 
     @property
+    def watermark(self) -> int:
+        """The stream's watermark: no event before it is still to come."""
+        return self.progress.watermark
+
+    @property
+    def rows_in(self) -> int:
+        """Rows taken in since the scan was created."""
+        return self.progress.rows_in
+
+    @property
+    def dead_count(self) -> int:
+        """Dead letters since the scan was created (more than it keeps)."""
+        return self.progress.dead_count
+
+    @property
     def state_rows(self) -> int:
         """Dead letters, and the rows of the batches held (counted once measured)."""
-        return super().state_rows + sum(b.rows for b in self.held)
+        return super().state_rows + sum(b.rows for b in self.progress.held)
 
     @property
     def held_frames(self) -> list[DataFrame]:
         """The cached frames of the batches held, and of those let go this cycle (freed
         when the next one starts).
         """
-        return [*(b.frame for b in self.held), *self.let_go]
+        return [*(b.frame for b in self.progress.held), *self.progress.let_go]
+
+    def resume(self, watermark: int, max_seen: int | None, ended: bool) -> None:
+        """Carry on from a checkpoint's watermark (between cycles)."""
+        self.progress = replace(self.progress, watermark=watermark, max_seen=max_seen,
+                                ended=ended)
+
+    def marks(self) -> dict[str, int | bool | None]:
+        """What a checkpoint keeps of the watermark (``resume`` takes it back)."""
+        p = self.progress
+        return {"watermark": p.watermark, "max_seen": p.max_seen, "ended": p.ended}
 
     def time_expr(self, name: str):  # noqa: ANN201 - a Column
         """The long time axis value of a time column."""
@@ -199,29 +140,34 @@ class ScanOperator(Operator):
             return F.unix_micros(col(name).cast("timestamp"))
         return col(name).cast("long")
 
-    def step(self, inputs: list[Slice]) -> Slice:  # noqa: D102
-        batch, self.batch = self.batch, SourceBatch()
-        lo = self.watermark
-        for frame in self.let_go:
+    def step(self, inputs: list[Slice], cycle: CycleContext) -> Slice:
+        """Take this cycle's batch (``cycle.input``): the edge of [old, new watermark)."""
+        batch = cycle.input.batch(self.scan)
+        lo = self.progress.watermark
+        for frame in self.progress.let_go:
             self.rt.release_at_cycle_end(frame)
-        self.let_go = ()
+        self.progress = replace(self.progress, let_go=())
         if batch.rejected:
             self.refuse(batch.rejected)
         arrived = None
         if batch.df is not None:
             arrived = self.accept(batch.df, lo, batch.arrow)
         wm = lo
-        if self.max_seen is not None:
-            wm = max(wm, self.max_seen - self.lateness)
+        if self.progress.max_seen is not None:
+            wm = max(wm, self.progress.max_seen - self.lateness)
         if batch.watermark is not None:
             wm = max(wm, batch.watermark)
-        if batch.end:
-            self.ended = True
-        if self.ended:
+        ended = self.progress.ended or batch.end
+        if ended:
             wm = TIME_MAX
-        self.watermark = hi = wm
+        hi = wm
+        self.progress = replace(self.progress, watermark=wm, ended=ended)
         self.let_go_delivered(lo)
         return self.emit(self.held_between(lo, hi), lo, hi, arrived)
+
+    def hold(self, batch: HeldBatch) -> None:
+        """Hold a new batch, after those held."""
+        self.progress = replace(self.progress, held=(*self.progress.held, batch))
 
     def let_go_delivered(self, lo: int) -> None:
         """Stop holding the batches whose events all lie before ``lo`` and before the
@@ -231,12 +177,12 @@ class ScanOperator(Operator):
         bound = lo - self.history_reach if lo != TIME_MAX else TIME_MAX
         keep: list[HeldBatch] = []
         gone: list[HeldBatch] = []
-        for b in self.held:
+        for b in self.progress.held:
             done = b.measured and (b.largest is None or b.largest < bound)
             (gone if done else keep).append(b)
         if gone:
-            self.held = tuple(keep)
-            self.let_go = tuple(b.frame for b in gone)
+            self.progress = replace(self.progress, held=tuple(keep),
+                                    let_go=tuple(b.frame for b in gone))
 
     def held_between(self, lo: int, hi: int) -> DataFrame | None:
         """The on-time events of ``[lo, hi)`` from the batches that may hold some."""
@@ -248,7 +194,7 @@ class ScanOperator(Operator):
     def on_time_since(self, since: int) -> list[DataFrame]:
         """The on-time events at or after ``since`` of each held batch that may have some."""
         return [b.frame.where(col(REASON).isNull() & (col(T) >= F.lit(since)))
-                for b in self.held
+                for b in self.progress.held
                 if not b.measured or (b.largest is not None and b.largest >= since)]
 
     def want_history(self, reach: int) -> None:
@@ -259,11 +205,11 @@ class ScanOperator(Operator):
             return
         self.history_reach = reach
         if self.history_since is None:
-            self.history_since = self.watermark
+            self.history_since = self.progress.watermark
 
     def covers(self, at: int, length: int) -> bool:
         """Whether ``history`` can give every event of [at - length, at)."""
-        return (self.watermark == at and length <= self.history_reach
+        return (self.progress.watermark == at and length <= self.history_reach
                 and self.history_since is not None
                 and (self.history_since == TIME_MIN or self.history_since <= at - length))
 
@@ -289,9 +235,9 @@ class ScanOperator(Operator):
 
     def release(self) -> None:  # noqa: D102
         super().release()
-        for frame in (*self.let_go, *(b.frame for b in self.held)):
+        for frame in self.held_frames:
             unpersist_checkpoint(frame)
-        self.held, self.let_go = (), ()
+        self.progress = replace(self.progress, held=(), let_go=())
 
     def accept(self, raw: DataFrame, lo: int, arrow: pa.Table | None = None) -> DataFrame:
         """Add time columns and the reason a row is refused (null, late or malformed event
@@ -328,10 +274,10 @@ class ScanOperator(Operator):
         self.rt.keep_after_cycle(frame)
         if arrow is not None and not self.scan.end_col:
             total, bad, largest = self.check_on_driver(arrow, lo)
-            self.held = (*self.held, HeldBatch(frame, True, largest, total - bad))
+            self.hold(HeldBatch(frame, True, largest, total - bad))
             self.counted_batch(frame, total, bad, largest)
         else:
-            self.held = (*self.held, HeldBatch(frame, False))
+            self.hold(HeldBatch(frame, False))
             self.rt.measure(frame, col(REASON).isNotNull(),
                             F.when(col(REASON).isNull(), col(T)),
                             lambda summary: self.measured(frame, summary))
@@ -343,8 +289,9 @@ class ScanOperator(Operator):
         own, only in a cycle that has some).
         """
         good = summary.rows - summary.flagged
-        self.held = tuple(HeldBatch(b.frame, True, summary.largest, good)
-                          if b.frame is frame else b for b in self.held)
+        self.progress = replace(self.progress, held=tuple(
+            HeldBatch(b.frame, True, summary.largest, good) if b.frame is frame else b
+            for b in self.progress.held))
         self.counted_batch(frame, summary.rows, summary.flagged, summary.largest)
         if summary.flagged:
             self.rt.materialize(self.dead)
@@ -352,13 +299,15 @@ class ScanOperator(Operator):
     def counted_batch(self, frame: DataFrame, total: int, bad: int,
                       largest: int | None) -> None:
         """Account for a batch: rows seen, dead letters, the largest on-time event time."""
-        self.rows_in += total
+        seen = self.progress.max_seen
+        if largest is not None:
+            seen = largest if seen is None else max(seen, largest)
+        self.progress = replace(self.progress, rows_in=self.progress.rows_in + total,
+                                max_seen=seen)
         if bad:
             self.keep_dead(frame.where(col(REASON).isNotNull()).select(
                 *[col(n) for n in self.names], col(REASON),
                 F.lit(None).cast("string").alias(RAW)), bad)
-        if largest is not None:
-            self.max_seen = largest if self.max_seen is None else max(self.max_seen, largest)
 
     def check_on_driver(self, rows: pa.Table, lo: int) -> tuple[int, int, int | None]:
         """Rows, dead rows (null or late event time) and the largest on-time event time of
@@ -388,15 +337,16 @@ class ScanOperator(Operator):
         """Add a batch of dead letters; drop the oldest batches beyond ``max_dead_letters``
         (all are still counted), so a client sending bad rows cannot grow the state.
         """
-        self.dead_count += rows
+        count = self.progress.dead_count + rows
         new_dead = new_dead.limit(self.max_dead_letters)
-        batch = (self.dead_batches[-1][0] + 1) if self.dead_batches else 0
+        batches = self.progress.dead_batches
+        batch = (batches[-1][0] + 1) if batches else 0
         rows = min(rows, self.max_dead_letters)
-        kept = (*self.dead_batches, (batch, rows))
+        kept = (*batches, (batch, rows))
         dropped = None
         while len(kept) > 1 and sum(n for _, n in kept) > self.max_dead_letters:
             dropped, kept = kept[0][0], kept[1:]
-        self.dead_batches = kept
+        self.progress = replace(self.progress, dead_count=count, dead_batches=kept)
         old = self.dead.get()
         if old is not None and dropped is not None:
             old = old.where(col(DEAD_BATCH) > F.lit(dropped))
@@ -427,7 +377,7 @@ class ScanOperator(Operator):
         again), so a restored engine delivers them.
         """
         super().save(path)
-        undelivered = self.held_between(self.watermark, TIME_MAX)
+        undelivered = self.held_between(self.progress.watermark, TIME_MAX)
         schema = StructType([*self.scan.schema.fields, StructField(T, LongType()),
                              *([StructField(TE, LongType())] if self.scan.end_col else []),
                              *([StructField(DELETE, BooleanType())] if self.scan.key else [])])
@@ -440,7 +390,8 @@ class ScanOperator(Operator):
         frame = self.rt.spark.read.parquet(os.path.join(path, "held-events")).withColumn(
             REASON, F.lit(None).cast("string"))
         rows, largest = frame.agg(F.count(F.lit(1)), F.max(col(T))).first()  # type: ignore[misc]
-        self.held = (HeldBatch(frame, True, largest, rows),) if rows else ()
+        self.progress = replace(self.progress,
+                                held=(HeldBatch(frame, True, largest, rows),) if rows else ())
 
     def dead_letters(self) -> DataFrame:
         """The stream's newest dead letters (``max_dead_letters``, about): rejected rows with

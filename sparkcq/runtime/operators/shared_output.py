@@ -37,11 +37,11 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from sparkcq.runtime.frames import D, Runtime, StateFrame, T, col, q
-from sparkcq.runtime.operators.outputs import LAYER, OP, TE, TS, coalesce_changes
+from sparkcq.model.columns import LAYER, OP, QID, ROW, TE, TS, D, T
+from sparkcq.runtime.frames import Runtime, StateFrame, col, q
+from sparkcq.runtime.operators.outputs import coalesce_changes
 from sparkcq.runtime.transaction import CycleParticipant
 
-QID, ROW = "_qid", "_row"
 JSON_OPTIONS = {
     "timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX",
     "timestampNTZFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSS",
@@ -152,6 +152,10 @@ class SharedIntervalFormatter(CycleParticipant):
                              StructField(LAYER, LongType()), StructField(TS, LongType())])
         self.open = StateFrame(rt, schema, "shared-intervals-open")
         self.states = [self.open]
+
+    def clear(self) -> None:
+        """Drop every open element (no query it formats runs any more)."""
+        self.open.set(None)
 
     def cycle_states(self) -> list[StateFrame]:  # noqa: D102
         return self.states

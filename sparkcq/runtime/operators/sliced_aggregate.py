@@ -24,7 +24,7 @@ for every other consumer.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pyspark.sql import DataFrame
 from pyspark.sql.types import (
@@ -35,6 +35,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from sparkcq.model.columns import AT, FROM, GROUP_HASH, NEXT, PANE_END, TO, N
 from sparkcq.model.time import TIME_MAX, TIME_MIN
 from sparkcq.plan.nodes import (
     CutSpec,
@@ -45,15 +46,9 @@ from sparkcq.plan.nodes import (
     StreamScan,
     window_reach,
 )
-from sparkcq.runtime.frames import FROM, TO, Runtime, Slice, SqlViews, q
+from sparkcq.runtime.frames import Runtime, Slice, SqlViews, q
 from sparkcq.runtime.operators.aggregate import accumulator_type
-from sparkcq.runtime.operators.base import Operator, as_changes_at
-from sparkcq.runtime.operators.multiset import GROUP_HASH
-
-PANE_END = "_e"  # the end of an event's pane: where it enters the window
-AT = "_at"  # a point where a group's value may change
-NEXT = "_nx"  # the group's next point: the end of the segment starting at ``AT``
-N = "_n"  # the number of events (rows) in a pane, or in the window at a point
+from sparkcq.runtime.operators.base import CycleContext, Operator, Progress, as_changes_at
 
 
 @dataclass(frozen=True)
@@ -66,10 +61,18 @@ class _Measure:
     dtype: DataType
 
 
+@dataclass(frozen=True)
+class SlicedProgress(Progress):
+    """A sliced aggregate's position, and whether it has emitted (segments that began
+    before its position were then emitted).
+    """
+
+    started: bool = False
+
+
 class SlicedAggregateOperator(Operator):
     """count, sum, avg, min and max per group over a time window, from panes (see module)."""
 
-    CYCLE_FIELDS = (*Operator.CYCLE_FIELDS, "started")
     # whether consecutive segments of a group always differ (``Slice.coalesced``)
     coalesced_segments = False
 
@@ -126,7 +129,7 @@ class SlicedAggregateOperator(Operator):
             *[StructField(m.name, m.dtype) for m in self.measures.values()]]), "panes",
             GROUP_HASH)
         self.events_sql = self.build_events_sql(node)
-        self.started = False  # has emitted: segments that began before lo were emitted
+        self.progress: SlicedProgress = SlicedProgress()
         # a source stream's events are taken in as they arrive, ahead of the watermark
         # (``Slice.arrivals``): a pane is only read once the watermark passes its end
         self.reads_arrivals = isinstance(node.child, StreamScan)
@@ -266,23 +269,36 @@ class SlicedAggregateOperator(Operator):
                 f"FROM {{seg}} WHERE {q(TO)} IS NOT NULL{ends}")
 
     # -- the cycle ---------------------------------------------------------------------------
-    def step(self, inputs: list[Slice]) -> Slice:  # noqa: D102
+    def step(self, inputs: list[Slice], cycle: CycleContext) -> Slice:  # noqa: D102
         run = self.evaluate(inputs[0])
         if run.segments is None:
             return run
-        fresh = not self.started
+        fresh = not self.progress.started
         changes = self.changes(run, fresh=fresh)
-        self.started = True
+        self.progress = replace(self.progress, started=True)
         return Slice(changes, run.lo, run.hi, run.segments,
                      coalesced=self.coalesced_segments and not fresh)
 
+    def resumed(self) -> None:
+        """Restored from a checkpoint: the saved run emitted the segments before its
+        position, so this one is not fresh (it would emit them again).
+        """
+        self.progress = replace(self.progress, started=True)
+
     def evaluate(self, inp: Slice, blank: frozenset[str] = frozenset()) -> Slice:
         """Merge the slice's events into the panes (the state) and return the segments of
-        [lo, hi) (cached for the cycle), or no segments when no group has a window there.
+        [lo, hi) (cached for the cycle), or no segments when no group has a window there;
+        the operator then stands at ``hi``.
 
         ``blank`` names argument columns evaluated as NULL (a family tries one query's
         part of a cycle alone without evaluating the other queries' expressions).
         """
+        out = self.segments_of(inp, blank)
+        self.progress = replace(self.progress, position=inp.hi)
+        return out
+
+    def segments_of(self, inp: Slice, blank: frozenset[str]) -> Slice:
+        """What ``evaluate`` returns, the state updated."""
         lo, hi = inp.lo, inp.hi
         sql = self.views.sql
         old = self.panes.get()

@@ -5,9 +5,10 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from sparkcq.model.columns import FROM, TO, D, T
 from sparkcq.plan.nodes import EdgeKind, Filter, Project
-from sparkcq.runtime.frames import FROM, TO, D, Runtime, Slice, T, col
-from sparkcq.runtime.operators.base import Operator
+from sparkcq.runtime.frames import Runtime, Slice, col
+from sparkcq.runtime.operators.base import CycleContext, Operator
 
 
 class StatelessOperator(Operator):
@@ -16,7 +17,7 @@ class StatelessOperator(Operator):
     contents_from_inputs = True
     reads_inputs_unread = False
 
-    def pass_unread(self, inputs: list[Slice]) -> Slice:  # noqa: D102
+    def pass_unread(self, inputs: list[Slice], cycle: CycleContext) -> Slice:  # noqa: D102
         return Slice(None, inputs[0].lo, inputs[0].hi)
 
 
@@ -27,7 +28,7 @@ class FilterOperator(StatelessOperator):
         super().__init__(node, rt)
         self.predicate = F.expr(node.predicate)
 
-    def step(self, inputs: list[Slice]) -> Slice:  # noqa: D102
+    def step(self, inputs: list[Slice], cycle: CycleContext) -> Slice:  # noqa: D102
         (inp,) = inputs
         if inp.df is None:
             return inp
@@ -36,7 +37,7 @@ class FilterOperator(StatelessOperator):
                      coalesced=inp.coalesced)
 
     def contents(self, children: list[DataFrame | None], at: int) -> DataFrame | None:  # noqa: D102
-        return self.step([Slice(children[0], at, at + 1)]).df
+        return self.step([Slice(children[0], at, at + 1)], CycleContext()).df
 
 
 class ProjectOperator(StatelessOperator):
@@ -49,7 +50,7 @@ class ProjectOperator(StatelessOperator):
         self.injective = {f"`{f.name}`" for f in node.child.schema.fields} <= {
             sql for _name, sql in node.exprs}
 
-    def step(self, inputs: list[Slice]) -> Slice:  # noqa: D102
+    def step(self, inputs: list[Slice], cycle: CycleContext) -> Slice:  # noqa: D102
         (inp,) = inputs
         if inp.df is None:
             return inp
@@ -61,4 +62,4 @@ class ProjectOperator(StatelessOperator):
                      coalesced=inp.coalesced and self.injective)
 
     def contents(self, children: list[DataFrame | None], at: int) -> DataFrame | None:  # noqa: D102
-        return self.step([Slice(children[0], at, at + 1)]).df
+        return self.step([Slice(children[0], at, at + 1)], CycleContext()).df

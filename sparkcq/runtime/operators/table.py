@@ -9,14 +9,14 @@ event time at its own input's position (``JoinOperator.replace_table``, docs/sem
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pyspark.sql import DataFrame
 
 from sparkcq.model.time import TIME_MAX, TIME_MIN
 from sparkcq.plan.nodes import TableScan
 from sparkcq.runtime.frames import Runtime, Slice
-from sparkcq.runtime.operators.base import Operator
+from sparkcq.runtime.operators.base import CycleContext, Operator, Progress
 
 
 @dataclass(frozen=True)
@@ -33,26 +33,49 @@ class TableRows:
     cache: bool = True
 
 
+@dataclass(frozen=True)
+class TableProgress(Progress):
+    """The rows a table operator serves, and those a switch replaced (a cycle that
+    switches changes them, and a failed one puts the old rows back).
+    """
+
+    served: TableRows | None = None  # with ``df`` cached when ``cache`` says so
+    # the rows a switch replaced; freed when the next cycle starts (the switch is then
+    # committed: nothing reads them any more)
+    retired: TableRows | None = None
+
+
 class TableOperator(Operator):
     """A static table: the same cached DataFrame every cycle, until a cycle switches it to
     the rows that replaced it in the catalog.
     """
 
-    # a cycle that switches rebinds them, and a failed one puts the old rows back
-    CYCLE_FIELDS = (*Operator.CYCLE_FIELDS, "df", "version", "retired", "cache",
-                    "cache_retired")
-
     def __init__(self, node: TableScan, rt: Runtime, rows: TableRows):
         super().__init__(node, rt)
-        self.cache = rows.cache
-        self.df = rows.df.persist() if rows.cache else rows.df
-        self.version = rows.version  # of the rows it serves
-        # the rows a switch replaced; freed when the next cycle starts (the switch is then
-        # committed: nothing reads them any more)
-        self.retired: DataFrame | None = None
-        self.cache_retired = True
+        self.progress: TableProgress = TableProgress(served=_cached(rows))
 
-    def step(self, inputs: list[Slice]) -> Slice:  # noqa: D102
+    @property
+    def rows(self) -> TableRows:
+        """The rows it serves."""
+        assert self.progress.served is not None
+        return self.progress.served
+
+    @property
+    def df(self) -> DataFrame:
+        """The rows it serves, as a (cached) DataFrame."""
+        return self.rows.df
+
+    @property
+    def version(self) -> int:
+        """The version of the rows it serves."""
+        return self.rows.version
+
+    @property
+    def retired(self) -> DataFrame | None:
+        """The rows the last switch replaced, until they are freed."""
+        return None if self.progress.retired is None else self.progress.retired.df
+
+    def step(self, inputs: list[Slice], cycle: CycleContext) -> Slice:  # noqa: D102
         return Slice(self.df, TIME_MIN, TIME_MAX)
 
     def serves(self, rows: TableRows) -> bool:
@@ -62,18 +85,26 @@ class TableOperator(Operator):
     def switch(self, rows: TableRows) -> None:
         """Serve ``rows`` from this cycle on (the old ones are freed once it committed)."""
         self.retire()
-        self.retired, self.df, self.version = (
-            self.df, rows.df.persist() if rows.cache else rows.df, rows.version)
-        self.cache_retired, self.cache = self.cache, rows.cache
+        self.progress = replace(self.progress, served=_cached(rows), retired=self.rows)
 
     def retire(self) -> None:
         """Free the rows an earlier, committed switch replaced."""
-        if self.retired is not None:
-            if self.cache_retired:
-                self.retired.unpersist()
-            self.retired = None
+        retired = self.progress.retired
+        if retired is not None:
+            if retired.cache:
+                retired.df.unpersist()
+            self.progress = replace(self.progress, retired=None)
 
     def release(self) -> None:  # noqa: D102
         self.retire()
-        if self.cache:
+        if self.rows.cache:
             self.df.unpersist()
+
+
+def _cached(rows: TableRows) -> TableRows:
+    """``rows`` as a table operator serves them: persisted (``persist`` returns the frame
+    itself), unless they are a snapshot already.
+    """
+    if rows.cache:
+        rows.df.persist()
+    return rows

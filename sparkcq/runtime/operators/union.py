@@ -5,35 +5,34 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql.types import LongType, StructField, StructType
 
+from sparkcq.model.columns import D, T
 from sparkcq.plan.nodes import PlanNode
-from sparkcq.runtime.frames import D, Runtime, Slice, StateFrame, T, split_at, union_all
-from sparkcq.runtime.operators.base import Operator
-from sparkcq.runtime.transaction import CycleParticipant
+from sparkcq.runtime.frames import Runtime, Slice, StateFrame, split_at, union_all
+from sparkcq.runtime.operators.base import CycleContext, Operator
 
 
-class AlignedInputs(CycleParticipant):
+class AlignedInputs:
     """Per-input buffers that hold changes until every input's watermark has passed them.
 
     An operator with several inputs may only process time below the minimum of their
-    watermarks (its safe time); changes of a faster input beyond it wait here, in Spark.
+    watermarks (its safe time); changes of a faster input beyond it wait here, in Spark
+    (state frames of the operator's).
     """
-
-    CYCLE_FIELDS = ("lo",)
 
     def __init__(self, op: Operator, inputs: tuple[PlanNode, ...]):
         self.op = op
-        self.lo: int | None = None
         self.buffers: list[StateFrame] = []
         for i, node in enumerate(inputs):
             schema = StructType([*node.schema.fields, StructField(T, LongType()),
                                  StructField(D, LongType())])
             self.buffers.append(op.state(schema, f"input-{i}"))
 
-    def align(self, inputs: list[Slice]) -> list[Slice]:
-        """Slices of all inputs cut at the common safe time [lo, hi)."""
+    def align(self, inputs: list[Slice], since: int | None) -> list[Slice]:
+        """Slices of all inputs cut at the common safe time [lo, hi): from where the
+        operator stands (``since``, its position; at first the earliest input's lo).
+        """
         hi = min(s.hi for s in inputs)
-        lo = self.lo if self.lo is not None else min(s.lo for s in inputs)
-        self.lo = hi
+        lo = since if since is not None else min(s.lo for s in inputs)
         out = []
         for s, buf in zip(inputs, self.buffers, strict=True):
             if s.df is None and (buf.rows == 0 or (buf.min_t is not None and buf.min_t >= hi)):
@@ -61,11 +60,8 @@ class UnionOperator(Operator):
         self.names = [f.name for f in node.schema.fields]
         self.aligned = AlignedInputs(self, node.children)
 
-    def cycle_parts(self) -> tuple[CycleParticipant, ...]:  # noqa: D102
-        return (self.aligned,)
-
-    def step(self, inputs: list[Slice]) -> Slice:  # noqa: D102
-        parts = self.aligned.align(inputs)
+    def step(self, inputs: list[Slice], cycle: CycleContext) -> Slice:  # noqa: D102
+        parts = self.aligned.align(inputs, self.progress.position)
         frames = []
         for part in parts:
             if part.df is None:

@@ -16,13 +16,11 @@ from pyspark.sql.pandas.types import to_arrow_schema, to_arrow_type
 from pyspark.sql.types import BinaryType, LongType, StructField, StructType
 
 from sparkcq.aggregates.runner import CallSpec, InstanceRunner, cogroup_function, value_check
+from sparkcq.model.columns import GROUP_HASH, D, N, T
 from sparkcq.plan.nodes import AggCall
-from sparkcq.runtime.frames import D, SqlViews, StateFrame, T, q
+from sparkcq.runtime.frames import SqlViews, StateFrame, q
 from sparkcq.runtime.operators.base import Operator
-from sparkcq.runtime.operators.multiset import GROUP_HASH, GroupKeys
-from sparkcq.runtime.transaction import CycleParticipant
-
-N = "_n"
+from sparkcq.runtime.operators.multiset import GroupKeys
 
 
 def value_column(call: AggCall) -> str:
@@ -30,12 +28,10 @@ def value_column(call: AggCall) -> str:
     return f"_uda{call.name}"
 
 
-class UserAggregateInstances(CycleParticipant):
+class UserAggregateInstances:
     """The instances of one operator's user aggregate calls and the Spark steps that run
-    them; see the module docstring.
+    them (state frames of the operator's); see the module docstring.
     """
-
-    CYCLE_FIELDS = ("out",)
 
     def __init__(self, op: Operator, keys: list[str], key_fields: list[StructField],
                  calls: list[AggCall]):
@@ -67,7 +63,6 @@ class UserAggregateInstances(CycleParticipant):
             *instance_fields])
         self.runner = InstanceRunner(tuple(keys), tuple(specs),
                                      to_arrow_schema(self.out_schema, timezone="UTC"))
-        self.out: DataFrame | None = None  # this cycle's value and state rows
 
     @property
     def live_instances(self) -> int:
@@ -78,9 +73,10 @@ class UserAggregateInstances(CycleParticipant):
         """Instances held now for the calls (by output column) in ``calls``."""
         return self.frame.rows * sum(1 for c in self.calls if c.name in calls)
 
-    def evaluate(self, views: SqlViews, src: DataFrame) -> DataFrame:
+    def evaluate(self, views: SqlViews, src: DataFrame) -> tuple[DataFrame, DataFrame]:
         """Per (group, instant) of the cycle's changes ``src`` (partitioned by the group
-        hash): the value of every call after the instant.
+        hash): the value of every call after the instant; and the workers' output rows,
+        which ``update`` keeps.
         """
         k = self.k
         inp = views.sql(f"SELECT {k.cols()}{', '.join(self.inputs)}, {q(T)}, {q(D)} "
@@ -93,21 +89,21 @@ class UserAggregateInstances(CycleParticipant):
                                 f"ON s.{q(GROUP_HASH)} = i.{q(GROUP_HASH)}", st=st, src=src)
         out = (inp.groupBy(GROUP_HASH).cogroup(touched.groupBy(GROUP_HASH))
                .applyInArrow(cogroup_function(self.runner), self.out_schema))
-        self.out = self.rt.cache_for_cycle(out)
+        out = self.rt.cache_for_cycle(out)
         values = ", ".join(q(value_column(c)) for c in self.calls)
         return views.sql(f"SELECT {k.cols()}{q(T)}, {values} FROM {{out}} "
-                         f"WHERE {q(T)} IS NOT NULL", out=self.out)
+                         f"WHERE {q(T)} IS NOT NULL", out=out), out
 
-    def update(self, views: SqlViews) -> None:
-        """Keep the instances after the cycle: touched groups take their new row (or leave,
-        emptied), the others keep theirs; the state is read once (see ``Multiset.update``).
+    def update(self, views: SqlViews, out: DataFrame) -> None:
+        """Keep the instances after the cycle from ``evaluate``'s output rows ``out``:
+        touched groups take their new row (or leave, emptied), the others keep theirs; the
+        state is read once (see ``Multiset.update``).
         """
-        assert self.out is not None
         k = self.k
         kept = [N, *[f"_i{j}" for j in range(len(self.calls))]]
         cols = ", ".join(map(q, kept))
         rows = f"SELECT {k.cols()}{cols}, 1 AS `_new` FROM {{out}} WHERE {q(T)} IS NULL"
-        bound = {"out": self.out}
+        bound = {"out": out}
         st = self.frame.get()
         if st is not None:
             rows = k.distributed(f"{rows} UNION ALL SELECT {k.cols()}{cols}, 0 FROM {{st}}")
@@ -116,5 +112,4 @@ class UserAggregateInstances(CycleParticipant):
         self.frame.set(views.sql(
             f"SELECT {k.cols()}{picked} FROM ({rows}) GROUP BY {k.group()} "
             f"HAVING max_by({q(N)}, `_new`) > 0", **bound))
-        self.out = None
 

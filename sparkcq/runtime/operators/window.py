@@ -6,6 +6,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, IntegerType, LongType, StructField, StructType
 
+from sparkcq.model.columns import DELETED, FIRST, KEY_HASH, NEW, D, T
 from sparkcq.plan.nodes import (
     CutSpec,
     KeyedSpec,
@@ -15,11 +16,11 @@ from sparkcq.plan.nodes import (
     UnboundedSpec,
 )
 from sparkcq.plan.nodes import Window as WindowNode
-from sparkcq.runtime.frames import D, Runtime, Slice, T, ceil_to, col, floor_to, union_all
-from sparkcq.runtime.operators.base import FutureBuffer, Operator, as_changes_at
+from sparkcq.runtime.frames import Runtime, Slice, ceil_to, col, floor_to, union_all
+from sparkcq.runtime.operators.base import CycleContext, FutureBuffer, Operator, as_changes_at
 
-_NEW = "_new"
-_DEL = "_del"  # a keyed stream's delete (a row of its key's partition, no element)
+_NEW = NEW
+_DEL = DELETED
 
 
 def _events(df: DataFrame) -> DataFrame:
@@ -67,14 +68,14 @@ class TimeWindowOperator(Operator):
         """Start and end (None: never) of the element for an event at ``t``."""
         return element_interval(self.spec, t)
 
-    def step(self, inputs: list[Slice]) -> Slice:  # noqa: D102
+    def step(self, inputs: list[Slice], cycle: CycleContext) -> Slice:  # noqa: D102
         (inp,) = inputs
         produced = None
         if inp.df is not None:
             names = [f.name for f in self.node.schema.fields]
             events = _events(inp.df)
             start, end = self.interval(col(T))
-            if self.seeded_inputs:  # events before lo (``with_start``): live from lo on
+            if self.progress.waiting:  # events before lo (``with_start``): live from lo on
                 start = F.greatest(start, F.lit(inp.lo))
             events = events.select(*[col(n) for n in names], start.alias("_s"),
                                    (end if end is not None else F.lit(None).cast("long"))
@@ -119,7 +120,7 @@ class RowsWindowOperator(Operator):
         self.last = self.state(StructType([*node.schema.fields, StructField(T, LongType())]),
                                "last-rows")
 
-    def step(self, inputs: list[Slice]) -> Slice:  # noqa: D102
+    def step(self, inputs: list[Slice], cycle: CycleContext) -> Slice:  # noqa: D102
         (inp,) = inputs
         if inp.df is None:
             return Slice(None, inp.lo, inp.hi)
@@ -150,8 +151,8 @@ class RowsWindowOperator(Operator):
         last = self.last.get()
         return None if last is None else as_changes_at(last, self.names, None, at)
 
-_KEY_HASH = "_kh"  # a hash of a keyed stream's key: its window's state is partitioned by it
-_FIRST = "_first"  # the instant of a key's first change in the cycle
+_KEY_HASH = KEY_HASH
+_FIRST = FIRST
 
 
 class KeyedWindowOperator(Operator):
@@ -179,7 +180,7 @@ class KeyedWindowOperator(Operator):
                         StructField(_KEY_HASH, IntegerType())]), "current-rows",
             partition_by=_KEY_HASH)
 
-    def step(self, inputs: list[Slice]) -> Slice:  # noqa: D102
+    def step(self, inputs: list[Slice], cycle: CycleContext) -> Slice:  # noqa: D102
         (inp,) = inputs
         if inp.df is None:
             return Slice(None, inp.lo, inp.hi)

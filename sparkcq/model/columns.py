@@ -1,0 +1,50 @@
+"""The names of the columns sparkcq adds to the user's: one vocabulary for every stage.
+
+Each begins with an underscore. Operators also use scratch columns inside one cycle's plan;
+they are named here too, so two operators composed in one Spark plan never pick one name for
+two things, and a reader finds what a column means in one place.
+"""
+
+from __future__ import annotations
+
+# -- an edge: a change of a relation or an event of a stream (DESIGN 3.1) ---------------------
+T = "_t"  # the instant of the change (LONG on the time axis)
+D = "_d"  # +n: n copies of the row enter at ``_t``; -n: they leave
+FROM, TO = "_from", "_to"  # an interval row (``Slice.segments``) holds over [_from, _to)
+
+# -- records a sink receives (DESIGN 2.3) -------------------------------------------------
+TS, TE, OP = "_ts", "_te", "_op"  # element start, end (null: open), I / C / + / -
+LAYER = "_layer"  # which copy of a value-equal row an open element is (coalescing)
+QID, ROW = "_qid", "_row"  # the shared formatter's query id and row as JSON text
+CYCLE = "_cycle"  # the cycle a PostgreSQL sink row was committed in
+
+# -- what a source delivers (io/) and a scan keeps ---------------------------------------
+REASON = "_reason"  # why a row is a dead letter (null: on time)
+RAW = "_raw"  # a dead letter refused at the door: the row as it was sent
+DEAD_BATCH = "_dead_batch"  # which batch of dead letters a row came in (oldest dropped first)
+#: the watermark in force when a row arrived, when a source delivers several arrivals in
+#: one cycle (io/sources.py MemorySource)
+ARRIVAL_WATERMARK = "_arrival_watermark"
+#: a keyed stream's delete (true: its key columns and event time; the rest null)
+DELETE = "_delete"
+
+# -- aggregates -----------------------------------------------------------------------
+N = "_n"  # a count of rows: in a group, a pane, a window at a point, a multiset value
+GROUP_HASH = "_g"  # a hash of the group keys: every frame of an aggregate is partitioned by it
+AID = "_aid"  # which argument a stacked multiset row belongs to
+PANE_END = "_e"  # the end of an event's pane: where it enters the window
+AT = "_at"  # a point where a group's value may change
+NEXT = "_nx"  # the group's next point: the end of the segment starting at ``AT``
+CHANGED = "_chg"  # the row at this point (or this element) differs from the one before it
+LAST = "_last"  # a group's last point of the cycle: its measures are the next base
+SINCE = "_since"  # the point where the row holding at this point began
+
+# -- windows, chunks and joins ---------------------------------------------------------
+NEW = "_new"  # a row of this cycle (beside rows kept from earlier ones)
+DELETED = "_del"  # a keyed stream's delete as a row of its key's partition
+KEY_HASH = "_kh"  # a hash of a keyed stream's key: its window's state is partitioned by it
+FIRST = "_first"  # the instant of a key's first change in the cycle
+INDEX, CHUNK = "_i", "_c"  # a row's place in the stream, its chunk's number
+SIGN = "_sign"  # +1 a row of the new version of a replaced table, -1 one of the old
+STARTS = ("_ls", "_rs")  # where an interval join's left / right element starts
+ENDS = ("_le", "_re")  # and where it ends

@@ -1,0 +1,155 @@
+"""The ``WITH (...)`` options sparkcq itself reads, typed and checked in one place.
+
+A statement's options arrive as text pairs. Those the engine interprets (a stream's event
+time, lateness, key and source; a table's format, path and refresh; a query's sink and
+what it does when its stream's schema changes) become the records below, each checked once
+with an error pointing at the option in the user's text. Options a source or sink reads
+(a generator's ``rate``, a files sink's ``path``) pass through in ``options`` to that
+source or sink, which documents and checks them itself.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from sparkcq.errors import AnalysisError, Location
+from sparkcq.model.time import TimeKind, parse_duration
+
+
+class SourceKind(StrEnum):
+    """Where a source stream's rows come from (``WITH (source='...')``)."""
+
+    MEMORY = "memory"  # pushed from Python or over HTTP (the default)
+    FEED = "feed"  # a feed connection (TCP or HTTP), its schema from the feed's HEADER
+    GENERATOR = "generator"  # rows generated at a rate (demos, benchmarks)
+    FILES = "files"  # files appearing in a folder under the data roots
+
+
+class SinkKind(StrEnum):
+    """The sinks every engine has; users register more under names of their own."""
+
+    MEMORY = "memory"
+    CONSOLE = "console"
+    FILES = "files"
+    POSTGRES = "postgres"
+
+
+class SchemaChange(StrEnum):
+    """What a query does when a feed's HEADER changes its stream's schema."""
+
+    STOP = "stop"  # stopped, unless it still compiles with the columns both schemas share
+    KEEP = "keep"  # keeps the old columns, NULL where a new row has no such column
+
+
+def option_location(text: str, loc: Location | None, value: str) -> Location | None:
+    """Where an option's ``value`` is written in the statement starting at ``loc``, or
+    ``loc`` itself if it is not found there.
+    """
+    if loc is None:
+        return None
+    end = text.find(";", loc.end)
+    at = text.find(value, loc.start, len(text) if end < 0 else end)
+    return loc if at < 0 or not value else Location.of_span(text, at, at + len(value))
+
+
+def assignment_location(text: str, loc: Location | None, option: str) -> Location | None:
+    """Where ``option='value'`` is written in the statement starting at ``loc`` (its
+    whole assignment), or ``loc`` itself if it is not found there.
+    """
+    if loc is None:
+        return None
+    end = text.find(";", loc.end)
+    found = re.compile(rf"\b{re.escape(option)}\s*=\s*('[^']*'|\"[^\"]*\")",
+                       re.IGNORECASE).search(text, loc.start, len(text) if end < 0 else end)
+    return loc if found is None else Location.of_span(text, found.start(), found.end())
+
+
+@dataclass(frozen=True)
+class StreamOptions:
+    """``CREATE STREAM ... WITH (...)`` (and a feed's HEADER), as the engine reads them."""
+
+    source: SourceKind = SourceKind.MEMORY
+    event_time: str | None = None
+    end_time: str | None = None
+    lateness: str | None = None  # a duration, in the stream's time units
+    time_unit: str | None = None  # of a numeric event time
+    key: str | None = None  # a keyed stream's key columns, comma-separated
+    options: Mapping[str, str] = field(default_factory=dict)  # all of them, as written
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str], text: str,
+              loc: Location | None) -> StreamOptions:
+        """The options of a stream definition; an unknown source is an AnalysisError."""
+        raw = options.get("source", SourceKind.MEMORY.value)
+        try:
+            source = SourceKind(raw.lower())
+        except ValueError:
+            known = ", ".join(k.value for k in SourceKind)
+            msg = f"unknown source {raw!r}; available: {known}"
+            raise AnalysisError(msg, text, option_location(text, loc, raw)) from None
+        return cls(source, options.get("event_time"), options.get("end_time"),
+                   options.get("lateness"), options.get("time_unit"), options.get("key"),
+                   dict(options))
+
+
+@dataclass(frozen=True)
+class TableOptions:
+    """``CREATE TABLE ... WITH (...)``, as the engine reads them."""
+
+    format: str | None = None  # csv, parquet, json, postgres (None: rows from Python)
+    path: str | None = None
+    refresh_seconds: float | None = None  # re-read after that much processing time
+    options: Mapping[str, str] = field(default_factory=dict)  # all of them, as written
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str], text: str, loc: Location) -> TableOptions:
+        """The options of a table definition; a bad ``refresh`` is an AnalysisError."""
+        fmt = options.get("format")
+        return cls(None if fmt is None else fmt.lower(), options.get("path"),
+                   refresh_seconds(options, text, loc), dict(options))
+
+    @property
+    def postgres(self) -> bool:
+        """Whether the table is read from a PostgreSQL database."""
+        return self.format == "postgres"
+
+
+def refresh_seconds(options: Mapping[str, str], text: str, loc: Location) -> float | None:
+    """A table's ``refresh='60 SECONDS'`` in seconds of processing time, or None."""
+    every = options.get("refresh")
+    if every is None:
+        return None
+    try:
+        micros = parse_duration(every).to_units(TimeKind.TIMESTAMP)
+    except ValueError as e:
+        msg = f"refresh: {e}"
+        raise AnalysisError(msg, text, option_location(text, loc, every)) from None
+    if micros <= 0:
+        msg = f"refresh: {every!r} is not a positive duration"
+        raise AnalysisError(msg, text, option_location(text, loc, every))
+    return micros / 1e6
+
+
+@dataclass(frozen=True)
+class QueryOptions:
+    """``CREATE QUERY ... [INTO sink] WITH (...)``, as the engine reads them."""
+
+    sink: str = SinkKind.MEMORY.value
+    on_schema_change: SchemaChange = SchemaChange.STOP
+    options: Mapping[str, str] = field(default_factory=dict)  # all of them, as written
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str], text: str,
+              loc: Location | None) -> QueryOptions:
+        """The options of a query; an unknown ``on_schema_change`` is an AnalysisError."""
+        raw = options.get("on_schema_change", SchemaChange.STOP.value)
+        try:
+            change = SchemaChange(raw.lower())
+        except ValueError:
+            msg = (f"on_schema_change {raw!r}: use 'stop' (the default: stop the query when "
+                   "it no longer compiles) or 'keep' (keep the old columns)")
+            raise AnalysisError(msg, text, option_location(text, loc, raw)) from None
+        return cls(options.get("sink", SinkKind.MEMORY.value).lower(), change, dict(options))

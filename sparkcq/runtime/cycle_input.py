@@ -1,0 +1,119 @@
+"""What sources deliver to a cycle: each stream's batch, kept by the cycle driver until a
+cycle that took it commits (a failed cycle runs again on the same input).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import StructType
+
+from sparkcq.model.rows import RowError
+from sparkcq.plan.nodes import StreamScan
+from sparkcq.runtime.frames import union_all
+
+
+@dataclass(frozen=True)
+class SourceBatch:
+    """What a source delivered for one cycle: rows, an explicit watermark, end of input,
+    and rows it refused at the door (each becomes a dead letter).
+    """
+
+    df: DataFrame | None = None
+    watermark: int | None = None
+    end: bool = False
+    rejected: tuple[RowError, ...] = ()
+    # the rows of ``df`` on the driver, when the source has them there (pushed rows): the
+    # scan then checks them without a Spark job of its own
+    arrow: pa.Table | None = None
+    # the source's positions [first, after) the batch covers, when it numbers its input (a
+    # feed's spool), so that a checkpoint can describe the batch without copying it
+    span: tuple[int, int] | None = None
+
+
+def merge_batches(kept: SourceBatch, new: SourceBatch) -> SourceBatch:
+    """A batch a failed cycle kept, followed by the source's next one."""
+    if kept.df is None and kept.watermark is None and not kept.end and not kept.rejected:
+        return new
+    df = union_all([kept.df, new.df])
+    marks = [w for w in (kept.watermark, new.watermark) if w is not None]
+    arrow = None
+    if (kept.df is None or kept.arrow is not None) and (new.df is None or new.arrow is not None):
+        arrow = pa.concat_tables([t for t in (kept.arrow, new.arrow) if t is not None]) \
+            if df is not None else None
+    return SourceBatch(df, max(marks) if marks else None, kept.end or new.end,
+                       kept.rejected + new.rejected, arrow)
+
+
+def project_batch(batch: SourceBatch, schema: StructType) -> SourceBatch:
+    """``batch`` with the columns of an earlier ``schema`` of its stream: a column of the
+    same name and type is kept, another is NULL; rows refused at the door stay with the
+    stream's current scan (one dead letter each).
+    """
+    if batch.df is None:
+        return SourceBatch(None, batch.watermark, batch.end)
+    have = {f.name.lower(): f for f in batch.df.schema.fields}
+    cols = []
+    for f in schema.fields:
+        same = have.get(f.name.lower())
+        cols.append(F.col(same.name).alias(f.name) if same is not None
+                    and same.dataType == f.dataType else F.lit(None).cast(f.dataType).alias(f.name))
+    extra = [c for c in batch.df.columns if c.startswith("_")]  # the arrival watermark
+    df = batch.df.select(*cols, *extra)
+    arrow = None
+    if batch.arrow is not None:
+        arrays, names = [], []
+        by_lower = {n.lower(): n for n in batch.arrow.column_names}
+        for f, field in zip(schema.fields, to_arrow_schema(schema, timezone="UTC"),
+                            strict=True):
+            same = have.get(f.name.lower())
+            if same is not None and same.dataType == f.dataType:
+                arrays.append(batch.arrow.column(by_lower[f.name.lower()]))
+            else:
+                arrays.append(pa.nulls(batch.arrow.num_rows, field.type))
+            names.append(f.name)
+        for name in extra:
+            arrays.append(batch.arrow.column(name))
+            names.append(name)
+        arrow = pa.Table.from_arrays(arrays, names=names)
+    return SourceBatch(df, batch.watermark, batch.end, (), arrow, batch.span)
+
+
+NO_BATCH = SourceBatch()
+
+
+def idle(batch: SourceBatch, watermark: int) -> bool:
+    """Whether ``batch`` brings nothing to a stream at ``watermark``: no rows, refusals or
+    end, no higher watermark.
+    """
+    return (batch.df is None and not batch.end and not batch.rejected
+            and (batch.watermark is None or batch.watermark <= watermark))
+
+
+@dataclass(frozen=True)
+class CycleInput:
+    """What one cycle takes: its number, and the batches by the scan node that reads each
+    (a stream's current scan, and the scans of its earlier schemas that running queries
+    still read).
+    """
+
+    number: int = 0
+    batches: Mapping[StreamScan, SourceBatch] = field(default_factory=dict)
+
+    def batch(self, scan: StreamScan) -> SourceBatch:
+        """The batch of ``scan`` (an empty one when its source brought nothing)."""
+        return self.batches.get(scan, NO_BATCH)
+
+    def then(self, later: CycleInput) -> CycleInput:
+        """The batches of this input followed by those of ``later``, under ``later``'s
+        number (a failed cycle's input, and the next poll).
+        """
+        merged = dict(self.batches)
+        for scan, batch in later.batches.items():
+            merged[scan] = merge_batches(merged[scan], batch) if scan in merged else batch
+        return CycleInput(later.number, merged)

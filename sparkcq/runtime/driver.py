@@ -1,0 +1,194 @@
+"""The cycle driver: takes the sources' input, has the cycle engine execute the compiled
+plan on it, and commits (DESIGN 2.5).
+
+    driver.take_input()          # each source's new batch joins the pending input
+    report = driver.run(deliver) # one cycle on it; ``deliver`` hands records to the sinks
+
+Input taken from the sources stays pending until a cycle that took it commits: a cycle
+that fails for a reason no query explains runs again, next time, on the same input and
+whatever came since. Queries that fail a cycle on their own are stopped (status
+``failed``, the reason in their log) and the cycle runs again at once for the others.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from functools import partial
+from typing import Any, Protocol
+
+import pyarrow as pa
+
+from sparkcq.model.time import show_instant
+from sparkcq.plan.nodes import PlanNode, TableScan
+from sparkcq.runtime.cycle import CycleEngine, CycleResult, QueriesFailedError
+from sparkcq.runtime.cycle_input import CycleInput, SourceBatch, idle
+from sparkcq.runtime.frames import RowCounting, Runtime
+from sparkcq.runtime.queries import RunningQueries
+
+
+@dataclass
+class CycleReport:
+    """What one cycle did: for the console, metrics and benchmarks."""
+
+    cycle: int
+    seconds: float
+    rows_in: int
+    jobs: int
+    watermarks: dict[str, int] = field(default_factory=dict)
+    tables: dict[str, int] = field(default_factory=dict)  # the version of each table it read
+
+
+class InputSource(Protocol):
+    """What the driver asks of a source (``sparkcq.io.sources.Source``)."""
+
+    def poll(self) -> SourceBatch:
+        """The input since the last poll."""
+        ...
+
+    def has_pending(self) -> bool:
+        """Whether the next poll would bring something."""
+        ...
+
+    def position(self) -> dict[str, Any]:
+        """Where the source stands: what a checkpoint keeps."""
+        ...
+
+    def release_before(self, position: dict[str, Any]) -> None:
+        """Input before ``position`` is committed: no restart needs it."""
+        ...
+
+    def describe(self, batch: SourceBatch, folder: str) -> dict[str, Any]:
+        """How to take ``batch`` again after a crash (written before its cycle runs)."""
+        ...
+
+    def replay(self, described: dict[str, Any]) -> SourceBatch:
+        """The batch ``describe`` described."""
+        ...
+
+
+class CycleJournal(Protocol):
+    """Where the driver logs each cycle's input and tells of commits (``recovery.py``)."""
+
+    def record_input(self, stream: str, describe: Callable[[str], dict[str, Any]],
+                     cycle: int) -> None:
+        """A source delivered a batch to cycle ``cycle``; ``describe(folder)`` describes it."""
+        ...
+
+    def before_cycle(self, cycle: int) -> None:
+        """The cycle is about to run on its recorded input."""
+        ...
+
+    def after_cycle(self, cycle: int) -> None:
+        """The cycle committed."""
+        ...
+
+
+Deliver = Callable[[int, dict[str, pa.Table]], None]
+
+
+class CycleDriver:
+    """Runs cycle after cycle over the running queries (see the module)."""
+
+    def __init__(self, rt: Runtime, queries: RunningQueries,
+                 sources: Mapping[str, InputSource],
+                 count_rows: RowCounting = RowCounting.CACHED,
+                 journal: CycleJournal | None = None):
+        self.rt = rt
+        self.queries = queries
+        self.sources = sources
+        self.engine = CycleEngine(rt, queries.plan, queries.intervals, count_rows)
+        self.journal = journal
+        self.cycle = 0  # the number of the next cycle
+        self.reports: list[CycleReport] = []
+        self.pending = CycleInput()  # taken from the sources, not yet in a committed cycle
+
+    def has_pending_input(self) -> bool:
+        """Whether any source has input the next cycle would take."""
+        return any(s.has_pending() for s in self.sources.values())
+
+    def take_input(self) -> None:
+        """Add each source's new batch to the pending input (and log it for recovery)."""
+        scans = self.queries.scans
+        for key, source in self.sources.items():
+            if key not in scans:
+                continue  # a feed stream before its HEADER
+            batch = source.poll()
+            if self.journal is not None and not idle(batch, scans[key].watermark):
+                self.journal.record_input(key, partial(source.describe, batch), self.cycle)
+            self.hand(key, batch)
+
+    def take_logged(self, offsets: Mapping[str, list[dict[str, Any]]]) -> None:
+        """Take the batches a cycle took before a crash, as its journal described them."""
+        for key, described in offsets.items():
+            for one in described:
+                self.hand(key, self.sources[key].replay(one))
+
+    def hand(self, stream: str, batch: SourceBatch) -> None:
+        """Add a stream's batch to the pending input (for each of its scans)."""
+        batches = self.queries.scans.batches(stream, batch)
+        self.pending = self.pending.then(CycleInput(self.cycle, batches))
+
+    def resume_at(self, cycle: int) -> None:
+        """Number the next cycle ``cycle`` (after a restart, from the checkpoint)."""
+        self.cycle = cycle
+
+    def run(self, deliver: Deliver) -> CycleReport:
+        """Run one cycle on the pending input: evaluate, commit, deliver, rewind."""
+        start = time.perf_counter()
+        scans = self.queries.scans
+        jobs_before = self.rt.jobs
+        rows_before = sum(s.rows_in for s in scans.values())
+        if self.journal is not None:
+            self.journal.before_cycle(self.cycle)
+        plan = self.queries.plan
+        served = plan.table_versions()
+        taken = replace(self.pending, number=self.cycle)
+
+        def commit(tables: dict[str, pa.Table]) -> None:
+            deliver(taken.number, tables)
+
+        try:
+            try:
+                self.engine.execute(self.queries.compiled, taken, commit)
+            except QueriesFailedError as failed:
+                for query, error in failed.failures:
+                    self.queries.fail(query.name, error, self.cycle)
+                self.engine.execute(self.queries.compiled, taken, commit)
+            self.pending = CycleInput()
+        finally:
+            self.rt.end_cycle()
+        self.log_table_switches(served)
+        report = CycleReport(
+            self.cycle, time.perf_counter() - start,
+            sum(s.rows_in for s in scans.values()) - rows_before,
+            self.rt.jobs - jobs_before,
+            {k: s.watermark for k, s in scans.items()},
+            {n.name: v for n, v in plan.table_versions().items()
+             if isinstance(n, TableScan)})
+        self.reports.append(report)
+        self.cycle += 1
+        if self.journal is not None:
+            self.journal.after_cycle(self.cycle - 1)
+        else:  # committed: no restart can use the input taken so far
+            for source in self.sources.values():
+                source.release_before(source.position())
+        return report
+
+    def log_table_switches(self, served: Mapping[PlanNode, int]) -> None:
+        """Say in each query's log where its joins switched to a table's new rows."""
+        plan = self.queries.plan
+        for node, version in plan.table_versions().items():
+            if served.get(node, version) == version or not isinstance(node, TableScan):
+                continue
+            for run in self.queries.reading(lambda n, node=node: n == node):  # type: ignore[misc]
+                kind = run.info.plan.time_kind
+                where = ", ".join(show_instant(at, kind) for at in
+                                  plan.switched_at(run.info.plan, node, version))
+                run.info.log.append(
+                    f"cycle {self.cycle}: table {node.name!r} version {version} "
+                    + (f"in effect from {where}" if where else "in effect from its start"))
+
+
+__all__ = ["CycleDriver", "CycleJournal", "CycleReport", "CycleResult", "Deliver", "InputSource"]

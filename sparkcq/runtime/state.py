@@ -1,0 +1,83 @@
+"""Operator state at a cycle boundary, written and read back (``Engine.save_state``).
+
+Operators are named by a fingerprint of their plan node, so an engine given the same
+statements finds its operators' state under the same names and goes on where the saved
+one was. Streams keep their watermarks; the cycle number and the engine's id (under which
+transactional sinks recognise its commits) come back with them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+
+from sparkcq.errors import CatalogError
+from sparkcq.plan.nodes import PlanNode
+from sparkcq.runtime.operators.base import Operator
+from sparkcq.runtime.operators.shared_output import SharedIntervalFormatter
+from sparkcq.runtime.queries import RunningQueries
+
+STREAMS_FILE = "streams.json"
+
+
+def fingerprint(node: PlanNode) -> str:
+    """A name for a plan node that is the same in every process (for saved state)."""
+    return hashlib.sha1(repr(node).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class SavedState:
+    """What a saved state says besides the operators' frames."""
+
+    cycle: int  # the next cycle to run
+    engine_id: str
+
+
+def stateful(queries: RunningQueries,
+             ) -> list[tuple[str, Operator | SharedIntervalFormatter]]:
+    """Every holder of state, each under the name it is saved as."""
+    plan = queries.plan
+    holders: list[tuple[str, Operator | SharedIntervalFormatter]] = [
+        (fingerprint(node), op) for node, op in plan.ops.items()]
+    holders.append(("sink-shared-intervals", queries.intervals))
+    family_ops = [op for f in plan.all_families() for op in f.operators()]
+    family_ops += [op for g in plan.all_sliced_families() for op in g.operators()]
+    holders += [(f"family-{fingerprint(op.node)}", op) for op in family_ops]
+    holders += [(fingerprint(scan.node), scan) for scan in queries.scans.values()
+                if scan.node not in plan.ops]
+    holders += [(f"sink-{run.name.lower()}-{fingerprint(run.info.plan)}", run.formatter)
+                for run in queries.running.values()]
+    return [(key, holder) for key, holder in holders if holder.cycle_states()]
+
+
+def save_state(path: str, queries: RunningQueries, saved: SavedState) -> None:
+    """Write every operator's state and every stream's watermark under ``path`` (between
+    cycles).
+    """
+    os.makedirs(path, exist_ok=True)
+    for key, holder in stateful(queries):
+        holder.save(os.path.join(path, key))
+    marks = {name: s.marks() for name, s in queries.scans.items()}
+    with open(os.path.join(path, STREAMS_FILE), "w", encoding="utf-8") as f:
+        json.dump({"cycle": saved.cycle, "engine_id": saved.engine_id, "streams": marks}, f)
+
+
+def restore_state(path: str, queries: RunningQueries, engine_id: str) -> SavedState:
+    """Load what ``save_state`` wrote (the same streams and queries must exist); the
+    cycle and engine id it was saved at (``engine_id`` if it named none).
+    """
+    with open(os.path.join(path, STREAMS_FILE), encoding="utf-8") as f:
+        saved = json.load(f)
+    for key, holder in stateful(queries):
+        folder = os.path.join(path, key)
+        if not os.path.isdir(folder):
+            label = holder.node.label() if isinstance(holder, Operator) else key
+            msg = f"no saved state for operator {label!r} under {path!r}"
+            raise CatalogError(msg)
+        holder.load(folder)
+    for name, marks in saved["streams"].items():
+        queries.scans[name].resume(marks["watermark"], marks["max_seen"], marks["ended"])
+    queries.plan.resume()
+    return SavedState(saved["cycle"], saved.get("engine_id", engine_id))
