@@ -27,7 +27,7 @@ from pyspark.sql.types import DataType, StructType
 
 from sparkcq.catalog import Catalog, TableSource
 from sparkcq.errors import SourceError, UnknownNameError
-from sparkcq.inspection import close_elements, dead_letters, metrics, results
+from sparkcq.inspection import dead_letters, metrics, results
 from sparkcq.io import push as pushing
 from sparkcq.io.delivery import Sinks
 from sparkcq.io.feed_source import FeedSource
@@ -71,7 +71,7 @@ from sparkcq.statements.tables import Tables, table_rows
 
 log = logging.getLogger("sparkcq.engine")
 
-__all__ = ["CycleReport", "Engine", "close_elements"]
+__all__ = ["CycleReport", "Engine"]
 
 
 class Engine:
@@ -87,32 +87,25 @@ class Engine:
                  checkpoint_dir: str | None = None, checkpoint_every: int = 1,
                  sinks: Mapping[str, Sink] | None = None, feed_dir: str | None = None,
                  max_spool_bytes: int = 1 << 30, clock: Clock | None = None):
-        # stop() stops Spark only if this engine started it (not a session it was given)
         self.owns_session = spark is None and SparkSession.getActiveSession() is None
         self.spark = spark or make_session(master, shuffle_partitions=shuffle_partitions)
         partitions = int(self.spark.conf.get("spark.sql.shuffle.partitions") or 4)
         self.rt = Runtime(self.spark, partitions=partitions)
         self.clock = clock or SystemClock()
         self.catalog = Catalog()
-        # aggregates over one input with the same keys run as one (runtime/fusion.py) and
-        # interval records of all queries are formatted together (shared_output.py); off
-        # only to compare against the one-operator-per-query path
-        self.plan = GlobalPlan(self.rt, fuse=fuse)
+        self.plan = GlobalPlan(self.rt, fuse=fuse)  # fuse=False: one operator per query
         limits = ingest_limits or IngestLimits()
         catalog = self.catalog
         self.queries = RunningQueries(self.rt, self.plan,
                                       StreamScans(self.rt, limits.max_dead_letters),
                                       lambda: table_rows(catalog))
         self.sources: dict[str, Source] = {}
-        # names this engine's commits in transactional sinks; restore_state takes the saved
-        # one, so a replayed cycle is recognised as committed; a checkpoint directory keeps
-        # it from its first use, so even cycles redone before any checkpoint are
+        # names its commits in transactional sinks, kept by the checkpoint directory
         store = CheckpointStore(checkpoint_dir) if checkpoint_dir else None
         self.engine_id = engine_id or uuid.uuid4().hex[:16]
         if store is not None:
             self.engine_id = store.engine_id(self.engine_id)
-        # PostgreSQL databases statements may name (database='name'): the only ones a
-        # sandboxed engine's clients may use; their URLs and passwords stay here
+        # the databases statements may name (database='name'); URLs and passwords stay here
         known = parse_databases(databases or {})
         self.sinks = Sinks({"memory": MemorySink(), "console": ConsoleSink(),
                             "files": FilesSink(),
@@ -120,18 +113,20 @@ class Engine:
         for name, sink in (sinks or {}).items():
             self.sinks.register(name, sink)
         # feed streams spool what they acknowledge under ``feed_dir`` (by default in the
-        # checkpoint directory, which is what makes the spool useful after a crash)
+        # checkpoint directory, which makes the spool useful after a crash)
         policy = Policy(trusted, tuple(os.path.realpath(r) for r in data_roots),
                         tuple(allow_udf_modules), known, limits,
                         feed_dir or (os.path.join(checkpoint_dir, "feed") if checkpoint_dir
                                      else None), max_spool_bytes)
         self.tables = Tables(self.spark, self.catalog, self.queries, self.clock)
-        # with a checkpoint directory: the catalog is journaled, each cycle's input logged,
-        # committed cycles checkpointed, and a restart resumes where the last one stopped
+        # a checkpoint directory journals the catalog and each cycle's input (recovery.py)
         self.recovery = (Recovery(store, self.sources, checkpoint_every)
                          if store is not None else None)
         self.driver = CycleDriver(self.rt, self.queries, self.sources, RowCounting(count_rows),
                                   self.recovery)
+        self.trusted = trusted  # statements may use everything (docs/sandbox.md)
+        self.scans: StreamScans = self.queries.scans  # each source stream's scan, by name
+        self.reports: list[CycleReport] = self.driver.reports  # what each cycle did
         self.context = StatementContext(self.spark, self.catalog, self.queries, self.sources,
                                         self.sinks, policy, lambda: self.driver.cycle,
                                         self.tables, self.clock)
@@ -146,21 +141,6 @@ class Engine:
     def cycle(self) -> int:
         """The number of the next cycle."""
         return self.driver.cycle
-
-    @property
-    def reports(self) -> list[CycleReport]:
-        """What each cycle of this process did."""
-        return self.driver.reports
-
-    @property
-    def scans(self) -> StreamScans:
-        """Each source stream's scan (watermark, dead letters), by lower-case name."""
-        return self.queries.scans
-
-    @property
-    def trusted(self) -> bool:
-        """Whether statements may use everything (``docs/sandbox.md``)."""
-        return self.context.policy.trusted
 
     def _journal(self, entry: JournalEntry) -> None:
         if self.recovery is not None:
@@ -189,11 +169,9 @@ class Engine:
     def create_aggregate(self, name: str, cls: type,
                          arg_types: Sequence[str | DataType] | Mapping[str, str | DataType],
                          return_type: str | DataType) -> None:
-        """Make the aggregate class ``cls`` callable from queries as ``name(...)``.
-
-        ``cls`` follows the protocol of ``sparkcq.aggregates.user`` (``plus``, ``minus``,
-        ``value``); ``arg_types`` lists its arguments' types (a mapping names them).
-        Queries submitted from now on may call it; running queries go on untouched.
+        """Make the aggregate class ``cls`` (``plus``, ``minus``, ``value``, as in
+        ``sparkcq.aggregates.user``) callable as ``name(...)`` by queries submitted from now
+        on; ``arg_types`` lists its arguments' types (a mapping names them).
         """
         items = (list(arg_types.items()) if isinstance(arg_types, Mapping)
                  else [(f"x{i + 1}" if len(arg_types) > 1 else "x", t)
@@ -207,11 +185,9 @@ class Engine:
 
     def create_function(self, name: str, fn: Callable[..., Any], return_type: str | DataType,
                         vectorized: bool = False) -> None:
-        """Make the Python function ``fn`` callable from queries as ``name(...)``.
-
-        ``fn`` takes and returns plain values (``vectorized=False``; Spark still ships the
-        rows through Arrow) or pandas Series (``vectorized=True``). Queries submitted from
-        now on may call it; an exception it raises fails only the queries calling it.
+        """Make ``fn`` callable as ``name(...)`` by queries submitted from now on: plain
+        values in and out, or pandas Series (``vectorized``); rows go through Arrow; an
+        exception it raises fails only the queries calling it.
         """
         ref = importable_name(fn) if self.recovery is not None else ""
         create_function(self.context, name, fn, return_type, vectorized)
@@ -225,16 +201,9 @@ class Engine:
     # -- tables --------------------------------------------------------------------------
     def register_table(self, name: str, data: Any, schema: StructType | None = None, *,
                        source: TableSource | None = None) -> None:
-        """Register a static table from a Spark DataFrame, pandas frame or list of rows;
-        ``source`` says where ``data`` was read from, so ``refresh_table`` can read it again.
-
-        Rows registered under the name of a table that running queries read replace its
-        rows from the next cycle on, and keep its schema (rows that are not a DataFrame
-        take it): each of their joins with the table switches to the new rows at its
-        position in that cycle, the table being a temporal relation whose old rows hold
-        before that instant and new ones from it (docs/semantics.md, "Tables that
-        change"). Raises CatalogError, naming the query, for new columns or a query that
-        could not switch correctly.
+        """Register a table from a Spark DataFrame, pandas frame or rows (``source``: where
+        they were read, for ``refresh_table``). Rows for a table running queries read
+        replace its rows from the next cycle (docs/semantics.md, "Tables that change").
         """
         self.tables.register(name, data, schema, source=source, cycle=self.cycle)
         if self.recovery is not None and source is None:
@@ -275,23 +244,16 @@ class Engine:
     def push(self, stream: str, rows: Any, watermark: Any = None,
              end: bool = False, deletes: Any = None) -> PushReceipt:
         """Queue rows for a memory-source stream; ``watermark`` W promises that no later
-        event has event time < W; ``end`` marks the end of the stream's input.
+        event has event time < W; ``end`` marks the end of its input; ``deletes`` (a keyed
+        stream's) give key columns and event time, e.g. ``{"k": 1, "t": 7}``.
 
-        ``deletes`` (a keyed stream's: ``WITH (key=...)``) each give the key columns and
-        the event time, e.g. ``{"k": 1, "t": 7}``: the key's current row stops being valid
-        at that time. A delete obeys the watermark like a row (a late one is a dead letter).
-
-        Safe to call from any thread (the server's handlers do, while a cycle runs). Each
-        row and delete is checked against the stream's schema: the receipt counts those
-        accepted and lists the refused ones (they are also kept as dead letters). Raises
-        ``BackpressureError`` when the stream's queue is full.
+        Thread-safe. The receipt counts the rows accepted and lists those refused (also
+        kept as dead letters); BackpressureError when the stream's queue is full.
         """
         return pushing.push(self.catalog, self.sources, stream, rows, watermark, end, deletes)
 
     def delete(self, stream: str, keys: Any, watermark: Any = None) -> PushReceipt:
-        """Delete rows of a keyed memory-source stream: each of ``keys`` gives the key
-        columns and the event time at which the key's current row stops being valid.
-        """
+        """End rows of a keyed stream: ``keys`` give key columns and the end's event time."""
         return self.push(stream, None, watermark, deletes=keys)
 
     def import_table(self, stream: str, table: Any, at: Any = None) -> PushReceipt:
@@ -328,9 +290,9 @@ class Engine:
     def feed_remove(self, stream: str, reason: str = "its feed removed it (REMOVE)",
                     ) -> list[str]:
         """Stop the queries reading ``stream`` and remove it; the queries stopped."""
-        stopped = run_statement(FeedRemove(stream, reason), "", self.context)
+        stopped: list[str] = run_statement(FeedRemove(stream, reason), "", self.context)
         self._journal(RemoveEntry(stream, reason))
-        return stopped  # type: ignore[no-any-return]
+        return stopped
 
     # -- cycles --------------------------------------------------------------------------
     def has_pending_input(self) -> bool:
@@ -380,10 +342,8 @@ class Engine:
 
     # -- state at a cycle boundary --------------------------------------------------------
     def save_state(self, path: str) -> None:
-        """Write every operator's state and every stream's watermark under ``path``.
-
-        Call between cycles. Operators are named by a fingerprint of their plan node, so an
-        engine given the same statements can ``restore_state`` and go on where this one was.
+        """Write every operator's state and every stream's watermark under ``path``
+        (between cycles), for an engine given the same statements to ``restore_state``.
         """
         save_state(path, self.queries, SavedState(self.cycle, self.engine_id))
 

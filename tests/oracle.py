@@ -186,7 +186,9 @@ class Win:
 
     def chunk_elements(self, events: list[Event], columns: tuple[str, ...]) -> list[Element]:
         """Count or key chunks in (t, values) order: chunk j's rows are valid from the first
-        row of chunk j + 1 until the first row of chunk j + 1 + m (DESIGN 2.5)."""
+        row of chunk j + 1 until the first row of chunk j + 1 + m (DESIGN 2.5). Every
+        scenario ends its streams: the last chunk is complete, its cut one unit after its
+        last row, as if the next chunk began there."""
         rows = sorted(events, key=lambda e: (e["t"], *[e[c] for c in columns]))
         chunk: list[int] = []
         for i, e in enumerate(rows):
@@ -199,6 +201,8 @@ class Win:
         starts: dict[int, float] = {}
         for e, c in zip(rows, chunk, strict=True):
             starts.setdefault(c, e["t"])
+        if rows:
+            starts[chunk[-1] + 1] = rows[-1]["t"] + 1
         m = max(self.slide, 1)
         out = [(tuple(e[c] for c in columns), starts.get(j + 1, INF), starts.get(j + 1 + m, INF))
                for e, j in zip(rows, chunk, strict=True)]

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import re
+from pathlib import Path
 
 from sparkcq.io.feed_protocol import Boundary
 from sparkcq.server.feed import FeedLimits, FeedService
+from sparkcq.statements.header import HeaderChange
 
 
 def frames(data: bytes) -> list:
@@ -26,3 +29,12 @@ def test_a_long_run_of_blank_lines_is_skipped():
     # with a RecursionError and left the connection hanging, unanswered
     got = frames(b"\n" * 5_000 + b'{"kind": "BOUNDARY", "seq": 1, "time": 5}\n' + b"\n  \n")
     assert got == [Boundary(5, 1)]
+
+
+def test_the_documented_header_answers_are_the_ones_given():
+    """docs/feed.md names each answer a HEADER can get, and only those (it once said
+    ``"replaced"`` where the engine answers ``"changed"``).
+    """
+    doc = (Path(__file__).parent.parent / "docs" / "feed.md").read_text()
+    documented = set(re.findall(r'"change":\s*"([a-z ]+)"', doc))
+    assert documented == {c.value for c in HeaderChange}

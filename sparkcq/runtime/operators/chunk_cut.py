@@ -9,6 +9,11 @@ one chunk, or for ``WINDOW m CHUNKS``, until the first row of the chunk m later:
     CUT EVERY 2 ROWS over rows at 1, 2, 4, 7, 9:  chunks {1, 2} {4, 7} {9}
     rows at 1 and 2 are valid on [4, 9); rows at 4 and 7 from 9 until a sixth row comes.
 
+At the end of the input the last chunk is complete too: its cut point is one time unit
+after its last row (as if the next chunk started there), so its rows are valid from then
+on, and the chunk before it (one chunk) ends there. Above, if the input ends after the row
+at 9: rows at 4 and 7 are valid on [9, 10), the row at 9 from 10 on.
+
 A chunk's rows thus wait (as state) until the next chunk starts, and stay until the chunk m
 later starts: the state is the rows of the last m + 1 chunks, numbered by their place in
 the stream (``_i``) and their chunk (``_c``), which the next cycle's rows continue. The
@@ -23,14 +28,12 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, LongType, StructField, StructType
 
-from sparkcq.model.columns import CHANGED, CHUNK, INDEX, NEW, D, T
+from sparkcq.model.columns import CHUNK, INDEX, NEW, D, T
+from sparkcq.model.time import TIME_MAX
 from sparkcq.plan.nodes import CountCutSpec, KeyCutSpec
 from sparkcq.plan.nodes import Window as WindowNode
 from sparkcq.runtime.frames import Runtime, Slice, col, union_all
 from sparkcq.runtime.operators.base import CycleContext, Operator, as_changes_at
-
-_NEW = NEW
-_CHANGED = CHANGED
 
 
 class ChunkCutOperator(Operator):
@@ -49,13 +52,19 @@ class ChunkCutOperator(Operator):
 
     def step(self, inputs: list[Slice], cycle: CycleContext) -> Slice:  # noqa: D102
         (inp,) = inputs
-        if inp.df is None:
+        # the input ends in this slice: its last chunk is complete (see the module)
+        ends = inp.hi == TIME_MAX and inp.lo != TIME_MAX
+        if inp.df is None and not (ends and self.pending.get() is not None):
             return Slice(None, inp.lo, inp.hi)
         rows = self.rt.cache_for_cycle(self.numbered(inp.df))
-        last_before = F.coalesce(F.max(F.when(~col(_NEW), col(INDEX))).over(Window.partitionBy()),
+        last_before = F.coalesce(F.max(F.when(~col(NEW), col(INDEX))).over(Window.partitionBy()),
                                  F.lit(-1).cast("long"))
         firsts = rows.groupBy(col(CHUNK)).agg(
             F.min_by(col(T), col(INDEX)).alias("_ct"), F.min(col(INDEX)).alias("_fi"))
+        if ends:  # the next chunk's first row, as if it came one unit after the last row
+            firsts = firsts.unionByName(rows.agg(
+                (F.max(col(CHUNK)) + 1).alias(CHUNK), (F.max(col(T)) + 1).alias("_ct"),
+                (F.max(col(INDEX)) + 1).alias("_fi")))
         # a chunk's cut point: the first row of the next chunk; its end: m chunks later
         start = firsts.select((col(CHUNK) - 1).alias("_sc"), col("_ct").alias("_s"),
                               col("_fi").alias("_sf"))
@@ -76,30 +85,32 @@ class ChunkCutOperator(Operator):
         # a chunk whose cut point and end are one instant is valid for an empty interval
         return Slice(out.where(col(D) != 0), inp.lo, inp.hi)
 
-    def numbered(self, changes: DataFrame) -> DataFrame:
+    def numbered(self, changes: DataFrame | None) -> DataFrame:
         """The pending rows and the cycle's events, each with its place and chunk (``_new``
         tells the cycle's).
         """
-        events = changes.where(col(D) > 0)
-        events = events.withColumn(D, F.explode(F.array_repeat(F.lit(1).cast("long"),
-                                                               col(D).cast("int"))))
-        new = events.select(*[col(n) for n in self.names], col(T),
-                            F.lit(None).cast("long").alias(INDEX),
-                            F.lit(None).cast("long").alias(CHUNK),
-                            F.lit(True).alias(_NEW))
+        new = None
+        if changes is not None:
+            events = changes.where(col(D) > 0)
+            events = events.withColumn(D, F.explode(F.array_repeat(F.lit(1).cast("long"),
+                                                                   col(D).cast("int"))))
+            new = events.select(*[col(n) for n in self.names], col(T),
+                                F.lit(None).cast("long").alias(INDEX),
+                                F.lit(None).cast("long").alias(CHUNK),
+                                F.lit(True).alias(NEW))
         old = self.pending.get()
         rows = union_all([
-            old.withColumn(_NEW, F.lit(False).cast(BooleanType())) if old is not None else None,
+            old.withColumn(NEW, F.lit(False).cast(BooleanType())) if old is not None else None,
             new])
         assert rows is not None
         whole = Window.partitionBy()
-        order = [col(_NEW).asc(), col(INDEX).asc_nulls_last(), col(T).asc(),
+        order = [col(NEW).asc(), col(INDEX).asc_nulls_last(), col(T).asc(),
                  *[col(c).asc_nulls_first() for c in self.order_cols]]
         ranked = rows.withColumn("_r", F.row_number().over(whole.orderBy(*order)))
         base = F.coalesce(F.max(col(INDEX)).over(whole), F.lit(-1).cast("long"))
         # pending rows precede the cycle's (they are older than its safe time's start)
-        ranked = ranked.withColumn(INDEX, F.when(col(_NEW), base + col("_r")
-                                                 - F.count(F.when(~col(_NEW), 1)).over(whole))
+        ranked = ranked.withColumn(INDEX, F.when(col(NEW), base + col("_r")
+                                                 - F.count(F.when(~col(NEW), 1)).over(whole))
                                    .otherwise(col(INDEX)))
         return ranked.withColumn(CHUNK, self.chunk_of(ranked)).drop("_r")
 
@@ -117,9 +128,9 @@ class ChunkCutOperator(Operator):
         changed = F.when(F.lag(col(INDEX)).over(in_order).isNull(), F.lit(True)).otherwise(changed)
         last_chunk = F.coalesce(F.max(col(CHUNK)).over(Window.partitionBy()),
                                 F.lit(-1).cast("long"))
-        counted = F.sum(F.when(col(_NEW) & changed, 1).otherwise(0)).over(
+        counted = F.sum(F.when(col(NEW) & changed, 1).otherwise(0)).over(
             in_order.rowsBetween(Window.unboundedPreceding, Window.currentRow))
-        return F.when(col(_NEW), last_chunk + counted).otherwise(col(CHUNK))
+        return F.when(col(NEW), last_chunk + counted).otherwise(col(CHUNK))
 
     def contents(self, children: list[DataFrame | None], at: int) -> DataFrame | None:
         """Live elements: pending rows of every chunk but the last, which has not started."""

@@ -103,6 +103,11 @@ class ScanOperator(Operator):
         return self.progress.watermark
 
     @property
+    def ended(self) -> bool:
+        """Whether the stream's input ended (its watermark is +inf)."""
+        return self.progress.ended
+
+    @property
     def rows_in(self) -> int:
         """Rows taken in since the scan was created."""
         return self.progress.rows_in
