@@ -26,7 +26,7 @@ check-java:
 	@v=$$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n1); \
 	  if [ -z "$$v" ] || [ "$$v" -lt 17 ]; then echo "sparkcq needs Java 17 or newer; found: $$(java -version 2>&1 | head -n1)"; exit 1; fi
 
-# PostgreSQL server and JDBC driver for tests/test_postgres.py: installed with apt-get when
+# PostgreSQL server and JDBC driver for tests/io/test_postgres.py: installed with apt-get when
 # missing and running as root, else a note (an error under CI=true); installed before pytest
 # starts, as Spark's session takes the driver jar only when it starts
 postgres-deps:

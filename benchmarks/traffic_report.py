@@ -6,7 +6,7 @@ checkpoint directory: cycle latency, and what checkpointing costs per cycle.
 Packets come from the generator source at ``rate`` packets per second of event time, one
 second of them per cycle (``pace='fast'``, ``batch=rate``: the input a 1 s cycle interval
 gives at that rate, without waiting for the wall clock); the report cuts them per minute
-and joins the hosts table twice, as published (tests/test_chunks.py runs it verbatim). Each
+and joins the hosts table twice, as published (tests/runtime/test_chunks.py runs it verbatim). Each
 configuration runs ``cycles`` cycles after ``warmup`` cycles in a fresh engine on one Spark
 session; the figures are per cycle: wall time (p50, p90, max) and Spark jobs, and for the
 checkpointed run the time spent writing the checkpoint. A cycle under 1 s keeps up with the

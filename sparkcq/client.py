@@ -98,7 +98,7 @@ class Feed:
                 time.sleep(0.2)
 
     def _open(self) -> None:
-        self._close_socket()
+        self.drop_connection()
         sock = socket.create_connection((self.host, self.port), timeout=self.timeout)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._sock, self._buffer = sock, b""
@@ -108,7 +108,7 @@ class Feed:
         sock.sendall(_line(hello))
         answer = self._read_answer()
         if not answer.get("ok"):
-            self._close_socket()
+            self.drop_connection()
             raise FeedError(answer.get("error", "the feed refused the connection"))
         self.schema = answer.get("schema")
         held = int(answer.get("resume") or 0)
@@ -117,7 +117,13 @@ class Feed:
         for sent in self._unacked:
             sock.sendall(sent.frame)
 
-    def _close_socket(self) -> None:
+    @property
+    def queued(self) -> list[Any]:
+        """The rows sent with ``send`` that are not in an INSERTION yet."""
+        return list(self._rows)
+
+    def drop_connection(self) -> None:
+        """Close the socket at once, without sending what is queued (as a crash would)."""
         if self._sock is not None:
             try:
                 self._sock.close()
@@ -132,7 +138,7 @@ class Feed:
         if kind is None:
             self.close()
         else:
-            self._close_socket()
+            self.drop_connection()
 
     # -- messages -----------------------------------------------------------------------------
     def header(self, columns: str | Iterable[tuple[str, str]], event_time: str,
@@ -208,7 +214,7 @@ class Feed:
         try:
             return self.sync()
         finally:
-            self._close_socket()
+            self.drop_connection()
 
     # -- sending and answers --------------------------------------------------------------------
     def _send_rows(self, rows: list[Any]) -> None:

@@ -1,4 +1,4 @@
-"""The process tests/test_crash.py kills: the traffic report of DESIGN 1 (packets cut per
+"""The process tests/end_to_end/test_crash.py kills: the traffic report of DESIGN 1 (packets cut per
 minute, joined twice with a PostgreSQL hosts table) and a per-minute packet count, both
 into one PostgreSQL sink, over a generated packet stream, with a checkpoint directory.
 

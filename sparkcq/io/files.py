@@ -102,7 +102,10 @@ class FilesSource(Source):
         self.last_files: list[str] = []  # what the last poll read
         self.ended = False
 
-    def _new_files(self) -> list[str]:
+    def new_files(self) -> list[str]:
+        """The files of the folder not read yet, in name order (hidden ones and links that
+        lead outside the data roots left out).
+        """
         assert self.path is not None
         if not os.path.isdir(self.path):
             return []
@@ -114,12 +117,12 @@ class FilesSource(Source):
         return paths
 
     def has_pending(self) -> bool:  # noqa: D102
-        return not self.ended and (self.bounded or bool(self._new_files()))
+        return not self.ended and (self.bounded or bool(self.new_files()))
 
     def poll(self) -> SourceBatch:  # noqa: D102
         if self.ended:
             return SourceBatch()
-        files = self._new_files()
+        files = self.new_files()
         if not files:
             if self.bounded:
                 self.ended = True
@@ -129,7 +132,7 @@ class FilesSource(Source):
         self.seen.update(files)
         # a fixed data set ends with its last file: the cycle that reads it closes windows
         # instead of leaving them to a cycle of no input
-        self.ended = self.bounded and not self._new_files()
+        self.ended = self.bounded and not self.new_files()
         self.last_files = files
         return SourceBatch(self.read(files), None, self.ended)
 

@@ -321,6 +321,11 @@ def _flatten_record(column: pa.StructArray) -> pa.Table:
     return pa.Table.from_arrays(arrays, names=names)
 
 
+def rdd_id(df: DataFrame) -> int:
+    """The id of the RDD behind a DataFrame (a local checkpoint's: its persisted blocks)."""
+    return int(df._jdf.queryExecution().analyzed().rdd().id())
+
+
 def unpersist_checkpoint(df: DataFrame) -> None:
     """Free the blocks behind a locally checkpointed DataFrame (Dataset.unpersist does not)."""
     try:

@@ -241,7 +241,7 @@ def test_feed_acknowledged_rows_are_processed_once_across_sigkills(postgres, tmp
         pytest.fail(f"{e}; {context()}")
     finally:
         producer.finish.set()
-        feed._close_socket()
+        feed.drop_connection()
         served.stop()
     with psycopg.connect(postgres.conninfo(), autocommit=True) as conn:
         ids = [i for (i,) in conn.execute(f"SELECT id FROM {TABLE}").fetchall()]

@@ -7,7 +7,6 @@ uses tables of its own names.
 from __future__ import annotations
 
 import datetime as dt
-import time
 from decimal import Decimal
 
 import pandas as pd
@@ -16,6 +15,7 @@ import pytest
 
 from sparkcq import Engine
 from sparkcq.errors import AnalysisError, CatalogError, SinkError, SourceError
+from sparkcq.model.clock import ManualClock
 
 UTC = dt.UTC
 
@@ -28,9 +28,16 @@ def db(postgres):
 
 
 @pytest.fixture
-def pg_engine(spark, postgres, tmp_path):
+def clock():
+    """Processing time that moves only when a test says so."""
+    return ManualClock()
+
+
+@pytest.fixture
+def pg_engine(spark, postgres, tmp_path, clock):
     """A sandboxed engine (like the server's) whose operator configured database 'inv'."""
-    eng = Engine(spark=spark, data_roots=[str(tmp_path)], databases={"inv": postgres.url})
+    eng = Engine(spark=spark, data_roots=[str(tmp_path)], databases={"inv": postgres.url},
+                 clock=clock)
     yield eng
     eng.stop()
 
@@ -151,7 +158,7 @@ def test_refresh_table_reads_changed_rows_for_a_new_query(pg_engine, db):
     assert "keeps version 1" in str(e)
 
 
-def test_refresh_interval_re_reads_at_the_first_cycle_after_it(pg_engine, db):
+def test_refresh_interval_re_reads_at_the_first_cycle_after_it(pg_engine, db, clock):
     make_table(db, "rates", "k text, r double precision", [("a", 1.0)])
     make_table(db, "rates_used", "k text, r double precision", [("a", 1.0)])
     pg_engine.execute("""
@@ -163,9 +170,10 @@ def test_refresh_interval_re_reads_at_the_first_cycle_after_it(pg_engine, db):
         CREATE QUERY q AS ISTREAM SELECT u.r AS r FROM s [NOW] AS x JOIN used AS u ON x.k = u.k;
     """)
     db.execute("UPDATE rates SET r = 2.0")
+    clock.advance(0.9)
     pg_engine.run_cycle()  # within the interval: nothing is read
     assert pg_engine.show("TABLES")["version"].tolist() == [0, 0]
-    time.sleep(1.1)
+    clock.advance(0.1)
     pg_engine.run_cycle()
     tables = pg_engine.show("TABLES").set_index("name")
     assert tables.loc["rates", "version"] == 1

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-JOB = Path(__file__).parent / "crash_job.py"
-ROOT = Path(__file__).parent.parent
+JOB = Path(__file__).parent.parent / "crash_job.py"
+ROOT = Path(__file__).parent.parent.parent
 # kills per run (half inside a commit); SPARKCQ_CRASH_TRIALS=20 for a longer soak. Four keep
 # the suite in its budget now that the feed's crash test (test_feed_crash.py) kills too
 TRIALS = int(os.environ.get("SPARKCQ_CRASH_TRIALS", "4"))

@@ -35,6 +35,6 @@ def test_the_documented_header_answers_are_the_ones_given():
     """docs/feed.md names each answer a HEADER can get, and only those (it once said
     ``"replaced"`` where the engine answers ``"changed"``).
     """
-    doc = (Path(__file__).parent.parent / "docs" / "feed.md").read_text()
+    doc = (Path(__file__).parent.parent.parent / "docs" / "feed.md").read_text()
     documented = set(re.findall(r'"change":\s*"([a-z ]+)"', doc))
     assert documented == {c.value for c in HeaderChange}

@@ -229,7 +229,7 @@ def test_a_files_source_skips_links_leading_out(spark, root, tmp_path_factory):
     (root / "in" / "a.csv").write_text("k,t\ny,1\n")
     os.symlink(secret, root / "in" / "b.csv")
     source = FilesSource(spark, "f", None, {"path": str(root / "in")}, roots=[str(root)])
-    assert source._new_files() == [str(root / "in" / "a.csv")]
+    assert source.new_files() == [str(root / "in" / "a.csv")]
 
 
 @pytest.mark.parametrize("table", ["csv.`/etc/passwd`", "parquet.`/tmp`", "text.`/etc/passwd`"])

@@ -19,7 +19,7 @@ import sparkcq
 from sparkcq import Engine
 from sparkcq.errors import ExecutionError
 
-TESTS = Path(__file__).parent
+TESTS = Path(__file__).parent.parent  # the helpers beside conftest.py
 # where this sparkcq is imported from; the executors get it on their Python path, standing in
 # for sparkcq installed in the executors' Python on every node (as `pip install -e .` does in
 # CI's .venv; here it also keeps them off any other checkout the venv points at)

@@ -47,7 +47,7 @@ def test_rows_after_a_failed_batch_stay_queued():
     with pytest.raises(FeedError):
         feed.send([{"id": i} for i in range(6)])
     assert feed.batches == [[0, 1]]
-    assert [r["id"] for r in feed._rows] == [4, 5]
+    assert [r["id"] for r in feed.queued] == [4, 5]
 
 
 def test_rows_and_boundaries_encode_dates_as_iso_text():

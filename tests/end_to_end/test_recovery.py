@@ -3,7 +3,7 @@ resumes after the last committed cycle, redoes the cycles logged after its check
 the same input, and gives, cycle by cycle, the records of a run that never stopped.
 
 Here the "crash" abandons an engine between two statements of the test (its Spark session
-lives on); tests/test_crash.py kills a whole process at random points.
+lives on); tests/end_to_end/test_crash.py kills a whole process at random points.
 """
 
 from __future__ import annotations

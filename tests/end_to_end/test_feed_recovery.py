@@ -1,5 +1,5 @@
 """A feed stream's spool across restarts, in process (the "crash" abandons an engine
-between two statements, as in test_recovery.py): the regressions tests/test_feed_crash.py
+between two statements, as in test_recovery.py): the regressions tests/end_to_end/test_feed_crash.py
 found by killing ``sparkcq serve``.
 """
 

@@ -8,6 +8,7 @@ from oracle import INF, Relation, Win, aggregate, join, output, window
 from scenarios import engine_records, per_case
 
 from sparkcq.plan.nodes import Filter
+from sparkcq.runtime.frames import rdd_id
 
 
 def rows(triples):
@@ -105,7 +106,7 @@ def live_frames(engine):
     ops += [s for s in engine.scans.values() if s.node not in engine.plan.ops]
     frames = [f.df for op in ops for f in op.states if f.df is not None]
     frames += [df for s in engine.scans.values() for df in s.held_frames]
-    return {df._jdf.queryExecution().analyzed().rdd().id() for df in frames}
+    return {rdd_id(df) for df in frames}
 
 
 @pytest.mark.parametrize("spec", [("RANGE 10 SLIDE 5", Win("slide", 10, 5)),

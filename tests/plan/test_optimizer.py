@@ -1,0 +1,83 @@
+"""Golden plans of the optimizer's rules: ``tests/fixtures/optimizer/<rule>.txt``.
+
+Each case is a query and its plan once that one rule ran on the bound plan (as sqlglot's
+``check_file`` runs one rule on a parsed query); ``SPARKCQ_GOLDEN=write`` rewrites the files
+from what the rules produce now (review the diff). Binding types the expressions with
+Spark's analyzer, so these need the session; no engine runs.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
+
+from sparkcq.catalog import Catalog, StreamInfo
+from sparkcq.errors import Location
+from sparkcq.language.sql.parser import parse_script_located
+from sparkcq.language.sql.statements import Explain
+from sparkcq.plan.binder import bind_select
+from sparkcq.plan.definitions import bind_stream
+from sparkcq.plan.nodes import render_tree
+from sparkcq.plan.options import StreamOptions
+from sparkcq.plan.rules import RULES, Rule
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "optimizer"
+
+
+def read_cases(path: Path) -> tuple[list[str], list[tuple[str, str]]]:
+    """The header comment lines and the (query, expected plan) cases of a golden file."""
+    header, cases, query, plan = [], [], None, []
+    for line in path.read_text().splitlines():
+        if line.startswith("== "):
+            if query is not None:
+                cases.append((query, "\n".join(plan).strip()))
+            query, plan = line[3:], []
+        elif query is None:
+            header.append(line)
+        elif not line.startswith("#"):
+            plan.append(line)
+    if query is not None:
+        cases.append((query, "\n".join(plan).strip()))
+    return header, cases
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    """Streams s and s2 (k STRING, v DOUBLE, t BIGINT), event time t."""
+    catalog = Catalog()
+    schema = StructType([StructField("k", StringType()), StructField("v", DoubleType()),
+                         StructField("t", LongType())])
+    for name in ("s", "s2"):
+        text = f"CREATE STREAM {name}"
+        node = bind_stream(name, schema, StreamOptions(event_time="t"), text,
+                           Location.of_span(text, 0, len(text))).node
+        catalog.add_stream(StreamInfo(name, schema, node.time_col, None, node.time_kind, {},
+                                      node))
+    return catalog
+
+
+def after_rule(rule: Rule, query: str, catalog: Catalog, spark) -> str:  # noqa: ANN001
+    """The plan of ``query`` once ``rule`` alone ran on it, as EXPLAIN draws it."""
+    text = f"EXPLAIN {query}"
+    ((stmt, _loc),) = parse_script_located(text)
+    assert isinstance(stmt, Explain) and stmt.select is not None
+    plan = bind_select(stmt.select, text, catalog, spark, trusted=True).plan
+    return render_tree(rule(plan, running=())).strip()
+
+
+@pytest.mark.parametrize("rule", RULES, ids=[r.__name__ for r in RULES])
+def test_rule_golden_plans(spark, catalog, rule):
+    path = FIXTURES / f"{rule.__name__}.txt"
+    _header, cases = read_cases(path)
+    assert cases, f"{path} holds no case"
+    got = {query: after_rule(rule, query, catalog, spark) for query, _ in cases}
+    if os.environ.get("SPARKCQ_GOLDEN") == "write":
+        text = path.read_text()
+        for query, expected in cases:
+            text = text.replace(f"== {query}\n{expected}", f"== {query}\n{got[query]}")
+        path.write_text(text)
+    for query, expected in cases:
+        assert got[query] == expected, f"{rule.__name__}: {query}"
