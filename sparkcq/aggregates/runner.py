@@ -34,8 +34,6 @@ import pyarrow as pa
 from sparkcq.errors import ExecutionError
 from sparkcq.model.columns import GROUP_HASH, D, N, T
 
-G = GROUP_HASH
-
 
 class UserAggregateError(ExecutionError):
     """A user aggregate raised, or returned a value of the wrong type."""
@@ -269,10 +267,10 @@ class InstanceRunner:
                pickles: list[list[bytes | None]]) -> pa.Table:
         """Value rows then state rows, keys taken from the input (types kept exactly)."""
         nv, ns = len(value_rows), len(state_rows)
-        taken = changes.select([G, *self.keys]).take(pa.array(value_rows + state_rows,
-                                                               type=pa.int64()))
+        taken = changes.select([GROUP_HASH, *self.keys]).take(
+            pa.array(value_rows + state_rows, type=pa.int64()))
         cols: dict[str, pa.Array] = {}
-        for name in (G, *self.keys):
+        for name in (GROUP_HASH, *self.keys):
             cols[name] = taken.column(name).combine_chunks()
         cols[T] = pa.array(value_ts + [None] * ns, type=pa.int64())
         cols[N] = pa.array([None] * nv + state_n, type=pa.int64())

@@ -60,7 +60,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("sparkcq.postgres")
 
 COMMITS_TABLE = "sparkcq_commits"
-CYCLE_COLUMN = CYCLE
 INSTALL_HINT = "pip install 'sparkcq[postgres]' (psycopg 3)"
 NO_DRIVER = ("the PostgreSQL JDBC driver is not on Spark's class path: install it (Debian: "
              "apt-get install libpostgresql-jdbc-java, /usr/share/java/postgresql.jar) or "
@@ -335,7 +334,7 @@ class PostgresSink(Sink):
                 raise SinkError(msg)
             cols.append((f.name, pg, f.dataType))
         cols += [(TS, time_type, time_dtype), (TE, time_type, time_dtype),
-                 (CYCLE_COLUMN, "bigint", LongType())]
+                 (CYCLE, "bigint", LongType())]
         changelog = output.form is OutputForm.CHANGELOG
         if changelog:
             cols.append((OP, "text", StringType()))
@@ -429,7 +428,7 @@ class PostgresSink(Sink):
               cycle: int) -> None:
         columns = []
         for name, dtype in zip(target.columns, target.types, strict=True):
-            if name == CYCLE_COLUMN:
+            if name == CYCLE:
                 columns.append([cycle] * len(frame))
             else:
                 columns.append(_values(frame[name], dtype))
@@ -445,7 +444,7 @@ class PostgresSink(Sink):
         """Set ``_te`` of the open rows the close records name (values and ``_ts``); equal
         open rows are closed one per record.
         """
-        values = [c for c in target.columns if c not in (TS, TE, CYCLE_COLUMN, OP)]
+        values = [c for c in target.columns if c not in (TS, TE, CYCLE, OP)]
         keys = [*values, TS]
         # one per target: queries of a cycle writing to different tables have other columns
         cur.execute("DROP TABLE IF EXISTS pg_temp.sparkcq_closes")

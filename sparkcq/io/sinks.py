@@ -26,7 +26,7 @@ from pyspark.sql.types import StructType
 from sparkcq.catalog import is_identifier
 from sparkcq.errors import ExecutionError
 from sparkcq.language.sql.statements import OutputForm
-from sparkcq.model.columns import TS
+from sparkcq.model.columns import OP, TE, TS
 
 
 @dataclass
@@ -173,7 +173,7 @@ class MemorySink(Sink):
         """The kept records of ``query``, in commit order."""
         out, _, _ = self.since(query, 0)
         if out.empty and not len(out.columns):
-            return pd.DataFrame({c: [] for c in [*columns, "_ts", "_te", "_op"]})
+            return pd.DataFrame({c: [] for c in [*columns, TS, TE, OP]})
         return out
 
 
@@ -203,7 +203,7 @@ class ConsoleSink(Sink):
         for name, (out, frame) in records.items():
             table = Table(title=f"{name} · cycle {cycle} · {len(frame)} new record(s)",
                           title_justify="left")
-            shown = [c for c in [*out.columns, "_ts", "_te", "_op"] if c in frame.columns]
+            shown = [c for c in [*out.columns, TS, TE, OP] if c in frame.columns]
             for c in shown:
                 table.add_column(c)
             for rec in frame[shown].head(self.max_rows).itertuples(index=False):

@@ -21,7 +21,7 @@ import sqlglot.expressions as exp
 from pyspark.sql import DataFrame
 from pyspark.sql.types import StructType
 
-from sparkcq.model.columns import FROM, QID, ROW, TO, D, T
+from sparkcq.model.columns import FROM, QID, ROW, TO, D, N, T
 from sparkcq.model.time import TIME_MIN
 from sparkcq.plan.nodes import Aggregate, Filter, PlanNode, Project, SlicedAggregate
 from sparkcq.runtime.frames import q
@@ -119,7 +119,7 @@ def tail_changes_sql(family: AggregateFamily, seed_at: int | None,
         keys = set(family.op.keys)
         changed = family.op.changed_sql([src for _out, src in columns if src not in keys])
         t, when_time = seed_time_sql(seed_at, member in family.fresh)
-        for sign, present, prefix in ((-1, "`_pn` > 0", "_p"), (1, "`_n` > 0", "")):
+        for sign, present, prefix in ((-1, "`_pn` > 0", "_p"), (1, f"{q(N)} > 0", "")):
             mapping = {out: q(src) if src in keys else q(prefix + src) for out, src in columns}
             conds = [f"({changed})", present]
             if when_time:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from pyspark.sql import DataFrame
 from pyspark.sql.types import StructField, StructType
 
-from sparkcq.model.columns import FROM, TO
+from sparkcq.model.columns import FROM, TO, D, T
 from sparkcq.plan.nodes import AggCall, Aggregate, PlanNode, Project, RangeSpec, SlicedAggregate
 from sparkcq.runtime.frames import Runtime, Slice, SqlViews, q
 from sparkcq.runtime.fusion import StableNames, split_aggregate
@@ -301,7 +301,7 @@ class SlicedMemberOperator(Operator):
         op = fam.op
         assert op is not None
         whole = {src for _out, src in fam.members[self.node]} == set(op.names)
-        return Slice(self.views.sql(f"SELECT {pick}, `_t`, `_d` FROM {{c}}", c=changes),
+        return Slice(self.views.sql(f"SELECT {pick}, {q(T)}, {q(D)} FROM {{c}}", c=changes),
                      seg.lo, seg.hi,
                      self.views.sql(f"SELECT {pick}, {q(FROM)}, {q(TO)} FROM {{s}}",
                                     s=seg.segments),
@@ -324,4 +324,4 @@ class SlicedMemberOperator(Operator):
         if rows is None:
             return None
         pick = ", ".join(f"{q(src)} AS {q(out)}" for out, src in fam.members[self.node])
-        return self.views.sql(f"SELECT {pick}, `_t`, `_d` FROM {{r}}", r=rows)
+        return self.views.sql(f"SELECT {pick}, {q(T)}, {q(D)} FROM {{r}}", r=rows)

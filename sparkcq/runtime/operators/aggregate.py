@@ -32,7 +32,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from sparkcq.model.columns import AID, GROUP_HASH, N
+from sparkcq.model.columns import AID, FROM, GROUP_HASH, TO, D, N, T
 from sparkcq.plan.nodes import AggCall, Aggregate
 from sparkcq.runtime.frames import Runtime, Slice, SqlViews, col, no_broadcast, q
 from sparkcq.runtime.operators.base import CycleContext, Operator, as_changes_at
@@ -62,8 +62,8 @@ def times_change(arg: str, dtype: DataType) -> str:
     """
     acc = accumulator_type(dtype)
     if not isinstance(acc, DecimalType):
-        return f"CAST({arg} AS {acc.simpleString()}) * `_d`"
-    return (f"CAST(CAST({arg} AS DECIMAL(27, {acc.scale})) * CAST(`_d` AS DECIMAL(10, 0)) "
+        return f"CAST({arg} AS {acc.simpleString()}) * {q(D)}"
+    return (f"CAST(CAST({arg} AS DECIMAL(27, {acc.scale})) * CAST({q(D)} AS DECIMAL(10, 0)) "
             f"AS {acc.simpleString()})")
 
 
@@ -86,10 +86,10 @@ def seed_time_sql(seed_at: int | None, fresh: bool) -> tuple[str, str]:
     view that ran before drops them (it has seen that state already).
     """
     if seed_at is None:
-        return "`_t`", ""
+        return f"{q(T)}", ""
     if fresh:
-        return f"CASE WHEN `_t` < {seed_at} THEN CAST({seed_at} AS BIGINT) ELSE `_t` END", ""
-    return "`_t`", f" AND `_t` >= {seed_at}"
+        return f"CASE WHEN {q(T)} < {seed_at} THEN CAST({seed_at} AS BIGINT) ELSE {q(T)} END", ""
+    return f"{q(T)}", f" AND {q(T)} >= {seed_at}"
 
 
 class AggregateOperator(Operator):
@@ -155,27 +155,27 @@ class AggregateOperator(Operator):
     # -- SQL text ----------------------------------------------------------------------------
     def deltas_sql(self) -> str:
         """Per (group, instant): the change in row count and in each accumulator."""
-        cols = ["sum(`_d`) AS `_dn`"]
+        cols = [f"sum({q(D)}) AS `_dn`"]
         for a in self.aggs:
             if a.arg is None or a.distinct or a.uda or a.func in ("min", "max"):
                 continue
             arg = q(a.arg)
-            cols.append(f"sum(CASE WHEN {arg} IS NOT NULL THEN `_d` ELSE 0 END) AS "
+            cols.append(f"sum(CASE WHEN {arg} IS NOT NULL THEN {q(D)} ELSE 0 END) AS "
                         f"{q(a.name + '_dc')}")
             if a.func in ("sum", "avg"):
                 acc = accumulator_type(self.arg_types[a.name]).simpleString()
                 cols.append(f"coalesce(sum({times_change(arg, self.arg_types[a.name])}), "
                             f"CAST(0 AS {acc})) AS {q(a.name + '_ds')}")
-        return (f"SELECT {self.k.cols()}`_t`, {', '.join(cols)} FROM {{inp}} "
-                f"GROUP BY {self.k.group('`_t`')}")
+        return (f"SELECT {self.k.cols()}{q(T)}, {', '.join(cols)} FROM {{inp}} "
+                f"GROUP BY {self.k.group(q(T))}")
 
     def distinct_counts_sql(self, calls: list[AggCall]) -> str:
         """Per (group, instant): the change in the number of distinct values of each call."""
         flip = "CAST(`_na` > 0 AS BIGINT) - CAST(`_nb` > 0 AS BIGINT)"
         cols = ", ".join(f"sum(CASE WHEN {q(AID)} = '{a.arg}' THEN {flip} ELSE 0 END) AS "
                          f"{q(a.name + '_dc')}" for a in calls)
-        return (f"SELECT {self.k.cols()}`_t`, {cols} FROM {{ch}} "
-                f"GROUP BY {self.k.group('`_t`')}")
+        return (f"SELECT {self.k.cols()}{q(T)}, {cols} FROM {{ch}} "
+                f"GROUP BY {self.k.group(q(T))}")
 
     def extreme_sql(self, segments: str) -> str:
         """Min and max of every min/max call at each instant its group changed, over the
@@ -184,18 +184,18 @@ class AggregateOperator(Operator):
         picks = ", ".join(f"{a.func}(s.{q(a.arg)}) AS {q('_ext' + a.name)}"  # type: ignore[arg-type]
                           for a in self.extreme_aggs)
         k = self.k
-        return (f"WITH segs AS ({segments}), inst AS (SELECT DISTINCT {k.cols()}`_t` FROM {{d}}) "
-                f"SELECT {no_broadcast('i')} {k.cols('i')}i.`_t`, {picks} "
+        return (f"WITH segs AS ({segments}), inst AS (SELECT DISTINCT {k.cols()}{q(T)} FROM {{d}}) "
+                f"SELECT {no_broadcast('i')} {k.cols('i')}i.{q(T)}, {picks} "
                 f"FROM inst i JOIN segs s ON "
-                f"{k.on('i', 's')} AND (s.`_from` IS NULL OR s.`_from` <= i.`_t`) "
-                "AND (s.`_to` IS NULL OR i.`_t` < s.`_to`) WHERE s.`_cnt` > 0 "
-                f"GROUP BY {k.group('i.`_t`', alias='i')}")
+                f"{k.on('i', 's')} AND (s.{q(FROM)} IS NULL OR s.{q(FROM)} <= i.{q(T)}) "
+                f"AND (s.{q(TO)} IS NULL OR i.{q(T)} < s.{q(TO)}) WHERE s.`_cnt` > 0 "
+                f"GROUP BY {k.group(f'i.{q(T)}', alias='i')}")
 
     def join_on_instant_sql(self, right_cols: list[str]) -> str:
         """Left join of the per-instant deltas with more per-instant columns."""
         picked = "".join(f", r.{q(c)}" for c in right_cols)
         return (f"SELECT {no_broadcast('r')} l.*{picked} FROM {{l}} l LEFT JOIN {{r}} r "
-                f"ON {self.k.on('l', 'r')} AND l.`_t` = r.`_t`")
+                f"ON {self.k.on('l', 'r')} AND l.{q(T)} = r.{q(T)}")
 
     def running_sql(self, with_base: bool, d_cols: set[str]) -> str:
         """Each (group, instant) with the aggregate values before and after the instant."""
@@ -208,10 +208,10 @@ class AggregateOperator(Operator):
             picked = ", ".join(f"CAST(NULL AS {f.dataType.simpleString()}) AS {q('_b' + f.name)}"
                                for f in base)
             joined = f"SELECT d.*, {picked} FROM {{d}} d"
-        w = (f"OVER ({self.k.partition()}ORDER BY `_t` "
+        w = (f"OVER ({self.k.partition()}ORDER BY {q(T)} "
              "ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)")
-        lw = f"OVER ({self.k.partition()}ORDER BY `_t`)"
-        run = [f"coalesce(`_b_n`, CAST(0 AS BIGINT)) + sum(`_dn`) {w} AS `_n`",
+        lw = f"OVER ({self.k.partition()}ORDER BY {q(T)})"
+        run = [f"coalesce(`_b_n`, CAST(0 AS BIGINT)) + sum(`_dn`) {w} AS {q(N)}",
                f"row_number() {lw} AS `_rn`"]
         values = []
         for a in self.aggs:
@@ -229,7 +229,7 @@ class AggregateOperator(Operator):
                                          accumulator_type(self.arg_types[name])) + f" AS {s}")
             out = self.out_types[name].simpleString()
             if a.func == "count":
-                value = "`_n`" if a.arg is None else c
+                value = f"{q(N)}" if a.arg is None else c
             elif a.func == "sum":
                 value = f"CASE WHEN {c} > 0 THEN CAST({s} AS {out}) END"
             elif a.func == "avg" and isinstance(self.out_types[name], DoubleType):
@@ -240,12 +240,12 @@ class AggregateOperator(Operator):
                 value = q(value_column(a))
             else:
                 value = q("_ext" + name)
-            values.append(f"CASE WHEN `_n` > 0 THEN CAST({value} AS {out}) END AS {q(name)}")
+            values.append(f"CASE WHEN {q(N)} > 0 THEN CAST({value} AS {out}) END AS {q(name)}")
         prev = [f"CASE WHEN `_rn` = 1 THEN {q('_b' + a.name)} "
                 f"ELSE lag({q(a.name)}) {lw} END AS {q('_p' + a.name)}" for a in self.aggs]
         # only what the state and the outputs read: the cycle caches this relation whole
         kept = ", ".join(q(f.name) for f in self.groups.schema.fields)
-        return (f"SELECT {kept}, `_t`, {''.join(p + ', ' for p in prev)}`_n` - `_dn` AS `_pn` "
+        return (f"SELECT {kept}, {q(T)}, {''.join(p + ', ' for p in prev)}{q(N)} - `_dn` AS `_pn` "
                 f"FROM (SELECT {''.join(v + ', ' for v in values)}r.* FROM ("
                 f"SELECT j.*, {', '.join(run)} FROM ({joined}) j) r) v")
 
@@ -264,15 +264,15 @@ class AggregateOperator(Operator):
                         f"{q('_p' + src)} AS {q(out)}" for out, src in columns)
         new = ", ".join(f"{q(src)} AS {q(out)}" for out, src in columns)
         t, when = seed_time_sql(seed_at, fresh)
-        t = f"{t} AS `_t`"
-        return (f"SELECT {old}, {t}, CAST(-1 AS BIGINT) AS `_d` FROM {{run}} "
+        t = f"{t} AS {q(T)}"
+        return (f"SELECT {old}, {t}, CAST(-1 AS BIGINT) AS {q(D)} FROM {{run}} "
                 f"WHERE ({changed}) AND `_pn` > 0{when} UNION ALL "
-                f"SELECT {new}, {t}, CAST(1 AS BIGINT) AS `_d` FROM {{run}} "
-                f"WHERE ({changed}) AND `_n` > 0{when}")
+                f"SELECT {new}, {t}, CAST(1 AS BIGINT) AS {q(D)} FROM {{run}} "
+                f"WHERE ({changed}) AND {q(N)} > 0{when}")
 
     def changed_sql(self, calls: list[str]) -> str:
         """Whether a run row changes the group's presence or one of the ``calls``' values."""
-        return " OR ".join(["(`_pn` > 0) <> (`_n` > 0)",
+        return " OR ".join([f"(`_pn` > 0) <> ({q(N)} > 0)",
                             *[f"NOT ({q('_p' + c)} <=> {q(c)})" for c in calls]])
 
     # -- the cycle ---------------------------------------------------------------------------
@@ -345,7 +345,7 @@ class AggregateOperator(Operator):
         ``Multiset.update``).
         """
         names = ", ".join(q(f.name) for f in self.groups.schema.fields)
-        rows = f"SELECT {names}, `_t` FROM {{run}}"
+        rows = f"SELECT {names}, {q(T)} FROM {{run}}"
         views = {"run": run}
         st = self.groups.get()
         if st is not None:
@@ -354,7 +354,8 @@ class AggregateOperator(Operator):
             views["st"] = st
         self.groups.set(self.views.sql(
             f"SELECT {names} FROM (SELECT *, row_number() OVER ({self.k.partition()}"
-            f"ORDER BY `_t` DESC NULLS LAST) AS `_rk` FROM ({rows})) WHERE `_rk` = 1 AND `_n` > 0",
+            f"ORDER BY {q(T)} DESC NULLS LAST) AS `_rk` FROM ({rows})) "
+            f"WHERE `_rk` = 1 AND {q(N)} > 0",
             **views))
         for name, ch in changes.items():
             self.multisets[name].update(self.views, ch)

@@ -30,7 +30,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
-from sparkcq.model.columns import T
+from sparkcq.model.columns import D, T
 from sparkcq.model.time import TIME_MAX, TIME_MIN
 from sparkcq.plan.nodes import (
     Filter,
@@ -72,15 +72,15 @@ class IntervalJoinOperator(Operator):
         above its window: its columns and ``_t``.
         """
         _window, steps = self.interval_join.side(i)
-        src = "(SELECT * FROM {inp} WHERE `_d` > 0)"  # a stream edge: one event per row
+        src = f"(SELECT * FROM {{inp}} WHERE {q(D)} > 0)"  # a stream edge: one event per row
         for step in steps:
             if isinstance(step, Filter):
                 src = f"(SELECT * FROM {src} WHERE {step.predicate})"
             else:
                 assert isinstance(step, Project)
                 exprs = ", ".join(f"{sql} AS {q(name)}" for name, sql in step.exprs)
-                src = f"(SELECT {exprs}, `_t` FROM {src})"
-        return f"SELECT {', '.join(map(q, self.names[i]))}, `_t` FROM {src}"
+                src = f"(SELECT {exprs}, {q(T)} FROM {src})"
+        return f"SELECT {', '.join(map(q, self.names[i]))}, {q(T)} FROM {src}"
 
     def elements(self, i: int, events: DataFrame) -> DataFrame:
         """Side ``i``'s new events as elements: its columns with the interval's start and
@@ -141,7 +141,7 @@ class IntervalJoinOperator(Operator):
         ]
         hint = "/*+ MERGE(r) */"  # both sides are frames of the cycle: no broadcast
         return " UNION ALL ".join(
-            f"SELECT {hint} {cols}, {at} AS `_t`, CAST({sign} AS BIGINT) AS `_d` "
+            f"SELECT {hint} {cols}, {at} AS {q(T)}, CAST({sign} AS BIGINT) AS {q(D)} "
             f"FROM {{left}} AS l JOIN {{right}} AS r ON ({self.condition}) AND {band}"
             for at, sign, band in probes)
 

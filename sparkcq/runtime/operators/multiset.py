@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
 
-from sparkcq.model.columns import AID, GROUP_HASH
+from sparkcq.model.columns import AID, FROM, GROUP_HASH, NEW, TO, D, N, T
 from sparkcq.runtime.frames import SqlViews, StateFrame, q
 
 
@@ -83,7 +83,7 @@ class Multiset:
         ident = GroupKeys([*keys, *args])
         some = " OR ".join(f"{q(a)} IS NOT NULL" for a in args)
         return cls(frame, GroupKeys(keys), ident,
-                   f"SELECT {ident.cols()}`_t`, `_d` FROM {{inp}} WHERE {some}")
+                   f"SELECT {ident.cols()}{q(T)}, {q(D)} FROM {{inp}} WHERE {some}")
 
     @classmethod
     def stacked(cls, frame: StateFrame, keys: list[str], args: list[str]) -> Multiset:
@@ -91,10 +91,10 @@ class Multiset:
         k = GroupKeys(keys)
         if len(args) == 1:
             stacked = (f"SELECT {k.cols()}'{args[0]}' AS {q(AID)}, {q(args[0])} AS `_v`, "
-                       "`_t`, `_d` FROM {inp}")
+                       f"{q(T)}, {q(D)} FROM {{inp}}")
         else:
             pairs = ", ".join(f"'{arg}', {q(arg)}" for arg in args)
-            stacked = (f"SELECT {k.cols('i')}s.{q(AID)}, s.`_v`, i.`_t`, i.`_d` FROM {{inp}} i "
+            stacked = (f"SELECT {k.cols('i')}s.{q(AID)}, s.`_v`, i.{q(T)}, i.{q(D)} FROM {{inp}} i "
                        f"LATERAL VIEW stack({len(args)}, {pairs}) s AS {q(AID)}, `_v`")
         return cls(frame, k, GroupKeys([*keys, AID, "_v"]),
                    f"SELECT * FROM ({stacked}) WHERE `_v` IS NOT NULL")
@@ -104,14 +104,15 @@ class Multiset:
         before the cycle (``_n0``), before the instant (``_nb``) and after it (``_na``).
         """
         ident = self.ident
-        changes = (f"SELECT {ident.cols()}`_t`, sum(`_d`) AS `_dv` FROM ({self.source}) "
-                   f"GROUP BY {ident.group('`_t`')} HAVING sum(`_d`) <> 0")
+        changes = (f"SELECT {ident.cols()}{q(T)}, sum({q(D)}) AS `_dv` FROM ({self.source}) "
+                   f"GROUP BY {ident.group(q(T))} HAVING sum({q(D)}) <> 0")
         if with_base:
-            based = (f"SELECT c.*, coalesce(b.`_n`, CAST(0 AS BIGINT)) AS `_n0` FROM ({changes}) c "
+            based = (f"SELECT c.*, coalesce(b.{q(N)}, CAST(0 AS BIGINT)) AS `_n0` "
+                     f"FROM ({changes}) c "
                      f"LEFT JOIN {{ms}} b ON {ident.on('c', 'b')}")
         else:
             based = f"SELECT c.*, CAST(0 AS BIGINT) AS `_n0` FROM ({changes}) c"
-        running = (f"m.`_n0` + sum(m.`_dv`) OVER ({ident.partition()}ORDER BY `_t` "
+        running = (f"m.`_n0` + sum(m.`_dv`) OVER ({ident.partition()}ORDER BY {q(T)} "
                    "ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)")
         return (f"SELECT r.*, r.`_na` - r.`_dv` AS `_nb` FROM "
                 f"(SELECT m.*, {running} AS `_na` FROM ({based}) m) r")
@@ -129,12 +130,12 @@ class Multiset:
         count until the next. Views: ``{ch}`` (``changes``) and ``{ms}`` (the state, if any).
         """
         ident = self.ident
-        counts = f"SELECT {ident.cols()}`_t`, `_na` AS `_cnt` FROM {{ch}}"
+        counts = f"SELECT {ident.cols()}{q(T)}, `_na` AS `_cnt` FROM {{ch}}"
         if self.frame.get() is not None:
-            counts += f" UNION ALL SELECT {ident.cols()}CAST(NULL AS BIGINT), `_n` FROM {{ms}}"
+            counts += f" UNION ALL SELECT {ident.cols()}CAST(NULL AS BIGINT), {q(N)} FROM {{ms}}"
             counts = ident.distributed(counts)
-        return (f"SELECT {ident.cols()}`_t` AS `_from`, lead(`_t`) OVER ({ident.partition()}"
-                f"ORDER BY `_t` NULLS FIRST) AS `_to`, `_cnt` FROM ({counts})")
+        return (f"SELECT {ident.cols()}{q(T)} AS {q(FROM)}, lead({q(T)}) OVER ({ident.partition()}"
+                f"ORDER BY {q(T)} NULLS FIRST) AS {q(TO)}, `_cnt` FROM ({counts})")
 
     def update(self, views: SqlViews, ch: DataFrame) -> None:
         """Keep the multiplicities after the cycle's changes ``ch``; drop emptied values.
@@ -144,14 +145,14 @@ class Multiset:
         loses its known partitioning in the second reading).
         """
         ident = self.ident
-        counts = (f"SELECT {ident.cols()}max(`_n0`) + sum(`_dv`) AS `_n`, 1 AS `_new` "
+        counts = (f"SELECT {ident.cols()}max(`_n0`) + sum(`_dv`) AS {q(N)}, 1 AS {q(NEW)} "
                   f"FROM {{ch}} GROUP BY {ident.group()}")
         base = self.frame.get()
         bound = {"ch": ch}
         if base is not None:
             counts = ident.distributed(
-                f"{counts} UNION ALL SELECT {ident.cols()}`_n`, 0 FROM {{ms}}")
+                f"{counts} UNION ALL SELECT {ident.cols()}{q(N)}, 0 FROM {{ms}}")
             bound["ms"] = base
         self.frame.set(views.sql(
-            f"SELECT {ident.cols()}max_by(`_n`, `_new`) AS `_n` FROM ({counts}) "
-            f"GROUP BY {ident.group()} HAVING max_by(`_n`, `_new`) > 0", **bound))
+            f"SELECT {ident.cols()}max_by({q(N)}, {q(NEW)}) AS {q(N)} FROM ({counts}) "
+            f"GROUP BY {ident.group()} HAVING max_by({q(N)}, {q(NEW)}) > 0", **bound))

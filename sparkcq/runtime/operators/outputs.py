@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
 from sparkcq.language.sql.statements import OutputForm
-from sparkcq.model.columns import FROM, LAYER, OP, TE, TO, TS, D, T
+from sparkcq.model.columns import FROM, LAYER, NEW, OP, TE, TO, TS, D, N, T
 from sparkcq.model.time import TIME_MAX
 from sparkcq.plan.nodes import PlanNode, ToStream
 from sparkcq.runtime.frames import Runtime, Slice, StateFrame, col, union_all
@@ -50,7 +50,7 @@ class ToStreamOperator(Operator):
         self.names = [f.name for f in node.schema.fields]
         if self.form is OutputForm.RSTREAM:
             self.live = self.state(StructType([*node.schema.fields,
-                                               StructField("_n", LongType())]), "snapshot")
+                                               StructField(N, LongType())]), "snapshot")
 
     def step(self, inputs: list[Slice], cycle: CycleContext) -> Slice:  # noqa: D102
         (inp,) = inputs
@@ -98,31 +98,31 @@ class ToStreamOperator(Operator):
         if d is not None:
             j = d
             if base is not None:
-                j = join_on_values(j, base.select(*names, col("_n").alias("_n0")), self.names)
+                j = join_on_values(j, base.select(*names, col(N).alias("_n0")), self.names)
             else:
                 j = j.withColumn("_n0", F.lit(None).cast("long"))
             run = j.withColumn("_cnt", F.coalesce(col("_n0"), F.lit(0).cast("long"))
                                + F.sum(col(D)).over(part.rowsBetween(Window.unboundedPreceding,
                                                                      Window.currentRow)))
             run = self.rt.cache_for_cycle(run)
-            segs.append(run.select(*names, col(T).alias("_from"),
-                                   F.lead(col(T)).over(part).alias("_to"), col("_cnt")))
+            segs.append(run.select(*names, col(T).alias(FROM),
+                                   F.lead(col(T)).over(part).alias(TO), col("_cnt")))
             firsts = run.groupBy(*names).agg(F.min(col(T)).alias("_first"),
                                              F.max(col("_n0")).alias("_n0"))
             segs.append(firsts.where(col("_n0") > 0).select(
-                *names, F.lit(inp.lo).alias("_from"), col("_first").alias("_to"),
+                *names, F.lit(inp.lo).alias(FROM), col("_first").alias(TO),
                 col("_n0").alias("_cnt")))
             if base is not None:
                 untouched = join_on_values(base, firsts.select(*names), self.names,
                                            "left_anti")
-                segs.append(untouched.select(*names, F.lit(inp.lo).alias("_from"),
-                                             F.lit(None).cast("long").alias("_to"),
-                                             col("_n").alias("_cnt")))
+                segs.append(untouched.select(*names, F.lit(inp.lo).alias(FROM),
+                                             F.lit(None).cast("long").alias(TO),
+                                             col(N).alias("_cnt")))
         else:
             assert base is not None
-            segs.append(base.select(*names, F.lit(inp.lo).alias("_from"),
-                                    F.lit(None).cast("long").alias("_to"),
-                                    col("_n").alias("_cnt")))
+            segs.append(base.select(*names, F.lit(inp.lo).alias(FROM),
+                                    F.lit(None).cast("long").alias(TO),
+                                    col(N).alias("_cnt")))
         seg = union_all(segs)
         assert seg is not None
         seg = self.rt.cache_for_cycle(seg.where(col("_cnt") > 0))
@@ -134,22 +134,22 @@ class ToStreamOperator(Operator):
                 out = None
             else:
                 inst = d.select(col(T).alias("_it")).distinct()
-                cond = (col("_from") <= col("_it")) & (col("_to").isNull()
-                                                        | (col("_it") < col("_to")))
+                cond = (col(FROM) <= col("_it")) & (col(TO).isNull()
+                                                        | (col("_it") < col(TO)))
                 out = seg.join(inst, cond).select(*names, col("_it").alias(T), col("_cnt"))
         else:
             p = self.period
-            start = F.greatest(col("_from"), F.lit(inp.lo))
-            end = F.least(F.coalesce(col("_to"), F.lit(hi)), F.lit(hi))
+            start = F.greatest(col(FROM), F.lit(inp.lo))
+            end = F.least(F.coalesce(col(TO), F.lit(hi)), F.lit(hi))
             first = start + F.pmod(-start, F.lit(p))
             rows = seg.where(first < end).select(
                 *names, F.explode(F.sequence(first, end - F.lit(1), F.lit(p))).alias(T),
                 col("_cnt"))
             out = rows
         if d is not None:
-            last = Window.partitionBy(*names).orderBy(col("_from").desc())
+            last = Window.partitionBy(*names).orderBy(col(FROM).desc())
             now = seg.withColumn("_rk", F.row_number().over(last)).where(
-                (col("_rk") == 1) & col("_to").isNull()).select(*names, col("_cnt").alias("_n"))
+                (col("_rk") == 1) & col(TO).isNull()).select(*names, col("_cnt").alias(N))
             self.live.set(now)
         if out is None:
             return Slice(None, inp.lo, inp.hi)
@@ -243,21 +243,21 @@ def coalesce_changes(rt: Runtime, open_state: StateFrame, changes: DataFrame,
     run = run.withColumn("_before", col("_after") - col(D))
     opens = run.where(col(D) > 0).select(
         *cols, F.explode(F.sequence(col("_before") + 1, col("_after"))).alias(LAYER),
-        col(T), F.lit(True).alias("_isopen"), F.lit(True).alias("_new"))
+        col(T), F.lit(True).alias("_isopen"), F.lit(True).alias(NEW))
     closes = run.where(col(D) < 0).select(
         *cols, F.explode(F.sequence(col("_after") + 1, col("_before"))).alias(LAYER),
-        col(T), F.lit(False).alias("_isopen"), F.lit(True).alias("_new"))
+        col(T), F.lit(False).alias("_isopen"), F.lit(True).alias(NEW))
     events = opens.unionByName(closes)
     if base is not None:
         events = events.unionByName(base.select(*cols, col(LAYER), col(TS).alias(T),
                                                 F.lit(True).alias("_isopen"),
-                                                F.lit(False).alias("_new")))
+                                                F.lit(False).alias(NEW)))
     lw = Window.partitionBy(*cols, col(LAYER)).orderBy(col(T))
     paired = rt.cache_for_cycle(events.withColumn("_next", F.lead(col(T)).over(lw))
                                 .where(col("_isopen")))
-    records = paired.where(col("_new") | col("_next").isNotNull()).select(
+    records = paired.where(col(NEW) | col("_next").isNotNull()).select(
         *cols, col(T).alias(TS), col("_next").alias(TE),
-        F.when(col("_new"), F.lit("I")).otherwise(F.lit("C")).alias(OP))
+        F.when(col(NEW), F.lit("I")).otherwise(F.lit("C")).alias(OP))
     open_state.set(paired.where(col("_next").isNull()).select(*cols, col(LAYER),
                                                               col(T).alias(TS)))
     return records

@@ -27,7 +27,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql.types import BooleanType, LongType, StructField, StructType
 
-from sparkcq.model.columns import AT, CHANGED, GROUP_HASH, LAST, NEXT, PANE_END, SINCE, N
+from sparkcq.model.columns import AT, CHANGED, GROUP_HASH, LAST, NEXT, PANE_END, SINCE, D, N
 from sparkcq.model.time import TIME_MAX, TIME_MIN
 from sparkcq.plan.nodes import RangeSpec, SlicedAggregate
 from sparkcq.runtime.frames import Runtime, Slice, q
@@ -69,10 +69,10 @@ class RangeAggregateOperator(SlicedAggregateOperator):
         names = [f.name for f in self.panes.schema.fields]
         # redistributed first: the sums per (group, instant) then need no shuffle of their
         # own (events rarely share an instant, so summing before would not shrink them)
-        new = (f"SELECT {', '.join(map(q, names))} FROM (SELECT {by}, sum(`_d`) AS `{N}`"
+        new = (f"SELECT {', '.join(map(q, names))} FROM (SELECT {by}, sum({q(D)}) AS `{N}`"
                f"{measures} FROM (SELECT *, {self.pane_end} AS {q(PANE_END)}, "
                f"{self.group_hash()} AS {q(GROUP_HASH)} FROM {self.events_sql} "
-               f"WHERE `_d` > 0 DISTRIBUTE BY {q(GROUP_HASH)}) GROUP BY {by})")
+               f"WHERE {q(D)} > 0 DISTRIBUTE BY {q(GROUP_HASH)}) GROUP BY {by})")
         if not with_old:
             return new
         kept = ", ".join(f"{q(n)} AS {q(n)}" for n in names)

@@ -35,7 +35,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from sparkcq.model.columns import AT, FROM, GROUP_HASH, NEXT, PANE_END, TO, N
+from sparkcq.model.columns import AT, FROM, GROUP_HASH, NEXT, PANE_END, TO, D, N, T
 from sparkcq.model.time import TIME_MAX, TIME_MIN
 from sparkcq.plan.nodes import (
     CutSpec,
@@ -84,13 +84,13 @@ class SlicedAggregateOperator(Operator):
         spec = node.window.spec
         if isinstance(spec, CutSpec):
             self.step_len, self.length = spec.by, spec.by * spec.chunks
-            self.pane_end = f"`_t` - pmod(`_t`, {spec.by}) + {spec.by}"
+            self.pane_end = f"{q(T)} - pmod({q(T)}, {spec.by}) + {spec.by}"
         else:
             # a per-event RANGE window is one of panes of one unit (``range_aggregate.py``)
             assert isinstance(spec, RangeSpec)
             self.step_len, self.length = spec.slide or 1, spec.size
-            self.pane_end = (f"`_t` + pmod(-`_t`, {spec.slide})" if spec.slide and spec.slide > 1
-                             else "`_t`")
+            self.pane_end = (f"{q(T)} + pmod(-{q(T)}, {spec.slide})"
+                             if spec.slide and spec.slide > 1 else q(T))
         self.keys = list(agg.keys)
         arg_types = {f.name: f.dataType for f in agg.child.schema.fields}
         self.measures: dict[str, _Measure] = {}
@@ -103,13 +103,13 @@ class SlicedAggregateOperator(Operator):
                 continue
             i = list(arg_types).index(call.arg)
             arg, dtype = q(call.arg), arg_types[call.arg]
-            count = self.measure(f"_c{i}", f"CASE WHEN {arg} IS NOT NULL THEN `_d` ELSE 0 END",
+            count = self.measure(f"_c{i}", f"CASE WHEN {arg} IS NOT NULL THEN {q(D)} ELSE 0 END",
                                  "sum", LongType())
             if call.func == "count":
                 self.values[call.name] = f"CAST({count} AS {out})"
             elif call.func in ("sum", "avg"):
                 acc = accumulator_type(dtype)
-                total = self.measure(f"_s{i}", f"CAST({arg} * `_d` AS {acc.simpleString()})",
+                total = self.measure(f"_s{i}", f"CAST({arg} * {q(D)} AS {acc.simpleString()})",
                                      "sum", acc)
                 if call.func == "sum":
                     value = f"CAST({total} AS {out})"
@@ -160,7 +160,7 @@ class SlicedAggregateOperator(Operator):
                 exprs = ", ".join(
                     f"CAST(NULL AS {types[name]}) AS {q(name)}" if name in blank
                     else f"{sql} AS {q(name)}" for name, sql in step.exprs)
-                src = f"(SELECT {exprs}, `_t`, `_d` FROM {src})"
+                src = f"(SELECT {exprs}, {q(T)}, {q(D)} FROM {src})"
         return src
 
     def key_list(self, *extra: str) -> str:
@@ -186,9 +186,9 @@ class SlicedAggregateOperator(Operator):
         measures = "".join(f", {m.combine}({m.sql}) AS {q(m.name)}"
                            for m in self.measures.values())
         by = self.key_list(q(PANE_END))
-        partial = (f"SELECT {by}, sum(`_d`) AS `{N}`{measures} "
+        partial = (f"SELECT {by}, sum({q(D)}) AS `{N}`{measures} "
                    f"FROM (SELECT *, {self.pane_end} AS {q(PANE_END)}, {self.group_hash()} AS "
-                   f"{q(GROUP_HASH)} FROM {self.events_sql}) WHERE `_d` > 0 GROUP BY {by}")
+                   f"{q(GROUP_HASH)} FROM {self.events_sql}) WHERE {q(D)} > 0 GROUP BY {by}")
         names = [f.name for f in self.panes.schema.fields]
         merging = (f"SELECT {', '.join(map(q, names))} FROM ({partial}) "
                    f"DISTRIBUTE BY {q(GROUP_HASH)}")
@@ -263,9 +263,9 @@ class SlicedAggregateOperator(Operator):
             start = f"greatest({q(FROM)}, {lo})"
             starts = f" WHERE {q(TO)} > {lo}"
             ends += f" AND {q(TO)} > {lo}"
-        return (f"SELECT {names}, {start} AS `_t`, CAST(1 AS BIGINT) AS `_d` "
+        return (f"SELECT {names}, {start} AS {q(T)}, CAST(1 AS BIGINT) AS {q(D)} "
                 f"FROM {{seg}}{starts} UNION ALL "
-                f"SELECT {names}, {q(TO)} AS `_t`, CAST(-1 AS BIGINT) AS `_d` "
+                f"SELECT {names}, {q(TO)} AS {q(T)}, CAST(-1 AS BIGINT) AS {q(D)} "
                 f"FROM {{seg}} WHERE {q(TO)} IS NOT NULL{ends}")
 
     # -- the cycle ---------------------------------------------------------------------------

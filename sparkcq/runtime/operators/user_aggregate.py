@@ -16,7 +16,7 @@ from pyspark.sql.pandas.types import to_arrow_schema, to_arrow_type
 from pyspark.sql.types import BinaryType, LongType, StructField, StructType
 
 from sparkcq.aggregates.runner import CallSpec, InstanceRunner, cogroup_function, value_check
-from sparkcq.model.columns import GROUP_HASH, D, N, T
+from sparkcq.model.columns import GROUP_HASH, NEW, D, N, T
 from sparkcq.plan.nodes import AggCall
 from sparkcq.runtime.frames import SqlViews, StateFrame, q
 from sparkcq.runtime.operators.base import Operator
@@ -102,14 +102,14 @@ class UserAggregateInstances:
         k = self.k
         kept = [N, *[f"_i{j}" for j in range(len(self.calls))]]
         cols = ", ".join(map(q, kept))
-        rows = f"SELECT {k.cols()}{cols}, 1 AS `_new` FROM {{out}} WHERE {q(T)} IS NULL"
+        rows = f"SELECT {k.cols()}{cols}, 1 AS {q(NEW)} FROM {{out}} WHERE {q(T)} IS NULL"
         bound = {"out": out}
         st = self.frame.get()
         if st is not None:
             rows = k.distributed(f"{rows} UNION ALL SELECT {k.cols()}{cols}, 0 FROM {{st}}")
             bound["st"] = st
-        picked = ", ".join(f"max_by({q(c)}, `_new`) AS {q(c)}" for c in kept)
+        picked = ", ".join(f"max_by({q(c)}, {q(NEW)}) AS {q(c)}" for c in kept)
         self.frame.set(views.sql(
             f"SELECT {k.cols()}{picked} FROM ({rows}) GROUP BY {k.group()} "
-            f"HAVING max_by({q(N)}, `_new`) > 0", **bound))
+            f"HAVING max_by({q(N)}, {q(NEW)}) > 0", **bound))
 

@@ -19,9 +19,6 @@ from sparkcq.plan.nodes import Window as WindowNode
 from sparkcq.runtime.frames import Runtime, Slice, ceil_to, col, floor_to, union_all
 from sparkcq.runtime.operators.base import CycleContext, FutureBuffer, Operator, as_changes_at
 
-_NEW = NEW
-_DEL = DELETED
-
 
 def _events(df: DataFrame) -> DataFrame:
     """The arrivals on an input edge: each +n change becomes n instants (-n are ignored)."""
@@ -124,10 +121,10 @@ class RowsWindowOperator(Operator):
         (inp,) = inputs
         if inp.df is None:
             return Slice(None, inp.lo, inp.hi)
-        new = _events(inp.df).withColumn(_NEW, F.lit(True))
+        new = _events(inp.df).withColumn(NEW, F.lit(True))
         old = self.last.get()
         rows = union_all([
-            old.withColumn(_NEW, F.lit(False).cast(BooleanType())) if old is not None else None,
+            old.withColumn(NEW, F.lit(False).cast(BooleanType())) if old is not None else None,
             new,
         ])
         assert rows is not None
@@ -135,7 +132,7 @@ class RowsWindowOperator(Operator):
         w = Window.partitionBy(*[col(c) for c in self.spec.partition_by]).orderBy(*order)
         ranked = self.rt.cache_for_cycle(
             rows.withColumn("_leave", F.lead(col(T), self.spec.rows).over(w)))
-        plus = ranked.where(col(_NEW)).select(*[col(n) for n in self.names], col(T),
+        plus = ranked.where(col(NEW)).select(*[col(n) for n in self.names], col(T),
                                                F.lit(1).cast("long").alias(D))
         minus = ranked.where(col("_leave").isNotNull()).select(
             *[col(n) for n in self.names], col("_leave").alias(T), F.lit(-1).cast("long").alias(D))
@@ -151,8 +148,6 @@ class RowsWindowOperator(Operator):
         last = self.last.get()
         return None if last is None else as_changes_at(last, self.names, None, at)
 
-_KEY_HASH = KEY_HASH
-_FIRST = FIRST
 
 
 class KeyedWindowOperator(Operator):
@@ -177,45 +172,45 @@ class KeyedWindowOperator(Operator):
                            if "map<" not in f.dataType.simpleString()]
         self.current = self.state(
             StructType([*node.schema.fields, StructField(T, LongType()),
-                        StructField(_KEY_HASH, IntegerType())]), "current-rows",
-            partition_by=_KEY_HASH)
+                        StructField(KEY_HASH, IntegerType())]), "current-rows",
+            partition_by=KEY_HASH)
 
     def step(self, inputs: list[Slice], cycle: CycleContext) -> Slice:  # noqa: D102
         (inp,) = inputs
         if inp.df is None:
             return Slice(None, inp.lo, inp.hi)
-        rows = _events(inp.df).withColumn(_DEL, F.lit(False))
-        deletes = inp.df.where(col(D) < 0).drop(D).withColumn(_DEL, F.lit(True))
+        rows = _events(inp.df).withColumn(DELETED, F.lit(False))
+        deletes = inp.df.where(col(D) < 0).drop(D).withColumn(DELETED, F.lit(True))
         new = rows.unionByName(deletes).withColumn(
-            _KEY_HASH, F.hash(*[col(k) for k in self.key])).repartition(
-            self.rt.partitions, col(_KEY_HASH))
-        order = [col(T).asc(), col(_DEL).desc(),
+            KEY_HASH, F.hash(*[col(k) for k in self.key])).repartition(
+            self.rt.partitions, col(KEY_HASH))
+        order = [col(T).asc(), col(DELETED).desc(),
                  *[col(c).asc_nulls_first() for c in self.order_cols]]
-        w = Window.partitionBy(col(_KEY_HASH), *[col(k) for k in self.key]).orderBy(*order)
+        w = Window.partitionBy(col(KEY_HASH), *[col(k) for k in self.key]).orderBy(*order)
         ranked = self.rt.cache_for_cycle(new.withColumn("_leave", F.lead(col(T), 1).over(w)))
         names = [col(n) for n in self.names]
-        plus = ranked.where(~col(_DEL)).select(*names, col(T), F.lit(1).cast("long").alias(D))
-        minus = ranked.where(col("_leave").isNotNull() & ~col(_DEL)).select(
+        plus = ranked.where(~col(DELETED)).select(*names, col(T), F.lit(1).cast("long").alias(D))
+        minus = ranked.where(col("_leave").isNotNull() & ~col(DELETED)).select(
             *names, col("_leave").alias(T), F.lit(-1).cast("long").alias(D))
-        last = ranked.where(col("_leave").isNull() & ~col(_DEL)).select(
-            *names, col(T), col(_KEY_HASH))
+        last = ranked.where(col("_leave").isNull() & ~col(DELETED)).select(
+            *names, col(T), col(KEY_HASH))
         old = self.current.get()
         if old is not None:
             # the key's first change of the cycle (all after its current row) closes it
-            firsts = ranked.groupBy(col(_KEY_HASH), *[col(k) for k in self.key]).agg(
-                F.min(col(T)).alias(_FIRST)).select(
-                col(_KEY_HASH).alias("_fh"), *[col(k).alias(f"_f{i}")
-                                               for i, k in enumerate(self.key)], col(_FIRST))
-            same = col(_KEY_HASH) == col("_fh")
+            firsts = ranked.groupBy(col(KEY_HASH), *[col(k) for k in self.key]).agg(
+                F.min(col(T)).alias(FIRST)).select(
+                col(KEY_HASH).alias("_fh"), *[col(k).alias(f"_f{i}")
+                                               for i, k in enumerate(self.key)], col(FIRST))
+            same = col(KEY_HASH) == col("_fh")
             for i, k in enumerate(self.key):
                 same = same & col(k).eqNullSafe(col(f"_f{i}"))
             # no broadcast: it would compute ``firsts`` in a Spark job of its own; both
             # sides are partitioned by the key hash, so the join shuffles neither
             met = self.rt.cache_for_cycle(old.join(firsts.hint("shuffle_hash"), same, "left"))
-            minus = minus.unionByName(met.where(col(_FIRST).isNotNull()).select(
-                *names, col(_FIRST).alias(T), F.lit(-1).cast("long").alias(D)))
-            last = met.where(col(_FIRST).isNull()).select(
-                *names, col(T), col(_KEY_HASH)).unionByName(last)
+            minus = minus.unionByName(met.where(col(FIRST).isNotNull()).select(
+                *names, col(FIRST).alias(T), F.lit(-1).cast("long").alias(D)))
+            last = met.where(col(FIRST).isNull()).select(
+                *names, col(T), col(KEY_HASH)).unionByName(last)
         self.current.set(last)
         out = plus.unionByName(minus)
         # a row followed at its own instant by another of its key lives for no time
