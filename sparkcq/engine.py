@@ -27,7 +27,6 @@ from pyspark.sql.types import DataType, StructType
 
 from sparkcq.catalog import Catalog, TableSource
 from sparkcq.errors import SourceError, UnknownNameError
-from sparkcq.inspection import dead_letters, metrics, results
 from sparkcq.io import push as pushing
 from sparkcq.io.delivery import Sinks
 from sparkcq.io.feed_source import FeedSource
@@ -61,11 +60,9 @@ from sparkcq.statements import run_statement
 from sparkcq.statements.context import Policy, StatementContext
 from sparkcq.statements.create_aggregate import add_aggregate
 from sparkcq.statements.create_function import create_function
-from sparkcq.statements.drop import aggregate_users, drop
-from sparkcq.statements.explain import explain_global, explain_query
+from sparkcq.statements.drop import drop
 from sparkcq.statements.feeds import FeedHeader, FeedRemove, FeedStop, feed_source
 from sparkcq.statements.script import run_script
-from sparkcq.statements.show import show
 from sparkcq.statements.stop import resume_paused
 from sparkcq.statements.tables import Tables, table_rows
 
@@ -196,7 +193,7 @@ class Engine:
 
     def aggregate_users(self, name: str) -> list[str]:
         """The running queries and derived streams whose plans call aggregate ``name``."""
-        return aggregate_users(self.context, name)
+        return self.context.view().aggregate_users(name)
 
     # -- tables --------------------------------------------------------------------------
     def register_table(self, name: str, data: Any, schema: StructType | None = None, *,
@@ -357,7 +354,7 @@ class Engine:
     # -- what the system shows -----------------------------------------------------------
     def results(self, query: str) -> pd.DataFrame:
         """A query's results so far (memory sink): user columns plus ``_ts`` and ``_te``."""
-        return results(self.context, query)
+        return self.context.view().results(query)
 
     def query_log(self, query: str) -> list[str]:
         """The query's log: compile, start, failures (with the reason), in order."""
@@ -365,23 +362,23 @@ class Engine:
 
     def dead_letters(self, stream: str) -> pd.DataFrame:
         """Rows of ``stream`` that were rejected (late, null time, ...) with the reason."""
-        return dead_letters(self.context, stream)
+        return self.context.view().dead_letters(stream)
 
     def explain(self, query: str) -> str:
         """The plan of one query; nodes shared with other queries are marked."""
-        return explain_query(self.context, query)
+        return self.context.view().explain(query)
 
     def explain_global(self, fmt: str = ExplainFormat.TEXT) -> str:
         """The shared DAG (``fmt='dot'``: as Graphviz DOT)."""
-        return explain_global(self.context, fmt)
+        return self.context.view().explain_global(fmt)
 
     def show(self, what: str) -> pd.DataFrame:
         """SHOW STREAMS | TABLES | QUERIES | FUNCTIONS | AGGREGATES as a small table."""
-        return show(self.context, ShowTarget(what.upper()))
+        return self.context.view().show(ShowTarget(what.upper()))
 
     def metrics(self) -> dict[str, Any]:
         """Cycles, state rows, user aggregate instances, dead letters and watermarks."""
-        return metrics(self.context, self.driver)
+        return self.context.view().metrics(self.cycle, self.reports)
 
     def stop(self) -> None:
         """Release every operator; stop the Spark session if this engine started it.

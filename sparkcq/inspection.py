@@ -1,80 +1,201 @@
-"""What a running system shows of itself: a query's results (memory sink) and log, a
-stream's dead letters, engine metrics. (``EXPLAIN`` and ``SHOW`` are statements:
-``statements/explain.py``, ``statements/show.py``.)
+"""What a running system shows of itself: a query's results (memory sink), a stream's dead
+letters and state, SHOW's tables, EXPLAIN's plans, metrics, and who uses an aggregate.
+
+A ``SystemView`` reads; it changes nothing. The SHOW and EXPLAIN statement handlers and the
+facade's ``results``, ``metrics``, ... ask it.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 import pandas as pd
 
+from sparkcq.catalog import Catalog, TableInfo
 from sparkcq.errors import CatalogError
+from sparkcq.io.delivery import Sinks
+from sparkcq.io.feed_source import FeedSource
 from sparkcq.io.sinks import MemorySink
-from sparkcq.language.sql.statements import OutputForm
+from sparkcq.io.sources import Source
+from sparkcq.language.sql.statements import ExplainFormat, OutputForm, ShowTarget
 from sparkcq.model.columns import OP, TE, TS
 from sparkcq.model.time import TIME_MAX
-from sparkcq.plan.nodes import EdgeKind
-from sparkcq.runtime.driver import CycleDriver
-from sparkcq.statements.context import StatementContext
+from sparkcq.plan.nodes import Aggregate, EdgeKind, PlanNode, render_tree, walk
+from sparkcq.runtime.driver import CycleReport
+from sparkcq.runtime.explain import explain_global_dot, explain_global_text
+from sparkcq.runtime.queries import RunningQueries
 
 
-def results(ctx: StatementContext, query: str) -> pd.DataFrame:
-    """A query's results so far (memory sink): user columns plus ``_ts`` and ``_te``.
+class StreamState(StrEnum):
+    """What ``SHOW STREAMS`` says of a stream's input."""
 
-    Interval results show each coalesced element once, with ``_te`` null while open;
-    instant results have ``_ts`` = ``_te``; a changelog has ``_op`` '+' or '-'.
-    """
-    info = ctx.catalog.query(query)
-    sink = ctx.sinks[info.sink]
-    if not isinstance(sink, MemorySink):
-        msg = f"query {query!r} writes to the {info.sink!r} sink; results() reads memory"
-        raise CatalogError(msg)
-    output = ctx.sinks.destination(info.name).output
-    frame = sink.frame(info.name, output.columns)
-    # in time order (records of one cycle come in Spark's partition order)
-    frame = frame.sort_values(TS, kind="mergesort", na_position="first")
-    if not output.timestamp:  # integral times; keep them integral next to nulls
-        for c in (TS, TE):
-            frame[c] = frame[c].astype("Int64")
-    cols = output.columns
-    form = info.options["form"]
-    if form is OutputForm.CHANGELOG and info.plan.kind is EdgeKind.RELATION:
-        return frame[[*cols, TS, OP]].reset_index(drop=True)
-    if info.plan.kind is not EdgeKind.RELATION or form is not OutputForm.INTERVALS:
-        return frame[[*cols, TS, TE]].reset_index(drop=True)
-    return close_elements(frame, cols)
+    READY = "ready"  # a memory, generator or files stream
+    DERIVED = "derived"  # the result of a query
+    NOT_CONNECTED = "not connected"  # a feed stream without an open connection (or HEADER)
+    CONNECTED = "connected"  # a feed stream with its schema and a connection
+    STOPPED = "stopped"  # a feed stream whose feed sent STOP, no data since
 
 
-def dead_letters(ctx: StatementContext, stream: str) -> pd.DataFrame:
-    """Rows of ``stream`` that were rejected (late, null time, ...) with the reason."""
-    info = ctx.catalog.stream(stream)
-    return ctx.queries.scans[info.name.lower()].dead_letters().toPandas()
+@dataclass(frozen=True)
+class SystemView:
+    """The catalog, the running queries, the sinks and the sources, read."""
+
+    catalog: Catalog
+    queries: RunningQueries
+    sinks: Sinks
+    sources: Mapping[str, Source]
+
+    # -- results and dead letters ----------------------------------------------------------
+    def results(self, query: str) -> pd.DataFrame:
+        """A query's results so far (memory sink): user columns plus ``_ts`` and ``_te``.
+
+        Interval results show each coalesced element once, with ``_te`` null while open;
+        instant results have ``_ts`` = ``_te``; a changelog has ``_op`` '+' or '-'.
+        """
+        info = self.catalog.query(query)
+        sink = self.sinks[info.sink]
+        if not isinstance(sink, MemorySink):
+            msg = f"query {query!r} writes to the {info.sink!r} sink; results() reads memory"
+            raise CatalogError(msg)
+        output = self.sinks.destination(info.name).output
+        frame = sink.frame(info.name, output.columns)
+        # in time order (records of one cycle come in Spark's partition order)
+        frame = frame.sort_values(TS, kind="mergesort", na_position="first")
+        if not output.timestamp:  # integral times; keep them integral next to nulls
+            for c in (TS, TE):
+                frame[c] = frame[c].astype("Int64")
+        cols = output.columns
+        form = info.options["form"]
+        if form is OutputForm.CHANGELOG and info.plan.kind is EdgeKind.RELATION:
+            return frame[[*cols, TS, OP]].reset_index(drop=True)
+        if info.plan.kind is not EdgeKind.RELATION or form is not OutputForm.INTERVALS:
+            return frame[[*cols, TS, TE]].reset_index(drop=True)
+        return close_elements(frame, cols)
+
+    def dead_letters(self, stream: str) -> pd.DataFrame:
+        """Rows of ``stream`` that were rejected (late, null time, ...) with the reason."""
+        info = self.catalog.stream(stream)
+        return self.queries.scans[info.name.lower()].dead_letters().toPandas()
+
+    def stream_state(self, stream: str) -> StreamState:
+        """Where a stream's input stands (see ``StreamState``)."""
+        info = self.catalog.streams.get(stream.lower())
+        if info is not None and info.derived:
+            return StreamState.DERIVED
+        source = self.sources.get(stream.lower())
+        if not isinstance(source, FeedSource):
+            return StreamState.READY
+        if source.stopped:
+            return StreamState.STOPPED
+        if source.connected and source.connections:
+            return StreamState.CONNECTED
+        return StreamState.NOT_CONNECTED
+
+    def aggregate_users(self, name: str) -> list[str]:
+        """The running queries and derived streams whose plans call aggregate ``name``."""
+        def calls(node: PlanNode) -> bool:
+            return isinstance(node, Aggregate) and any(
+                a.uda is not None and a.uda.name.lower() == name.lower() for a in node.aggs)
+
+        users = [r.name for r in self.queries.reading(calls)]
+        return users + [s.name for s in self.catalog.streams.values()
+                        if s.derived and any(calls(n) for n in walk(s.plan))]
+
+    # -- SHOW and EXPLAIN ------------------------------------------------------------------
+    def show(self, what: ShowTarget | str) -> pd.DataFrame:
+        """One row per stream, table, query, function or aggregate."""
+        target = ShowTarget(what.upper())
+        catalog = self.catalog
+        scans = self.queries.scans
+        if target is ShowTarget.STREAMS:
+            return pd.DataFrame([
+                {"name": s.name, "kind": "derived" if s.derived else s.options.get("source",
+                                                                                     "memory"),
+                 "schema": s.schema.simpleString(), "event_time": s.time_col,
+                 "state": self.stream_state(s.name).value,
+                 "key": ", ".join(s.key) or None,
+                 "watermark": scans[k].watermark if k in scans else None}
+                for k, s in catalog.streams.items()])
+        if target is ShowTarget.FUNCTIONS:
+            return pd.DataFrame([{"name": f.name, "signature": f.signature, "code": f.origin}
+                                 for f in catalog.functions.values()],
+                                columns=["name", "signature", "code"])
+        if target is ShowTarget.AGGREGATES:
+            return pd.DataFrame([{"name": a.name, "signature": a.signature, "code": a.origin,
+                                  "used_by": ", ".join(self.aggregate_users(a.name))}
+                                 for a in catalog.aggregates.values()],
+                                columns=["name", "signature", "code", "used_by"])
+        if target is ShowTarget.TABLES:
+            return pd.DataFrame([table_row(t) for t in catalog.tables.values()],
+                                columns=["name", "schema", "source", "version", "read_at",
+                                         "refresh", "note"])
+        return pd.DataFrame([{"name": q.name, "status": q.status, "sink": q.sink,
+                              "form": q.options["form"].value}
+                             for q in catalog.queries.values()])
+
+    def explain(self, query: str) -> str:
+        """The plan of one query; nodes shared with other queries are marked."""
+        info = self.catalog.query(query)
+        marks = {}
+        for node in walk(info.plan):
+            users = self.queries.plan.users.get(node, set()) - {info.name}
+            if users:
+                marks[node] = f"  (shared with {', '.join(sorted(users))})"
+        return render_tree(info.plan, marks)
+
+    def explain_global(self, fmt: str = ExplainFormat.TEXT) -> str:
+        """The shared DAG: each operator, the queries using it, its reference count, state
+        rows, rows per cycle and plan-building time; ``dot`` gives Graphviz DOT.
+        """
+        try:
+            fmt = ExplainFormat(fmt)
+        except ValueError:
+            msg = f"unknown EXPLAIN format {fmt!r}; use 'text' or 'dot'"
+            raise CatalogError(msg) from None
+        if fmt is ExplainFormat.DOT:
+            return explain_global_dot(self.queries.plan)
+        return explain_global_text(self.queries.plan)
+
+    # -- metrics ---------------------------------------------------------------------------
+    def metrics(self, cycle: int, reports: Sequence[CycleReport]) -> dict[str, Any]:
+        """Engine metrics: cycles, state rows per operator, user aggregate instances per
+        operator that runs them, dead letters and watermarks per stream.
+        """
+        last = reports[-1] if reports else None
+        queries = self.queries
+        plan = queries.plan
+        scans = queries.scans.values()
+        return {
+            "cycles": cycle,
+            "last_cycle_seconds": last.seconds if last else None,
+            "state_rows": {f"#{i} {n.label()}": op.state_rows
+                           for i, (n, op) in enumerate(plan.ops.items())},
+            "total_state_rows": sum(op.state_rows for op in plan.state_holders())
+            + sum(r.formatter.state_rows for r in queries.running.values())
+            + queries.intervals.state_rows,
+            "live_instances": {f"#{i} {n.label()}": op.live_instances
+                               for i, (n, op) in enumerate(plan.ops.items())
+                               if op.live_instances is not None},
+            "dead_letters": {s.scan.name: s.dead_count for s in scans},
+            "watermarks": {s.scan.name: (None if s.watermark == TIME_MAX else s.watermark)
+                           for s in scans},
+        }
 
 
-def metrics(ctx: StatementContext, driver: CycleDriver) -> dict[str, Any]:
-    """Engine metrics: cycles, state rows per operator, user aggregate instances per
-    operator that runs them, dead letters and watermarks per stream.
-    """
-    last = driver.reports[-1] if driver.reports else None
-    queries = ctx.queries
-    plan = queries.plan
-    scans = queries.scans.values()
-    return {
-        "cycles": driver.cycle,
-        "last_cycle_seconds": last.seconds if last else None,
-        "state_rows": {f"#{i} {n.label()}": op.state_rows
-                       for i, (n, op) in enumerate(plan.ops.items())},
-        "total_state_rows": sum(op.state_rows for op in plan.state_holders())
-        + sum(r.formatter.state_rows for r in queries.running.values())
-        + queries.intervals.state_rows,
-        "live_instances": {f"#{i} {n.label()}": op.live_instances
-                           for i, (n, op) in enumerate(plan.ops.items())
-                           if op.live_instances is not None},
-        "dead_letters": {s.scan.name: s.dead_count for s in scans},
-        "watermarks": {s.scan.name: (None if s.watermark == TIME_MAX else s.watermark)
-                       for s in scans},
-    }
+def table_row(info: TableInfo) -> dict[str, Any]:
+    """A table's row of SHOW TABLES: where it is read from, its version, when it was read."""
+    every = info.source.refresh_every if info.source is not None else None
+    read_at = None if info.read_at is None else dt.datetime.fromtimestamp(
+        info.read_at, dt.UTC).isoformat(timespec="seconds")
+    return {"name": info.name, "schema": info.schema.simpleString(),
+            "source": info.source.origin if info.source is not None else "data",
+            "version": info.version,
+            "read_at": read_at, "refresh": None if every is None else f"{every:g} SECONDS",
+            "note": info.note}
 
 
 def close_elements(frame: pd.DataFrame, cols: list[str]) -> pd.DataFrame:

@@ -12,6 +12,7 @@ from pyspark.sql import SparkSession
 
 from sparkcq.catalog import Catalog
 from sparkcq.errors import AnalysisError, Location
+from sparkcq.inspection import SystemView
 from sparkcq.io.delivery import Sinks
 from sparkcq.io.postgres import Database
 from sparkcq.io.sources import IngestLimits, Source
@@ -92,3 +93,7 @@ class StatementContext:
     clock: Clock = field(default_factory=SystemClock)
     anonymous: int = 0  # unnamed queries created so far (query_1, query_2, ...)
     paused: set[str] = field(default_factory=set)  # feed streams a STOP paused (stop.py)
+
+    def view(self) -> SystemView:
+        """The system as it stands, read (``inspection.py``)."""
+        return SystemView(self.catalog, self.queries, self.sinks, self.sources)

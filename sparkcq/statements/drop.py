@@ -9,7 +9,7 @@ from __future__ import annotations
 from sparkcq.errors import CatalogError, UnknownNameError
 from sparkcq.io.feed_source import FeedSource
 from sparkcq.language.sql.statements import Drop, ObjectKind
-from sparkcq.plan.nodes import Aggregate, PlanNode, walk
+from sparkcq.plan.nodes import walk
 from sparkcq.statements.context import StatementContext
 
 
@@ -60,7 +60,7 @@ def check_drop(ctx: StatementContext, kind: ObjectKind, name: str,
             known = ", ".join(sorted(catalog.aggregates)) or "none"
             msg = f"unknown aggregate {name!r}; aggregates: {known}"
             raise UnknownNameError(msg)
-        users = aggregate_users(ctx, name)
+        users = ctx.view().aggregate_users(name)
     elif kind is ObjectKind.QUERY:
         catalog.query(name)
         users = []
@@ -78,14 +78,3 @@ def check_drop(ctx: StatementContext, kind: ObjectKind, name: str,
     if users:
         msg = f"{kind.lower()} {name!r} is used by {', '.join(users)}; drop them first"
         raise CatalogError(msg)
-
-
-def aggregate_users(ctx: StatementContext, name: str) -> list[str]:
-    """The running queries and derived streams whose plans call aggregate ``name``."""
-    def calls(node: PlanNode) -> bool:
-        return isinstance(node, Aggregate) and any(
-            a.uda is not None and a.uda.name.lower() == name.lower() for a in node.aggs)
-
-    users = [r.name for r in ctx.queries.reading(calls)]
-    return users + [s.name for s in ctx.catalog.streams.values()
-                    if s.derived and any(calls(n) for n in walk(s.plan))]

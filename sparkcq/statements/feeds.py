@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
 
 from pyspark.sql.types import StructField, StructType, _parse_datatype_string
 
@@ -23,16 +22,6 @@ from sparkcq.io.feed_source import FeedSource
 from sparkcq.io.spool import Spool
 from sparkcq.plan.nodes import PlanNode, StreamScan, walk
 from sparkcq.statements.context import StatementContext
-
-
-class StreamState(StrEnum):
-    """What ``SHOW STREAMS`` says of a stream's input."""
-
-    READY = "ready"  # a memory, generator or files stream
-    DERIVED = "derived"  # the result of a query
-    NOT_CONNECTED = "not connected"  # a feed stream without an open connection (or HEADER)
-    CONNECTED = "connected"  # a feed stream with its schema and a connection
-    STOPPED = "stopped"  # a feed stream whose feed sent STOP, no data since
 
 
 @dataclass(frozen=True)
@@ -79,20 +68,6 @@ def feed_source(ctx: StatementContext, stream: str) -> FeedSource:
         raise FeedError(msg)
     return source
 
-
-def stream_state(ctx: StatementContext, stream: str) -> StreamState:
-    """Where a stream's input stands (see ``StreamState``)."""
-    info = ctx.catalog.streams.get(stream.lower())
-    if info is not None and info.derived:
-        return StreamState.DERIVED
-    source = ctx.sources.get(stream.lower())
-    if not isinstance(source, FeedSource):
-        return StreamState.READY
-    if source.stopped:
-        return StreamState.STOPPED
-    if source.connected and source.connections:
-        return StreamState.CONNECTED
-    return StreamState.NOT_CONNECTED
 
 
 def reads(plan: PlanNode, stream: str) -> bool:

@@ -5,8 +5,9 @@ logs) until data comes again on it; each cycle resumes those whose streams all f
 from __future__ import annotations
 
 from sparkcq.catalog import QueryStatus
+from sparkcq.inspection import StreamState
 from sparkcq.statements.context import StatementContext
-from sparkcq.statements.feeds import FeedStop, StreamState, feed_source, reads, stream_state
+from sparkcq.statements.feeds import FeedStop, feed_source, reads
 
 
 def stop(stmt: FeedStop, text: str, ctx: StatementContext) -> list[str]:
@@ -28,14 +29,15 @@ def stop(stmt: FeedStop, text: str, ctx: StatementContext) -> list[str]:
 def resume_paused(ctx: StatementContext) -> None:
     """Resume the queries of the stopped streams whose data came again (before a cycle)."""
     for key in list(ctx.paused):
-        if stream_state(ctx, key) is StreamState.STOPPED:
+        view = ctx.view()
+        if view.stream_state(key) is StreamState.STOPPED:
             continue
         ctx.paused.discard(key)
         info = ctx.catalog.streams.get(key)
         for run in ctx.queries.running.values():
             if run.info.status is not QueryStatus.PAUSED or not reads(run.info.plan, key):
                 continue
-            if any(stream_state(ctx, s.name) is StreamState.STOPPED
+            if any(view.stream_state(s.name) is StreamState.STOPPED
                    for s in ctx.catalog.streams.values() if reads(run.info.plan, s.name)):
                 continue  # another stream it reads is still stopped
             run.info.status = QueryStatus.RUNNING
