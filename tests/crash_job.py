@@ -15,7 +15,7 @@ import sys
 
 from sparkcq import Engine
 
-PACKETS = 36_000  # t = 0 .. 35,999 s: 600 one-minute chunks, 30 cycles
+PACKETS = 18_000  # t = 0 .. 17,999 s: 300 one-minute chunks, 15 cycles
 PER_CYCLE = 1_200
 
 
