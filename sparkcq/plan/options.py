@@ -14,9 +14,12 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import TypeVar
 
 from sparkcq.errors import AnalysisError, Location
 from sparkcq.model.time import TimeKind, parse_duration
+
+E = TypeVar("E", bound=StrEnum)
 
 
 class SourceKind(StrEnum):
@@ -67,6 +70,20 @@ def assignment_location(text: str, loc: Location | None, option: str) -> Locatio
     return loc if found is None else Location.of_span(text, found.start(), found.end())
 
 
+def choice(kind: type[E], options: Mapping[str, str], key: str, default: E, text: str,
+           loc: Location | None, refusal: str) -> E:
+    """Option ``key`` as a member of enum ``kind`` (``default`` when absent); an
+    AnalysisError pointing at the value otherwise, ``refusal`` saying why (``{raw!r}`` is
+    the value as written).
+    """
+    raw = options.get(key, default.value)
+    try:
+        return kind(raw.lower())
+    except ValueError:
+        msg = refusal.replace("{raw!r}", repr(raw))
+        raise AnalysisError(msg, text, option_location(text, loc, raw)) from None
+
+
 @dataclass(frozen=True)
 class StreamOptions:
     """``CREATE STREAM ... WITH (...)`` (and a feed's HEADER), as the engine reads them."""
@@ -83,13 +100,9 @@ class StreamOptions:
     def parse(cls, options: Mapping[str, str], text: str,
               loc: Location | None) -> StreamOptions:
         """The options of a stream definition; an unknown source is an AnalysisError."""
-        raw = options.get("source", SourceKind.MEMORY.value)
-        try:
-            source = SourceKind(raw.lower())
-        except ValueError:
-            known = ", ".join(k.value for k in SourceKind)
-            msg = f"unknown source {raw!r}; available: {known}"
-            raise AnalysisError(msg, text, option_location(text, loc, raw)) from None
+        known = ", ".join(k.value for k in SourceKind)
+        source = choice(SourceKind, options, "source", SourceKind.MEMORY, text, loc,
+                        f"unknown source {{raw!r}}; available: {known}")
         return cls(source, options.get("event_time"), options.get("end_time"),
                    options.get("lateness"), options.get("time_unit"), options.get("key"),
                    dict(options))
@@ -145,11 +158,7 @@ class QueryOptions:
     def parse(cls, options: Mapping[str, str], text: str,
               loc: Location | None) -> QueryOptions:
         """The options of a query; an unknown ``on_schema_change`` is an AnalysisError."""
-        raw = options.get("on_schema_change", SchemaChange.STOP.value)
-        try:
-            change = SchemaChange(raw.lower())
-        except ValueError:
-            msg = (f"on_schema_change {raw!r}: use 'stop' (the default: stop the query when "
-                   "it no longer compiles) or 'keep' (keep the old columns)")
-            raise AnalysisError(msg, text, option_location(text, loc, raw)) from None
+        change = choice(SchemaChange, options, "on_schema_change", SchemaChange.STOP, text, loc,
+                        "on_schema_change {raw!r}: use 'stop' (the default: stop the query "
+                        "when it no longer compiles) or 'keep' (keep the old columns)")
         return cls(options.get("sink", SinkKind.MEMORY.value).lower(), change, dict(options))
