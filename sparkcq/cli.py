@@ -13,6 +13,7 @@ from rich.text import Text
 
 from sparkcq.engine import Engine
 from sparkcq.errors import SparkcqError
+from sparkcq.plan.options import ShedMode
 from sparkcq.server.commands import REMOTE_VERBS, add_remote_verbs, read_text, run_remote
 from sparkcq.server.feed_command import add_feed_verb, run_feed
 
@@ -72,6 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--max-spool-bytes", type=int, default=2**30, metavar="N",
                        help="a feed stream's spool bound: beyond it acknowledgements wait "
                             "for cycles to take rows (default 1 GiB)")
+    serve.add_argument("--shedding", choices=[m.value for m in ShedMode], default="off",
+                       help="how windowed stream joins shed work when input outruns them, "
+                            "for queries that do not say (WITH (shedding=...); default off)")
     serve.add_argument("--max-body-bytes", type=int, default=16 * 2**20, metavar="N",
                        help="largest request body (413 beyond; default 16 MiB)")
     serve.add_argument("--max-queued-rows", type=int, default=200_000, metavar="N",
@@ -108,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
                 databases=tuple(_name_value(d, "--database") for d in args.database),
                 checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every,
                 feed_port=args.feed_port or None, spool=args.spool,
-                max_spool_bytes=args.max_spool_bytes))
+                max_spool_bytes=args.max_spool_bytes, shedding=ShedMode(args.shedding)))
         if args.command == "feed":
             return run_feed(args, console)
         if args.command in REMOTE_VERBS:

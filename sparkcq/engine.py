@@ -36,6 +36,7 @@ from sparkcq.io.sources import IngestLimits, PushReceipt, Source
 from sparkcq.language.sql.parser import parse_script_located
 from sparkcq.language.sql.statements import ExplainFormat, ObjectKind, ShowTarget
 from sparkcq.model.clock import Clock, SystemClock
+from sparkcq.plan.options import ShedMode
 from sparkcq.recovery import (
     AggregateEntry,
     DropEntry,
@@ -83,7 +84,8 @@ class Engine:
                  databases: Mapping[str, str] | None = None, engine_id: str | None = None,
                  checkpoint_dir: str | None = None, checkpoint_every: int = 1,
                  sinks: Mapping[str, Sink] | None = None, feed_dir: str | None = None,
-                 max_spool_bytes: int = 1 << 30, clock: Clock | None = None):
+                 max_spool_bytes: int = 1 << 30, clock: Clock | None = None,
+                 shedding: ShedMode = ShedMode.OFF):
         self.owns_session = spark is None and SparkSession.getActiveSession() is None
         self.spark = spark or make_session(master, shuffle_partitions=shuffle_partitions)
         partitions = int(self.spark.conf.get("spark.sql.shuffle.partitions") or 4)
@@ -114,7 +116,7 @@ class Engine:
         policy = Policy(trusted, tuple(os.path.realpath(r) for r in data_roots),
                         tuple(allow_udf_modules), known, limits,
                         feed_dir or (os.path.join(checkpoint_dir, "feed") if checkpoint_dir
-                                     else None), max_spool_bytes)
+                                     else None), max_spool_bytes, shedding)
         self.tables = Tables(self.spark, self.catalog, self.queries, self.clock)
         # a checkpoint directory journals the catalog and each cycle's input (recovery.py)
         self.recovery = (Recovery(store, self.sources, checkpoint_every)

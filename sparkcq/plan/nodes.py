@@ -25,6 +25,7 @@ from pyspark.sql.types import StructType
 from sparkcq.aggregates.user import UserAggregate
 from sparkcq.language.sql.statements import OutputForm
 from sparkcq.model.time import TimeKind, show_micros
+from sparkcq.plan.options import Shedding
 
 
 class EdgeKind(Enum):
@@ -418,12 +419,14 @@ class IntervalJoin(PlanNode):
     queries build equal nodes and EXPLAIN can say what runs. Every element's interval is
     known when its event arrives, so a pair is emitted once, valid over
     ``[max(ts), min(te))``, without rebuilding elements from changes. Made by the optimizer
-    rule ``plan/rules/join_windowed_streams.py``.
+    rule ``plan/rules/join_windowed_streams.py``; ``shedding`` is set by the query that asks
+    for it (``plan/rules/shed_window_joins.py``).
     """
 
     left: PlanNode
     right: PlanNode
     join: Join
+    shedding: Shedding | None = None
 
     @property
     def children(self) -> tuple[PlanNode, ...]:  # noqa: D102
@@ -451,8 +454,13 @@ class IntervalJoin(PlanNode):
 
     def label(self) -> str:  # noqa: D102
         on = f"ON {self.join.condition}" if self.join.condition else "(cross)"
+        shed = ""
+        if (how := self.shedding) is not None:
+            z = f"z={how.throttle:g}" if how.throttle is not None else \
+                f"budget {how.budget_seconds:g} s"
+            shed = f" SHEDDING {how.mode.value} ({how.basic_windows} sub-windows, {z})"
         return (f"IntervalJoin {on} <- {self.side(0)[0].label()} x "
-                f"{self.side(1)[0].label()}")
+                f"{self.side(1)[0].label()}{shed}")
 
 
 @dataclass(frozen=True)

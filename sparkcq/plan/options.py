@@ -132,18 +132,86 @@ class TableOptions:
 
 def refresh_seconds(options: Mapping[str, str], text: str, loc: Location) -> float | None:
     """A table's ``refresh='60 SECONDS'`` in seconds of processing time, or None."""
-    every = options.get("refresh")
+    return seconds_option(options, "refresh", text, loc)
+
+
+def seconds_option(options: Mapping[str, str], key: str, text: str,
+                   loc: Location | None) -> float | None:
+    """Option ``key``, a positive duration of processing time with its unit
+    (``'2 SECONDS'``, ``'500 MILLISECONDS'``), in seconds; None when absent.
+    """
+    every = options.get(key)
     if every is None:
         return None
     try:
         micros = parse_duration(every).to_units(TimeKind.TIMESTAMP)
     except ValueError as e:
-        msg = f"refresh: {e}"
+        msg = f"{key}: {e}"
         raise AnalysisError(msg, text, option_location(text, loc, every)) from None
     if micros <= 0:
-        msg = f"refresh: {every!r} is not a positive duration"
+        msg = f"{key}: {every!r} is not a positive duration"
         raise AnalysisError(msg, text, option_location(text, loc, every))
     return micros / 1e6
+
+
+class ShedMode(StrEnum):
+    """How a windowed stream join sheds work when its input outruns it (DESIGN 4.4)."""
+
+    OFF = "off"  # every pair is joined; the join falls behind instead
+    RANDOM = "random"  # a share z of the windows, its sub-windows chosen at random
+    ADAPTIVE = "adaptive"  # a share z, the sub-windows that yielded most results first
+
+
+#: the options that tune shedding; given with shedding off they would do nothing
+SHEDDING_OPTIONS = ("latency_budget", "basic_windows", "throttle")
+
+
+@dataclass(frozen=True)
+class Shedding:
+    """A windowed stream join's shedding, as its query asked for it (part of the join's
+    plan node: joins that shed differently are different operators, never shared).
+
+    ``throttle`` holds the share z of the windows fixed (tests, benchmarks); without it z
+    adapts to the cycle time against ``budget_seconds``.
+    """
+
+    mode: ShedMode
+    budget_seconds: float = 2.0
+    basic_windows: int = 10
+    throttle: float | None = None
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str], text: str, loc: Location | None,
+              default: ShedMode = ShedMode.OFF) -> Shedding | None:
+        """The shedding a query's options ask for (``default``: the server's when the query
+        says nothing), or None for none; bad values are AnalysisErrors at the value.
+        """
+        mode = choice(ShedMode, options, "shedding", default, text, loc,
+                      "shedding {raw!r}: use 'adaptive' (shed the sub-windows that yield "
+                      "least), 'random' or 'off'")
+        if mode is ShedMode.OFF:
+            for key in SHEDDING_OPTIONS:
+                if key in options:
+                    msg = (f"{key} tunes load shedding, which is off for this query: add "
+                           f"shedding='adaptive' or shedding='random'")
+                    raise AnalysisError(msg, text, assignment_location(text, loc, key))
+            return None
+        budget = seconds_option(options, "latency_budget", text, loc)
+        count = options.get("basic_windows", "10")
+        if not count.strip().isdigit() or not 1 <= int(count) <= 1000:
+            msg = f"basic_windows {count!r}: use a whole number of sub-windows from 1 to 1000"
+            raise AnalysisError(msg, text, option_location(text, loc, count))
+        throttle = None
+        if (raw := options.get("throttle")) is not None:
+            try:
+                throttle = float(raw)
+            except ValueError:
+                throttle = -1.0
+            if not 0 < throttle <= 1:
+                msg = (f"throttle {raw!r}: the share of the windows the join processes is "
+                       f"a number in (0, 1], e.g. '0.3'")
+                raise AnalysisError(msg, text, option_location(text, loc, raw))
+        return cls(mode, 2.0 if budget is None else budget, int(count), throttle)
 
 
 @dataclass(frozen=True)
@@ -152,13 +220,17 @@ class QueryOptions:
 
     sink: str = SinkKind.MEMORY.value
     on_schema_change: SchemaChange = SchemaChange.STOP
+    shedding: Shedding | None = None  # of the query's windowed stream joins
     options: Mapping[str, str] = field(default_factory=dict)  # all of them, as written
 
     @classmethod
-    def parse(cls, options: Mapping[str, str], text: str,
-              loc: Location | None) -> QueryOptions:
-        """The options of a query; an unknown ``on_schema_change`` is an AnalysisError."""
+    def parse(cls, options: Mapping[str, str], text: str, loc: Location | None,
+              shedding: ShedMode = ShedMode.OFF) -> QueryOptions:
+        """The options of a query (``shedding``: the server's default mode); a bad
+        ``on_schema_change`` or shedding option is an AnalysisError.
+        """
         change = choice(SchemaChange, options, "on_schema_change", SchemaChange.STOP, text, loc,
                         "on_schema_change {raw!r}: use 'stop' (the default: stop the query "
                         "when it no longer compiles) or 'keep' (keep the old columns)")
-        return cls(options.get("sink", SinkKind.MEMORY.value).lower(), change, dict(options))
+        return cls(options.get("sink", SinkKind.MEMORY.value).lower(), change,
+                   Shedding.parse(options, text, loc, shedding), dict(options))

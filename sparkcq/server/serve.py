@@ -14,6 +14,7 @@ from sparkcq.engine import Engine
 from sparkcq.errors import SparkcqError
 from sparkcq.io.sinks import MemorySink, Retention
 from sparkcq.io.sources import IngestLimits
+from sparkcq.plan.options import ShedMode
 
 log = logging.getLogger("sparkcq.server")
 
@@ -56,6 +57,7 @@ class ServerConfig:
     feed_port: int | None = 8766  # the feed's TCP listener (None: only POST /feed/{stream})
     spool: str | None = None  # feed spool folder (default: <checkpoint>/feed)
     max_spool_bytes: int = 2**30  # per feed stream
+    shedding: ShedMode = ShedMode.OFF  # windowed stream joins of queries that do not say
 
 
 class _Terminated(Exception):  # noqa: N818 - a signal, not an error
@@ -111,7 +113,7 @@ def serve(config: ServerConfig) -> int:
                                                    config.max_rows_per_cycle),
                         checkpoint_dir=config.checkpoint, checkpoint_every=config.checkpoint_every,
                         sinks={"memory": memory}, feed_dir=config.spool,
-                        max_spool_bytes=config.max_spool_bytes)
+                        max_spool_bytes=config.max_spool_bytes, shedding=config.shedding)
         loop = EngineLoop(engine, interval=config.interval, on_spark_death=spark_died)
         loop.start()
         feed = FeedService(loop, config.token,

@@ -17,7 +17,7 @@ from sparkcq.io.delivery import Sinks
 from sparkcq.io.postgres import Database
 from sparkcq.io.sources import IngestLimits, Source
 from sparkcq.model.clock import Clock, SystemClock
-from sparkcq.plan.options import option_location
+from sparkcq.plan.options import ShedMode, option_location
 from sparkcq.plan.sandbox import database_refusal, ensure_data_path, find_refusal, locate
 from sparkcq.runtime.queries import RunningQueries
 from sparkcq.statements.tables import Tables
@@ -37,6 +37,7 @@ class Policy:
     ingest_limits: IngestLimits = field(default_factory=IngestLimits)
     feed_dir: str | None = None  # where feed streams spool what they acknowledge
     max_spool_bytes: int = 1 << 30
+    shedding: ShedMode = ShedMode.OFF  # for the queries that do not say (``serve --shedding``)
 
     def data_path(self, options: Mapping[str, str], text: str,
                   loc: Location | None) -> dict[str, str]:

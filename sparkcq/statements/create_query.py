@@ -17,8 +17,10 @@ from sparkcq.io.sinks import FilesSink, QueryOutput, Retention
 from sparkcq.language.sql.statements import CreateQuery
 from sparkcq.model.time import TimeKind
 from sparkcq.plan.binder import bind_select
-from sparkcq.plan.options import QueryOptions, SinkKind
+from sparkcq.plan.nodes import PlanNode
+from sparkcq.plan.options import QueryOptions, Shedding, SinkKind, assignment_location
 from sparkcq.plan.rules import optimize
+from sparkcq.plan.rules.shed_window_joins import ShedWhere, shed_window_joins
 from sparkcq.statements.context import StatementContext
 
 
@@ -29,9 +31,12 @@ def create_query(stmt: CreateQuery, text: str, ctx: StatementContext) -> str:
         ctx.anonymous += 1
         name = f"query_{ctx.anonymous}"
     ctx.catalog.ensure_free(name)
-    options = QueryOptions.parse(stmt.options, text, stmt.loc)
+    options = QueryOptions.parse(stmt.options, text, stmt.loc, ctx.policy.shedding)
     bound = bind_select(stmt.select, text, ctx.catalog, ctx.spark, trusted=ctx.policy.trusted)
-    bound = replace(bound, plan=optimize(bound.plan, running=ctx.queries.plan.ops))
+    plan = optimize(bound.plan, running=ctx.queries.plan.ops)
+    if options.shedding is not None:
+        plan = shed(plan, options.shedding, text, stmt)
+    bound = replace(bound, plan=plan)
     output = QueryOutput(name, [f.name for f in bound.plan.schema.fields],
                          bound.plan.time_kind is TimeKind.TIMESTAMP,
                          sink_options(options, text, stmt, ctx), bound.plan.schema, bound.form)
@@ -45,6 +50,25 @@ def create_query(stmt: CreateQuery, text: str, ctx: StatementContext) -> str:
     ctx.queries.start(info, bound.form, ctx.cycle())
     ctx.sinks.route(options.sink, output)
     return name
+
+
+def shed(plan: PlanNode, shedding: Shedding, text: str, stmt: CreateQuery) -> PlanNode:
+    """``plan`` with its windowed stream joins shedding; refused where it would do nothing
+    (the error points at the ``shedding`` option, or the statement under a server default).
+    """
+    plan, where = shed_window_joins(plan, shedding)
+    if where is ShedWhere.JOINS:
+        return plan
+    if where is ShedWhere.SHARED_WINDOW:
+        msg = ("shedding applies to a join of two windowed streams computed from their "
+               "intervals, and a window of this join already runs for another query, so "
+               "the join reads its changes instead; write the window differently (or drop "
+               "the other query) to shed this join")
+    else:
+        msg = ("shedding applies to a join of two streams in RANGE, NOW or CUT windows "
+               "(e.g. FROM a [RANGE 60 SECONDS] JOIN b [RANGE 60 SECONDS] ON ...); this "
+               "query has none")
+    raise AnalysisError(msg, text, assignment_location(text, stmt.loc, "shedding"))
 
 
 def sink_options(options: QueryOptions, text: str, stmt: CreateQuery,
