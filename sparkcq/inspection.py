@@ -163,7 +163,8 @@ class SystemView:
     # -- metrics ---------------------------------------------------------------------------
     def metrics(self, cycle: int, reports: Sequence[CycleReport]) -> dict[str, Any]:
         """Engine metrics: cycles, state rows per operator, user aggregate instances per
-        operator that runs them, dead letters and watermarks per stream.
+        operator that runs them, what each shedding join sheds, dead letters and watermarks
+        per stream.
         """
         last = reports[-1] if reports else None
         queries = self.queries
@@ -180,6 +181,9 @@ class SystemView:
             "live_instances": {f"#{i} {n.label()}": op.live_instances
                                for i, (n, op) in enumerate(plan.ops.items())
                                if op.live_instances is not None},
+            "shedding": {f"#{i} {n.label()}": report
+                         for i, (n, op) in enumerate(plan.ops.items())
+                         if (report := op.shedding_report()) is not None},
             "dead_letters": {s.scan.name: s.dead_count for s in scans},
             "watermarks": {s.scan.name: (None if s.watermark == TIME_MAX else s.watermark)
                            for s in scans},

@@ -28,6 +28,7 @@ from sparkcq.model.columns import T
 
 _COUNT_BASE = 1 << 30  # ids of counted frames in the commit's union, apart from states
 _MEASURED_BASE = 1 << 40  # ids of measured frames (``Runtime.measure``)
+_TALLIED_BASE = 1 << 41  # ids of tallied frames (``Runtime.tally``)
 _BUNDLE_SID = -(1 << 30)  # id of the bundled records of several queries
 
 
@@ -148,6 +149,9 @@ class Runtime:
     # frames whose summary the commit computes, and who is told: see ``measure``
     measured: list[tuple[DataFrame, Column, Column, Callable[[Summary], None]]] = field(
         default_factory=list)
+    # frames whose rows the commit counts by a small whole-number key: see ``tally``
+    tallied: list[tuple[DataFrame, Column, Callable[[dict[int, int]], None]]] = field(
+        default_factory=list)
     jobs: int = 0
 
     def cache_for_cycle(self, df: DataFrame) -> DataFrame:
@@ -169,6 +173,16 @@ class Runtime:
         the cycle's one action rather than a Spark job of its own.
         """
         self.measured.append((df, flag, value, then))
+
+    def tally(self, df: DataFrame, key: Column,
+              then: Callable[[dict[int, int]], None]) -> None:
+        """Have the cycle's commit count ``df``'s rows by ``key`` (a whole number taking
+        few values: a sub-window, a bucket); ``then`` receives the counts once it ran.
+
+        For control data an operator learns from its own frames (a shedding join's work
+        per sub-window), in the cycle's one action rather than a job of its own.
+        """
+        self.tallied.append((df, key, then))
 
     def materialize(self, state: StateFrame) -> None:
         """Compute a state set after the commit now, in a Spark job of its own (rare: the
@@ -219,21 +233,27 @@ class Runtime:
         none = F.lit(None).cast("long")
         no = F.lit(0).cast("long")
         tagged = [df.select(F.lit(count_ids[key]).alias("_sid"), none.alias("_m"),
-                            none.alias("_x"), no.alias("_f"))
+                            none.alias("_x"), no.alias("_f"), none.alias("_k"))
                   for key, df in counted.items()]
         for i, st in enumerate(states):
             assert st.df is not None
             least = col(T) if T in st.df.columns else none
             tagged.append(st.df.select(F.lit(i).alias("_sid"), least.alias("_m"),
-                                       none.alias("_x"), no.alias("_f")))
+                                       none.alias("_x"), no.alias("_f"), none.alias("_k")))
         measured, self.measured = self.measured, []
         for j, (df, flag, value, _then) in enumerate(measured):
             tagged.append(df.select(F.lit(_MEASURED_BASE + j).alias("_sid"), none.alias("_m"),
                                     value.cast("long").alias("_x"),
-                                    F.when(flag, 1).otherwise(0).cast("long").alias("_f")))
+                                    F.when(flag, 1).otherwise(0).cast("long").alias("_f"),
+                                    none.alias("_k")))
+        tallied, self.tallied = self.tallied, []
+        for j, (df, key, _counts) in enumerate(tallied):
+            tagged.append(df.select(F.lit(_TALLIED_BASE + j).alias("_sid"), none.alias("_m"),
+                                    none.alias("_x"), no.alias("_f"),
+                                    key.cast("long").alias("_k")))
         summaries = union_all(tagged)
         if summaries is not None:
-            parts.append(summaries.groupBy("_sid").agg(
+            parts.append(summaries.groupBy("_sid", "_k").agg(
                 F.count(F.lit(1)).alias("_n"), F.min("_m").alias("_m"),
                 F.max("_x").alias("_x"), F.sum("_f").alias("_f")))
         names = list(outputs)
@@ -259,6 +279,8 @@ class Runtime:
                 st.committed(0, None)
             for _df, _flag, _value, then in measured:
                 then(Summary(0, 0, None))
+            for _df, _key, then_counts in tallied:
+                then_counts({})
             return {}, dict.fromkeys(counted, 0)
         table = pa.Table.from_batches(batches)
         sid = table.column("_sid")
@@ -273,6 +295,10 @@ class Runtime:
         for i, st in enumerate(states):
             got = summary(i)
             st.committed(got["_n"] or 0, got["_m"])
+        for j, (_df, _key, then_counts) in enumerate(tallied):
+            rows = table.filter(pc.equal(sid, _TALLIED_BASE + j))
+            then_counts(dict(zip(rows.column("_k").to_pylist(), rows.column("_n").to_pylist(),
+                                 strict=True)))
         out: dict[str, pa.Table] = {}
         for j, name in enumerate(names):
             rows = table.filter(pc.equal(sid, -1 - j)).column(f"_q{j}").combine_chunks()
@@ -306,6 +332,7 @@ class Runtime:
         self.kept.clear()
         self.changed_states.clear()
         self.measured.clear()
+        self.tallied.clear()
 
     def empty(self, schema: StructType) -> DataFrame:
         """An empty DataFrame of ``schema``."""

@@ -10,7 +10,7 @@ import pytest
 from sparkcq.errors import AnalysisError
 from sparkcq.language.sql.parser import parse_script_located
 from sparkcq.language.sql.statements import CreateQuery
-from sparkcq.plan.options import QueryOptions, ShedMode, Shedding
+from sparkcq.plan.options import QueryOptions, Shedding, ShedMode
 
 JOIN = "AS SELECT a.k FROM a [RANGE 60] JOIN b [RANGE 60] ON a.k = b.k"
 

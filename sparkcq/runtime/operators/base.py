@@ -118,6 +118,10 @@ class Operator(CycleParticipant):
         """User aggregate instances held now, or None for an operator that runs none."""
         return None
 
+    def shedding_report(self) -> dict[str, Any] | None:
+        """What the operator sheds (DESIGN 4.4), or None for one that sheds nothing."""
+        return None
+
     def input_nodes(self) -> tuple[PlanNode, ...]:
         """The plan nodes whose slices ``step`` receives: the node's children, unless the
         operator reads past them (a fused aggregate reads its family's input).

@@ -22,13 +22,28 @@ cycle's frame of the side itself, hash-partitioned by the equi-join keys and kep
 next cycle rather than copied (``StateFrame.adopt``); elements that ended are filtered out
 when it is read. Only the new elements are shuffled (a union with the kept ones keeps their
 partitioning), and the four probes run on co-partitioned frames with no shuffle of their own.
+
+A join that sheds (DESIGN 4.4, ``runtime/operators/shedding.py``) gives each element three
+more columns: its basic sub-window (``_la``/``_ra``), a hash in [0, 1) (``_lu``/``_ru``)
+that picks it in a partly taken sub-window, and, once it has probed, the shares of each lag
+bucket it met (``_lsel``/``_rsel``). The two probes that find pairs (+1) meet only the
+taken sub-windows: each prober is expanded into its taken buckets and joined on the keys
+and the partner's sub-window, so skipped sub-windows are never touched. The two probes that
+end pairs (-1), and the contents, keep a pair only if its prober met its partner, read from
+the prober's recorded shares: each pair the join emits also ends, and no other does.
 """
 
 from __future__ import annotations
 
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import LongType, StructField, StructType
+from pyspark.sql.types import ArrayType, DoubleType, LongType, StructField, StructType
 
 from sparkcq.model.columns import D, T
 from sparkcq.model.time import TIME_MAX, TIME_MIN
@@ -38,13 +53,39 @@ from sparkcq.plan.nodes import (
     Project,
     StreamScan,
 )
+from sparkcq.plan.options import Shedding
 from sparkcq.runtime.frames import Runtime, Slice, SqlViews, col, q
-from sparkcq.runtime.operators.base import CycleContext, Operator, as_changes_at
-from sparkcq.runtime.operators.window import element_interval
+from sparkcq.runtime.operators.base import CycleContext, Operator, Progress, as_changes_at
+from sparkcq.runtime.operators.shedding import (
+    Direction,
+    bucket_order,
+    fractions,
+    met,
+    slice_length,
+    work_per_bucket,
+)
+from sparkcq.runtime.operators.window import element_interval, element_span
 
 #: where each side's element starts and ends (the left's ``_ls``/``_le``, the right's
 #: ``_rs``/``_re``), so the join condition's columns and these never clash
 STARTS, ENDS = ("_ls", "_rs"), ("_le", "_re")
+#: a shedding join's columns of each side's elements: basic sub-window, hash, shares met
+SLICES, HASHES, SHARES = ("_la", "_ra"), ("_lu", "_ru"), ("_lsel", "_rsel")
+SHARES_TYPE = ArrayType(DoubleType())
+CONTROL_FILE = "shedding.json"
+
+
+@dataclass(frozen=True)
+class IntervalJoinProgress(Progress):
+    """A join's position and, when it sheds, what each direction learnt and did."""
+
+    directions: tuple[Direction, Direction] = (Direction(), Direction())
+    shares: tuple[tuple[float, ...], tuple[float, ...]] = ((), ())  # of the last cycle
+
+
+def floor_div(column: str, by: int) -> str:
+    """SQL for ``column`` divided by ``by`` rounded down (negative instants too)."""
+    return f"(({column} - pmod({column}, {by})) DIV {by})"
 
 
 class IntervalJoinOperator(Operator):
@@ -61,9 +102,22 @@ class IntervalJoinOperator(Operator):
         self.keys = [[k[i] for k in node.join.equi_keys] for i in (0, 1)]
         self.condition = node.join.condition or "TRUE"
         self.events_sql = [self.build_events_sql(i) for i in (0, 1)]
+        self.shedding: Shedding | None = node.shedding
+        self.progress: IntervalJoinProgress = IntervalJoinProgress()
+        shed_fields: list[list[StructField]] = [[], []]
+        if self.shedding is not None:
+            # each side's basic sub-window: its longest element over the sub-windows
+            spans = [element_span(node.side(i)[0].spec) for i in (0, 1)]
+            self.slices = [slice_length(span or 1, self.shedding.basic_windows)
+                           for span in spans]
+            self.buckets = self.shedding.basic_windows + 1  # a partner lies 0..n back
+            shed_fields = [[StructField(SLICES[i], LongType()),
+                            StructField(HASHES[i], DoubleType()),
+                            StructField(SHARES[i], SHARES_TYPE)] for i in (0, 1)]
         self.sides = [self.state(StructType([
             *node.join.children[i].schema.fields,
-            StructField(STARTS[i], LongType()), StructField(ENDS[i], LongType())]),
+            StructField(STARTS[i], LongType()), StructField(ENDS[i], LongType()),
+            *shed_fields[i]]),
             ("left", "right")[i] + "-elements") for i in (0, 1)]
 
     # -- SQL text, built once ----------------------------------------------------------------
@@ -90,11 +144,31 @@ class IntervalJoinOperator(Operator):
         start, end = element_interval(window.spec, col(T))
         assert end is not None  # the rule takes windows whose elements end
         rows = self.views.sql(self.events_sql[i], inp=events)
-        return rows.select(*[col(n) for n in self.names[i]], start.alias(STARTS[i]),
-                           end.alias(ENDS[i])).where(col(ENDS[i]) > col(STARTS[i]))
+        out = rows.select(*[col(n) for n in self.names[i]], start.alias(STARTS[i]),
+                          end.alias(ENDS[i])).where(col(ENDS[i]) > col(STARTS[i]))
+        if self.shedding is None:
+            return out
+        # the hash of the whole element, the same in every process (xxhash64's fixed seed)
+        digest = F.xxhash64(*[col(n) for n in self.names[i]], col(STARTS[i]))
+        return out.select(
+            "*", F.expr(floor_div(q(STARTS[i]), self.slices[i])).alias(SLICES[i]),
+            (F.pmod(digest, F.lit(1_000_003)) / F.lit(1_000_003.0)).alias(HASHES[i]),
+            F.lit(None).cast(SHARES_TYPE).alias(SHARES[i]))
+
+    def mark_probers(self, i: int, side: DataFrame, lo: int, hi: int,
+                     shares: tuple[float, ...]) -> DataFrame:
+        """Side ``i``'s elements with the shares recorded on those that probe in the cycle
+        ``[lo, hi)`` (their start lies in it): a later cycle's -1 probes read them.
+        """
+        start = col(STARTS[i])
+        probing = (start >= F.lit(lo)) & (start < F.lit(hi))
+        marked = F.when(probing, F.array(*[F.lit(float(f)) for f in shares])
+                        .cast(SHARES_TYPE)).otherwise(col(SHARES[i]))
+        return side.select(*[col(n) for n in side.columns if n != SHARES[i]],
+                           marked.alias(SHARES[i]))
 
     def side(self, i: int, old: DataFrame | None, events: DataFrame | None,
-             lo: int) -> DataFrame | None:
+             lo: int) -> DataFrame | None:  # noqa: C901 - shedding or not, one frame
         """Side ``i``'s elements that may still start or end a pair at or after ``lo``: the
         kept ones (``old``) and those of the new ``events``, hash-partitioned by the equi-join
         keys and sorted by them within each partition, so the probes merge-join the frames
@@ -106,6 +180,8 @@ class IntervalJoinOperator(Operator):
         read it in one plan) or of a union with it, and every probe shuffled again.
         """
         names = [*self.names[i], STARTS[i], ENDS[i]]
+        if self.shedding is not None:
+            names += [SLICES[i], HASHES[i], SHARES[i]]
         kept = None
         if old is not None:  # partitioned and sorted already
             kept = old.select(*[col(n).alias(n) for n in names])
@@ -118,11 +194,16 @@ class IntervalJoinOperator(Operator):
         if keys:
             new = new.repartition(self.rt.partitions, *keys)
         side = new if kept is None else kept.unionByName(new)
+        if self.shedding is not None:  # sorted by sub-window too: the +1 probes join on it
+            return side.sortWithinPartitions(*keys, col(SLICES[i]))
         return side.sortWithinPartitions(*keys) if keys else side
 
-    def changes_sql(self, lo: int, hi: int) -> str:
+    def changes_sql(self, lo: int, hi: int,
+                    shares: tuple[tuple[float, ...], tuple[float, ...]] | None = None) -> str:
         """The changes of the cycle ``[lo, hi)``, four probes: +1 at the later start, -1 at
-        the earlier end, each pair found once (see module).
+        the earlier end, each pair found once (see module); when shedding, the +1 probes
+        meet ``shares`` of each lag bucket (per prober side) and the -1 probes end only the
+        pairs their prober met.
         """
         ls, rs = STARTS
         le, re_ = ENDS
@@ -133,17 +214,55 @@ class IntervalJoinOperator(Operator):
                       f"{column} < {hi}" if hi != TIME_MAX else ""]
             return " AND ".join(b for b in bounds if b) or "TRUE"
 
-        probes = [  # (instant, change, band of the pair)
-            (ls, 1, f"{within(ls)} AND {rs} <= {ls} AND {re_} > {ls}"),
-            (rs, 1, f"{within(rs)} AND {ls} < {rs} AND {le} > {rs}"),
-            (le, -1, f"{within(le)} AND {re_} >= {le} AND {rs} < {le}"),
-            (re_, -1, f"{within(re_)} AND {le} > {re_} AND {ls} < {re_}"),
+        met_ = f" AND {self.met_sql()}" if shares is not None else ""
+        probes = [  # (instant, change, band of the pair, prober side)
+            (ls, 1, f"{within(ls)} AND {rs} <= {ls} AND {re_} > {ls}", 0),
+            (rs, 1, f"{within(rs)} AND {ls} < {rs} AND {le} > {rs}", 1),
+            (le, -1, f"{within(le)} AND {re_} >= {le} AND {rs} < {le}{met_}", None),
+            (re_, -1, f"{within(re_)} AND {le} > {re_} AND {ls} < {re_}{met_}", None),
         ]
         hint = "/*+ MERGE(r) */"  # both sides are frames of the cycle: no broadcast
-        return " UNION ALL ".join(
-            f"SELECT {hint} {cols}, {at} AS {q(T)}, CAST({sign} AS BIGINT) AS {q(D)} "
-            f"FROM {{left}} AS l JOIN {{right}} AS r ON ({self.condition}) AND {band}"
-            for at, sign, band in probes)
+        selects = []
+        for at, sign, band, prober in probes:
+            sides = "{left} AS l JOIN {right} AS r"
+            on = f"({self.condition}) AND {band}"
+            if shares is not None and prober is not None:
+                taken = [(j, f) for j, f in enumerate(shares[prober]) if f > 0]
+                if not taken:
+                    continue  # the cycle meets nothing: no pair starts
+                sides, meets = self.taken_sql(prober, taken)
+                on += f" AND {meets}"
+            selects.append(f"SELECT {hint} {cols}, {at} AS {q(T)}, "
+                           f"CAST({sign} AS BIGINT) AS {q(D)} FROM {sides} ON {on}")
+        return " UNION ALL ".join(selects)
+
+    def taken_sql(self, prober: int, taken: list[tuple[int, float]]) -> tuple[str, str]:
+        """The join of a +1 probe whose probers (side ``prober``) meet only the ``taken``
+        lag buckets (bucket, share): each prober expanded into its buckets, joined on the
+        partner's sub-window; a partly taken bucket's partners picked by their hash.
+        """
+        other = 1 - prober
+        buckets = ", ".join(f"named_struct('j', CAST({j} AS BIGINT), 'f', "
+                            f"CAST({f!r} AS DOUBLE))" for j, f in taken)
+        expanded = (f"(SELECT * FROM {{{('left', 'right')[prober]}}} "
+                    f"LATERAL VIEW explode(array({buckets})) AS _p)")
+        sub_window = floor_div(STARTS[prober], self.slices[other])
+        meets = (f"{SLICES[other]} = {sub_window} - _p.j AND {HASHES[other]} < _p.f")
+        if prober == 0:
+            return f"{expanded} AS l JOIN {{right}} AS r", meets
+        return f"{{left}} AS l JOIN {expanded} AS r", meets
+
+    def met_sql(self) -> str:
+        """SQL: the prober of the pair (its later start; ties: the left) met the partner."""
+        ls, rs = STARTS
+        lsel, rsel = SHARES
+        la, ra = SLICES
+        lu, ru = HASHES
+        left_met = (f"try_element_at({lsel}, CAST({floor_div(ls, self.slices[1])} - {ra} "
+                    f"AS INT) + 1) > {ru}")
+        right_met = (f"try_element_at({rsel}, CAST({floor_div(rs, self.slices[0])} - {la} "
+                     f"AS INT) + 1) > {lu}")
+        return f"(CASE WHEN {ls} >= {rs} THEN {left_met} ELSE {right_met} END)"
 
     # -- the cycle ---------------------------------------------------------------------------
     def step(self, inputs: list[Slice], cycle: CycleContext) -> Slice:  # noqa: D102
@@ -155,11 +274,15 @@ class IntervalJoinOperator(Operator):
         lo = self.progress.position
         lo = lo if lo is not None else min(left.lo, right.lo)
         hi = min(left.hi, right.hi)
+        shares = self.cycle_shares(cycle) if self.shedding is not None else None
         frames: list[DataFrame | None] = []
         for i, inp in enumerate((left, right)):
             events = inp.arrivals if self.reads_arrivals[i] else inp.df
             side = self.side(i, self.sides[i].get(), events, lo)
-            if events is not None and side is not None:
+            if shares is not None and side is not None:
+                # probers record what they met, so the state is rewritten every cycle
+                side = self.mark_probers(i, side, lo, hi, shares[i])
+            if (events is not None or shares is not None) and side is not None:
                 side = self.rt.cache_for_cycle(side)
                 if hi != TIME_MAX:
                     self.sides[i].adopt(side)
@@ -169,8 +292,98 @@ class IntervalJoinOperator(Operator):
                 state.set(None)
         if frames[0] is None or frames[1] is None:
             return Slice(None, lo, hi)
-        changes = self.views.sql(self.changes_sql(lo, hi), left=frames[0], right=frames[1])
+        if shares is not None:
+            self.tally_work(frames[0], frames[1], lo, hi, shares)
+        changes = self.views.sql(self.changes_sql(lo, hi, shares), left=frames[0],
+                                 right=frames[1])
         return Slice(changes, lo, hi)
+
+    # -- shedding (``runtime/operators/shedding.py``) --------------------------------------
+    def cycle_shares(self, cycle: CycleContext) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """Per prober side, the share of each lag bucket this cycle's probers meet."""
+        assert self.shedding is not None
+        how = self.shedding
+        z = how.throttle if how.throttle is not None else 1.0
+        out = []
+        for i in (0, 1):
+            order = bucket_order(how.mode, self.buckets, seed=2 * cycle.input.number + i)
+            out.append(fractions(order, self.progress.directions[i].work, z))
+        return out[0], out[1]
+
+    def tally_work(self, left: DataFrame, right: DataFrame, lo: int, hi: int,
+                   shares: tuple[tuple[float, ...], tuple[float, ...]]) -> None:
+        """Have the commit count, per direction, the probers by sub-window and the partners
+        by sub-window; from them the work per lag bucket, met and skipped.
+        """
+        frames = (left, right)
+        counted: dict[tuple[int, str], dict[int, int]] = {}
+
+        def then(i: int, what: str) -> Callable[[dict[int, int]], None]:
+            def receive(counts: dict[int, int]) -> None:
+                counted[(i, what)] = counts
+                if (i, "probers") in counted and (i, "partners") in counted:
+                    self.learn(i, counted[(i, "probers")], counted[(i, "partners")],
+                               shares[i])
+            return receive
+
+        for i in (0, 1):
+            other = 1 - i
+            start = col(STARTS[i])
+            probers = frames[i].where((start >= F.lit(lo)) & (start < F.lit(hi)))
+            self.rt.tally(probers, F.expr(floor_div(STARTS[i], self.slices[other])),
+                          then(i, "probers"))
+            self.rt.tally(frames[other], col(SLICES[other]),
+                          then(i, "partners"))
+
+    def learn(self, i: int, probers: dict[int, int], partners: dict[int, int],
+              shares: tuple[float, ...]) -> None:
+        """After the commit: direction ``i``'s work per bucket, and what it met and skipped."""
+        work = work_per_bucket(probers, partners, self.buckets)
+        done, skipped = met(work, shares)
+        old = self.progress.directions[i]
+        new = replace(old, work=work if sum(work) > 0 else old.work,
+                      processed=old.processed + done, shed=old.shed + skipped)
+        directions = list(self.progress.directions)
+        directions[i] = new
+        both = list(self.progress.shares)
+        both[i] = shares
+        self.progress = replace(self.progress, directions=(directions[0], directions[1]),
+                                shares=(both[0], both[1]))
+
+    def shedding_report(self) -> dict[str, Any] | None:
+        """What the join sheds: its mode, z, and per input (as the prober) the partners
+        it met and skipped, its last work per lag bucket and the shares it took.
+        """
+        if self.shedding is None:
+            return None
+        how = self.shedding
+        return {
+            "mode": how.mode.value, "budget_seconds": how.budget_seconds,
+            "basic_windows": how.basic_windows,
+            "z": how.throttle if how.throttle is not None else 1.0,
+            "inputs": [{"processed": d.processed, "shed": d.shed, "work": list(d.work),
+                        "shares": list(s)}
+                       for d, s in zip(self.progress.directions, self.progress.shares,
+                                       strict=True)],
+        }
+
+    def save(self, path: str) -> None:  # noqa: D102 - and what the shedding learnt
+        super().save(path)
+        if self.shedding is not None:
+            with open(os.path.join(path, CONTROL_FILE), "w", encoding="utf-8") as f:
+                json.dump([{"work": list(d.work), "processed": d.processed, "shed": d.shed}
+                           for d in self.progress.directions], f)
+
+    def load(self, path: str) -> None:  # noqa: D102
+        super().load(path)
+        control = os.path.join(path, CONTROL_FILE)
+        if self.shedding is not None and os.path.exists(control):
+            with open(control, encoding="utf-8") as f:
+                saved = json.load(f)
+            directions = [Direction(tuple(d["work"]), d["processed"], d["shed"])
+                          for d in saved]
+            self.progress = replace(self.progress,
+                                    directions=(directions[0], directions[1]))
 
     def contents(self, children: list[DataFrame | None], at: int) -> DataFrame | None:
         """The pairs valid just before ``at`` (the operator's position): both elements
@@ -182,8 +395,9 @@ class IntervalJoinOperator(Operator):
         ls, rs = STARTS
         le, re_ = ENDS
         cols = ", ".join(map(q, [*self.names[0], *self.names[1]]))
+        met_ = f" AND {self.met_sql()}" if self.shedding is not None else ""
         pairs = self.views.sql(
             f"SELECT {cols} FROM {{left}} AS l JOIN {{right}} AS r ON ({self.condition}) "
-            f"AND {ls} < {at} AND {rs} < {at} AND {le} >= {at} AND {re_} >= {at}",
+            f"AND {ls} < {at} AND {rs} < {at} AND {le} >= {at} AND {re_} >= {at}{met_}",
             left=left, right=right)
         return as_changes_at(pairs, [*self.names[0], *self.names[1]], None, at)

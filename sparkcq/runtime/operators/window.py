@@ -45,6 +45,15 @@ def element_interval(spec: ResolvedWindow, t: Column) -> tuple[Column, Column | 
     raise TypeError(msg)
 
 
+def element_span(spec: ResolvedWindow) -> int | None:
+    """The longest an element of a time window lasts (None: it never ends)."""
+    if isinstance(spec, RangeSpec):
+        return spec.size + (spec.slide or 0)
+    if isinstance(spec, CutSpec):
+        return spec.by * spec.chunks
+    return None
+
+
 class TimeWindowOperator(Operator):
     """RANGE, RANGE ... SLIDE, NOW, UNBOUNDED and CUT windows.
 

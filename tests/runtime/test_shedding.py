@@ -1,0 +1,131 @@
+"""A windowed stream join that sheds work (DESIGN 4.4, ``docs/shedding.md``).
+
+Hand-computed: at z = 1 it gives every pair. On generated input (pairs computed here in
+plain Python, not by the engine): at a fixed z every record it emits is a true pair with
+its exact interval (so each pair it starts it also ends, in a later cycle), and the share
+of the pairs it emits is z. Bad options are refused with the place underlined.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pandas as pd
+import pytest
+
+from sparkcq import Engine
+from sparkcq.errors import AnalysisError
+
+JOIN = ("SELECT s.k AS k, s.v AS v, r.w AS w FROM s [RANGE 10] JOIN r [RANGE 5] "
+        "ON s.k = r.k")
+STREAMS = """
+    CREATE STREAM s (k STRING, v BIGINT, t BIGINT) WITH (event_time='t');
+    CREATE STREAM r (k STRING, w BIGINT, t BIGINT) WITH (event_time='t');
+"""
+
+
+def records(frame: pd.DataFrame) -> list[tuple]:
+    """(k, v, w, from, to) of each record, sorted; an open end is None."""
+    out = [(k, int(v), int(w), int(ts), None if pd.isna(te) else int(te))
+           for k, v, w, ts, te in frame[["k", "v", "w", "_ts", "_te"]].itertuples(index=False)]
+    return sorted(out, key=repr)
+
+
+def test_at_z_one_every_pair_is_joined(spark):
+    """The input of docs/semantics.md's join example; a z of 1 sheds nothing."""
+    eng = Engine(spark=spark)
+    eng.execute(STREAMS)
+    eng.execute(f"CREATE QUERY j WITH (shedding='random', throttle='1', basic_windows='2') "
+                f"AS {JOIN}")
+    eng.push("s", [dict(k="a", v=1, t=1), dict(k="a", v=3, t=4), dict(k="b", v=2, t=5)],
+             watermark=6)
+    eng.push("r", [dict(k="a", w=10, t=3)], watermark=6)
+    eng.push("s", [dict(k="a", v=5, t=12), dict(k="b", v=7, t=13)], end=True)
+    eng.push("r", [dict(k="b", w=20, t=14)], end=True)
+    eng.run_until_idle()
+    # r: a10 lives [3, 8), b20 [14, 19); s: a1 [1, 11), a3 [4, 14), b2 [5, 15), b7 [13, 23)
+    assert records(eng.results("j")) == sorted([
+        ("a", 1, 10, 3, 8), ("a", 3, 10, 4, 8), ("b", 2, 20, 14, 15), ("b", 7, 20, 14, 19),
+    ], key=repr)
+    [report] = eng.metrics()["shedding"].values()
+    assert report["z"] == 1
+    assert all(side["shed"] == 0 and side["processed"] > 0 for side in report["inputs"])
+
+
+WINDOW, CYCLE, CYCLES, KEYS = 60, 60, 12, 8
+
+
+def generated(seed: int) -> tuple[list[list[dict]], list[list[dict]], dict[tuple, tuple]]:
+    """Two streams of uncorrelated events, cycle by cycle, and every pair of their join
+    (key, v, w) -> its interval, computed here.
+    """
+    rng = random.Random(seed)
+    s_cycles: list[list[dict]] = [[] for _ in range(CYCLES)]
+    r_cycles: list[list[dict]] = [[] for _ in range(CYCLES)]
+    for i in range(1200):
+        t = rng.randrange(CYCLES * CYCLE)
+        s_cycles[t // CYCLE].append(dict(k=f"k{rng.randrange(KEYS)}", v=i, t=t))
+        t = rng.randrange(CYCLES * CYCLE)
+        r_cycles[t // CYCLE].append(dict(k=f"k{rng.randrange(KEYS)}", w=10_000 + i, t=t))
+    pairs = {}
+    for a in (e for c in s_cycles for e in c):
+        for b in (e for c in r_cycles for e in c):
+            start, end = max(a["t"], b["t"]), min(a["t"], b["t"]) + WINDOW
+            if a["k"] == b["k"] and start < end:
+                pairs[(a["k"], a["v"], b["w"])] = (start, end)
+    return s_cycles, r_cycles, pairs
+
+
+@pytest.mark.parametrize("mode", ["random", "adaptive"])
+def test_at_a_fixed_share_only_true_pairs_that_share_of_them(spark, mode):
+    z = 0.3
+    s_cycles, r_cycles, pairs = generated(seed=7)
+    eng = Engine(spark=spark)
+    eng.execute(STREAMS)
+    eng.execute(f"CREATE QUERY j WITH (shedding='{mode}', throttle='{z}', "
+                f"basic_windows='10') AS SELECT s.k AS k, s.v AS v, r.w AS w "
+                f"FROM s [RANGE {WINDOW}] JOIN r [RANGE {WINDOW}] ON s.k = r.k")
+    for c in range(CYCLES):
+        last = c == CYCLES - 1
+        eng.push("s", s_cycles[c], watermark=(c + 1) * CYCLE, end=last)
+        eng.push("r", r_cycles[c], watermark=(c + 1) * CYCLE, end=last)
+        eng.run_cycle()
+    eng.run_until_idle()
+    got = records(eng.results("j"))
+    assert len({g[:3] for g in got}) == len(got)  # each pair once
+    wrong = [g for g in got if pairs.get(g[:3]) != g[3:]]
+    assert not wrong, f"not pairs of the join, or not with their interval: {wrong[:5]}"
+    share = len(got) / len(pairs)
+    assert share == pytest.approx(z, rel=0.05), (len(got), len(pairs))
+    [report] = eng.metrics()["shedding"].values()
+    processed = sum(side["processed"] for side in report["inputs"])
+    shed = sum(side["shed"] for side in report["inputs"])
+    assert processed / (processed + shed) == pytest.approx(z, rel=0.05)
+
+
+@pytest.mark.parametrize(("query", "fragment", "at"), [
+    ("CREATE QUERY q WITH (shedding='adaptive') AS SELECT k, sum(v) AS n FROM s [RANGE 10] "
+     "GROUP BY k", "this query has none", "shedding="),
+    ("CREATE QUERY q WITH (shedding='random') AS SELECT s.k FROM s [UNBOUNDED] "
+     "JOIN r [RANGE 5] ON s.k = r.k", "RANGE, NOW or CUT windows", "shedding="),
+    ("CREATE QUERY q WITH (shedding='random', throttle='2') AS " + JOIN, "(0, 1]", "2'"),
+])
+def test_shedding_where_it_cannot_apply_is_refused_at_the_option(spark, query, fragment, at):
+    eng = Engine(spark=spark)
+    eng.execute(STREAMS)
+    with pytest.raises(AnalysisError) as e:
+        eng.execute(query)
+    assert fragment in str(e.value)
+    assert e.value.loc is not None
+    assert e.value.loc.col == query.index(at) + 1
+    assert "q" not in eng.queries.running
+
+
+def test_a_join_that_sheds_is_not_shared_with_one_that_does_not(spark):
+    eng = Engine(spark=spark)
+    eng.execute(STREAMS)
+    eng.execute(f"CREATE QUERY plain AS {JOIN}")
+    eng.execute(f"CREATE QUERY shed WITH (shedding='random', throttle='0.5') AS {JOIN}")
+    joins = [n.label() for n in eng.queries.plan.ops if n.label().startswith("IntervalJoin")]
+    assert len(joins) == 2
+    assert sum("SHEDDING random (10 sub-windows, z=0.5)" in j for j in joins) == 1

@@ -1,0 +1,74 @@
+"""The driver-side control of a shedding join (``runtime/operators/shedding.py``), without
+Spark: which share of each lag bucket a cycle's probers meet, and the work they skip.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sparkcq.plan.options import ShedMode
+from sparkcq.runtime.operators.shedding import (
+    bucket_order,
+    fractions,
+    met,
+    slice_length,
+    work_per_bucket,
+)
+
+
+def test_a_window_is_cut_into_basic_sub_windows_rounded_up():
+    assert slice_length(60, 10) == 6
+    assert slice_length(61, 10) == 7
+    assert slice_length(3, 10) == 1
+
+
+def test_work_per_bucket_by_hand():
+    # probers in sub-windows 5 (two) and 6 (one); partners in 4, 5, 6
+    probers, partners = {5: 2, 6: 1}, {4: 10, 5: 3, 6: 7}
+    # bucket 0: 2*3 + 1*7, half of it (about half the partners in a prober's own
+    # sub-window start after it); bucket 1: 2*10 + 1*3; bucket 2: 0 + 1*10; bucket 3
+    # (the oldest, also half): nothing
+    assert work_per_bucket(probers, partners, 4) == (6.5, 23.0, 10.0, 0.0)
+    assert work_per_bucket({0: 2}, {-2: 4}, 3) == (0.0, 0.0, 4.0)
+
+
+def test_whole_buckets_in_order_then_a_part_of_the_next():
+    # z = 0.5 of 40: bucket 2 (10) and bucket 0 (5) whole, then 5 of bucket 1's 20
+    assert fractions([2, 0, 1, 3], [5, 20, 10, 5], 0.5) == (1.0, 0.25, 1.0, 0.0)
+    assert fractions([0, 1], [3, 1], 1.0) == (1.0, 1.0)
+    # nothing measured yet: every bucket weighs alike
+    assert fractions([1, 0, 2, 3], [], 0.5) == (1.0, 1.0, 0.0, 0.0)
+
+
+@given(work=st.lists(st.integers(0, 1000).map(float), min_size=1, max_size=12),
+       z=st.floats(0.01, 1.0), seed=st.integers(0, 10**6))
+def test_the_shares_meet_z_of_the_work_taking_buckets_in_order(work, z, seed):
+    order = bucket_order(ShedMode.RANDOM, len(work), seed)
+    shares = fractions(order, work, z)
+    assert all(0 <= f <= 1 for f in shares)
+    weights = work if sum(work) > 0 else [1.0] * len(work)
+    done = sum(f * w for f, w in zip(shares, weights, strict=True))
+    assert done == pytest.approx(z * sum(weights), rel=1e-9, abs=1e-9)
+    taken = [shares[j] for j in order]
+    # a prefix of whole buckets, at most one partly taken, then none (empty buckets aside)
+    partly = [f for f in taken if 0 < f < 1]
+    assert len(partly) <= 1
+    first_short = next((i for i, f in enumerate(taken) if f < 1), len(taken))
+    assert all(f == 0 or weights[order[i]] == 0 for i, f in enumerate(taken)
+               if i > first_short)
+    processed, skipped = met(weights, shares)
+    assert processed + skipped == round(sum(weights))
+
+
+def test_random_order_is_a_permutation_fixed_by_its_seed():
+    orders = {tuple(bucket_order(ShedMode.RANDOM, 11, seed)) for seed in range(20)}
+    assert all(sorted(o) == list(range(11)) for o in orders)
+    assert len(orders) > 10
+    assert bucket_order(ShedMode.RANDOM, 11, 7) == bucket_order(ShedMode.RANDOM, 11, 7)
+
+
+def test_adaptive_order_follows_the_priorities_newest_first_on_ties():
+    assert bucket_order(ShedMode.ADAPTIVE, 5, 0, [0.1, 0.0, 2.0, 0.5, 0.5]) == [2, 3, 4, 0, 1]
+    assert bucket_order(ShedMode.ADAPTIVE, 3, 0) == [0, 1, 2]
