@@ -10,6 +10,7 @@ sink.frame("q")
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -145,3 +146,45 @@ class CollectingSink(Sink):
         """All records of ``query`` in commit order."""
         parts = [f for _, f in self.cycles.get(query, [])]
         return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+
+@dataclass(frozen=True)
+class Lag:
+    """From ``since`` on (an instant), a partner lies ``low`` to ``high`` time units behind
+    its tuple (``[low, high)``).
+    """
+
+    since: int
+    low: int
+    high: int
+
+
+def correlated_streams(seed: int, length: int, per_unit: float, lags: list[Lag],
+                       keys: int = 10, noise: float = 1.0,
+                       ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Two streams ``a`` and ``b`` (rows ``k``, ``v``, ``t``) over ``[0, length)`` whose join
+    on ``a.k = b.k AND a.v = b.v`` is time-correlated, for load-shedding tests and
+    benchmarks (DESIGN 4.4).
+
+    ``a`` has ``per_unit`` tuples per time unit; each has one partner in ``b`` (same key and
+    value) lying behind it by a lag drawn from the ``Lag`` in force at its time (so the
+    correlation can shift mid-run); ``b`` also has ``noise`` unmatched tuples per ``a``
+    tuple, on the same keys. Values are unique per partner pair; each list is sorted by
+    time.
+    """
+    rng = random.Random(seed)
+    a_rows: list[dict[str, Any]] = []
+    b_rows: list[dict[str, Any]] = []
+    count = int(length * per_unit)
+    for i in range(count):
+        t = rng.randrange(length)
+        k = f"k{rng.randrange(keys)}"
+        lag = max((g for g in lags if g.since <= t), key=lambda g: g.since)
+        a_rows.append({"k": k, "v": i, "t": t})
+        partner = t - rng.randrange(lag.low, lag.high)
+        if partner >= 0:
+            b_rows.append({"k": k, "v": i, "t": partner})
+    for j in range(int(count * noise)):
+        b_rows.append({"k": f"k{rng.randrange(keys)}", "v": -1 - j,
+                       "t": rng.randrange(length)})
+    return sorted(a_rows, key=lambda r: r["t"]), sorted(b_rows, key=lambda r: r["t"])

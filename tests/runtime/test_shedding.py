@@ -15,6 +15,7 @@ import pytest
 
 from sparkcq import Engine
 from sparkcq.errors import AnalysisError
+from sparkcq.testing import Lag, correlated_streams
 
 JOIN = ("SELECT s.k AS k, s.v AS v, r.w AS w FROM s [RANGE 10] JOIN r [RANGE 5] "
         "ON s.k = r.k")
@@ -129,3 +130,34 @@ def test_a_join_that_sheds_is_not_shared_with_one_that_does_not(spark):
     joins = [n.label() for n in eng.queries.plan.ops if n.label().startswith("IntervalJoin")]
     assert len(joins) == 2
     assert sum("SHEDDING random (10 sub-windows, z=0.5)" in j for j in joins) == 1
+
+
+def test_adaptive_priorities_find_the_lag_of_the_partners_and_follow_its_shift(spark):
+    """b's partner of an a-tuple lies 20-30 units behind it, from instant 200 on 40-50:
+    with sub-windows of 10 the a-side's probers find their partners 2-3 buckets back,
+    later 4-5. The b-side's probers find only noise. Learnt from a 5% sample, aged by 0.3
+    per cycle: the top two buckets are right within three cycles of the shift.
+    """
+    cycle, shift, length = 20, 200, 360
+    a_rows, b_rows = correlated_streams(3, length, 8.0, [Lag(0, 20, 30), Lag(shift, 40, 50)])
+    eng = Engine(spark=spark)
+    eng.execute("""
+        CREATE STREAM a (k STRING, v BIGINT, t BIGINT) WITH (event_time='t');
+        CREATE STREAM b (k STRING, v BIGINT, t BIGINT) WITH (event_time='t');
+        CREATE QUERY j WITH (shedding='adaptive', throttle='0.4', basic_windows='6')
+          AS SELECT a.k AS k, a.v AS v FROM a [RANGE 60] JOIN b [RANGE 60]
+          ON a.k = b.k AND a.v = b.v
+    """)
+    tops = {}
+    for c in range(length // cycle):
+        lo, hi = c * cycle, (c + 1) * cycle
+        eng.push("a", [r for r in a_rows if lo <= r["t"] < hi], watermark=hi)
+        eng.push("b", [r for r in b_rows if lo <= r["t"] < hi], watermark=hi)
+        eng.run_cycle()
+        [report] = eng.metrics()["shedding"].values()
+        priorities = report["inputs"][0]["priorities"]
+        tops[hi] = set(sorted(range(len(priorities)), key=lambda j: -priorities[j])[:2])
+    assert all(tops[hi] == {2, 3} for hi in tops if 3 * cycle <= hi <= shift), tops
+    assert all(tops[hi] == {4, 5} for hi in tops if hi >= shift + 3 * cycle), tops
+    # the b-side's probers meet only noise: nothing to rank
+    assert max(report["inputs"][1]["priorities"]) == 0

@@ -57,11 +57,15 @@ from sparkcq.plan.options import Shedding
 from sparkcq.runtime.frames import Runtime, Slice, SqlViews, col, q
 from sparkcq.runtime.operators.base import CycleContext, Operator, Progress, as_changes_at
 from sparkcq.runtime.operators.shedding import (
+    CycleShedding,
     Direction,
+    aged,
     bucket_order,
     fractions,
     met,
+    sample_rate,
     slice_length,
+    unsampled_share,
     work_per_bucket,
 )
 from sparkcq.runtime.operators.window import element_interval, element_span
@@ -156,14 +160,18 @@ class IntervalJoinOperator(Operator):
             F.lit(None).cast(SHARES_TYPE).alias(SHARES[i]))
 
     def mark_probers(self, i: int, side: DataFrame, lo: int, hi: int,
-                     shares: tuple[float, ...]) -> DataFrame:
+                     plan: CycleShedding) -> DataFrame:
         """Side ``i``'s elements with the shares recorded on those that probe in the cycle
-        ``[lo, hi)`` (their start lies in it): a later cycle's -1 probes read them.
+        ``[lo, hi)`` (their start lies in it; sampled ones meet all): a later cycle's -1
+        probes read them.
         """
         start = col(STARTS[i])
         probing = (start >= F.lit(lo)) & (start < F.lit(hi))
-        marked = F.when(probing, F.array(*[F.lit(float(f)) for f in shares])
-                        .cast(SHARES_TYPE)).otherwise(col(SHARES[i]))
+        shares = F.array(*[F.lit(float(f)) for f in plan.shares[i]]).cast(SHARES_TYPE)
+        if plan.rate > 0:
+            whole = F.array(*[F.lit(1.0)] * self.buckets).cast(SHARES_TYPE)
+            shares = F.when(col(HASHES[i]) < F.lit(plan.rate), whole).otherwise(shares)
+        marked = F.when(probing, shares).otherwise(col(SHARES[i]))
         return side.select(*[col(n) for n in side.columns if n != SHARES[i]],
                            marked.alias(SHARES[i]))
 
@@ -198,11 +206,10 @@ class IntervalJoinOperator(Operator):
             return side.sortWithinPartitions(*keys, col(SLICES[i]))
         return side.sortWithinPartitions(*keys) if keys else side
 
-    def changes_sql(self, lo: int, hi: int,
-                    shares: tuple[tuple[float, ...], tuple[float, ...]] | None = None) -> str:
+    def changes_sql(self, lo: int, hi: int, plan: CycleShedding | None = None) -> str:
         """The changes of the cycle ``[lo, hi)``, four probes: +1 at the later start, -1 at
-        the earlier end, each pair found once (see module); when shedding, the +1 probes
-        meet ``shares`` of each lag bucket (per prober side) and the -1 probes end only the
+        the earlier end, each pair found once (see module); when shedding (``plan``), the
+        +1 probes meet the cycle's share of each lag bucket and the -1 probes end only the
         pairs their prober met.
         """
         ls, rs = STARTS
@@ -214,7 +221,7 @@ class IntervalJoinOperator(Operator):
                       f"{column} < {hi}" if hi != TIME_MAX else ""]
             return " AND ".join(b for b in bounds if b) or "TRUE"
 
-        met_ = f" AND {self.met_sql()}" if shares is not None else ""
+        met_ = f" AND {self.met_sql()}" if plan is not None else ""
         probes = [  # (instant, change, band of the pair, prober side)
             (ls, 1, f"{within(ls)} AND {rs} <= {ls} AND {re_} > {ls}", 0),
             (rs, 1, f"{within(rs)} AND {ls} < {rs} AND {le} > {rs}", 1),
@@ -226,26 +233,42 @@ class IntervalJoinOperator(Operator):
         for at, sign, band, prober in probes:
             sides = "{left} AS l JOIN {right} AS r"
             on = f"({self.condition}) AND {band}"
-            if shares is not None and prober is not None:
-                taken = [(j, f) for j, f in enumerate(shares[prober]) if f > 0]
-                if not taken:
+            if plan is not None and prober is not None:
+                taken = self.taken_sql(prober, plan)
+                if taken is None:
                     continue  # the cycle meets nothing: no pair starts
-                sides, meets = self.taken_sql(prober, taken)
+                sides, meets = taken
                 on += f" AND {meets}"
             selects.append(f"SELECT {hint} {cols}, {at} AS {q(T)}, "
                            f"CAST({sign} AS BIGINT) AS {q(D)} FROM {sides} ON {on}")
         return " UNION ALL ".join(selects)
 
-    def taken_sql(self, prober: int, taken: list[tuple[int, float]]) -> tuple[str, str]:
-        """The join of a +1 probe whose probers (side ``prober``) meet only the ``taken``
-        lag buckets (bucket, share): each prober expanded into its buckets, joined on the
-        partner's sub-window; a partly taken bucket's partners picked by their hash.
+    def taken_sql(self, prober: int, plan: CycleShedding) -> tuple[str, str] | None:
+        """The join of a +1 probe whose probers (side ``prober``) meet only the lag
+        buckets the cycle takes (sampled probers: all of them): each prober expanded into
+        its buckets, joined on the partner's sub-window; a partly taken bucket's partners
+        picked by their hash. None when no prober meets anything.
         """
         other = 1 - prober
-        buckets = ", ".join(f"named_struct('j', CAST({j} AS BIGINT), 'f', "
-                            f"CAST({f!r} AS DOUBLE))" for j, f in taken)
+
+        def buckets(shares: list[tuple[int, float]]) -> str:
+            return "array(" + ", ".join(f"named_struct('j', CAST({j} AS BIGINT), 'f', "
+                                        f"CAST({f!r} AS DOUBLE))" for j, f in shares) + ")"
+
+        taken = [(j, f) for j, f in enumerate(plan.shares[prober]) if f > 0]
+        whole = buckets([(j, 1.0) for j in range(self.buckets)])
+        sampled = f"{HASHES[prober]} < {plan.rate!r}"
+        where = ""
+        if plan.rate > 0 and taken:
+            each = f"IF({sampled}, {whole}, {buckets(taken)})"
+        elif plan.rate > 0:
+            each, where = whole, f" WHERE {sampled}"
+        elif taken:
+            each = buckets(taken)
+        else:
+            return None
         expanded = (f"(SELECT * FROM {{{('left', 'right')[prober]}}} "
-                    f"LATERAL VIEW explode(array({buckets})) AS _p)")
+                    f"LATERAL VIEW explode({each}) AS _p{where})")
         sub_window = floor_div(STARTS[prober], self.slices[other])
         meets = (f"{SLICES[other]} = {sub_window} - _p.j AND {HASHES[other]} < _p.f")
         if prober == 0:
@@ -274,15 +297,15 @@ class IntervalJoinOperator(Operator):
         lo = self.progress.position
         lo = lo if lo is not None else min(left.lo, right.lo)
         hi = min(left.hi, right.hi)
-        shares = self.cycle_shares(cycle) if self.shedding is not None else None
+        plan = self.cycle_shedding(cycle) if self.shedding is not None else None
         frames: list[DataFrame | None] = []
         for i, inp in enumerate((left, right)):
             events = inp.arrivals if self.reads_arrivals[i] else inp.df
             side = self.side(i, self.sides[i].get(), events, lo)
-            if shares is not None and side is not None:
+            if plan is not None and side is not None:
                 # probers record what they met, so the state is rewritten every cycle
-                side = self.mark_probers(i, side, lo, hi, shares[i])
-            if (events is not None or shares is not None) and side is not None:
+                side = self.mark_probers(i, side, lo, hi, plan)
+            if (events is not None or plan is not None) and side is not None:
                 side = self.rt.cache_for_cycle(side)
                 if hi != TIME_MAX:
                     self.sides[i].adopt(side)
@@ -292,38 +315,44 @@ class IntervalJoinOperator(Operator):
                 state.set(None)
         if frames[0] is None or frames[1] is None:
             return Slice(None, lo, hi)
-        if shares is not None:
-            self.tally_work(frames[0], frames[1], lo, hi, shares)
-        changes = self.views.sql(self.changes_sql(lo, hi, shares), left=frames[0],
+        if plan is not None:
+            self.tally_work(frames[0], frames[1], lo, hi, plan)
+        changes = self.views.sql(self.changes_sql(lo, hi, plan), left=frames[0],
                                  right=frames[1])
         return Slice(changes, lo, hi)
 
     # -- shedding (``runtime/operators/shedding.py``) --------------------------------------
-    def cycle_shares(self, cycle: CycleContext) -> tuple[tuple[float, ...], tuple[float, ...]]:
-        """Per prober side, the share of each lag bucket this cycle's probers meet."""
+    def cycle_shedding(self, cycle: CycleContext) -> CycleShedding:
+        """The cycle's z, sample and, per prober side, the share of each lag bucket its
+        probers meet (in the order of the mode: by priority, or shuffled by the cycle).
+        """
         assert self.shedding is not None
         how = self.shedding
         z = how.throttle if how.throttle is not None else 1.0
+        rate = sample_rate(how.mode, z)
         out = []
         for i in (0, 1):
-            order = bucket_order(how.mode, self.buckets, seed=2 * cycle.input.number + i)
-            out.append(fractions(order, self.progress.directions[i].work, z))
-        return out[0], out[1]
+            known = self.progress.directions[i]
+            order = bucket_order(how.mode, self.buckets, 2 * cycle.input.number + i,
+                                 known.priorities)
+            out.append(fractions(order, known.work, unsampled_share(z, rate)))
+        return CycleShedding(z, rate, (out[0], out[1]))
 
     def tally_work(self, left: DataFrame, right: DataFrame, lo: int, hi: int,
-                   shares: tuple[tuple[float, ...], tuple[float, ...]]) -> None:
+                   plan: CycleShedding) -> None:
         """Have the commit count, per direction, the probers by sub-window and the partners
-        by sub-window; from them the work per lag bucket, met and skipped.
+        by sub-window (from them the work per lag bucket, met and skipped) and, when it
+        samples, the sampled probers and the pairs they found per lag bucket.
         """
         frames = (left, right)
         counted: dict[tuple[int, str], dict[int, int]] = {}
+        wanted = ("probers", "partners") + (("sampled", "found") if plan.rate > 0 else ())
 
         def then(i: int, what: str) -> Callable[[dict[int, int]], None]:
             def receive(counts: dict[int, int]) -> None:
                 counted[(i, what)] = counts
-                if (i, "probers") in counted and (i, "partners") in counted:
-                    self.learn(i, counted[(i, "probers")], counted[(i, "partners")],
-                               shares[i])
+                if all((i, w) in counted for w in wanted):
+                    self.learn(i, {w: counted[(i, w)] for w in wanted}, plan)
             return receive
 
         for i in (0, 1):
@@ -332,21 +361,46 @@ class IntervalJoinOperator(Operator):
             probers = frames[i].where((start >= F.lit(lo)) & (start < F.lit(hi)))
             self.rt.tally(probers, F.expr(floor_div(STARTS[i], self.slices[other])),
                           then(i, "probers"))
-            self.rt.tally(frames[other], col(SLICES[other]),
-                          then(i, "partners"))
+            self.rt.tally(frames[other], col(SLICES[other]), then(i, "partners"))
+            if plan.rate > 0:
+                sampled = probers.where(col(HASHES[i]) < F.lit(plan.rate))
+                self.rt.tally(sampled, F.lit(0), then(i, "sampled"))
+                found = self.views.sql(self.sample_sql(i, lo, hi, plan.rate),
+                                       left=frames[0], right=frames[1])
+                self.rt.tally(found, col("_j"), then(i, "found"))
 
-    def learn(self, i: int, probers: dict[int, int], partners: dict[int, int],
-              shares: tuple[float, ...]) -> None:
-        """After the commit: direction ``i``'s work per bucket, and what it met and skipped."""
-        work = work_per_bucket(probers, partners, self.buckets)
-        done, skipped = met(work, shares)
+    def sample_sql(self, prober: int, lo: int, hi: int, rate: float) -> str:
+        """The lag bucket of each pair a sampled prober of side ``prober`` finds (its +1
+        probe over the whole window).
+        """
+        ls, rs = STARTS
+        le, re_ = ENDS
+        other = 1 - prober
+        if prober == 0:
+            band = f"{ls} >= {lo} AND {ls} < {hi} AND {rs} <= {ls} AND {re_} > {ls}"
+        else:
+            band = f"{rs} >= {lo} AND {rs} < {hi} AND {ls} < {rs} AND {le} > {rs}"
+        j = f"{floor_div(STARTS[prober], self.slices[other])} - {SLICES[other]}"
+        return (f"SELECT /*+ MERGE(r) */ {j} AS _j FROM {{left}} AS l JOIN {{right}} AS r "
+                f"ON ({self.condition}) AND {band} AND {HASHES[prober]} < {rate!r}")
+
+    def learn(self, i: int, counts: dict[str, dict[int, int]], plan: CycleShedding) -> None:
+        """After the commit: direction ``i``'s work per bucket, what it met and skipped,
+        and (sampling) its priorities.
+        """
+        work = work_per_bucket(counts["probers"], counts["partners"], self.buckets)
+        done, skipped = met(work, plan.effective(i))
         old = self.progress.directions[i]
-        new = replace(old, work=work if sum(work) > 0 else old.work,
+        priorities = old.priorities
+        if "sampled" in counts:
+            priorities = aged(old.priorities, counts["found"],
+                              counts["sampled"].get(0, 0), self.buckets)
+        new = replace(old, work=work if sum(work) > 0 else old.work, priorities=priorities,
                       processed=old.processed + done, shed=old.shed + skipped)
         directions = list(self.progress.directions)
         directions[i] = new
         both = list(self.progress.shares)
-        both[i] = shares
+        both[i] = plan.effective(i)
         self.progress = replace(self.progress, directions=(directions[0], directions[1]),
                                 shares=(both[0], both[1]))
 
@@ -362,7 +416,7 @@ class IntervalJoinOperator(Operator):
             "basic_windows": how.basic_windows,
             "z": how.throttle if how.throttle is not None else 1.0,
             "inputs": [{"processed": d.processed, "shed": d.shed, "work": list(d.work),
-                        "shares": list(s)}
+                        "shares": list(s), "priorities": list(d.priorities)}
                        for d, s in zip(self.progress.directions, self.progress.shares,
                                        strict=True)],
         }
@@ -371,7 +425,8 @@ class IntervalJoinOperator(Operator):
         super().save(path)
         if self.shedding is not None:
             with open(os.path.join(path, CONTROL_FILE), "w", encoding="utf-8") as f:
-                json.dump([{"work": list(d.work), "processed": d.processed, "shed": d.shed}
+                json.dump([{"work": list(d.work), "priorities": list(d.priorities),
+                            "processed": d.processed, "shed": d.shed}
                            for d in self.progress.directions], f)
 
     def load(self, path: str) -> None:  # noqa: D102
@@ -380,8 +435,8 @@ class IntervalJoinOperator(Operator):
         if self.shedding is not None and os.path.exists(control):
             with open(control, encoding="utf-8") as f:
                 saved = json.load(f)
-            directions = [Direction(tuple(d["work"]), d["processed"], d["shed"])
-                          for d in saved]
+            directions = [Direction(tuple(d["work"]), tuple(d["priorities"]),
+                                    d["processed"], d["shed"]) for d in saved]
             self.progress = replace(self.progress,
                                     directions=(directions[0], directions[1]))
 

@@ -13,6 +13,12 @@ partner (the same partners for every prober of the cycle). The buckets are taken
 order (``adaptive``: by priority, the results a bucket yielded per prober; ``random``: a
 shuffle seeded by the cycle's number), each bucket weighing the work it cost in the last
 cycle it was measured, until the taken work is ``z`` of the whole.
+
+An adaptive join learns the priorities from a sample: the probers whose hash falls below
+``sample_rate(z)`` meet every bucket (their pairs are emitted too), and the results they
+find per bucket, per sampled prober, are the bucket's new priority, aged into the old one
+(``AGING``) so the order follows a correlation that shifts. The other probers' share is
+lowered so that sampled and unsampled probers together still process ``z`` of the work.
 """
 
 from __future__ import annotations
@@ -22,6 +28,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from sparkcq.plan.options import ShedMode
+
+#: the share of probers an adaptive join samples (they meet the whole window)
+SAMPLE = 0.05
+#: the weight of a cycle's sample in a bucket's priority: after a shift of the
+#: correlation the new buckets outrank the old ones in two or three cycles
+AGING = 0.3
 
 
 def slice_length(span: int, basic_windows: int) -> int:
@@ -36,8 +48,24 @@ class Direction:
     """
 
     work: tuple[float, ...] = ()  # partners per bucket met by the last measured probers
+    priorities: tuple[float, ...] = ()  # results per sampled prober, per bucket (aged)
     processed: int = 0  # partners met, all cycles
     shed: int = 0  # partners skipped, all cycles
+
+
+@dataclass(frozen=True)
+class CycleShedding:
+    """What one cycle of a shedding join does: its z, the share of probers it samples
+    (they meet every bucket) and, per prober side, the share of each bucket the others meet.
+    """
+
+    z: float
+    rate: float
+    shares: tuple[tuple[float, ...], tuple[float, ...]]
+
+    def effective(self, i: int) -> tuple[float, ...]:
+        """The share of each bucket side ``i``'s probers meet, the sampled ones included."""
+        return tuple(self.rate + (1 - self.rate) * f for f in self.shares[i])
 
 
 def bucket_order(mode: ShedMode, buckets: int, seed: int,
@@ -89,6 +117,33 @@ def work_per_bucket(probers: Mapping[int, int], partners: Mapping[int, int],
 
     return tuple(edge(j) * sum(n * partners.get(b - j, 0) for b, n in probers.items())
                  for j in range(buckets))
+
+
+def sample_rate(mode: ShedMode, z: float) -> float:
+    """The share of probers sampled (meeting every bucket): adaptive joins only, and never
+    more than ``z``.
+    """
+    return min(SAMPLE, z) if mode is ShedMode.ADAPTIVE else 0.0
+
+
+def unsampled_share(z: float, rate: float) -> float:
+    """The share of the work the unsampled probers meet so that, with the sampled ones
+    meeting all of it, the probers together meet ``z``.
+    """
+    return 1.0 if z >= 1 else max(0.0, (z - rate) / (1 - rate))
+
+
+def aged(old: Sequence[float], results: Mapping[int, int], sampled: int,
+         buckets: int) -> tuple[float, ...]:
+    """The priorities after a cycle whose ``sampled`` probers found ``results`` per bucket
+    (unchanged without a sample).
+    """
+    if sampled <= 0:
+        return tuple(old)
+    new = [results.get(j, 0) / sampled for j in range(buckets)]
+    if len(old) != buckets:
+        return tuple(new)
+    return tuple((1 - AGING) * o + AGING * n for o, n in zip(old, new, strict=True))
 
 
 def met(work: Sequence[float], shares: Sequence[float]) -> tuple[int, int]:
