@@ -122,7 +122,7 @@ class Engine:
         self.recovery = (Recovery(store, self.sources, checkpoint_every)
                          if store is not None else None)
         self.driver = CycleDriver(self.rt, self.queries, self.sources, RowCounting(count_rows),
-                                  self.recovery)
+                                  self.recovery, self.clock)
         self.trusted = trusted  # statements may use everything (docs/sandbox.md)
         self.scans: StreamScans = self.queries.scans  # each source stream's scan, by name
         self.reports: list[CycleReport] = self.driver.reports  # what each cycle did

@@ -30,6 +30,7 @@ from sparkcq.errors import CatalogError
 from sparkcq.language.sql.parser import parse_script
 from sparkcq.language.sql.statements import Explain, Show
 from sparkcq.runtime.checkpoint import CheckpointStore, write_atomically
+from sparkcq.runtime.throttles import JOURNAL_KEY
 
 SOURCES_FILE = "sources.json"
 
@@ -297,20 +298,24 @@ class Recovery:
         folder = os.path.join(self.store.offsets_folder(cycle), str(len(attempts)))
         attempts.append(describe(folder))
 
+    def record_throttles(self, throttles: dict[str, float]) -> None:
+        """Log the z of the coming cycle's adapting shedding joins with its input."""
+        self.cycle_input[JOURNAL_KEY] = [throttles]
+
     def before_cycle(self, cycle: int) -> None:
         """Log this cycle's input before it runs (again, if a failed attempt kept some).
 
         A cycle that takes nothing (no source brought rows, an end or a higher watermark)
         is not logged: a restart runs it again with no input, as it ran (``recover``).
         """
-        if not self.replaying and self.cycle_input:
+        if not self.replaying and any(k != JOURNAL_KEY for k in self.cycle_input):
             self.store.write_offsets(cycle, self.cycle_input)
 
     def after_cycle(self, cycle: int) -> None:
         """Cycle ``cycle`` committed: its input is done; every ``every`` cycles that took
         input, checkpoint (an idle server does not rewrite its state every cycle).
         """
-        idle = not self.cycle_input
+        idle = not any(k != JOURNAL_KEY for k in self.cycle_input)
         self.cycle_input = {}
         self.last_checkpoint_seconds = 0.0
         if idle:

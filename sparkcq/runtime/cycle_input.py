@@ -14,7 +14,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from sparkcq.model.rows import RowError
-from sparkcq.plan.nodes import StreamScan
+from sparkcq.plan.nodes import PlanNode, StreamScan
 from sparkcq.runtime.frames import union_all
 
 
@@ -97,13 +97,15 @@ def idle(batch: SourceBatch, watermark: int) -> bool:
 
 @dataclass(frozen=True)
 class CycleInput:
-    """What one cycle takes: its number, and the batches by the scan node that reads each
+    """What one cycle takes: its number, the batches by the scan node that reads each
     (a stream's current scan, and the scans of its earlier schemas that running queries
-    still read).
+    still read), and the z of each shedding join that adapts it (``runtime/throttles.py``;
+    logged with the input, so that a redone cycle sheds as it did).
     """
 
     number: int = 0
     batches: Mapping[StreamScan, SourceBatch] = field(default_factory=dict)
+    throttles: Mapping[PlanNode, float] = field(default_factory=dict)
 
     def batch(self, scan: StreamScan) -> SourceBatch:
         """The batch of ``scan`` (an empty one when its source brought nothing)."""
@@ -116,4 +118,4 @@ class CycleInput:
         merged = dict(self.batches)
         for scan, batch in later.batches.items():
             merged[scan] = merge_batches(merged[scan], batch) if scan in merged else batch
-        return CycleInput(later.number, merged)
+        return CycleInput(later.number, merged, later.throttles or self.throttles)

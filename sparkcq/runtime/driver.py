@@ -12,7 +12,6 @@ whatever came since. Queries that fail a cycle on their own are stopped (status
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -20,12 +19,15 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 
+from sparkcq.model.clock import Clock, SystemClock
 from sparkcq.model.time import show_instant
 from sparkcq.plan.nodes import PlanNode, TableScan
 from sparkcq.runtime.cycle import CycleEngine, CycleResult, QueriesFailedError
 from sparkcq.runtime.cycle_input import CycleInput, SourceBatch, idle
 from sparkcq.runtime.frames import RowCounting, Runtime
 from sparkcq.runtime.queries import RunningQueries
+from sparkcq.runtime.state import fingerprint
+from sparkcq.runtime.throttles import JOURNAL_KEY, Throttles
 
 
 @dataclass
@@ -84,6 +86,10 @@ class CycleJournal(Protocol):
         """The cycle committed."""
         ...
 
+    def record_throttles(self, throttles: dict[str, float]) -> None:
+        """The z of each adapting shedding join in the coming cycle, by fingerprint."""
+        ...
+
 
 Deliver = Callable[[int, dict[str, pa.Table]], None]
 
@@ -94,15 +100,18 @@ class CycleDriver:
     def __init__(self, rt: Runtime, queries: RunningQueries,
                  sources: Mapping[str, InputSource],
                  count_rows: RowCounting = RowCounting.CACHED,
-                 journal: CycleJournal | None = None):
+                 journal: CycleJournal | None = None, clock: Clock | None = None):
         self.rt = rt
         self.queries = queries
         self.sources = sources
         self.engine = CycleEngine(rt, queries.plan, queries.intervals, count_rows)
         self.journal = journal
+        self.clock = clock or SystemClock()  # times the cycles (shedding adapts to them)
         self.cycle = 0  # the number of the next cycle
         self.reports: list[CycleReport] = []
         self.pending = CycleInput()  # taken from the sources, not yet in a committed cycle
+        self.throttles = Throttles()
+        self.logged_throttles: dict[PlanNode, float] | None = None  # of a redone cycle
 
     def has_pending_input(self) -> bool:
         """Whether any source has input the next cycle would take."""
@@ -120,8 +129,17 @@ class CycleDriver:
             self.hand(key, batch)
 
     def take_logged(self, offsets: Mapping[str, list[dict[str, Any]]]) -> None:
-        """Take the batches a cycle took before a crash, as its journal described them."""
+        """Take the batches a cycle took before a crash, as its journal described them,
+        and the z its shedding joins ran with.
+        """
+        if JOURNAL_KEY in offsets:
+            by_print = {fingerprint(n): n for n in self.queries.plan.ops}
+            [logged] = offsets[JOURNAL_KEY]
+            self.logged_throttles = {by_print[p]: z for p, z in logged.items()
+                                     if p in by_print}
         for key, described in offsets.items():
+            if key == JOURNAL_KEY:
+                continue
             for one in described:
                 self.hand(key, self.sources[key].replay(one))
 
@@ -136,15 +154,18 @@ class CycleDriver:
 
     def run(self, deliver: Deliver) -> CycleReport:
         """Run one cycle on the pending input: evaluate, commit, deliver, rewind."""
-        start = time.perf_counter()
+        start = self.clock.monotonic()
         scans = self.queries.scans
         jobs_before = self.rt.jobs
         rows_before = sum(s.rows_in for s in scans.values())
+        throttles = self.decide_throttles()
         if self.journal is not None:
+            if throttles:
+                self.journal.record_throttles({fingerprint(n): z for n, z in throttles.items()})
             self.journal.before_cycle(self.cycle)
         plan = self.queries.plan
         served = plan.table_versions()
-        taken = replace(self.pending, number=self.cycle)
+        taken = replace(self.pending, number=self.cycle, throttles=throttles)
 
         def commit(tables: dict[str, pa.Table]) -> None:
             deliver(taken.number, tables)
@@ -161,7 +182,7 @@ class CycleDriver:
             self.rt.end_cycle()
         self.log_table_switches(served)
         report = CycleReport(
-            self.cycle, time.perf_counter() - start,
+            self.cycle, self.clock.monotonic() - start,
             sum(s.rows_in for s in scans.values()) - rows_before,
             self.rt.jobs - jobs_before,
             {k: s.watermark for k, s in scans.items()},
@@ -175,6 +196,22 @@ class CycleDriver:
             for source in self.sources.values():
                 source.release_before(source.position())
         return report
+
+    def decide_throttles(self) -> dict[PlanNode, float]:
+        """The z of each adapting shedding join for the coming cycle: as logged for a
+        redone cycle, otherwise from the last cycle's time; notable changes are logged in
+        the queries that read the join.
+        """
+        if self.logged_throttles is not None:
+            logged, self.logged_throttles = self.logged_throttles, None
+            self.throttles.adopt(logged)
+            return logged
+        last = self.reports[-1].seconds if self.reports else None
+        decided, notes = self.throttles.decide(self.queries.plan.ops, last)
+        for node, note in notes.items():
+            for run in self.queries.reading(lambda n, node=node: n == node):  # type: ignore[misc]
+                run.info.log.append(f"cycle {self.cycle}: shedding {note}")
+        return decided
 
     def log_table_switches(self, served: Mapping[PlanNode, int]) -> None:
         """Say in each query's log where its joins switched to a table's new rows."""

@@ -84,6 +84,7 @@ class IntervalJoinProgress(Progress):
     """A join's position and, when it sheds, what each direction learnt and did."""
 
     directions: tuple[Direction, Direction] = (Direction(), Direction())
+    z: float = 1.0  # of the last cycle
     shares: tuple[tuple[float, ...], tuple[float, ...]] = ((), ())  # of the last cycle
 
 
@@ -328,7 +329,8 @@ class IntervalJoinOperator(Operator):
         """
         assert self.shedding is not None
         how = self.shedding
-        z = how.throttle if how.throttle is not None else 1.0
+        z = how.throttle if how.throttle is not None else \
+            cycle.input.throttles.get(self.node, 1.0)
         rate = sample_rate(how.mode, z)
         out = []
         for i in (0, 1):
@@ -402,7 +404,7 @@ class IntervalJoinOperator(Operator):
         both = list(self.progress.shares)
         both[i] = plan.effective(i)
         self.progress = replace(self.progress, directions=(directions[0], directions[1]),
-                                shares=(both[0], both[1]))
+                                shares=(both[0], both[1]), z=plan.z)
 
     def shedding_report(self) -> dict[str, Any] | None:
         """What the join sheds: its mode, z, and per input (as the prober) the partners
@@ -414,7 +416,7 @@ class IntervalJoinOperator(Operator):
         return {
             "mode": how.mode.value, "budget_seconds": how.budget_seconds,
             "basic_windows": how.basic_windows,
-            "z": how.throttle if how.throttle is not None else 1.0,
+            "z": how.throttle if how.throttle is not None else self.progress.z,
             "inputs": [{"processed": d.processed, "shed": d.shed, "work": list(d.work),
                         "shares": list(s), "priorities": list(d.priorities)}
                        for d, s in zip(self.progress.directions, self.progress.shares,

@@ -29,6 +29,15 @@ from dataclasses import dataclass
 
 from sparkcq.plan.options import ShedMode
 
+#: z grows back by this factor per cycle while the join keeps within its budget
+BOOST = 1.25
+#: a cycle this far under its budget counts as keeping up (z may grow)
+HEADROOM = 0.8
+#: z never goes below this: a join always meets some of its windows
+LEAST_Z = 0.01
+#: a change of z by more than this part of it is written to the query's log
+NOTABLE = 0.1
+
 #: the share of probers an adaptive join samples (they meet the whole window)
 SAMPLE = 0.05
 #: the weight of a cycle's sample in a bucket's priority: after a shift of the
@@ -66,6 +75,23 @@ class CycleShedding:
     def effective(self, i: int) -> tuple[float, ...]:
         """The share of each bucket side ``i``'s probers meet, the sampled ones included."""
         return tuple(self.rate + (1 - self.rate) * f for f in self.shares[i])
+
+
+def next_z(z: float, seconds: float, budget: float) -> tuple[float, str]:
+    """The z of the next cycle after one that took ``seconds`` against ``budget``, and why.
+
+    A cycle over its budget did ``budget / seconds`` of what it received in the time it
+    had: z falls by that ratio (the join falls behind). One well under its budget
+    (``HEADROOM``) lets z grow back by ``BOOST``, up to 1.
+    """
+    if seconds > budget:
+        new = max(LEAST_Z, z * budget / seconds)
+        return new, (f"the cycle took {seconds:.2f} s, over the budget of {budget:g} s: "
+                     f"{budget / seconds:.0%} of its input was processed in time")
+    if seconds < HEADROOM * budget and z < 1:
+        return min(1.0, z * BOOST), (f"the cycle took {seconds:.2f} s, within the budget of "
+                                      f"{budget:g} s")
+    return z, ""
 
 
 def bucket_order(mode: ShedMode, buckets: int, seed: int,
