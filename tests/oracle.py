@@ -475,6 +475,10 @@ class Shape:
         """Statements the query needs first (derived streams), or ''."""
         return ""
 
+    def options(self) -> str:
+        """The query's ``WITH (...)`` clause, or ''."""
+        return ""
+
     def features(self) -> set[str]:
         """What of the dialect the query exercises (for the count of cases per feature)."""
         if self.records_kind == "instants" and not self.form:
@@ -630,6 +634,10 @@ class JoinQuery(JoinShape):
     theta: bool
     streams: tuple[str, str] = ("s", "s2")
     join_form: str = ""
+    shedding: str = ""  # options of a join that sheds, at z = 1: it gives every pair
+
+    def options(self) -> str:
+        return f"WITH ({self.shedding})" if self.shedding else ""
 
     def sql(self) -> str:
         theta = " AND a.v < b.v" if self.theta else ""
@@ -641,8 +649,9 @@ class JoinQuery(JoinShape):
     def features(self) -> set[str]:
         kind = "theta join" if self.theta else "equi join"
         self_join = {"self join"} if self.streams[0] == self.streams[1] else set()
-        return super().features() | self_join | {kind, f"window {self.left.name}",
-                                                 f"window {self.right.name}"}
+        shed = {"shedding join at z = 1"} if self.shedding else set()
+        return super().features() | self_join | shed | {kind, f"window {self.left.name}",
+                                                        f"window {self.right.name}"}
 
     def relation(self, inputs: Inputs) -> Relation:
         left, right = self.streams

@@ -272,7 +272,8 @@ def run_scenario(spark, scenario: Scenario, queries: dict[str, Query],
     for cycle in range(scenario.cycles):
         for name, query in queries.items():
             if query.start == cycle:
-                eng.execute(f"CREATE QUERY {name} AS {query.shape.sql()}")
+                eng.execute(f"CREATE QUERY {name} {query.shape.options()} AS "
+                            f"{query.shape.sql()}")
         eng.run_cycle()
         marks.append(dict(eng.metrics()["watermarks"]))
     assert not eng.has_pending_input()

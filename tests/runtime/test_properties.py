@@ -54,6 +54,12 @@ WINDOWS = {
                             st.integers(1, 3), st.sampled_from([("k",), ("ex", "k")])),
 }
 any_window = st.one_of(*WINDOWS.values())
+# windows whose elements' ends are known on arrival: the joins that can shed
+timed_windows = st.one_of(*[WINDOWS[k] for k in ("RANGE", "RANGE SLIDE", "NOW", "CUT",
+                                                  "CUT WINDOW n CHUNKS")])
+shedding_options = st.builds(
+    lambda mode, n: f"shedding='{mode}', throttle='1', basic_windows='{n}'",
+    st.sampled_from(["adaptive", "random"]), st.integers(1, 6))
 # windows within one case (ROWS over all cases would let one case's rows end another's)
 case_windows = st.one_of(*[w for kind, w in WINDOWS.items()
                            if kind not in ("ROWS", "CUT EVERY n ROWS", "CUT ON key")])
@@ -101,14 +107,20 @@ def test_aggregates_over_every_window(spark, scenario: Scenario, queries: dict[s
 
 @st.composite
 def two_stream_queries(draw) -> dict[str, Query]:
-    """Joins (equi, theta, band, self), unions of relations and of streams, a raw-stream filter,
-    a projection, a derived stream and a derived relation read by two queries."""
+    """Joins (shedding at z = 1, equi, theta, band, self), unions of relations and of
+    streams, a raw-stream filter, a projection, a derived stream and a derived relation read
+    by two queries."""
     totals = draw(case_windows, label="totals window")
     # every output form over a join in every scenario (interval joins: ISTREAM and
     # RSTREAM read their changes and segments differently from the interval records)
     forms = draw(st.permutations(["", "ISTREAM", "DSTREAM", "RSTREAM", "CHANGELOG"]),
                  label="join forms")
     shapes = {
+        # the whole shedding machinery (sub-windows, a sample, recorded shares) at z = 1;
+        # created first: a window another query already runs is shared, not shed
+        "shedding join": JoinQuery(draw(timed_windows), draw(timed_windows),
+                                   theta=draw(st.booleans()), join_form=forms[4],
+                                   shedding=draw(shedding_options)),
         "equi": JoinQuery(draw(case_windows), draw(case_windows), theta=False,
                           join_form=forms[0]),
         "theta": JoinQuery(draw(case_windows), draw(case_windows), theta=True,
