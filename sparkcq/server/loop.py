@@ -207,6 +207,9 @@ class EngineLoop:
             "last_checkpoint_seconds": eng.recovery.last_checkpoint_seconds
             if eng.recovery is not None else None,
             "rows_processed": {name: scan.rows_in for name, scan in list(eng.scans.items())},
+            # the z each adapting shedding join runs its next cycle with (docs/shedding.md)
+            "shedding_z": {node.label(): z
+                           for node, z in list(eng.driver.throttles.current.items())},
             "rss_bytes": memory(),
             "uptime_seconds": time.time() - self.started,
             "interval_seconds": self.interval,
