@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 FLINK_VENV := .venv-flink
 FLINK_STAMP := $(FLINK_VENV)/.installed
 
-.PHONY: demo test lint check-java postgres-deps clean bench bench-quick bench-feed
+.PHONY: demo test lint check-java postgres-deps clean bench bench-quick bench-feed bench-shedding
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -44,6 +44,11 @@ test: $(STAMP) check-java postgres-deps lint
 
 bench: $(STAMP) $(FLINK_STAMP) check-java
 	$(BIN)/python -m benchmarks.suite $(ARGS)
+	$(BIN)/python benchmarks/shedding.py
+
+# load shedding of a windowed join (docs/shedding.md); ARGS=--quick for shorter runs
+bench-shedding: $(STAMP) check-java
+	$(BIN)/python benchmarks/shedding.py $(ARGS)
 
 bench-quick: $(STAMP) $(FLINK_STAMP) check-java
 	$(BIN)/python -m benchmarks.suite --quick $(ARGS)

@@ -1,0 +1,243 @@
+"""Load shedding of a windowed stream join (DESIGN 4.4, docs/shedding.md), measured.
+
+    .venv/bin/python benchmarks/shedding.py [--quick]
+
+Input: ``sparkcq.testing.correlated_streams``, numeric event time in milliseconds; each
+a-tuple's partner in b (same key and value) lies 2-3 s behind it, b also carries one
+unmatched tuple per a-tuple; 10 keys. The query joins both streams over 10 s windows on
+the key and a band on the value, so every same-key pair in the windows is compared (the
+work grows with the windows' contents) and only partners match::
+
+    SELECT a.k, a.v FROM a [RANGE 10000] JOIN b [RANGE 10000]
+    ON a.k = b.k AND abs(a.v - b.v) < 1
+
+Three parts, one Spark session:
+
+1. **Sustainable rate.** The unshed join fed in real time (event time follows the wall
+   clock; each cycle takes what arrived during the last) at rising rates; the highest rate
+   whose cycles stay within the budget (p99 after a warm-up) is the sustainable one.
+2. **Three times that rate**, each mode for the same wall time: ``off`` (cycle times grow
+   without bound), ``random`` and ``adaptive`` (z adapts to the budget). Cycle time over
+   time is plotted; p99 is taken after the first cycles in which z finds its level.
+3. **Output at a fixed share** (``throttle='0.3'``), the same input in cycles of one second
+   of event time: the unshed join, ``random`` and ``adaptive``. Every emitted pair is
+   checked against the partners computed here in Python (no false pair), and the output
+   is compared: adaptive against random, and against the unshed join.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sparkcq import Engine
+from sparkcq.session import make_session
+from sparkcq.testing import Lag, correlated_streams
+
+RESULTS = Path(__file__).parent / "results"
+WINDOW_MS = 10_000
+BUDGET_S = 2.0
+LAG = Lag(0, 2_000, 3_000)
+STREAMS = """
+    CREATE STREAM a (k STRING, v BIGINT, t BIGINT) WITH (event_time='t');
+    CREATE STREAM b (k STRING, v BIGINT, t BIGINT) WITH (event_time='t');
+"""
+JOIN = (f"SELECT a.k AS k, a.v AS v FROM a [RANGE {WINDOW_MS}] JOIN b [RANGE {WINDOW_MS}] "
+        "ON a.k = b.k AND abs(a.v - b.v) < 1")
+
+
+def shedding_clause(mode: str, throttle: float | None = None) -> str:
+    """The query's WITH clause for ``mode`` (``off``: none)."""
+    if mode == "off":
+        return ""
+    fixed = f", throttle='{throttle}'" if throttle is not None else ""
+    return (f"WITH (shedding='{mode}', latency_budget='{BUDGET_S:g} SECONDS', "
+            f"basic_windows='10'{fixed})")
+
+
+def new_engine(spark, mode: str, throttle: float | None = None) -> Engine:  # noqa: ANN001
+    eng = Engine(spark=spark)
+    eng.execute(STREAMS)
+    eng.execute(f"CREATE QUERY j {shedding_clause(mode, throttle)} AS {JOIN}")
+    return eng
+
+
+@dataclass
+class RealTimeRun:
+    """One mode at one offered rate, fed in real time."""
+
+    mode: str
+    rate: int  # a-tuples per second (b has about twice as many)
+    cycles: list[tuple[float, float, int]] = field(default_factory=list)  # (at, s, rows)
+    zs: list[float] = field(default_factory=list)
+    output: int = 0
+
+    def p99(self, skip_s: float) -> float:
+        """p99 of the cycle times of cycles that began ``skip_s`` or more after the start."""
+        kept = [s for at, s, _rows in self.cycles if at >= skip_s]
+        if len(kept) < 2:
+            return max(kept, default=float("nan"))
+        return statistics.quantiles(kept, n=100, method="inclusive")[98]
+
+
+def run_real_time(spark, mode: str, rate: int, seconds: float) -> RealTimeRun:  # noqa: ANN001
+    """The join fed at ``rate`` a-tuples per second of wall time for ``seconds``: each
+    cycle takes the events whose time (ms since the start) has passed.
+    """
+    length_ms = int(seconds * 1000) + WINDOW_MS
+    a_rows, b_rows = correlated_streams(11, length_ms, rate / 1000, [LAG])
+    eng = new_engine(spark, mode)
+    out = RealTimeRun(mode, rate)
+    pushed = [0, 0]
+    began = time.monotonic()
+    while (now := time.monotonic() - began) < seconds:
+        mark = int(now * 1000)
+        for i, (name, rows) in enumerate((("a", a_rows), ("b", b_rows))):
+            upto = pushed[i]
+            while upto < len(rows) and rows[upto]["t"] < mark:
+                upto += 1
+            eng.push(name, rows[pushed[i]:upto], watermark=mark)
+            pushed[i] = upto
+        report = eng.run_cycle()
+        out.cycles.append((now, report.seconds, report.rows_in))
+        shed = eng.metrics()["shedding"]
+        out.zs.append(next(iter(shed.values()))["z"] if shed else 1.0)
+    out.output = len(eng.results("j"))
+    eng.stop()
+    return out
+
+
+def sustainable_rate(spark, seconds: float, rates: list[int]) -> tuple[int, list[RealTimeRun]]:  # noqa: ANN001
+    """The highest of ``rates`` the unshed join keeps within the budget, and the runs."""
+    runs, best = [], 0
+    for rate in rates:
+        run = run_real_time(spark, "off", rate, seconds)
+        runs.append(run)
+        p99 = run.p99(seconds / 3)
+        print(f"off at {rate:,} a-tuples/s: p99 cycle {p99:.2f} s over the last two thirds, "
+              f"{len(run.cycles)} cycles", flush=True)
+        if p99 > BUDGET_S:
+            break
+        best = rate
+    return best, runs
+
+
+@dataclass
+class FixedShare:
+    """A mode at a fixed z over the same input in cycles of one second of event time."""
+
+    mode: str
+    pairs: int
+    false_pairs: int
+    processed: int
+    shed: int
+
+
+def run_fixed(spark, mode: str, z: float, a_rows: list[dict], b_rows: list[dict],  # noqa: ANN001
+              length_ms: int) -> FixedShare:
+    """``mode`` at ``throttle=z`` (``off``: unshed) over the given input; its pairs checked
+    against the true partners (equal value within the window).
+    """
+    eng = new_engine(spark, mode, None if mode == "off" else z)
+    for lo in range(0, length_ms, 1000):
+        hi = lo + 1000
+        eng.push("a", [r for r in a_rows if lo <= r["t"] < hi], watermark=hi,
+                 end=hi >= length_ms)
+        eng.push("b", [r for r in b_rows if lo <= r["t"] < hi], watermark=hi,
+                 end=hi >= length_ms)
+        eng.run_cycle()
+    eng.run_until_idle()
+    frame = eng.results("j")
+    true = {r["v"]: r["t"] for r in b_rows if r["v"] >= 0}
+    a_time = {r["v"]: r["t"] for r in a_rows}
+    emitted = [int(v) for v in frame["v"]]
+    false = sum(1 for v in emitted
+                if v not in true or not 0 <= a_time[v] - true[v] < WINDOW_MS)
+    shed = eng.metrics()["shedding"]
+    report = next(iter(shed.values())) if shed else {"inputs": []}
+    processed = sum(s["processed"] for s in report["inputs"])
+    skipped = sum(s["shed"] for s in report["inputs"])
+    eng.stop()
+    return FixedShare(mode, len(set(emitted)), false, processed, skipped)
+
+
+def plot(runs: list[RealTimeRun], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
+    for run in runs:
+        at = [c[0] for c in run.cycles]
+        top.plot(at, [c[1] for c in run.cycles], marker=".", label=run.mode)
+        bottom.plot(at, run.zs, marker=".", label=run.mode)
+    top.axhline(BUDGET_S, color="grey", linestyle="--", label="budget")
+    top.set_ylabel("cycle time (s)")
+    top.set_title(f"join at {runs[0].rate:,} a-tuples/s (3x the sustainable rate)")
+    top.legend()
+    bottom.set_ylabel("z")
+    bottom.set_xlabel("seconds since the start")
+    fig.tight_layout()
+    fig.savefig(path)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="shorter runs")
+    parser.add_argument("--out", default=time.strftime("%Y-%m-%d") + "-shedding")
+    args = parser.parse_args()
+    seconds = 30.0 if args.quick else 60.0
+    spark = make_session(None)
+    rate, probes = sustainable_rate(spark, seconds, [250, 500, 1000, 2000, 4000, 8000])
+    rate = max(rate, 250)
+    print(f"sustainable rate: {rate:,} a-tuples/s ({2 * rate:,} b-tuples/s)", flush=True)
+    runs = [run_real_time(spark, mode, 3 * rate, seconds)
+            for mode in ("off", "random", "adaptive")]
+    skip = seconds / 4
+    for run in runs:
+        times = [s for _at, s, _rows in run.cycles]
+        print(f"{run.mode:>8} at {run.rate:,}/s: {len(times)} cycles, first {times[0]:.2f} s, "
+              f"last {times[-1]:.2f} s, p99 after {skip:.0f} s {run.p99(skip):.2f} s, "
+              f"z at the end {run.zs[-1]:.2f}, {run.output:,} records", flush=True)
+    length_ms = 60_000 if args.quick else 120_000
+    a_rows, b_rows = correlated_streams(5, length_ms, 0.5, [LAG])
+    fixed = [run_fixed(spark, mode, 0.3, a_rows, b_rows, length_ms)
+             for mode in ("off", "random", "adaptive")]
+    for f in fixed:
+        share = f.processed / (f.processed + f.shed) if f.processed + f.shed else 1.0
+        print(f"{f.mode:>8} at z = 0.3: {f.pairs:,} pairs ({f.false_pairs} false), "
+              f"processed share {share:.3f}", flush=True)
+    off, rnd, ada = fixed
+    RESULTS.mkdir(exist_ok=True)
+    plot(runs, RESULTS / f"{args.out}.png")
+    lines = [
+        f"# Load shedding ({args.out})", "",
+        f"Join of two 10 s windows, lag-correlated input (partners 2-3 s back, one unmatched "
+        f"b-tuple per a-tuple), budget {BUDGET_S:g} s, 10 sub-windows; 2 cores. "
+        f"Command: `.venv/bin/python benchmarks/shedding.py{' --quick' if args.quick else ''}`.",
+        "", "## Sustainable rate (unshed, real time)", "",
+        "| a-tuples/s | cycles | p99 cycle (last two thirds) |", "|---|---|---|",
+        *[f"| {p.rate:,} | {len(p.cycles)} | {p.p99(seconds / 3):.2f} s |" for p in probes],
+        "", f"Sustainable: {rate:,} a-tuples/s. Runs below at {3 * rate:,}.", "",
+        "| mode | cycles | first / last cycle | p99 after the first quarter | z at the end "
+        "| records |", "|---|---|---|---|---|---|",
+        *[f"| {r.mode} | {len(r.cycles)} | {r.cycles[0][1]:.2f} / {r.cycles[-1][1]:.2f} s | "
+          f"{r.p99(skip):.2f} s | {r.zs[-1]:.2f} | {r.output:,} |" for r in runs],
+        "", f"![cycle time and z over time]({args.out}.png)", "",
+        "## Output at a fixed share z = 0.3", "",
+        "| mode | pairs | false pairs | processed share | of the unshed output |",
+        "|---|---|---|---|---|",
+        *[f"| {f.mode} | {f.pairs:,} | {f.false_pairs} | "
+          f"{f.processed / max(1, f.processed + f.shed):.3f} | {f.pairs / max(1, off.pairs):.2f} |"
+          for f in fixed],
+        "", f"adaptive / random: {ada.pairs / max(1, rnd.pairs):.2f}x", ""]
+    (RESULTS / f"{args.out}.md").write_text("\n".join(lines))
+    print(f"wrote {RESULTS / args.out}.md and .png")
+
+
+if __name__ == "__main__":
+    main()
