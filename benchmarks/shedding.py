@@ -203,7 +203,7 @@ def main() -> None:
         print(f"{run.mode:>8} at {run.rate:,}/s: {len(times)} cycles, first {times[0]:.2f} s, "
               f"last {times[-1]:.2f} s, p99 after {skip:.0f} s {run.p99(skip):.2f} s, "
               f"z at the end {run.zs[-1]:.2f}, {run.output:,} records", flush=True)
-    length_ms = 60_000 if args.quick else 120_000
+    length_ms = 40_000 if args.quick else 80_000
     a_rows, b_rows = correlated_streams(5, length_ms, 0.5, [LAG])
     fixed = [run_fixed(spark, mode, 0.3, a_rows, b_rows, length_ms)
              for mode in ("off", "random", "adaptive")]

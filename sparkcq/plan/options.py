@@ -162,6 +162,9 @@ class ShedMode(StrEnum):
     ADAPTIVE = "adaptive"  # a share z, the sub-windows that yielded most results first
 
 
+#: the most sub-windows a window of a shedding join may be cut into
+MAX_BASIC_WINDOWS = 100
+
 #: the options that tune shedding; given with shedding off they would do nothing
 SHEDDING_OPTIONS = ("latency_budget", "basic_windows", "throttle")
 
@@ -198,8 +201,10 @@ class Shedding:
             return None
         budget = seconds_option(options, "latency_budget", text, loc)
         count = options.get("basic_windows", "10")
-        if not count.strip().isdigit() or not 1 <= int(count) <= 1000:
-            msg = f"basic_windows {count!r}: use a whole number of sub-windows from 1 to 1000"
+        # every element of a shedding join keeps a share per sub-window: a bound on both
+        if not count.strip().isdigit() or not 1 <= int(count) <= MAX_BASIC_WINDOWS:
+            msg = (f"basic_windows {count!r}: use a whole number of sub-windows from 1 to "
+                   f"{MAX_BASIC_WINDOWS}")
             raise AnalysisError(msg, text, option_location(text, loc, count))
         throttle = None
         if (raw := options.get("throttle")) is not None:

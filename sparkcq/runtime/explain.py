@@ -25,7 +25,7 @@ def explain_global_text(plan: GlobalPlan) -> str:
             f"rows/cycle={_rows(plan, node)}  "
             f"plan_ms/cycle={plan.stats.get(node, OperatorStats()).plan_seconds * 1e3:.1f}"
             + (f"  instances={op.live_instances}" if op.live_instances is not None else "")
-            + _versions(op))
+            + _versions(op) + _shedding(op))
     for n, family in enumerate(plan.all_families()):
         members = ", ".join(f"#{ids[m]}" for m in family.members)
         calls = len(family.op.aggs) if family.op is not None else 0
@@ -79,6 +79,22 @@ def _versions(op: Operator) -> str:
         return "  tables=" + ", ".join(f"{t} v{v} from {show_instant(at, kind)}"
                                        for t, v, at in op.tables)
     return ""
+
+
+def _shedding(op: Operator) -> str:
+    """A shedding join's z and, per input as the prober side, the partners it met and
+    skipped and its two highest-priority lag buckets (docs/shedding.md).
+    """
+    report = op.shedding_report()
+    if report is None:
+        return ""
+    sides = []
+    for name, side in zip(("left", "right"), report["inputs"], strict=True):
+        ranked = sorted(range(len(side["priorities"])), key=lambda j: -side["priorities"][j])
+        top = f" top buckets {ranked[:2]}" if any(side["priorities"]) else ""
+        sides.append(f"{name} met {side['processed']} skipped {side['shed']}{top}")
+    return f"  shedding z={report['z']:.2f} budget={report['budget_seconds']:g}s: " + \
+        "; ".join(sides)
 
 
 def _rows(plan: GlobalPlan, node: PlanNode) -> str:

@@ -52,6 +52,9 @@ def test_at_z_one_every_pair_is_joined(spark):
     [report] = eng.metrics()["shedding"].values()
     assert report["z"] == 1
     assert all(side["shed"] == 0 and side["processed"] > 0 for side in report["inputs"])
+    line = next(x for x in eng.explain_global().splitlines() if "IntervalJoin" in x)
+    assert "SHEDDING random (2 sub-windows, z=1)" in line
+    assert "shedding z=1.00 budget=2s: left met" in line and "skipped 0; right met" in line
 
 
 WINDOW, CYCLE, CYCLES, KEYS = 60, 60, 12, 8
@@ -78,31 +81,37 @@ def generated(seed: int) -> tuple[list[list[dict]], list[list[dict]], dict[tuple
     return s_cycles, r_cycles, pairs
 
 
-@pytest.mark.parametrize("mode", ["random", "adaptive"])
-def test_at_a_fixed_share_only_true_pairs_that_share_of_them(spark, mode):
+def test_at_a_fixed_share_only_true_pairs_that_share_of_them(spark):
+    """Random and adaptive shedding side by side (two joins, one engine) at z = 0.3 on
+    uncorrelated input: every record a pair of the join with its interval, 30% of them.
+    """
     z = 0.3
     s_cycles, r_cycles, pairs = generated(seed=7)
     eng = Engine(spark=spark)
     eng.execute(STREAMS)
-    eng.execute(f"CREATE QUERY j WITH (shedding='{mode}', throttle='{z}', "
-                f"basic_windows='10') AS SELECT s.k AS k, s.v AS v, r.w AS w "
-                f"FROM s [RANGE {WINDOW}] JOIN r [RANGE {WINDOW}] ON s.k = r.k")
+    for mode in ("random", "adaptive"):
+        eng.execute(f"CREATE QUERY j_{mode} WITH (shedding='{mode}', throttle='{z}', "
+                    f"basic_windows='10') AS SELECT s.k AS k, s.v AS v, r.w AS w "
+                    f"FROM s [RANGE {WINDOW}] JOIN r [RANGE {WINDOW}] ON s.k = r.k")
     for c in range(CYCLES):
         last = c == CYCLES - 1
         eng.push("s", s_cycles[c], watermark=(c + 1) * CYCLE, end=last)
         eng.push("r", r_cycles[c], watermark=(c + 1) * CYCLE, end=last)
         eng.run_cycle()
     eng.run_until_idle()
-    got = records(eng.results("j"))
-    assert len({g[:3] for g in got}) == len(got)  # each pair once
-    wrong = [g for g in got if pairs.get(g[:3]) != g[3:]]
-    assert not wrong, f"not pairs of the join, or not with their interval: {wrong[:5]}"
-    share = len(got) / len(pairs)
-    assert share == pytest.approx(z, rel=0.05), (len(got), len(pairs))
-    [report] = eng.metrics()["shedding"].values()
-    processed = sum(side["processed"] for side in report["inputs"])
-    shed = sum(side["shed"] for side in report["inputs"])
-    assert processed / (processed + shed) == pytest.approx(z, rel=0.05)
+    reports = eng.metrics()["shedding"]
+    for mode in ("random", "adaptive"):
+        got = records(eng.results(f"j_{mode}"))
+        assert len({g[:3] for g in got}) == len(got)  # each pair once
+        wrong = [g for g in got if pairs.get(g[:3]) != g[3:]]
+        assert not wrong, f"{mode}: not pairs of the join, or not with their interval: " \
+            f"{wrong[:5]}"
+        assert len(got) / len(pairs) == pytest.approx(z, rel=0.05), (mode, len(got),
+                                                                      len(pairs))
+        [report] = [r for label, r in reports.items() if f"SHEDDING {mode}" in label]
+        processed = sum(side["processed"] for side in report["inputs"])
+        shed = sum(side["shed"] for side in report["inputs"])
+        assert processed / (processed + shed) == pytest.approx(z, rel=0.05), mode
 
 
 @pytest.mark.parametrize(("query", "fragment", "at"), [
@@ -162,6 +171,9 @@ def test_adaptive_priorities_find_the_lag_of_the_partners_and_follow_its_shift(s
     assert all(tops[hi] == {4, 5} for hi in tops if hi >= shift + 3 * cycle), tops
     # the b-side's probers meet only noise: nothing to rank
     assert max(report["inputs"][1]["priorities"]) == 0
+    line = next(x for x in eng.explain_global().splitlines() if "IntervalJoin" in x)
+    assert f"left met {report['inputs'][0]['processed']} " in line
+    assert "top buckets [4, 5]" in line or "top buckets [5, 4]" in line
 
 
 class SlowSink(CollectingSink):
@@ -235,3 +247,40 @@ def test_a_redone_cycle_sheds_as_it_did_before_the_crash(spark, tmp_path):
     after = {c: raw(f) for c, f in again.cycles["j"]}
     assert after == before
     assert len(after) >= 3  # cycles with pairs, redone
+
+
+def test_a_three_way_join_sheds_its_first_join_and_emits_only_true_triples(spark):
+    """s JOIN r JOIN u over 30-unit windows: the join of s and r sheds at z = 0.5, the
+    join with u reads its (consistent) changes. Every record is a triple of the join with
+    its interval, computed here; fewer than all of them.
+    """
+    rng = random.Random(5)
+    rows = {name: [{"k": f"k{rng.randrange(3)}", col: 1000 * n + i, "t": rng.randrange(120)}
+                   for i in range(60)]
+            for n, (name, col) in enumerate((("s", "v"), ("r", "w"), ("u", "x")))}
+    triples = {}
+    for a in rows["s"]:
+        for b in rows["r"]:
+            for c in rows["u"]:
+                start = max(a["t"], b["t"], c["t"])
+                end = min(a["t"], b["t"], c["t"]) + 30
+                if a["k"] == b["k"] == c["k"] and start < end:
+                    triples[(a["v"], b["w"], c["x"])] = (start, end)
+    eng = Engine(spark=spark)
+    eng.execute(STREAMS + "CREATE STREAM u (k STRING, x BIGINT, t BIGINT) "
+                          "WITH (event_time='t');")
+    eng.execute("CREATE QUERY j3 WITH (shedding='random', throttle='0.5', basic_windows='3') "
+                "AS SELECT s.v AS v, r.w AS w, u.x AS x FROM s [RANGE 30] JOIN r [RANGE 30] "
+                "ON s.k = r.k JOIN u [RANGE 30] ON s.k = u.k")
+    for lo in range(0, 120, 20):
+        for name in ("s", "r", "u"):
+            eng.push(name, [e for e in rows[name] if lo <= e["t"] < lo + 20],
+                     watermark=lo + 20, end=lo + 20 >= 120)
+        eng.run_cycle()
+    eng.run_until_idle()
+    frame = eng.results("j3")
+    got = [((int(v), int(w), int(x)), (int(ts), None if pd.isna(te) else int(te)))
+           for v, w, x, ts, te in frame[["v", "w", "x", "_ts", "_te"]].itertuples(index=False)]
+    assert len({g for g, _ in got}) == len(got)
+    assert [g for g in got if triples.get(g[0]) != g[1]] == []
+    assert 0 < len(got) < len(triples)
