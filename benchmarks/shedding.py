@@ -39,7 +39,9 @@ from sparkcq.testing import Lag, correlated_streams
 
 RESULTS = Path(__file__).parent / "results"
 WINDOW_MS = 10_000
-BUDGET_S = 2.0
+#: the latency budget: above the engine's own cost of a cycle on a 2-core machine (about
+#: 3.5 s for a join of a few hundred tuples in 2026-11; issue 31), so shedding can hold it
+BUDGET_S = 8.0
 LAG = Lag(0, 2_000, 3_000)
 STREAMS = """
     CREATE STREAM a (k STRING, v BIGINT, t BIGINT) WITH (event_time='t');

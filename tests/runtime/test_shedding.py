@@ -57,7 +57,7 @@ def test_at_z_one_every_pair_is_joined(spark):
     assert "shedding z=1.00 budget=2s: left met" in line and "skipped 0; right met" in line
 
 
-WINDOW, CYCLE, CYCLES, KEYS = 60, 60, 12, 8
+WINDOW, CYCLE, CYCLES, KEYS = 60, 120, 6, 8
 
 
 def generated(seed: int) -> tuple[list[list[dict]], list[list[dict]], dict[tuple, tuple]]:

@@ -88,6 +88,25 @@ class IntervalJoinProgress(Progress):
     shares: tuple[tuple[float, ...], tuple[float, ...]] = ((), ())  # of the last cycle
 
 
+#: a side's tally keys: sub-window x TALLY_KINDS + 0 (its elements, as partners), + 1
+#: (its probers, by the other side's sub-window), or 2 (a sampled prober)
+TALLY_KINDS = 4
+
+
+def split_tally(counts: dict[int, int]) -> tuple[dict[int, int], dict[int, int], dict[int, int]]:
+    """A side's tally as partners by sub-window, probers by sub-window, and sampled probers
+    (under key 0).
+    """
+    parts: tuple[dict[int, int], dict[int, int], dict[int, int]] = ({}, {}, {})
+    for key, n in counts.items():
+        kind = key % TALLY_KINDS
+        if kind == 2:
+            parts[2][0] = n
+        else:
+            parts[kind][key // TALLY_KINDS] = n
+    return parts
+
+
 def floor_div(column: str, by: int) -> str:
     """SQL for ``column`` divided by ``by`` rounded down (negative instants too)."""
     return f"(({column} - pmod({column}, {by})) DIV {by})"
@@ -342,34 +361,43 @@ class IntervalJoinOperator(Operator):
 
     def tally_work(self, left: DataFrame, right: DataFrame, lo: int, hi: int,
                    plan: CycleShedding) -> None:
-        """Have the commit count, per direction, the probers by sub-window and the partners
-        by sub-window (from them the work per lag bucket, met and skipped) and, when it
-        samples, the sampled probers and the pairs they found per lag bucket.
+        """Have the commit count, per side, its elements by sub-window (as partners), its
+        probers by the other side's sub-window and, sampling, its sampled probers, in one
+        tally per side (``TALLY_KINDS`` kinds of key); and, sampling, the pairs the sampled
+        probers found per lag bucket. From them each direction learns its work per lag
+        bucket, what it met and skipped, and its priorities.
         """
         frames = (left, right)
-        counted: dict[tuple[int, str], dict[int, int]] = {}
-        wanted = ("probers", "partners") + (("sampled", "found") if plan.rate > 0 else ())
+        counted: dict[tuple[str, int], dict[int, int]] = {}
+        wanted = [("side", 0), ("side", 1)] + ([("found", 0), ("found", 1)]
+                                               if plan.rate > 0 else [])
 
-        def then(i: int, what: str) -> Callable[[dict[int, int]], None]:
+        def then(what: str, i: int) -> Callable[[dict[int, int]], None]:
             def receive(counts: dict[int, int]) -> None:
-                counted[(i, what)] = counts
-                if all((i, w) in counted for w in wanted):
-                    self.learn(i, {w: counted[(i, w)] for w in wanted}, plan)
+                counted[(what, i)] = counts
+                if all(w in counted for w in wanted):
+                    sides = [split_tally(counted[("side", j)]) for j in (0, 1)]
+                    for j in (0, 1):
+                        self.learn(j, {"probers": sides[j][1], "partners": sides[1 - j][0],
+                                       "sampled": sides[j][2],
+                                       "found": counted.get(("found", j), {})}, plan)
             return receive
 
         for i in (0, 1):
             other = 1 - i
             start = col(STARTS[i])
-            probers = frames[i].where((start >= F.lit(lo)) & (start < F.lit(hi)))
-            self.rt.tally(probers, F.expr(floor_div(STARTS[i], self.slices[other])),
-                          then(i, "probers"))
-            self.rt.tally(frames[other], col(SLICES[other]), then(i, "partners"))
+            probing = (start >= F.lit(lo)) & (start < F.lit(hi))
+            sampled = probing & (col(HASHES[i]) < F.lit(plan.rate))
+            partner = col(SLICES[i]) * TALLY_KINDS
+            prober = F.expr(floor_div(STARTS[i], self.slices[other])) * TALLY_KINDS + 1
+            keys = F.when(sampled, F.array(partner, prober, F.lit(2).cast("long"))) \
+                .when(probing, F.array(partner, prober)).otherwise(F.array(partner))
+            self.rt.tally(frames[i].select(F.explode(keys).alias("_key")), col("_key"),
+                          then("side", i))
             if plan.rate > 0:
-                sampled = probers.where(col(HASHES[i]) < F.lit(plan.rate))
-                self.rt.tally(sampled, F.lit(0), then(i, "sampled"))
                 found = self.views.sql(self.sample_sql(i, lo, hi, plan.rate),
                                        left=frames[0], right=frames[1])
-                self.rt.tally(found, col("_j"), then(i, "found"))
+                self.rt.tally(found, col("_j"), then("found", i))
 
     def sample_sql(self, prober: int, lo: int, hi: int, rate: float) -> str:
         """The lag bucket of each pair a sampled prober of side ``prober`` finds (its +1
@@ -394,7 +422,7 @@ class IntervalJoinOperator(Operator):
         done, skipped = met(work, plan.effective(i))
         old = self.progress.directions[i]
         priorities = old.priorities
-        if "sampled" in counts:
+        if plan.rate > 0:
             priorities = aged(old.priorities, counts["found"],
                               counts["sampled"].get(0, 0), self.buckets)
         new = replace(old, work=work if sum(work) > 0 else old.work, priorities=priorities,
