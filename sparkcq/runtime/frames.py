@@ -232,28 +232,31 @@ class Runtime:
         # stage per frame
         none = F.lit(None).cast("long")
         no = F.lit(0).cast("long")
+        # a key column only in a cycle that tallies: the summaries' plan stays as small as
+        # it was for every other cycle
+        tallied, self.tallied = self.tallied, []
+        keyed = [none.alias("_k")] if tallied else []
         tagged = [df.select(F.lit(count_ids[key]).alias("_sid"), none.alias("_m"),
-                            none.alias("_x"), no.alias("_f"), none.alias("_k"))
+                            none.alias("_x"), no.alias("_f"), *keyed)
                   for key, df in counted.items()]
         for i, st in enumerate(states):
             assert st.df is not None
             least = col(T) if T in st.df.columns else none
             tagged.append(st.df.select(F.lit(i).alias("_sid"), least.alias("_m"),
-                                       none.alias("_x"), no.alias("_f"), none.alias("_k")))
+                                       none.alias("_x"), no.alias("_f"), *keyed))
         measured, self.measured = self.measured, []
         for j, (df, flag, value, _then) in enumerate(measured):
             tagged.append(df.select(F.lit(_MEASURED_BASE + j).alias("_sid"), none.alias("_m"),
                                     value.cast("long").alias("_x"),
                                     F.when(flag, 1).otherwise(0).cast("long").alias("_f"),
-                                    none.alias("_k")))
-        tallied, self.tallied = self.tallied, []
+                                    *keyed))
         for j, (df, key, _counts) in enumerate(tallied):
             tagged.append(df.select(F.lit(_TALLIED_BASE + j).alias("_sid"), none.alias("_m"),
                                     none.alias("_x"), no.alias("_f"),
                                     key.cast("long").alias("_k")))
         summaries = union_all(tagged)
         if summaries is not None:
-            parts.append(summaries.groupBy("_sid", "_k").agg(
+            parts.append(summaries.groupBy("_sid", *(["_k"] if tallied else [])).agg(
                 F.count(F.lit(1)).alias("_n"), F.min("_m").alias("_m"),
                 F.max("_x").alias("_x"), F.sum("_f").alias("_f")))
         names = list(outputs)
