@@ -107,6 +107,24 @@ def split_tally(counts: dict[int, int]) -> tuple[dict[int, int], dict[int, int],
     return parts
 
 
+def within(column: str, lo: int, hi: int) -> str:
+    """SQL: ``column`` lies in the cycle ``[lo, hi)`` (open ends left out)."""
+    bounds = [f"{column} >= {lo}" if lo != TIME_MIN else "",
+              f"{column} < {hi}" if hi != TIME_MAX else ""]
+    return " AND ".join(b for b in bounds if b) or "TRUE"
+
+
+def starts_band(prober: int, lo: int, hi: int) -> str:
+    """SQL: the pairs whose later start is side ``prober``'s and lies in ``[lo, hi)`` (ties
+    go to the left side), with the partner not ended by then: the +1 probe's band.
+    """
+    ls, rs = STARTS
+    le, re_ = ENDS
+    if prober == 0:
+        return f"{within(ls, lo, hi)} AND {rs} <= {ls} AND {re_} > {ls}"
+    return f"{within(rs, lo, hi)} AND {ls} < {rs} AND {le} > {rs}"
+
+
 def floor_div(column: str, by: int) -> str:
     """SQL for ``column`` divided by ``by`` rounded down (negative instants too)."""
     return f"(({column} - pmod({column}, {by})) DIV {by})"
@@ -235,18 +253,12 @@ class IntervalJoinOperator(Operator):
         ls, rs = STARTS
         le, re_ = ENDS
         cols = ", ".join(map(q, [*self.names[0], *self.names[1]]))
-
-        def within(column: str) -> str:
-            bounds = [f"{column} >= {lo}" if lo != TIME_MIN else "",
-                      f"{column} < {hi}" if hi != TIME_MAX else ""]
-            return " AND ".join(b for b in bounds if b) or "TRUE"
-
         met_ = f" AND {self.met_sql()}" if plan is not None else ""
         probes = [  # (instant, change, band of the pair, prober side)
-            (ls, 1, f"{within(ls)} AND {rs} <= {ls} AND {re_} > {ls}", 0),
-            (rs, 1, f"{within(rs)} AND {ls} < {rs} AND {le} > {rs}", 1),
-            (le, -1, f"{within(le)} AND {re_} >= {le} AND {rs} < {le}{met_}", None),
-            (re_, -1, f"{within(re_)} AND {le} > {re_} AND {ls} < {re_}{met_}", None),
+            (ls, 1, starts_band(0, lo, hi), 0),
+            (rs, 1, starts_band(1, lo, hi), 1),
+            (le, -1, f"{within(le, lo, hi)} AND {re_} >= {le} AND {rs} < {le}{met_}", None),
+            (re_, -1, f"{within(re_, lo, hi)} AND {le} > {re_} AND {ls} < {re_}{met_}", None),
         ]
         hint = "/*+ MERGE(r) */"  # both sides are frames of the cycle: no broadcast
         selects = []
@@ -403,16 +415,11 @@ class IntervalJoinOperator(Operator):
         """The lag bucket of each pair a sampled prober of side ``prober`` finds (its +1
         probe over the whole window).
         """
-        ls, rs = STARTS
-        le, re_ = ENDS
         other = 1 - prober
-        if prober == 0:
-            band = f"{ls} >= {lo} AND {ls} < {hi} AND {rs} <= {ls} AND {re_} > {ls}"
-        else:
-            band = f"{rs} >= {lo} AND {rs} < {hi} AND {ls} < {rs} AND {le} > {rs}"
         j = f"{floor_div(STARTS[prober], self.slices[other])} - {SLICES[other]}"
         return (f"SELECT /*+ MERGE(r) */ {j} AS _j FROM {{left}} AS l JOIN {{right}} AS r "
-                f"ON ({self.condition}) AND {band} AND {HASHES[prober]} < {rate!r}")
+                f"ON ({self.condition}) AND {starts_band(prober, lo, hi)} "
+                f"AND {HASHES[prober]} < {rate!r}")
 
     def learn(self, i: int, counts: dict[str, dict[int, int]], plan: CycleShedding) -> None:
         """After the commit: direction ``i``'s work per bucket, what it met and skipped,
