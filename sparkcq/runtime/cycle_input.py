@@ -111,6 +111,18 @@ class CycleInput:
         """The batch of ``scan`` (an empty one when its source brought nothing)."""
         return self.batches.get(scan, NO_BATCH)
 
+    def rows(self) -> int | None:
+        """The rows the batches hold, when the driver has them all (pushed rows; None
+        when a source's rows are only in Spark).
+        """
+        total = 0
+        for batch in self.batches.values():
+            if batch.arrow is not None:
+                total += batch.arrow.num_rows
+            elif batch.df is not None:
+                return None
+        return total
+
     def then(self, later: CycleInput) -> CycleInput:
         """The batches of this input followed by those of ``later``, under ``later``'s
         number (a failed cycle's input, and the next poll).

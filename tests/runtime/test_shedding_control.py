@@ -10,9 +10,12 @@ from hypothesis import strategies as st
 
 from sparkcq.plan.options import ShedMode
 from sparkcq.runtime.operators.shedding import (
+    BOOST,
     bucket_order,
     fractions,
+    live_elements,
     met,
+    next_z,
     slice_length,
     work_per_bucket,
 )
@@ -72,3 +75,29 @@ def test_random_order_is_a_permutation_fixed_by_its_seed():
 def test_adaptive_order_follows_the_priorities_newest_first_on_ties():
     assert bucket_order(ShedMode.ADAPTIVE, 5, 0, [0.1, 0.0, 2.0, 0.5, 0.5]) == [2, 3, 4, 0, 1]
     assert bucket_order(ShedMode.ADAPTIVE, 3, 0) == [0, 1, 2]
+
+
+def test_live_elements_add_the_new_and_drop_sub_windows_that_ended():
+    # sub-windows of 10, elements lasting 30: sub-window 2's last element ends before 60,
+    # sub-window 3's may end at 69
+    kept = ((2, 5), (3, 4), (5, 1))
+    assert live_elements(kept, {5: 2, 7: 3}, 60, 10, 30) == ((3, 4), (5, 3), (7, 3))
+    assert live_elements((), {}, 0, 10, 30) == ()
+
+
+def test_z_falls_by_what_was_processed_in_time_against_what_waits():
+    # 4 s for 1,000 rows against 2 s: half of it in time, z halves
+    z, why = next_z(0.8, 4.0, 2.0, 1000, 1000)
+    assert z == pytest.approx(0.4)
+    assert "over the budget of 2 s: 50% of its input was processed in time" in why
+    # in time for 1,000 rows, but 3,000 wait: about 4.5 s, z x 2 / 4.5 before it overruns
+    z, why = next_z(0.8, 1.5, 2.0, 1000, 3000)
+    assert z == pytest.approx(0.8 * 2 / 4.5)
+    assert "1,000 rows and 3,000 are waiting: about 4.50 s at this z" in why
+    # well within the budget and as much waiting: z grows back, never beyond 1
+    assert next_z(0.5, 1.0, 2.0, 1000, 1000)[0] == pytest.approx(0.5 * BOOST)
+    assert next_z(0.9, 1.0, 2.0, 1000, 1000)[0] == 1.0
+    # within the budget but not well within it: z stays
+    assert next_z(0.5, 1.9, 2.0, 1000, 1000) == (0.5, "")
+    # unknown waiting rows (a source whose rows are only in Spark): by the time alone
+    assert next_z(1.0, 4.0, 2.0, 1000, None)[0] == pytest.approx(0.5)

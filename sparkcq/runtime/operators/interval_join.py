@@ -23,14 +23,15 @@ next cycle rather than copied (``StateFrame.adopt``); elements that ended are fi
 when it is read. Only the new elements are shuffled (a union with the kept ones keeps their
 partitioning), and the four probes run on co-partitioned frames with no shuffle of their own.
 
-A join that sheds (DESIGN 4.4, ``runtime/operators/shedding.py``) gives each element three
-more columns: its basic sub-window (``_la``/``_ra``), a hash in [0, 1) (``_lu``/``_ru``)
-that picks it in a partly taken sub-window, and, once it has probed, the shares of each lag
-bucket it met (``_lsel``/``_rsel``). The two probes that find pairs (+1) meet only the
-taken sub-windows: each prober is expanded into its taken buckets and joined on the keys
-and the partner's sub-window, so skipped sub-windows are never touched. The two probes that
-end pairs (-1), and the contents, keep a pair only if its prober met its partner, read from
-the prober's recorded shares: each pair the join emits also ends, and no other does.
+A join that sheds (DESIGN 4.4, ``runtime/operators/shedding.py``) gives each element two
+more columns: its basic sub-window (``_la``/``_ra``) and a hash in [0, 1) (``_lu``/``_ru``)
+that picks it in a partly taken sub-window. The two probes that find pairs (+1) meet only
+the taken sub-windows: each prober is expanded into its taken buckets and joined on the
+keys and the partner's sub-window, so skipped sub-windows are never touched. It does not
+probe again for the ends (-1): a pair's end, the earlier of its elements' ends, is known
+when it is found, so the pairs it found wait in a state of their own until their end
+passes. Each pair the join emits ends, no other does, and ending costs a filter of the
+found pairs instead of two probes of the whole windows.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, DoubleType, LongType, StructField, StructType
+from pyspark.sql.types import DoubleType, LongType, StructField, StructType
 
 from sparkcq.model.columns import D, T
 from sparkcq.model.time import TIME_MAX, TIME_MIN
@@ -62,6 +63,7 @@ from sparkcq.runtime.operators.shedding import (
     aged,
     bucket_order,
     fractions,
+    live_elements,
     met,
     sample_rate,
     slice_length,
@@ -73,9 +75,11 @@ from sparkcq.runtime.operators.window import element_interval, element_span
 #: where each side's element starts and ends (the left's ``_ls``/``_le``, the right's
 #: ``_rs``/``_re``), so the join condition's columns and these never clash
 STARTS, ENDS = ("_ls", "_rs"), ("_le", "_re")
-#: a shedding join's columns of each side's elements: basic sub-window, hash, shares met
-SLICES, HASHES, SHARES = ("_la", "_ra"), ("_lu", "_ru"), ("_lsel", "_rsel")
-SHARES_TYPE = ArrayType(DoubleType())
+#: a shedding join's columns of each side's elements: basic sub-window, hash
+SLICES, HASHES = ("_la", "_ra"), ("_lu", "_ru")
+#: a found pair's start and end, its prober's side, the lag bucket of the partner, and
+#: whether the prober was sampled (met the whole window)
+PAIR_START, PAIR_END, PROBER, LAG_BUCKET, SAMPLED = "_ps", "_pe", "_pp", "_pj", "_psm"
 CONTROL_FILE = "shedding.json"
 
 
@@ -89,7 +93,8 @@ class IntervalJoinProgress(Progress):
 
 
 #: a side's tally keys: sub-window x TALLY_KINDS + 0 (its elements, as partners), + 1
-#: (its probers, by the other side's sub-window), or 2 (a sampled prober)
+#: (its probers, by the other side's sub-window), or 2 (a sampled prober); the found
+#: pairs' tally: lag bucket x TALLY_KINDS + the prober's side
 TALLY_KINDS = 4
 
 
@@ -149,18 +154,22 @@ class IntervalJoinOperator(Operator):
         shed_fields: list[list[StructField]] = [[], []]
         if self.shedding is not None:
             # each side's basic sub-window: its longest element over the sub-windows
-            spans = [element_span(node.side(i)[0].spec) for i in (0, 1)]
-            self.slices = [slice_length(span or 1, self.shedding.basic_windows)
-                           for span in spans]
+            self.spans = [element_span(node.side(i)[0].spec) or 1 for i in (0, 1)]
+            self.slices = [slice_length(span, self.shedding.basic_windows)
+                           for span in self.spans]
             self.buckets = self.shedding.basic_windows + 1  # a partner lies 0..n back
             shed_fields = [[StructField(SLICES[i], LongType()),
-                            StructField(HASHES[i], DoubleType()),
-                            StructField(SHARES[i], SHARES_TYPE)] for i in (0, 1)]
+                            StructField(HASHES[i], DoubleType())] for i in (0, 1)]
         self.sides = [self.state(StructType([
             *node.join.children[i].schema.fields,
             StructField(STARTS[i], LongType()), StructField(ENDS[i], LongType()),
             *shed_fields[i]]),
             ("left", "right")[i] + "-elements") for i in (0, 1)]
+        # a shedding join's found pairs that have not ended yet (see module)
+        self.pairs = None if self.shedding is None else self.state(StructType([
+            *node.join.children[0].schema.fields, *node.join.children[1].schema.fields,
+            StructField(PAIR_START, LongType()), StructField(PAIR_END, LongType())]),
+            "found-pairs")
 
     # -- SQL text, built once ----------------------------------------------------------------
     def build_events_sql(self, i: int) -> str:
@@ -194,29 +203,12 @@ class IntervalJoinOperator(Operator):
         digest = F.xxhash64(*[col(n) for n in self.names[i]], col(STARTS[i]))
         return out.select(
             "*", F.expr(floor_div(q(STARTS[i]), self.slices[i])).alias(SLICES[i]),
-            (F.pmod(digest, F.lit(1_000_003)) / F.lit(1_000_003.0)).alias(HASHES[i]),
-            F.lit(None).cast(SHARES_TYPE).alias(SHARES[i]))
+            (F.pmod(digest, F.lit(1_000_003)) / F.lit(1_000_003.0)).alias(HASHES[i]))
 
-    def mark_probers(self, i: int, side: DataFrame, lo: int, hi: int,
-                     plan: CycleShedding) -> DataFrame:
-        """Side ``i``'s elements with the shares recorded on those that probe in the cycle
-        ``[lo, hi)`` (their start lies in it; sampled ones meet all): a later cycle's -1
-        probes read them.
-        """
-        start = col(STARTS[i])
-        probing = (start >= F.lit(lo)) & (start < F.lit(hi))
-        shares = F.array(*[F.lit(float(f)) for f in plan.shares[i]]).cast(SHARES_TYPE)
-        if plan.rate > 0:
-            whole = F.array(*[F.lit(1.0)] * self.buckets).cast(SHARES_TYPE)
-            shares = F.when(col(HASHES[i]) < F.lit(plan.rate), whole).otherwise(shares)
-        marked = F.when(probing, shares).otherwise(col(SHARES[i]))
-        return side.select(*[col(n) for n in side.columns if n != SHARES[i]],
-                           marked.alias(SHARES[i]))
-
-    def side(self, i: int, old: DataFrame | None, events: DataFrame | None,
+    def side(self, i: int, old: DataFrame | None, new: DataFrame | None,
              lo: int) -> DataFrame | None:  # noqa: C901 - shedding or not, one frame
         """Side ``i``'s elements that may still start or end a pair at or after ``lo``: the
-        kept ones (``old``) and those of the new ``events``, hash-partitioned by the equi-join
+        kept ones (``old``) and the ``new`` ones (``elements``), hash-partitioned by the equi-join
         keys and sorted by them within each partition, so the probes merge-join the frames
         with no shuffle and no sort of their own (a hash join builds a table per probe that
         cannot spill: many joins in one commit ran out of memory).
@@ -227,15 +219,14 @@ class IntervalJoinOperator(Operator):
         """
         names = [*self.names[i], STARTS[i], ENDS[i]]
         if self.shedding is not None:
-            names += [SLICES[i], HASHES[i], SHARES[i]]
+            names += [SLICES[i], HASHES[i]]
         kept = None
         if old is not None:  # partitioned and sorted already
             kept = old.select(*[col(n).alias(n) for n in names])
             if lo != TIME_MIN:
                 kept = kept.where(col(ENDS[i]) >= F.lit(lo))
-        if events is None:
+        if new is None:
             return kept
-        new = self.elements(i, events)
         keys = [col(k) for k in self.keys[i]]
         if keys:
             new = new.repartition(self.rt.partitions, *keys)
@@ -244,36 +235,48 @@ class IntervalJoinOperator(Operator):
             return side.sortWithinPartitions(*keys, col(SLICES[i]))
         return side.sortWithinPartitions(*keys) if keys else side
 
-    def changes_sql(self, lo: int, hi: int, plan: CycleShedding | None = None) -> str:
-        """The changes of the cycle ``[lo, hi)``, four probes: +1 at the later start, -1 at
-        the earlier end, each pair found once (see module); when shedding (``plan``), the
-        +1 probes meet the cycle's share of each lag bucket and the -1 probes end only the
-        pairs their prober met.
+    def changes_sql(self, lo: int, hi: int) -> str:
+        """The changes of the cycle ``[lo, hi)`` of a join that does not shed, four probes:
+        +1 at the later start, -1 at the earlier end, each pair found once (see module).
         """
         ls, rs = STARTS
         le, re_ = ENDS
         cols = ", ".join(map(q, [*self.names[0], *self.names[1]]))
-        met_ = f" AND {self.met_sql()}" if plan is not None else ""
-        probes = [  # (instant, change, band of the pair, prober side)
-            (ls, 1, starts_band(0, lo, hi), 0),
-            (rs, 1, starts_band(1, lo, hi), 1),
-            (le, -1, f"{within(le, lo, hi)} AND {re_} >= {le} AND {rs} < {le}{met_}", None),
-            (re_, -1, f"{within(re_, lo, hi)} AND {le} > {re_} AND {ls} < {re_}{met_}", None),
+        probes = [  # (instant, change, band of the pair)
+            (ls, 1, starts_band(0, lo, hi)),
+            (rs, 1, starts_band(1, lo, hi)),
+            (le, -1, f"{within(le, lo, hi)} AND {re_} >= {le} AND {rs} < {le}"),
+            (re_, -1, f"{within(re_, lo, hi)} AND {le} > {re_} AND {ls} < {re_}"),
         ]
         hint = "/*+ MERGE(r) */"  # both sides are frames of the cycle: no broadcast
+        return " UNION ALL ".join(
+            f"SELECT {hint} {cols}, {at} AS {q(T)}, CAST({sign} AS BIGINT) AS {q(D)} "
+            f"FROM {{left}} AS l JOIN {{right}} AS r ON ({self.condition}) AND {band}"
+            for at, sign, band in probes)
+
+    def found_sql(self, lo: int, hi: int, plan: CycleShedding) -> str | None:
+        """The pairs a shedding join finds in the cycle ``[lo, hi)``: the two +1 probes,
+        each meeting the cycle's share of each lag bucket (sampled probers: all of them),
+        with each pair's start and end, its prober's side, the partner's lag bucket and
+        whether the prober was sampled. None when no prober meets anything.
+        """
+        cols = ", ".join(map(q, [*self.names[0], *self.names[1]]))
+        le, re_ = ENDS
         selects = []
-        for at, sign, band, prober in probes:
-            sides = "{left} AS l JOIN {right} AS r"
-            on = f"({self.condition}) AND {band}"
-            if plan is not None and prober is not None:
-                taken = self.taken_sql(prober, plan)
-                if taken is None:
-                    continue  # the cycle meets nothing: no pair starts
-                sides, meets = taken
-                on += f" AND {meets}"
-            selects.append(f"SELECT {hint} {cols}, {at} AS {q(T)}, "
-                           f"CAST({sign} AS BIGINT) AS {q(D)} FROM {sides} ON {on}")
-        return " UNION ALL ".join(selects)
+        for prober in (0, 1):
+            taken = self.taken_sql(prober, plan)
+            if taken is None:
+                continue
+            sides, meets = taken
+            other = 1 - prober
+            lag = f"{floor_div(STARTS[prober], self.slices[other])} - {SLICES[other]}"
+            selects.append(
+                f"SELECT /*+ MERGE(r) */ {cols}, {STARTS[prober]} AS {PAIR_START}, "
+                f"least({le}, {re_}) AS {PAIR_END}, {prober} AS {PROBER}, "
+                f"{lag} AS {LAG_BUCKET}, {HASHES[prober]} < {plan.rate!r} AS {SAMPLED} "
+                f"FROM {sides} ON ({self.condition}) AND {starts_band(prober, lo, hi)} "
+                f"AND {meets}")
+        return " UNION ALL ".join(selects) or None
 
     def taken_sql(self, prober: int, plan: CycleShedding) -> tuple[str, str] | None:
         """The join of a +1 probe whose probers (side ``prober``) meet only the lag
@@ -307,18 +310,6 @@ class IntervalJoinOperator(Operator):
             return f"{expanded} AS l JOIN {{right}} AS r", meets
         return f"{{left}} AS l JOIN {expanded} AS r", meets
 
-    def met_sql(self) -> str:
-        """SQL: the prober of the pair (its later start; ties: the left) met the partner."""
-        ls, rs = STARTS
-        lsel, rsel = SHARES
-        la, ra = SLICES
-        lu, ru = HASHES
-        left_met = (f"try_element_at({lsel}, CAST({floor_div(ls, self.slices[1])} - {ra} "
-                    f"AS INT) + 1) > {ru}")
-        right_met = (f"try_element_at({rsel}, CAST({floor_div(rs, self.slices[0])} - {la} "
-                     f"AS INT) + 1) > {lu}")
-        return f"(CASE WHEN {ls} >= {rs} THEN {left_met} ELSE {right_met} END)"
-
     # -- the cycle ---------------------------------------------------------------------------
     def step(self, inputs: list[Slice], cycle: CycleContext) -> Slice:  # noqa: D102
         left, right = inputs
@@ -329,15 +320,14 @@ class IntervalJoinOperator(Operator):
         lo = self.progress.position
         lo = lo if lo is not None else min(left.lo, right.lo)
         hi = min(left.hi, right.hi)
-        plan = self.cycle_shedding(cycle) if self.shedding is not None else None
         frames: list[DataFrame | None] = []
+        news: list[DataFrame | None] = []
         for i, inp in enumerate((left, right)):
             events = inp.arrivals if self.reads_arrivals[i] else inp.df
-            side = self.side(i, self.sides[i].get(), events, lo)
-            if plan is not None and side is not None:
-                # probers record what they met, so the state is rewritten every cycle
-                side = self.mark_probers(i, side, lo, hi, plan)
-            if (events is not None or plan is not None) and side is not None:
+            new = None if events is None else self.elements(i, events)
+            news.append(new)
+            side = self.side(i, self.sides[i].get(), new, lo)
+            if new is not None and side is not None:
                 side = self.rt.cache_for_cycle(side)
                 if hi != TIME_MAX:
                     self.sides[i].adopt(side)
@@ -345,15 +335,45 @@ class IntervalJoinOperator(Operator):
         if hi == TIME_MAX:
             for state in self.sides:
                 state.set(None)
+        if self.shedding is not None:
+            return Slice(self.shed_changes(frames, news, lo, hi, self.cycle_shedding(cycle)),
+                         lo, hi)
         if frames[0] is None or frames[1] is None:
             return Slice(None, lo, hi)
-        if plan is not None:
-            self.tally_work(frames[0], frames[1], lo, hi, plan)
-        changes = self.views.sql(self.changes_sql(lo, hi, plan), left=frames[0],
-                                 right=frames[1])
+        changes = self.views.sql(self.changes_sql(lo, hi), left=frames[0], right=frames[1])
         return Slice(changes, lo, hi)
 
-    # -- shedding (``runtime/operators/shedding.py``) --------------------------------------
+    def shed_changes(self, frames: list[DataFrame | None], news: list[DataFrame | None],
+                     lo: int, hi: int, plan: CycleShedding) -> DataFrame | None:
+        """A shedding join's changes of the cycle: +1 for each pair it finds meeting the
+        cycle's shares, -1 for each pair it found that ends in the cycle; the pairs that
+        end later are kept. ``frames`` are both sides' elements, ``news`` those new.
+        """
+        assert self.pairs is not None
+        cols = [*self.names[0], *self.names[1]]
+        found = None
+        left, right = frames
+        if left is not None and right is not None:
+            sql = self.found_sql(lo, hi, plan)
+            if sql is not None:
+                found = self.rt.cache_for_cycle(self.views.sql(sql, left=left, right=right))
+        self.tally_work(news, found, lo, plan)
+        kept = self.pairs.get()
+        pairs = [p.select(*[col(c) for c in [*cols, PAIR_START, PAIR_END]])
+                 for p in (kept, found) if p is not None]
+        if not pairs:
+            return None
+        every = pairs[0] if len(pairs) == 1 else pairs[0].unionByName(pairs[1])
+        ending = every.where(within(PAIR_END, lo, hi))
+        self.pairs.set(None if hi == TIME_MAX else every.where(col(PAIR_END) >= F.lit(hi)))
+        ends = ending.select(*[col(c) for c in cols], col(PAIR_END).alias(T),
+                             F.lit(-1).cast("long").alias(D))
+        if found is None:
+            return ends
+        starts = found.select(*[col(c) for c in cols], col(PAIR_START).alias(T),
+                              F.lit(1).cast("long").alias(D))
+        return starts.unionByName(ends)
+
     def cycle_shedding(self, cycle: CycleContext) -> CycleShedding:
         """The cycle's z, sample and, per prober side, the share of each lag bucket its
         probers meet (in the order of the mode: by priority, or shuffled by the cycle).
@@ -371,57 +391,64 @@ class IntervalJoinOperator(Operator):
             out.append(fractions(order, known.work, unsampled_share(z, rate)))
         return CycleShedding(z, rate, (out[0], out[1]))
 
-    def tally_work(self, left: DataFrame, right: DataFrame, lo: int, hi: int,
+    def tally_work(self, news: list[DataFrame | None], found: DataFrame | None, lo: int,
                    plan: CycleShedding) -> None:
-        """Have the commit count, per side, its elements by sub-window (as partners), its
-        probers by the other side's sub-window and, sampling, its sampled probers, in one
+        """Have the commit count, per side, its new elements by sub-window (as partners),
+        by the other side's sub-window (as probers: an element probes in the cycle it
+        starts in, as a rule the one it arrives in) and, sampling, its sampled ones, in one
         tally per side (``TALLY_KINDS`` kinds of key); and, sampling, the pairs the sampled
-        probers found per lag bucket. From them each direction learns its work per lag
-        bucket, what it met and skipped, and its priorities.
+        probers ``found`` by prober side and lag bucket. From them each direction learns
+        its work per lag bucket, what it met and skipped, and its priorities; no cycle
+        scans the windows to count them.
         """
-        frames = (left, right)
-        counted: dict[tuple[str, int], dict[int, int]] = {}
-        wanted = [("side", 0), ("side", 1)] + ([("found", 0), ("found", 1)]
-                                               if plan.rate > 0 else [])
+        counted: dict[str, dict[int, int]] = {}
+        wanted = {f"side{i}" for i in (0, 1) if news[i] is not None}
+        if plan.rate > 0 and found is not None:
+            wanted.add("found")
 
-        def then(what: str, i: int) -> Callable[[dict[int, int]], None]:
+        def received(what: str) -> Callable[[dict[int, int]], None]:
             def receive(counts: dict[int, int]) -> None:
-                counted[(what, i)] = counts
-                if all(w in counted for w in wanted):
-                    sides = [split_tally(counted[("side", j)]) for j in (0, 1)]
-                    for j in (0, 1):
-                        self.learn(j, {"probers": sides[j][1], "partners": sides[1 - j][0],
-                                       "sampled": sides[j][2],
-                                       "found": counted.get(("found", j), {})}, plan)
+                counted[what] = counts
+                if wanted <= counted.keys():
+                    self.learn_both(counted, lo, plan)
             return receive
 
-        for i in (0, 1):
+        if not wanted:
+            self.learn_both(counted, lo, plan)
+            return
+        for i, new in enumerate(news):
+            if new is None:
+                continue
             other = 1 - i
-            start = col(STARTS[i])
-            probing = (start >= F.lit(lo)) & (start < F.lit(hi))
-            sampled = probing & (col(HASHES[i]) < F.lit(plan.rate))
             partner = col(SLICES[i]) * TALLY_KINDS
             prober = F.expr(floor_div(STARTS[i], self.slices[other])) * TALLY_KINDS + 1
-            keys = F.when(sampled, F.array(partner, prober, F.lit(2).cast("long"))) \
-                .when(probing, F.array(partner, prober)).otherwise(F.array(partner))
-            self.rt.tally(frames[i].select(F.explode(keys).alias("_key")), col("_key"),
-                          then("side", i))
-            if plan.rate > 0:
-                found = self.views.sql(self.sample_sql(i, lo, hi, plan.rate),
-                                       left=frames[0], right=frames[1])
-                self.rt.tally(found, col("_j"), then("found", i))
+            keys = F.when(col(HASHES[i]) < F.lit(plan.rate),
+                          F.array(partner, prober, F.lit(2).cast("long"))) \
+                .otherwise(F.array(partner, prober))
+            self.rt.tally(new.select(F.explode(keys).alias("_key")), col("_key"),
+                          received(f"side{i}"))
+        if "found" in wanted:
+            assert found is not None
+            self.rt.tally(found.where(col(SAMPLED)),
+                          col(LAG_BUCKET) * TALLY_KINDS + col(PROBER), received("found"))
 
-    def sample_sql(self, prober: int, lo: int, hi: int, rate: float) -> str:
-        """The lag bucket of each pair a sampled prober of side ``prober`` finds (its +1
-        probe over the whole window).
+    def learn_both(self, counted: dict[str, dict[int, int]], lo: int,
+                   plan: CycleShedding) -> None:
+        """After the commit, from the cycle's tallies: each side's live elements by
+        sub-window, then what both directions learn.
         """
-        other = 1 - prober
-        j = f"{floor_div(STARTS[prober], self.slices[other])} - {SLICES[other]}"
-        return (f"SELECT /*+ MERGE(r) */ {j} AS _j FROM {{left}} AS l JOIN {{right}} AS r "
-                f"ON ({self.condition}) AND {starts_band(prober, lo, hi)} "
-                f"AND {HASHES[prober]} < {rate!r}")
+        sides = [split_tally(counted.get(f"side{j}", {})) for j in (0, 1)]
+        found: list[dict[int, int]] = [{}, {}]
+        for key, n in counted.get("found", {}).items():
+            found[key % TALLY_KINDS][key // TALLY_KINDS] = n
+        live = [live_elements(self.progress.directions[j].elements, sides[j][0], lo,
+                              self.slices[j], self.spans[j]) for j in (0, 1)]
+        for j in (0, 1):
+            self.learn(j, {"probers": sides[j][1], "partners": dict(live[1 - j]),
+                           "sampled": sides[j][2], "found": found[j]}, live[j], plan)
 
-    def learn(self, i: int, counts: dict[str, dict[int, int]], plan: CycleShedding) -> None:
+    def learn(self, i: int, counts: dict[str, dict[int, int]],
+              elements: tuple[tuple[int, int], ...], plan: CycleShedding) -> None:
         """After the commit: direction ``i``'s work per bucket, what it met and skipped,
         and (sampling) its priorities.
         """
@@ -433,7 +460,8 @@ class IntervalJoinOperator(Operator):
             priorities = aged(old.priorities, counts["found"],
                               counts["sampled"].get(0, 0), self.buckets)
         new = replace(old, work=work if sum(work) > 0 else old.work, priorities=priorities,
-                      processed=old.processed + done, shed=old.shed + skipped)
+                      processed=old.processed + done, shed=old.shed + skipped,
+                      elements=elements)
         directions = list(self.progress.directions)
         directions[i] = new
         both = list(self.progress.shares)
@@ -463,7 +491,8 @@ class IntervalJoinOperator(Operator):
         if self.shedding is not None:
             with open(os.path.join(path, CONTROL_FILE), "w", encoding="utf-8") as f:
                 json.dump([{"work": list(d.work), "priorities": list(d.priorities),
-                            "processed": d.processed, "shed": d.shed}
+                            "processed": d.processed, "shed": d.shed,
+                            "elements": [list(e) for e in d.elements]}
                            for d in self.progress.directions], f)
 
     def load(self, path: str) -> None:  # noqa: D102
@@ -473,23 +502,31 @@ class IntervalJoinOperator(Operator):
             with open(control, encoding="utf-8") as f:
                 saved = json.load(f)
             directions = [Direction(tuple(d["work"]), tuple(d["priorities"]),
-                                    d["processed"], d["shed"]) for d in saved]
+                                    d["processed"], d["shed"],
+                                    tuple((k, n) for k, n in d.get("elements", [])))
+                          for d in saved]
             self.progress = replace(self.progress,
                                     directions=(directions[0], directions[1]))
 
     def contents(self, children: list[DataFrame | None], at: int) -> DataFrame | None:
         """The pairs valid just before ``at`` (the operator's position): both elements
-        started before it and neither ended before it.
+        started before it and neither ended before it; of a shedding join, the pairs it
+        found that have not ended.
         """
+        cols = [*self.names[0], *self.names[1]]
+        if self.pairs is not None:
+            found = self.pairs.get()
+            if found is None:
+                return None
+            pairs = found.where((col(PAIR_START) < F.lit(at)) & (col(PAIR_END) >= F.lit(at)))
+            return as_changes_at(pairs.select(*[col(c) for c in cols]), cols, None, at)
         left, right = (s.get() for s in self.sides)
         if left is None or right is None:
             return None
         ls, rs = STARTS
         le, re_ = ENDS
-        cols = ", ".join(map(q, [*self.names[0], *self.names[1]]))
-        met_ = f" AND {self.met_sql()}" if self.shedding is not None else ""
         pairs = self.views.sql(
-            f"SELECT {cols} FROM {{left}} AS l JOIN {{right}} AS r ON ({self.condition}) "
-            f"AND {ls} < {at} AND {rs} < {at} AND {le} >= {at} AND {re_} >= {at}{met_}",
-            left=left, right=right)
-        return as_changes_at(pairs, [*self.names[0], *self.names[1]], None, at)
+            f"SELECT {', '.join(map(q, cols))} FROM {{left}} AS l JOIN {{right}} AS r "
+            f"ON ({self.condition}) AND {ls} < {at} AND {rs} < {at} AND {le} >= {at} "
+            f"AND {re_} >= {at}", left=left, right=right)
+        return as_changes_at(pairs, cols, None, at)

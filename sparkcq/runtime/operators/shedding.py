@@ -60,6 +60,9 @@ class Direction:
     priorities: tuple[float, ...] = ()  # results per sampled prober, per bucket (aged)
     processed: int = 0  # partners met, all cycles
     shed: int = 0  # partners skipped, all cycles
+    # the prober side's live elements by absolute sub-window (as partners of the other
+    # direction), counted as they arrive: no cycle scans the windows to count them
+    elements: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -77,18 +80,28 @@ class CycleShedding:
         return tuple(self.rate + (1 - self.rate) * f for f in self.shares[i])
 
 
-def next_z(z: float, seconds: float, budget: float) -> tuple[float, str]:
+def next_z(z: float, seconds: float, budget: float, rows: int | None = None,
+           waiting: int | None = None) -> tuple[float, str]:
     """The z of the next cycle after one that took ``seconds`` against ``budget``, and why.
 
-    A cycle over its budget did ``budget / seconds`` of what it received in the time it
-    had: z falls by that ratio (the join falls behind). One well under its budget
+    The join processed ``budget / seconds`` of the last cycle's ``rows`` in the time it had;
+    the next cycle receives the ``waiting`` rows (when the driver knows them). When what
+    it can process falls behind what it receives, z falls by that ratio: a cycle is
+    expected to take ``seconds * waiting / rows`` at the same z, and a burst of input lowers
+    z before the cycle that would overrun. One expected well under its budget
     (``HEADROOM``) lets z grow back by ``BOOST``, up to 1.
     """
-    if seconds > budget:
-        new = max(LEAST_Z, z * budget / seconds)
-        return new, (f"the cycle took {seconds:.2f} s, over the budget of {budget:g} s: "
-                     f"{budget / seconds:.0%} of its input was processed in time")
-    if seconds < HEADROOM * budget and z < 1:
+    growth = waiting / rows if rows and waiting is not None else 1.0
+    expected = seconds * growth
+    if expected > budget:
+        new = max(LEAST_Z, z * budget / expected)
+        if growth == 1.0:
+            return new, (f"the cycle took {seconds:.2f} s, over the budget of {budget:g} s: "
+                         f"{budget / seconds:.0%} of its input was processed in time")
+        return new, (f"the cycle took {seconds:.2f} s for {rows:,} rows and {waiting:,} "
+                     f"are waiting: about {expected:.2f} s at this z, over the budget of "
+                     f"{budget:g} s")
+    if expected < HEADROOM * budget and z < 1:
         return min(1.0, z * BOOST), (f"the cycle took {seconds:.2f} s, within the budget of "
                                       f"{budget:g} s")
     return z, ""
@@ -145,6 +158,21 @@ def work_per_bucket(probers: Mapping[int, int], partners: Mapping[int, int],
                  for j in range(buckets))
 
 
+def live_elements(kept: Sequence[tuple[int, int]], new: Mapping[int, int], lo: int,
+                  slice_length: int, span: int) -> tuple[tuple[int, int], ...]:
+    """A side's elements by sub-window at the start ``lo`` of a cycle: those ``kept`` from
+    earlier cycles and the ``new`` ones, without the sub-windows whose elements have all
+    ended (an element of sub-window ``k`` starts before ``(k + 1) * slice_length`` and
+    lasts at most ``span``). A partly ended sub-window counts whole: its partners are
+    weighed a little high, and the oldest bucket already counts half (``work_per_bucket``).
+    """
+    merged = dict(kept)
+    for k, n in new.items():
+        merged[k] = merged.get(k, 0) + n
+    return tuple(sorted((k, n) for k, n in merged.items()
+                        if (k + 1) * slice_length + span > lo))
+
+
 def sample_rate(mode: ShedMode, z: float) -> float:
     """The share of probers sampled (meeting every bucket): adaptive joins only, and never
     more than ``z``.
@@ -173,6 +201,9 @@ def aged(old: Sequence[float], results: Mapping[int, int], sampled: int,
 
 
 def met(work: Sequence[float], shares: Sequence[float]) -> tuple[int, int]:
-    """The partners met and skipped under ``shares`` of each bucket's ``work``."""
+    """The partners met and skipped under ``shares`` of each bucket's ``work``, in whole
+    partners that add up to the work (rounded once, not each on its own).
+    """
     done = sum(w * f for w, f in zip(work, shares, strict=True))
-    return round(done), round(sum(work) - done)
+    met_ = round(done)
+    return met_, round(sum(work)) - met_
