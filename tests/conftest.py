@@ -90,7 +90,7 @@ def trusted_engine(spark):
 
 def pytest_terminal_summary(terminalreporter) -> None:
     """How many generated cases each query shape was checked on (tests/scenarios.py)."""
-    from scenarios import CASES_CHECKED, SCHEDULE_STATS
+    from scenarios import CASES_CHECKED, SCHEDULE_STATS, SHED_PAIRS
 
     if not CASES_CHECKED:
         return
@@ -99,3 +99,5 @@ def pytest_terminal_summary(terminalreporter) -> None:
         terminalreporter.write_line(f"{n:7d}  {label}")
     for label, n in SCHEDULE_STATS.items():
         terminalreporter.write_line(f"{n:7d}  {label}")
+    for label, n in SHED_PAIRS.items():
+        terminalreporter.write_line(f"{n:7d}  shedding below z = 1: {label}")

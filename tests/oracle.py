@@ -320,6 +320,33 @@ def coalesce(series: list[tuple[float, list]], closed: bool = True) -> list[tupl
     return sorted(((r, ts, None if te == INF else te) for r, ts, te in out), key=_key)
 
 
+def why_not_whole_elements(records: list[tuple], elements: Iterable[Element]) -> str | None:
+    """Why interval ``records`` (row, ts, te | None) are not what some of ``elements`` give,
+    coalesced (None: they are), as a join that sheds must emit (DESIGN 4.4).
+
+    At every instant the rows the records hold are a sub-bag of the rows the elements hold,
+    and a row's count changes only where an element of that row starts or ends: the
+    records never hold a row the elements do not, nor cut an element's interval.
+    """
+    elements = list(elements)
+    spans = [(row, ts, INF if te is None else te) for row, ts, te in records]
+    edges: dict[tuple, set[float]] = {}
+    for row, ts, te in elements:
+        edges.setdefault(row, set()).update((ts, te))
+    instants = sorted({x for _, ts, te in [*spans, *elements] for x in (ts, te) if x < INF})
+    before: Counter = Counter()
+    for c in instants:
+        held = Counter(row for row, ts, te in spans if ts <= c < te)
+        given = Counter(row for row, ts, te in elements if ts <= c < te)
+        if held - given:
+            return f"at {c} the records hold {dict(held - given)} beyond the elements"
+        for row in set(held) | set(before):
+            if held[row] != before[row] and c not in edges.get(row, ()):
+                return f"{row} changes at {c}, where no element of it starts or ends"
+        before = held
+    return None
+
+
 def output(rel: Relation, form: str, period: int | None = None) -> list[tuple]:
     """The records a sink receives for relation ``rel`` in output form ``form``.
 
@@ -634,7 +661,7 @@ class JoinQuery(JoinShape):
     theta: bool
     streams: tuple[str, str] = ("s", "s2")
     join_form: str = ""
-    shedding: str = ""  # options of a join that sheds, at z = 1: it gives every pair
+    shedding: str = ""  # options of a join that sheds (at z = 1 it gives every pair)
 
     def options(self) -> str:
         return f"WITH ({self.shedding})" if self.shedding else ""
@@ -649,7 +676,8 @@ class JoinQuery(JoinShape):
     def features(self) -> set[str]:
         kind = "theta join" if self.theta else "equi join"
         self_join = {"self join"} if self.streams[0] == self.streams[1] else set()
-        shed = {"shedding join at z = 1"} if self.shedding else set()
+        at_one = "throttle='1'" in self.shedding
+        shed = {f"shedding join {'at' if at_one else 'below'} z = 1"} if self.shedding else set()
         return super().features() | self_join | shed | {kind, f"window {self.left.name}",
                                                         f"window {self.right.name}"}
 

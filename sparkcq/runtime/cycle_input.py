@@ -111,17 +111,14 @@ class CycleInput:
         """The batch of ``scan`` (an empty one when its source brought nothing)."""
         return self.batches.get(scan, NO_BATCH)
 
-    def rows(self) -> int | None:
-        """The rows the batches hold, when the driver has them all (pushed rows; None
-        when a source's rows are only in Spark).
+    def rows_of(self, scan: PlanNode) -> int | None:
+        """The rows of ``scan``'s batch, when the driver has them (pushed rows; None when
+        they are only in Spark).
         """
-        total = 0
-        for batch in self.batches.values():
-            if batch.arrow is not None:
-                total += batch.arrow.num_rows
-            elif batch.df is not None:
-                return None
-        return total
+        batch = self.batches.get(scan, NO_BATCH) if isinstance(scan, StreamScan) else None
+        if batch is None or (batch.df is not None and batch.arrow is None):
+            return None
+        return 0 if batch.arrow is None else batch.arrow.num_rows
 
     def then(self, later: CycleInput) -> CycleInput:
         """The batches of this input followed by those of ``later``, under ``later``'s

@@ -199,17 +199,15 @@ class CycleDriver:
 
     def decide_throttles(self) -> dict[PlanNode, float]:
         """The z of each adapting shedding join for the coming cycle: as logged for a
-        redone cycle, otherwise from the last cycle's time and rows and the rows waiting;
+        redone cycle, otherwise from the last cycle's time and work and the input waiting;
         notable changes are logged in the queries that read the join.
         """
         if self.logged_throttles is not None:
             logged, self.logged_throttles = self.logged_throttles, None
             self.throttles.adopt(logged)
             return logged
-        last = self.reports[-1] if self.reports else None
-        decided, notes = self.throttles.decide(
-            self.queries.plan.ops, last.seconds if last else None,
-            last.rows_in if last else None, self.pending.rows())
+        last = self.reports[-1].seconds if self.reports else None
+        decided, notes = self.throttles.decide(self.queries.plan.ops, last, self.pending)
         for node, note in notes.items():
             for run in self.queries.reading(lambda n, node=node: n == node):  # type: ignore[misc]
                 run.info.log.append(f"cycle {self.cycle}: shedding {note}")

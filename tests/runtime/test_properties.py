@@ -60,6 +60,10 @@ timed_windows = st.one_of(*[WINDOWS[k] for k in ("RANGE", "RANGE SLIDE", "NOW", 
 shedding_options = st.builds(
     lambda mode, n: f"shedding='{mode}', throttle='1', basic_windows='{n}'",
     st.sampled_from(["adaptive", "random"]), st.integers(1, 6))
+shedding_below_one = st.builds(
+    lambda mode, n, z: f"shedding='{mode}', throttle='{z}', basic_windows='{n}'",
+    st.sampled_from(["adaptive", "random"]), st.integers(1, 6),
+    st.sampled_from(["0.2", "0.5", "0.8"]))
 # windows within one case (ROWS over all cases would let one case's rows end another's)
 case_windows = st.one_of(*[w for kind, w in WINDOWS.items()
                            if kind not in ("ROWS", "CUT EVERY n ROWS", "CUT ON key")])
@@ -109,7 +113,8 @@ def test_aggregates_over_every_window(spark, scenario: Scenario, queries: dict[s
 def two_stream_queries(draw) -> dict[str, Query]:
     """Joins (shedding at z = 1, equi, theta, band, self), unions of relations and of
     streams, a raw-stream filter, a projection, a derived stream and a derived relation read
-    by two queries."""
+    by two queries; and a join shedding below z = 1, whose records must be whole pairs of
+    the join (some of them)."""
     totals = draw(case_windows, label="totals window")
     # every output form over a join in every scenario (interval joins: ISTREAM and
     # RSTREAM read their changes and segments differently from the interval records)
@@ -137,7 +142,12 @@ def two_stream_queries(draw) -> dict[str, Query]:
         "derived relation join": DerivedRelationQuery("tot1", totals, draw(case_windows)),
         "derived relation filter": DerivedRelationQuery("tot1", totals, None),
     }
-    return {name.replace(" ", "_"): Query(shape, name) for name, shape in shapes.items()}
+    queries = {name.replace(" ", "_"): Query(shape, name) for name, shape in shapes.items()}
+    below = JoinQuery(draw(timed_windows), draw(timed_windows), theta=draw(st.booleans()),
+                      shedding=draw(shedding_below_one))
+    # first too: its windows are not shared
+    return {"shedding_below_one": Query(below, "shedding join below z = 1", subset=True),
+            **queries}
 
 
 @st.composite

@@ -177,14 +177,18 @@ def test_adaptive_priorities_find_the_lag_of_the_partners_and_follow_its_shift(s
 
 
 class SlowSink(CollectingSink):
-    """A sink whose commits take ``seconds`` of an injected clock (a cycle that runs late)."""
+    """A sink whose commits take an injected clock's seconds: ``fixed`` plus ``per_pair``
+    for each pair the join found in the cycle (each new record), so that a cycle's time
+    grows with the join's work.
+    """
 
-    def __init__(self, clock: ManualClock, seconds: float):
+    def __init__(self, clock: ManualClock, fixed: float, per_pair: float = 0.0):
         super().__init__()
-        self.clock, self.seconds = clock, seconds
+        self.clock, self.fixed, self.per_pair = clock, fixed, per_pair
 
     def write(self, cycle: int, records: dict) -> None:  # noqa: D102
-        self.clock.advance(self.seconds)
+        n = sum(int((frame["_op"] == "I").sum()) for _out, frame in records.values())
+        self.clock.advance(self.fixed + self.per_pair * n)
         super().write(cycle, records)
 
 
@@ -199,31 +203,37 @@ def adaptive_engine(spark, clock: ManualClock, sink: SlowSink, **options) -> Eng
     return eng
 
 
-def feed_cycle(eng: Engine, c: int) -> None:
+def feed_cycle(eng: Engine, c: int, rows: int = 30) -> float:
+    """Push cycle ``c``'s rows (10 time units of them) and run it; its seconds."""
     rng = random.Random(c)
     for stream, column in (("s", "v"), ("r", "w")):
         eng.push(stream, [{"k": f"k{rng.randrange(3)}", column: 100 * c + i,
-                           "t": 10 * c + rng.randrange(10)} for i in range(30)],
+                           "t": 10 * c + rng.randrange(10)} for i in range(rows)],
                  watermark=10 * (c + 1))
-    eng.run_cycle()
+    return eng.run_cycle().seconds
 
 
-def test_z_falls_with_cycles_over_the_budget_and_grows_back_within_it(spark):
+def test_z_falls_to_what_the_budget_holds_and_grows_back_when_the_input_calms(spark):
+    """A cycle costs 0.5 s and 5 ms per pair the join finds (the injected clock): 30 rows
+    a cycle per stream make the first one run over the budget of 2 s at z = 1. From the
+    next one on, z is what fits in half the budget, and every cycle keeps within it while
+    the windows fill; when the input falls to 3 rows a cycle, z grows back by 1.5 a cycle.
+    """
     clock = ManualClock()
-    sink = SlowSink(clock, 5.0)
-    eng = adaptive_engine(spark, clock, sink)
-    zs = []
-    for c, seconds in enumerate([5.0, 5.0, 1.0, 1.0, 1.0]):
-        sink.seconds = seconds
-        feed_cycle(eng, c)
+    eng = adaptive_engine(spark, clock, SlowSink(clock, 0.5, 0.005))
+    seconds, zs = [], []
+    for c in range(14):
+        seconds.append(feed_cycle(eng, c, rows=30 if c < 8 else 3))
         [report] = eng.metrics()["shedding"].values()
         zs.append(report["z"])
-    # 2/5 of the input in time: z x 0.4 twice; then 1 s < 0.8 x 2 s: z x 1.25
-    assert zs == pytest.approx([1.0, 0.4, 0.16, 0.2, 0.25])
+    assert seconds[0] > 2.0 and zs[0] == 1.0
+    assert all(s <= 2.0 for s in seconds[1:]), seconds
+    assert all(z < 0.2 for z in zs[1:9]), zs
+    assert zs[9:] == pytest.approx([min(1.0, z * 1.5) for z in zs[8:-1]])
     log = "\n".join(eng.query_log("j"))
-    assert "cycle 1: shedding z 1.00 -> 0.40: the cycle took 5.00 s, over the budget of 2 s" \
-        in log
-    assert "cycle 3: shedding z 0.16 -> 0.20: the cycle took 1.00 s, within the budget" in log
+    assert "cycle 1: shedding z 1.00 -> 0.17: " in log
+    assert "partners met in 2.02 s (0.00 s of it fixed)" in log
+    assert "of them fit in 1 s of the budget of 2 s" in log
 
 
 def test_a_redone_cycle_sheds_as_it_did_before_the_crash(spark, tmp_path):

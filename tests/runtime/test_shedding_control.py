@@ -11,7 +11,10 @@ from hypothesis import strategies as st
 from sparkcq.plan.options import ShedMode
 from sparkcq.runtime.operators.shedding import (
     BOOST,
+    LEAST_Z,
+    RECENT,
     bucket_order,
+    fixed_seconds,
     fractions,
     live_elements,
     met,
@@ -85,19 +88,42 @@ def test_live_elements_add_the_new_and_drop_sub_windows_that_ended():
     assert live_elements((), {}, 0, 10, 30) == ()
 
 
-def test_z_falls_by_what_was_processed_in_time_against_what_waits():
-    # 4 s for 1,000 rows against 2 s: half of it in time, z halves
-    z, why = next_z(0.8, 4.0, 2.0, 1000, 1000)
-    assert z == pytest.approx(0.4)
-    assert "over the budget of 2 s: 50% of its input was processed in time" in why
-    # in time for 1,000 rows, but 3,000 wait: about 4.5 s, z x 2 / 4.5 before it overruns
-    z, why = next_z(0.8, 1.5, 2.0, 1000, 3000)
-    assert z == pytest.approx(0.8 * 2 / 4.5)
-    assert "1,000 rows and 3,000 are waiting: about 4.50 s at this z" in why
-    # well within the budget and as much waiting: z grows back, never beyond 1
-    assert next_z(0.5, 1.0, 2.0, 1000, 1000)[0] == pytest.approx(0.5 * BOOST)
-    assert next_z(0.9, 1.0, 2.0, 1000, 1000)[0] == 1.0
-    # within the budget but not well within it: z stays
-    assert next_z(0.5, 1.9, 2.0, 1000, 1000) == (0.5, "")
-    # unknown waiting rows (a source whose rows are only in Spark): by the time alone
-    assert next_z(1.0, 4.0, 2.0, 1000, None)[0] == pytest.approx(0.5)
+def test_z_is_the_share_of_the_coming_work_that_fits_the_target():
+    # 1,000 partners in 5 - 1 s: 4 ms each; 0.5 x 2 s - 1 s fixed leaves no room: z falls
+    # to the least; with 0.5 s fixed, 0.5 s of room: 111 partners of the next 1,000
+    z, why = next_z(0.8, 5.0, 2.0, fixed=1.0, met=1000, expected=1000)
+    assert z == LEAST_Z
+    z, why = next_z(0.8, 5.0, 2.0, fixed=0.5, met=1000, expected=1000)
+    assert z == pytest.approx(0.5 / 4.5)
+    assert why == ("1,000 partners met in 5.00 s (0.50 s of it fixed), 1,000 to meet at "
+                   "z = 1 next: 0.11 of them fit in 1 s of the budget of 2 s")
+    # within the budget, but a burst waits: z falls before the cycle that would overrun
+    z, why = next_z(0.5, 1.0, 2.0, fixed=0.5, met=500, expected=4000)
+    assert z == pytest.approx(0.5 / 4)
+
+
+def test_z_grows_back_by_at_most_the_boost_and_only_to_what_fits():
+    assert next_z(0.2, 0.6, 2.0, fixed=0.5, met=100, expected=500)[0] == \
+        pytest.approx(0.2 * BOOST)
+    # 0.5 s of room for 1 ms a partner: 500 of the 2,000 partners
+    assert next_z(0.2, 1.1, 2.0, fixed=0.5, met=600, expected=2000)[0] == \
+        pytest.approx(0.25)
+    assert next_z(0.9, 0.6, 2.0, fixed=0.5, met=100, expected=100)[0] == 1.0
+    # the fixed part is never taken for more than 0.9 of the cycle
+    assert next_z(0.5, 1.0, 2.0, fixed=3.0, met=100, expected=100)[0] == 0.5 * BOOST
+
+
+def test_without_a_measure_of_the_work_z_follows_the_time():
+    z, why = next_z(1.0, 4.0, 2.0)
+    assert z == pytest.approx(0.5)
+    assert why == ("the cycle took 4.00 s, over the budget of 2 s: 50% of its input was "
+                   "processed in time")
+    assert next_z(0.5, 0.9, 2.0, met=100, expected=None)[0] == pytest.approx(0.5 * BOOST)
+    assert next_z(0.5, 1.5, 2.0) == (0.5, "")
+    assert next_z(0.001, 9.0, 2.0)[0] == LEAST_Z
+
+
+def test_the_fixed_part_is_the_quickest_recent_cycle():
+    assert fixed_seconds([3.0, 2.0, 2.5]) == 2.0
+    assert fixed_seconds([3.0, 2.0]) == 0.0
+    assert fixed_seconds([0.5] + [2.0] * RECENT) == 2.0

@@ -55,6 +55,7 @@ from sparkcq.plan.nodes import (
     StreamScan,
 )
 from sparkcq.plan.options import Shedding
+from sparkcq.runtime.cycle_input import CycleInput
 from sparkcq.runtime.frames import Runtime, Slice, SqlViews, col, q
 from sparkcq.runtime.operators.base import CycleContext, Operator, Progress, as_changes_at
 from sparkcq.runtime.operators.shedding import (
@@ -89,6 +90,7 @@ class IntervalJoinProgress(Progress):
 
     directions: tuple[Direction, Direction] = (Direction(), Direction())
     z: float = 1.0  # of the last cycle
+    met: float = 0.0  # partners the last cycle's probers met, both directions
     shares: tuple[tuple[float, ...], tuple[float, ...]] = ((), ())  # of the last cycle
 
 
@@ -443,14 +445,16 @@ class IntervalJoinOperator(Operator):
             found[key % TALLY_KINDS][key // TALLY_KINDS] = n
         live = [live_elements(self.progress.directions[j].elements, sides[j][0], lo,
                               self.slices[j], self.spans[j]) for j in (0, 1)]
+        met = 0
         for j in (0, 1):
-            self.learn(j, {"probers": sides[j][1], "partners": dict(live[1 - j]),
-                           "sampled": sides[j][2], "found": found[j]}, live[j], plan)
+            met += self.learn(j, {"probers": sides[j][1], "partners": dict(live[1 - j]),
+                                  "sampled": sides[j][2], "found": found[j]}, live[j], plan)
+        self.progress = replace(self.progress, met=met)
 
     def learn(self, i: int, counts: dict[str, dict[int, int]],
-              elements: tuple[tuple[int, int], ...], plan: CycleShedding) -> None:
+              elements: tuple[tuple[int, int], ...], plan: CycleShedding) -> int:
         """After the commit: direction ``i``'s work per bucket, what it met and skipped,
-        and (sampling) its priorities.
+        and (sampling) its priorities; returns the partners it met.
         """
         work = work_per_bucket(counts["probers"], counts["partners"], self.buckets)
         done, skipped = met(work, plan.effective(i))
@@ -468,6 +472,22 @@ class IntervalJoinOperator(Operator):
         both[i] = plan.effective(i)
         self.progress = replace(self.progress, directions=(directions[0], directions[1]),
                                 shares=(both[0], both[1]), z=plan.z)
+        return done
+
+    def expected_work(self, waiting: CycleInput) -> float | None:
+        """The partners the ``waiting`` input's probers would meet at z = 1: each side's
+        new rows against the other side's live elements (and half its new ones); None
+        when a side's rows are not known on the driver. On the scale of the work the
+        tallies measure, which ``runtime/throttles.py`` weighs against the cycle time.
+        """
+        rows = []
+        for child in self.interval_join.children:
+            n = waiting.rows_of(child) if isinstance(child, StreamScan) else None
+            if n is None:
+                return None
+            rows.append(n)
+        live = [sum(n for _k, n in d.elements) for d in self.progress.directions]
+        return float(sum(rows[i] * (live[1 - i] + rows[1 - i] / 2) for i in (0, 1)))
 
     def shedding_report(self) -> dict[str, Any] | None:
         """What the join sheds: its mode, z, and per input (as the prober) the partners

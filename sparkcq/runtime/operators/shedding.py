@@ -29,14 +29,19 @@ from dataclasses import dataclass
 
 from sparkcq.plan.options import ShedMode
 
-#: z grows back by this factor per cycle while the join keeps within its budget
-BOOST = 1.25
-#: a cycle this far under its budget counts as keeping up (z may grow)
-HEADROOM = 0.8
+#: z grows back by at most this factor per cycle
+BOOST = 1.5
+#: the cycle time z aims at, as a share of the budget: cycles of the same work vary (by
+#: half as much again on a busy 2-core machine), and the work a cycle brings is known only
+#: roughly, so a cycle aimed at the budget itself would run over it every other time
+TARGET = 0.5
 #: z never goes below this: a join always meets some of its windows
 LEAST_Z = 0.01
 #: a change of z by more than this part of it is written to the query's log
 NOTABLE = 0.1
+#: the fixed part of a cycle's time is the quickest of this many recent cycles that did
+#: join work (``fixed_seconds``), once there are ``FIXED_AFTER`` of them
+RECENT, FIXED_AFTER = 20, 3
 
 #: the share of probers an adaptive join samples (they meet the whole window)
 SAMPLE = 0.05
@@ -80,31 +85,51 @@ class CycleShedding:
         return tuple(self.rate + (1 - self.rate) * f for f in self.shares[i])
 
 
-def next_z(z: float, seconds: float, budget: float, rows: int | None = None,
-           waiting: int | None = None) -> tuple[float, str]:
+def next_z(z: float, seconds: float, budget: float, *, fixed: float = 0.0,
+           met: float = 0.0, expected: float | None = None) -> tuple[float, str]:
     """The z of the next cycle after one that took ``seconds`` against ``budget``, and why.
 
-    The join processed ``budget / seconds`` of the last cycle's ``rows`` in the time it had;
-    the next cycle receives the ``waiting`` rows (when the driver knows them). When what
-    it can process falls behind what it receives, z falls by that ratio: a cycle is
-    expected to take ``seconds * waiting / rows`` at the same z, and a burst of input lowers
-    z before the cycle that would overrun. One expected well under its budget
-    (``HEADROOM``) lets z grow back by ``BOOST``, up to 1.
+    A cycle's time is a ``fixed`` part (what any cycle costs: taking its input in,
+    building the plan, the commit) and a part that grows with the join work it does: the
+    last cycle met ``met`` partners in ``seconds - fixed``. The next cycle brings
+    ``expected`` partners to meet at z = 1 (its waiting probers against the live windows,
+    ``IntervalJoinOperator.expected_work``). z is the share of them the join can process
+    in ``TARGET`` of the budget: what it processes over what it receives. It falls to that
+    at once (before a burst, not after the cycle that ran over) and grows towards it by at
+    most ``BOOST`` a cycle, up to 1.
+
+    Without a measure of the work (none met, or the waiting rows unknown) z follows the
+    time alone: times ``budget / seconds`` after a cycle over the budget, times ``BOOST``
+    after one under the target.
     """
-    growth = waiting / rows if rows and waiting is not None else 1.0
-    expected = seconds * growth
-    if expected > budget:
-        new = max(LEAST_Z, z * budget / expected)
-        if growth == 1.0:
-            return new, (f"the cycle took {seconds:.2f} s, over the budget of {budget:g} s: "
-                         f"{budget / seconds:.0%} of its input was processed in time")
-        return new, (f"the cycle took {seconds:.2f} s for {rows:,} rows and {waiting:,} "
-                     f"are waiting: about {expected:.2f} s at this z, over the budget of "
-                     f"{budget:g} s")
-    if expected < HEADROOM * budget and z < 1:
-        return min(1.0, z * BOOST), (f"the cycle took {seconds:.2f} s, within the budget of "
-                                      f"{budget:g} s")
-    return z, ""
+    aim = TARGET * budget
+    if met <= 0 or not expected or seconds <= 0:
+        if seconds > budget:
+            return max(LEAST_Z, z * budget / seconds), (
+                f"the cycle took {seconds:.2f} s, over the budget of {budget:g} s: "
+                f"{budget / seconds:.0%} of its input was processed in time")
+        if seconds < aim and z < 1:
+            return min(1.0, z * BOOST), (f"the cycle took {seconds:.2f} s, under "
+                                          f"{aim:g} s of the budget of {budget:g} s")
+        return z, ""
+    fixed = min(max(fixed, 0.0), 0.9 * seconds)
+    per_partner = (seconds - fixed) / met
+    fits = max(LEAST_Z, (aim - fixed) / (per_partner * expected))
+    return min(1.0, z * BOOST, fits), (
+        f"{met:,.0f} partners met in {seconds:.2f} s ({fixed:.2f} s of it fixed), "
+        f"{expected:,.0f} to meet at z = 1 next: {fits:.2f} of them fit in {aim:g} s "
+        f"of the budget of {budget:g} s")
+
+
+def fixed_seconds(recent: Sequence[float]) -> float:
+    """The fixed part of a cycle's time: the quickest of the ``recent`` cycles that did
+    join work, once there are ``FIXED_AFTER`` of them (0 before: all of a cycle's time
+    counts as its work's, so z falls further than it must, and grows back). High while
+    every recent cycle did much work, so z then errs high, and the next cycle's time
+    corrects it.
+    """
+    recent = recent[-RECENT:]
+    return min(recent) if len(recent) >= FIXED_AFTER else 0.0
 
 
 def bucket_order(mode: ShedMode, buckets: int, seed: int,
