@@ -112,6 +112,10 @@ def test_at_a_fixed_share_only_true_pairs_that_share_of_them(spark):
         processed = sum(side["processed"] for side in report["inputs"])
         shed = sum(side["shed"] for side in report["inputs"])
         assert processed / (processed + shed) == pytest.approx(z, rel=0.05), mode
+        for side in report["inputs"]:  # per lag bucket, the same partners
+            assert len(side["processed_by_bucket"]) == len(side["shed_by_bucket"]) == 11
+            assert sum(side["processed_by_bucket"]) == pytest.approx(side["processed"], abs=6)
+            assert sum(side["shed_by_bucket"]) == pytest.approx(side["shed"], abs=6)
 
 
 @pytest.mark.parametrize(("query", "fragment", "at"), [

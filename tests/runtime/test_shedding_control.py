@@ -13,6 +13,7 @@ from sparkcq.runtime.operators.shedding import (
     BOOST,
     LEAST_Z,
     RECENT,
+    SLOTS,
     bucket_order,
     fixed_seconds,
     fractions,
@@ -43,6 +44,8 @@ def test_work_per_bucket_by_hand():
 def test_whole_buckets_in_order_then_a_part_of_the_next():
     # z = 0.5 of 40: bucket 2 (10) and bucket 0 (5) whole, then 5 of bucket 1's 20
     assert fractions([2, 0, 1, 3], [5, 20, 10, 5], 0.5) == (1.0, 0.25, 1.0, 0.0)
+    # a part of a bucket in whole slots: 3 of bucket 1's 20 is 2.4 of its 16 slots
+    assert fractions([2, 0, 1, 3], [5, 20, 10, 5], 0.45) == (1.0, 2 / SLOTS, 1.0, 0.0)
     assert fractions([0, 1], [3, 1], 1.0) == (1.0, 1.0)
     # nothing measured yet: every bucket weighs alike
     assert fractions([1, 0, 2, 3], [], 0.5) == (1.0, 1.0, 0.0, 0.0)
@@ -56,7 +59,9 @@ def test_the_shares_meet_z_of_the_work_taking_buckets_in_order(work, z, seed):
     assert all(0 <= f <= 1 for f in shares)
     weights = work if sum(work) > 0 else [1.0] * len(work)
     done = sum(f * w for f, w in zip(shares, weights, strict=True))
-    assert done == pytest.approx(z * sum(weights), rel=1e-9, abs=1e-9)
+    # z of the work, but for the partly taken bucket, taken in whole slots
+    assert abs(done - z * sum(weights)) <= max(weights) / (2 * SLOTS) + 1e-9
+    assert all(round(f * SLOTS) == f * SLOTS for f in shares)
     taken = [shares[j] for j in order]
     # a prefix of whole buckets, at most one partly taken, then none (empty buckets aside)
     partly = [f for f in taken if 0 < f < 1]

@@ -59,8 +59,10 @@ from sparkcq.runtime.cycle_input import CycleInput
 from sparkcq.runtime.frames import Runtime, Slice, SqlViews, col, q
 from sparkcq.runtime.operators.base import CycleContext, Operator, Progress, as_changes_at
 from sparkcq.runtime.operators.shedding import (
+    SLOTS,
     CycleShedding,
     Direction,
+    added,
     aged,
     bucket_order,
     fractions,
@@ -76,8 +78,9 @@ from sparkcq.runtime.operators.window import element_interval, element_span
 #: where each side's element starts and ends (the left's ``_ls``/``_le``, the right's
 #: ``_rs``/``_re``), so the join condition's columns and these never clash
 STARTS, ENDS = ("_ls", "_rs"), ("_le", "_re")
-#: a shedding join's columns of each side's elements: basic sub-window, hash
-SLICES, HASHES = ("_la", "_ra"), ("_lu", "_ru")
+#: a shedding join's columns of each side's elements: basic sub-window, hash, and slot
+#: within the sub-window (the hash in ``SLOTS`` parts)
+SLICES, HASHES, SLOT_COLUMNS = ("_la", "_ra"), ("_lu", "_ru"), ("_lh", "_rh")
 #: a found pair's start and end, its prober's side, the lag bucket of the partner, and
 #: whether the prober was sampled (met the whole window)
 PAIR_START, PAIR_END, PROBER, LAG_BUCKET, SAMPLED = "_ps", "_pe", "_pp", "_pj", "_psm"
@@ -161,7 +164,8 @@ class IntervalJoinOperator(Operator):
                            for span in self.spans]
             self.buckets = self.shedding.basic_windows + 1  # a partner lies 0..n back
             shed_fields = [[StructField(SLICES[i], LongType()),
-                            StructField(HASHES[i], DoubleType())] for i in (0, 1)]
+                            StructField(HASHES[i], DoubleType()),
+                            StructField(SLOT_COLUMNS[i], LongType())] for i in (0, 1)]
         self.sides = [self.state(StructType([
             *node.join.children[i].schema.fields,
             StructField(STARTS[i], LongType()), StructField(ENDS[i], LongType()),
@@ -203,9 +207,10 @@ class IntervalJoinOperator(Operator):
             return out
         # the hash of the whole element, the same in every process (xxhash64's fixed seed)
         digest = F.xxhash64(*[col(n) for n in self.names[i]], col(STARTS[i]))
+        share = F.pmod(digest, F.lit(1_000_003)) / F.lit(1_000_003.0)
         return out.select(
             "*", F.expr(floor_div(q(STARTS[i]), self.slices[i])).alias(SLICES[i]),
-            (F.pmod(digest, F.lit(1_000_003)) / F.lit(1_000_003.0)).alias(HASHES[i]))
+            share.alias(HASHES[i]), F.floor(share * SLOTS).cast("long").alias(SLOT_COLUMNS[i]))
 
     def side(self, i: int, old: DataFrame | None, new: DataFrame | None,
              lo: int) -> DataFrame | None:  # noqa: C901 - shedding or not, one frame
@@ -221,7 +226,7 @@ class IntervalJoinOperator(Operator):
         """
         names = [*self.names[i], STARTS[i], ENDS[i]]
         if self.shedding is not None:
-            names += [SLICES[i], HASHES[i]]
+            names += [SLICES[i], HASHES[i], SLOT_COLUMNS[i]]
         kept = None
         if old is not None:  # partitioned and sorted already
             kept = old.select(*[col(n).alias(n) for n in names])
@@ -233,8 +238,8 @@ class IntervalJoinOperator(Operator):
         if keys:
             new = new.repartition(self.rt.partitions, *keys)
         side = new if kept is None else kept.unionByName(new)
-        if self.shedding is not None:  # sorted by sub-window too: the +1 probes join on it
-            return side.sortWithinPartitions(*keys, col(SLICES[i]))
+        if self.shedding is not None:  # sorted by sub-window and slot: the +1 probes join on them
+            return side.sortWithinPartitions(*keys, col(SLICES[i]), col(SLOT_COLUMNS[i]))
         return side.sortWithinPartitions(*keys) if keys else side
 
     def changes_sql(self, lo: int, hi: int) -> str:
@@ -266,51 +271,59 @@ class IntervalJoinOperator(Operator):
         le, re_ = ENDS
         selects = []
         for prober in (0, 1):
-            taken = self.taken_sql(prober, plan)
-            if taken is None:
-                continue
-            sides, meets = taken
             other = 1 - prober
             lag = f"{floor_div(STARTS[prober], self.slices[other])} - {SLICES[other]}"
-            selects.append(
-                f"SELECT /*+ MERGE(r) */ {cols}, {STARTS[prober]} AS {PAIR_START}, "
-                f"least({le}, {re_}) AS {PAIR_END}, {prober} AS {PROBER}, "
-                f"{lag} AS {LAG_BUCKET}, {HASHES[prober]} < {plan.rate!r} AS {SAMPLED} "
-                f"FROM {sides} ON ({self.condition}) AND {starts_band(prober, lo, hi)} "
-                f"AND {meets}")
+            for sides, meets in self.taken_sql(prober, plan):
+                selects.append(
+                    f"SELECT /*+ MERGE(r) */ {cols}, {STARTS[prober]} AS {PAIR_START}, "
+                    f"least({le}, {re_}) AS {PAIR_END}, {prober} AS {PROBER}, "
+                    f"{lag} AS {LAG_BUCKET}, {HASHES[prober]} < {plan.rate!r} AS {SAMPLED} "
+                    f"FROM {sides} ON ({self.condition}) AND {starts_band(prober, lo, hi)} "
+                    f"AND {meets}")
         return " UNION ALL ".join(selects) or None
 
-    def taken_sql(self, prober: int, plan: CycleShedding) -> tuple[str, str] | None:
-        """The join of a +1 probe whose probers (side ``prober``) meet only the lag
-        buckets the cycle takes (sampled probers: all of them): each prober expanded into
-        its buckets, joined on the partner's sub-window; a partly taken bucket's partners
-        picked by their hash. None when no prober meets anything.
+    def taken_sql(self, prober: int, plan: CycleShedding) -> list[tuple[str, str]]:
+        """The joins of a +1 probe whose probers (side ``prober``) meet only the lag
+        buckets the cycle takes, as (sides, condition): each prober expanded into the
+        buckets it meets whole, joined on the partner's sub-window, and into the slots it
+        meets of the partly taken bucket, joined on the partner's sub-window and slot (so
+        a part of a bucket costs only that part). Sampled probers meet every bucket whole.
         """
         other = 1 - prober
-
-        def buckets(shares: list[tuple[int, float]]) -> str:
-            return "array(" + ", ".join(f"named_struct('j', CAST({j} AS BIGINT), 'f', "
-                                        f"CAST({f!r} AS DOUBLE))" for j, f in shares) + ")"
-
-        taken = [(j, f) for j, f in enumerate(plan.shares[prober]) if f > 0]
-        whole = buckets([(j, 1.0) for j in range(self.buckets)])
+        shares = plan.shares[prober]
+        whole = [j for j, f in enumerate(shares) if f >= 1]
+        parts = [(j, s) for j, f in enumerate(shares) if 0 < f < 1
+                 for s in range(round(f * SLOTS))]
         sampled = f"{HASHES[prober]} < {plan.rate!r}"
-        where = ""
-        if plan.rate > 0 and taken:
-            each = f"IF({sampled}, {whole}, {buckets(taken)})"
-        elif plan.rate > 0:
-            each, where = whole, f" WHERE {sampled}"
-        elif taken:
-            each = buckets(taken)
-        else:
-            return None
-        expanded = (f"(SELECT * FROM {{{('left', 'right')[prober]}}} "
-                    f"LATERAL VIEW explode({each}) AS _p{where})")
         sub_window = floor_div(STARTS[prober], self.slices[other])
-        meets = (f"{SLICES[other]} = {sub_window} - _p.j AND {HASHES[other]} < _p.f")
-        if prober == 0:
-            return f"{expanded} AS l JOIN {{right}} AS r", meets
-        return f"{{left}} AS l JOIN {expanded} AS r", meets
+
+        def longs(values: list[int]) -> str:
+            return f"CAST(array({', '.join(map(str, values))}) AS ARRAY<BIGINT>)"
+
+        def slots(values: list[tuple[int, int]]) -> str:
+            return ("CAST(array(" + ", ".join(f"named_struct('j', {j}, 's', {s})"
+                                              for j, s in values)
+                    + ") AS ARRAY<STRUCT<j: BIGINT, s: BIGINT>>)")
+
+        joins = []
+        every = list(range(self.buckets))
+        if plan.rate > 0 or whole:
+            each = f"IF({sampled}, {longs(every)}, {longs(whole)})" if plan.rate > 0 \
+                else longs(whole)
+            joins.append((each, f"{SLICES[other]} = {sub_window} - _p"))
+        if parts:
+            each = f"IF({sampled}, {slots([])}, {slots(parts)})" if plan.rate > 0 \
+                else slots(parts)
+            joins.append((each, f"{SLICES[other]} = {sub_window} - _p.j "
+                                f"AND {SLOT_COLUMNS[other]} = _p.s"))
+        out = []
+        for each, meets in joins:
+            expanded = (f"(SELECT * FROM {{{('left', 'right')[prober]}}} "
+                        f"LATERAL VIEW explode({each}) AS _p)")
+            sides = (f"{expanded} AS l JOIN {{right}} AS r" if prober == 0
+                     else f"{{left}} AS l JOIN {expanded} AS r")
+            out.append((sides, meets))
+        return out
 
     # -- the cycle ---------------------------------------------------------------------------
     def step(self, inputs: list[Slice], cycle: CycleContext) -> Slice:  # noqa: D102
@@ -457,19 +470,24 @@ class IntervalJoinOperator(Operator):
         and (sampling) its priorities; returns the partners it met.
         """
         work = work_per_bucket(counts["probers"], counts["partners"], self.buckets)
-        done, skipped = met(work, plan.effective(i))
+        shares = plan.effective(i)
+        done, skipped = met(work, shares)
         old = self.progress.directions[i]
         priorities = old.priorities
         if plan.rate > 0:
             priorities = aged(old.priorities, counts["found"],
                               counts["sampled"].get(0, 0), self.buckets)
+        pairs = list(zip(work, shares, strict=True))
         new = replace(old, work=work if sum(work) > 0 else old.work, priorities=priorities,
                       processed=old.processed + done, shed=old.shed + skipped,
+                      processed_by_bucket=added(old.processed_by_bucket,
+                                                [w * f for w, f in pairs]),
+                      shed_by_bucket=added(old.shed_by_bucket, [w * (1 - f) for w, f in pairs]),
                       elements=elements)
         directions = list(self.progress.directions)
         directions[i] = new
         both = list(self.progress.shares)
-        both[i] = plan.effective(i)
+        both[i] = shares
         self.progress = replace(self.progress, directions=(directions[0], directions[1]),
                                 shares=(both[0], both[1]), z=plan.z)
         return done
@@ -501,7 +519,9 @@ class IntervalJoinOperator(Operator):
             "basic_windows": how.basic_windows,
             "z": how.throttle if how.throttle is not None else self.progress.z,
             "inputs": [{"processed": d.processed, "shed": d.shed, "work": list(d.work),
-                        "shares": list(s), "priorities": list(d.priorities)}
+                        "shares": list(s), "priorities": list(d.priorities),
+                        "processed_by_bucket": [round(x) for x in d.processed_by_bucket],
+                        "shed_by_bucket": [round(x) for x in d.shed_by_bucket]}
                        for d, s in zip(self.progress.directions, self.progress.shares,
                                        strict=True)],
         }
@@ -512,6 +532,8 @@ class IntervalJoinOperator(Operator):
             with open(os.path.join(path, CONTROL_FILE), "w", encoding="utf-8") as f:
                 json.dump([{"work": list(d.work), "priorities": list(d.priorities),
                             "processed": d.processed, "shed": d.shed,
+                            "processed_by_bucket": list(d.processed_by_bucket),
+                            "shed_by_bucket": list(d.shed_by_bucket),
                             "elements": [list(e) for e in d.elements]}
                            for d in self.progress.directions], f)
 
@@ -523,6 +545,8 @@ class IntervalJoinOperator(Operator):
                 saved = json.load(f)
             directions = [Direction(tuple(d["work"]), tuple(d["priorities"]),
                                     d["processed"], d["shed"],
+                                    tuple(d.get("processed_by_bucket", ())),
+                                    tuple(d.get("shed_by_bucket", ())),
                                     tuple((k, n) for k, n in d.get("elements", [])))
                           for d in saved]
             self.progress = replace(self.progress,

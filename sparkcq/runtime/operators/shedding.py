@@ -43,11 +43,17 @@ NOTABLE = 0.1
 #: join work (``fixed_seconds``), once there are ``FIXED_AFTER`` of them
 RECENT, FIXED_AFTER = 20, 3
 
-#: the share of probers an adaptive join samples (they meet the whole window)
-SAMPLE = 0.05
+#: the share of probers an adaptive join samples (they meet the whole window), and at
+#: most this part of z: at a low z the others still meet the best buckets
+SAMPLE, SAMPLE_OF_Z = 0.05, 0.2
 #: the weight of a cycle's sample in a bucket's priority: after a shift of the
 #: correlation the new buckets outrank the old ones in two or three cycles
 AGING = 0.3
+
+
+#: the slots of a basic sub-window: the part of a bucket a prober meets is a whole number
+#: of them
+SLOTS = 16
 
 
 def slice_length(span: int, basic_windows: int) -> int:
@@ -65,6 +71,9 @@ class Direction:
     priorities: tuple[float, ...] = ()  # results per sampled prober, per bucket (aged)
     processed: int = 0  # partners met, all cycles
     shed: int = 0  # partners skipped, all cycles
+    # the same per lag bucket, all cycles (unrounded)
+    processed_by_bucket: tuple[float, ...] = ()
+    shed_by_bucket: tuple[float, ...] = ()
     # the prober side's live elements by absolute sub-window (as partners of the other
     # direction), counted as they arrive: no cycle scans the windows to count them
     elements: tuple[tuple[int, int], ...] = ()
@@ -147,8 +156,10 @@ def bucket_order(mode: ShedMode, buckets: int, seed: int,
 
 def fractions(order: Sequence[int], work: Sequence[float], z: float) -> tuple[float, ...]:
     """Per lag bucket, the part of its partners a prober meets: whole buckets in ``order``
-    until they hold ``z`` of the ``work``, then a part of the next one. Unmeasured work
-    (none yet) counts every bucket alike.
+    until they hold ``z`` of the ``work``, then a part of the next one, in whole
+    ``SLOTS`` (the partners of a bucket are spread over slots by their hash; a prober meets
+    some slots, so a part of a bucket costs only that part). Unmeasured work (none yet)
+    counts every bucket alike.
     """
     buckets = len(order)
     weights = list(work) if len(work) == buckets and sum(work) > 0 else [1.0] * buckets
@@ -163,7 +174,7 @@ def fractions(order: Sequence[int], work: Sequence[float], z: float) -> tuple[fl
             out[j] = 1.0
             left -= weights[j]
         else:
-            out[j] = left / weights[j]
+            out[j] = round(left / weights[j] * SLOTS) / SLOTS
             left = 0
     return tuple(out)
 
@@ -200,9 +211,10 @@ def live_elements(kept: Sequence[tuple[int, int]], new: Mapping[int, int], lo: i
 
 def sample_rate(mode: ShedMode, z: float) -> float:
     """The share of probers sampled (meeting every bucket): adaptive joins only, and never
-    more than ``z``.
+    more than ``SAMPLE_OF_Z`` of ``z`` (the sample's work is spent on every bucket, good
+    or bad).
     """
-    return min(SAMPLE, z) if mode is ShedMode.ADAPTIVE else 0.0
+    return min(SAMPLE, SAMPLE_OF_Z * z) if mode is ShedMode.ADAPTIVE else 0.0
 
 
 def unsampled_share(z: float, rate: float) -> float:
@@ -223,6 +235,13 @@ def aged(old: Sequence[float], results: Mapping[int, int], sampled: int,
     if len(old) != buckets:
         return tuple(new)
     return tuple((1 - AGING) * o + AGING * n for o, n in zip(old, new, strict=True))
+
+
+def added(total: Sequence[float], more: Sequence[float]) -> tuple[float, ...]:
+    """Per-bucket sums ``total`` with a cycle's ``more`` added (``total`` may be empty)."""
+    if len(total) != len(more):
+        return tuple(more)
+    return tuple(a + b for a, b in zip(total, more, strict=True))
 
 
 def met(work: Sequence[float], shares: Sequence[float]) -> tuple[int, int]:
