@@ -287,7 +287,9 @@ class IntervalJoinOperator(Operator):
         buckets the cycle takes, as (sides, condition): each prober expanded into the
         buckets it meets whole, joined on the partner's sub-window, and into the slots it
         meets of the partly taken bucket, joined on the partner's sub-window and slot (so
-        a part of a bucket costs only that part). Sampled probers meet every bucket whole.
+        a part of a bucket costs only that part). Sampled probers meet every bucket whole:
+        in the first join, or, when no bucket is taken whole (a low z), as every slot in
+        the second, which then runs alone (each join reads the whole window).
         """
         other = 1 - prober
         shares = plan.shares[prober]
@@ -305,17 +307,20 @@ class IntervalJoinOperator(Operator):
                                               for j, s in values)
                     + ") AS ARRAY<STRUCT<j: BIGINT, s: BIGINT>>)")
 
-        joins = []
         every = list(range(self.buckets))
-        if plan.rate > 0 or whole:
-            each = f"IF({sampled}, {longs(every)}, {longs(whole)})" if plan.rate > 0 \
-                else longs(whole)
-            joins.append((each, f"{SLICES[other]} = {sub_window} - _p"))
-        if parts:
-            each = f"IF({sampled}, {slots([])}, {slots(parts)})" if plan.rate > 0 \
-                else slots(parts)
-            joins.append((each, f"{SLICES[other]} = {sub_window} - _p.j "
-                                f"AND {SLOT_COLUMNS[other]} = _p.s"))
+        by_window = f"{SLICES[other]} = {sub_window} - _p"
+        by_slot = f"{SLICES[other]} = {sub_window} - _p.j AND {SLOT_COLUMNS[other]} = _p.s"
+        joins = []  # (each prober's array to explode, the join on it)
+        if plan.rate <= 0:
+            joins += [(longs(whole), by_window)] if whole else []
+            joins += [(slots(parts), by_slot)] if parts else []
+        elif whole:  # sampled probers meet every bucket in the join of whole buckets
+            joins.append((f"IF({sampled}, {longs(every)}, {longs(whole)})", by_window))
+            if parts:
+                joins.append((f"IF({sampled}, {slots([])}, {slots(parts)})", by_slot))
+        else:  # none whole: sampled probers meet every slot, and no second join runs
+            every_slot = [(j, s) for j in every for s in range(SLOTS)]
+            joins.append((f"IF({sampled}, {slots(every_slot)}, {slots(parts)})", by_slot))
         out = []
         for each, meets in joins:
             expanded = (f"(SELECT * FROM {{{('left', 'right')[prober]}}} "
