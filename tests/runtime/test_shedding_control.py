@@ -11,11 +11,14 @@ from hypothesis import strategies as st
 from sparkcq.plan.options import ShedMode
 from sparkcq.runtime.operators.shedding import (
     BOOST,
+    FIT_AFTER,
     LEAST_Z,
     RECENT,
     SLOTS,
+    CycleCost,
+    CycleLoad,
     bucket_order,
-    fixed_seconds,
+    fit_cycle_cost,
     fractions,
     live_elements,
     met,
@@ -93,29 +96,56 @@ def test_live_elements_add_the_new_and_drop_sub_windows_that_ended():
     assert live_elements((), {}, 0, 10, 30) == ()
 
 
-def test_z_is_the_share_of_the_coming_work_that_fits_the_target():
-    # 1,000 partners in 5 - 1 s: 4 ms each; 0.5 x 2 s - 1 s fixed leaves no room: z falls
-    # to the least; with 0.5 s fixed, 0.5 s of room: 111 partners of the next 1,000
-    z, why = next_z(0.8, 5.0, 2.0, fixed=1.0, met=1000, expected=1000)
-    assert z == LEAST_Z
-    z, why = next_z(0.8, 5.0, 2.0, fixed=0.5, met=1000, expected=1000)
-    assert z == pytest.approx(0.5 / 4.5)
-    assert why == ("1,000 partners met in 5.00 s (0.50 s of it fixed), 1,000 to meet at "
-                   "z = 1 next: 0.11 of them fit in 1 s of the budget of 2 s")
-    # within the budget, but a burst waits: z falls before the cycle that would overrun
-    z, why = next_z(0.5, 1.0, 2.0, fixed=0.5, met=500, expected=4000)
-    assert z == pytest.approx(0.5 / 4)
+COST = CycleCost(fixed=0.5, per_row=1e-4, per_partner=1e-3, cycles=8)
 
 
-def test_z_grows_back_by_at_most_the_boost_and_only_to_what_fits():
-    assert next_z(0.2, 0.6, 2.0, fixed=0.5, met=100, expected=500)[0] == \
+def test_z_is_the_share_of_the_coming_partners_that_fits_beside_the_floor():
+    # 2,000 rows: a floor of 0.5 + 0.2 s; half the budget of 2 s leaves 0.3 s, 300 of the
+    # 1,000 partners at 1 ms each
+    z, why = next_z(0.8, 1.5, 2.0, cost=COST, coming=CycleLoad(2000, 1000))
+    assert z == pytest.approx(0.3)
+    assert why == ("a cycle costs 0.50 s, 100.0 us a row and 1000000.00 ns a partner "
+                   "(fitted to 8 cycles); 2,000 rows wait, 1,000 partners to meet at z = 1: "
+                   "0.30 of them fit in 1 s of the budget of 2 s")
+    # a burst waits: z falls before the cycle that would run over
+    assert next_z(0.5, 0.9, 2.0, cost=COST, coming=CycleLoad(2000, 4000))[0] == \
+        pytest.approx(0.075)
+    # the floor alone is over the target: the least z
+    assert next_z(0.5, 0.9, 2.0, cost=COST, coming=CycleLoad(6000, 4000))[0] == LEAST_Z
+
+
+def test_z_grows_back_by_at_most_the_boost():
+    assert next_z(0.1, 0.8, 2.0, cost=COST, coming=CycleLoad(2000, 100))[0] == \
+        pytest.approx(0.1 * BOOST)
+    assert next_z(0.9, 0.8, 2.0, cost=COST, coming=CycleLoad(2000, 100))[0] == 1.0
+    # a cycle's time does not grow with the partners met: z grows
+    flat = CycleCost(1.0, 1e-4, 0.0, 8)
+    assert next_z(0.2, 3.0, 2.0, cost=flat, coming=CycleLoad(20_000, 10**9))[0] == \
         pytest.approx(0.2 * BOOST)
-    # 0.5 s of room for 1 ms a partner: 500 of the 2,000 partners
-    assert next_z(0.2, 1.1, 2.0, fixed=0.5, met=600, expected=2000)[0] == \
-        pytest.approx(0.25)
-    assert next_z(0.9, 0.6, 2.0, fixed=0.5, met=100, expected=100)[0] == 1.0
-    # the fixed part is never taken for more than 0.9 of the cycle
-    assert next_z(0.5, 1.0, 2.0, fixed=3.0, met=100, expected=100)[0] == 0.5 * BOOST
+
+
+def test_under_the_target_z_holds_or_tries_a_little_more_than_the_cost_says():
+    # 2 s of floor, 100 s of partners at z = 1: 0.02 fit in 4 s; at 0.025 the model
+    # predicts 4.5 s
+    cost = CycleCost(2.0, 0.0, 1e-7, 8)
+    coming = CycleLoad(20_000, 1e9)
+    # the last cycle took 3 s, under the target: z tries 1.2 x as much, predicted within
+    # 0.65 of the budget of 8 s (5.2 s)
+    z, why = next_z(0.025, 3.0, 8.0, cost=cost, coming=coming)
+    assert z == pytest.approx(0.03)
+    assert why.endswith("0.02 of them fit in 4 s of the budget of 8 s, but the last cycle "
+                        "took 3.00 s, under 4 s: 0.03 of them are tried (predicted 5.00 s)")
+    # one more step is predicted beyond 5.2 s: z holds
+    assert next_z(0.03, 3.0, 8.0, cost=cost, coming=coming) == (0.03, "")
+    # the last cycle took the target or more: z falls to what fits
+    assert next_z(0.03, 4.5, 8.0, cost=cost, coming=coming)[0] == pytest.approx(0.02)
+
+
+def test_before_a_cost_is_fitted_the_met_partners_take_all_the_time():
+    # 1,000 partners in 2 s: 2 ms each; 1 s for the next 1,000: half of them
+    z, why = next_z(0.8, 2.0, 2.0, met=1000, coming=CycleLoad(10, 1000))
+    assert z == pytest.approx(0.5)
+    assert why.startswith("1,000 partners met in 2.00 s; 10 rows wait")
 
 
 def test_without_a_measure_of_the_work_z_follows_the_time():
@@ -123,12 +153,32 @@ def test_without_a_measure_of_the_work_z_follows_the_time():
     assert z == pytest.approx(0.5)
     assert why == ("the cycle took 4.00 s, over the budget of 2 s: 50% of its input was "
                    "processed in time")
-    assert next_z(0.5, 0.9, 2.0, met=100, expected=None)[0] == pytest.approx(0.5 * BOOST)
+    assert next_z(0.5, 0.9, 2.0, met=100, coming=None)[0] == pytest.approx(0.5 * BOOST)
     assert next_z(0.5, 1.5, 2.0) == (0.5, "")
     assert next_z(0.001, 9.0, 2.0)[0] == LEAST_Z
 
 
-def test_the_fixed_part_is_the_quickest_recent_cycle():
-    assert fixed_seconds([3.0, 2.0, 2.5]) == 2.0
-    assert fixed_seconds([3.0, 2.0]) == 0.0
-    assert fixed_seconds([0.5] + [2.0] * RECENT) == 2.0
+def seconds_of(rows: int, partners: float) -> float:
+    return 0.5 + 1e-4 * rows + 1e-6 * partners
+
+
+def test_the_cost_of_a_cycle_is_fitted_to_recent_cycles():
+    loads = [CycleLoad(r, p) for r, p in [(1000, 5e5), (3000, 1e5), (2000, 2e6),
+                                         (500, 1e6), (4000, 3e6)]]
+    cost = fit_cycle_cost([(load, seconds_of(load.rows, load.partners)) for load in loads])
+    assert cost is not None and cost.cycles == 5
+    assert (cost.fixed, cost.per_row, cost.per_partner) == pytest.approx((0.5, 1e-4, 1e-6))
+    assert fit_cycle_cost([(load, 1.0) for load in loads[:FIT_AFTER - 1]]) is None
+    # only the last RECENT cycles count
+    old = [(CycleLoad(100, 100.0), 50.0)] * 3
+    recent = [(load, seconds_of(load.rows, load.partners)) for load in loads * RECENT]
+    assert fit_cycle_cost(old + recent[:RECENT]) == fit_cycle_cost(recent[:RECENT])
+
+
+def test_a_part_of_the_cost_that_would_be_negative_is_left_out():
+    # more partners, less time: noise, not a saving; fitted without that part
+    history = [(CycleLoad(r, p), 1.0 + 1e-4 * r - 1e-9 * p)
+               for r, p in [(1000, 5e6), (3000, 1e6), (2000, 9e6), (500, 2e6), (4000, 4e6)]]
+    cost = fit_cycle_cost(history)
+    assert cost is not None and cost.per_partner == 0.0
+    assert cost.per_row > 0

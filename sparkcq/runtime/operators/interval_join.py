@@ -60,6 +60,7 @@ from sparkcq.runtime.frames import Runtime, Slice, SqlViews, col, q
 from sparkcq.runtime.operators.base import CycleContext, Operator, Progress, as_changes_at
 from sparkcq.runtime.operators.shedding import (
     SLOTS,
+    CycleLoad,
     CycleShedding,
     Direction,
     added,
@@ -497,11 +498,11 @@ class IntervalJoinOperator(Operator):
                                 shares=(both[0], both[1]), z=plan.z)
         return done
 
-    def expected_work(self, waiting: CycleInput) -> float | None:
-        """The partners the ``waiting`` input's probers would meet at z = 1: each side's
-        new rows against the other side's live elements (and half its new ones); None
-        when a side's rows are not known on the driver. On the scale of the work the
-        tallies measure, which ``runtime/throttles.py`` weighs against the cycle time.
+    def coming_load(self, waiting: CycleInput) -> CycleLoad | None:
+        """The ``waiting`` input's rows and the partners its probers would meet at z = 1:
+        each side's new rows against the other side's live elements (and half its new
+        ones), on the scale of the work the tallies measure; None when a side's rows are
+        not known on the driver. ``runtime/throttles.py`` weighs it against the cycle time.
         """
         rows = []
         for child in self.interval_join.children:
@@ -510,7 +511,8 @@ class IntervalJoinOperator(Operator):
                 return None
             rows.append(n)
         live = [sum(n for _k, n in d.elements) for d in self.progress.directions]
-        return float(sum(rows[i] * (live[1 - i] + rows[1 - i] / 2) for i in (0, 1)))
+        return CycleLoad(sum(rows), float(sum(rows[i] * (live[1 - i] + rows[1 - i] / 2)
+                                              for i in (0, 1))))
 
     def shedding_report(self) -> dict[str, Any] | None:
         """What the join sheds: its mode, z, and per input (as the prober) the partners

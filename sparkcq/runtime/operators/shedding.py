@@ -27,6 +27,8 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from sparkcq.plan.options import ShedMode
 
 #: z grows back by at most this factor per cycle
@@ -35,13 +37,18 @@ BOOST = 1.5
 #: half as much again on a busy 2-core machine), and the work a cycle brings is known only
 #: roughly, so a cycle aimed at the budget itself would run over it every other time
 TARGET = 0.5
+#: while cycles stay under the target, z may grow by ``EXPLORE_STEP`` past what the fitted
+#: cost says fits, up to a cycle predicted at ``EXPLORE`` of the budget: a cost fitted to
+#: cycles of one z cannot tell time per row from time per partner, and the next cycle's
+#: time tells
+EXPLORE, EXPLORE_STEP = 0.65, 1.2
 #: z never goes below this: a join always meets some of its windows
 LEAST_Z = 0.01
 #: a change of z by more than this part of it is written to the query's log
 NOTABLE = 0.1
-#: the fixed part of a cycle's time is the quickest of this many recent cycles that did
-#: join work (``fixed_seconds``), once there are ``FIXED_AFTER`` of them
-RECENT, FIXED_AFTER = 20, 3
+#: a cycle's cost is fitted to this many recent cycles of the join, once there are
+#: ``FIT_AFTER`` of them (``fit_cycle_cost``)
+RECENT, FIT_AFTER = 20, 4
 
 #: the share of probers an adaptive join samples (they meet the whole window), and at
 #: most this part of z: at a low z the others still meet the best buckets
@@ -94,25 +101,78 @@ class CycleShedding:
         return tuple(self.rate + (1 - self.rate) * f for f in self.shares[i])
 
 
-def next_z(z: float, seconds: float, budget: float, *, fixed: float = 0.0,
-           met: float = 0.0, expected: float | None = None) -> tuple[float, str]:
+@dataclass(frozen=True)
+class CycleLoad:
+    """The input rows of a join's cycle, and the partners its probers meet in it (a past
+    cycle) or would meet at z = 1 (the coming one).
+    """
+
+    rows: int
+    partners: float
+
+
+@dataclass(frozen=True)
+class CycleCost:
+    """What a cycle costs, fitted to a join's recent cycles: a fixed part (building the
+    plan, the commit), a part per input row (taking it in, its state, its tallies) and a
+    part per partner its probers meet, in seconds.
+    """
+
+    fixed: float
+    per_row: float
+    per_partner: float
+    cycles: int  # fitted to
+
+    def floor(self, rows: int) -> float:
+        """The time of a cycle of ``rows`` that meets no partner: what shedding cannot cut."""
+        return self.fixed + self.per_row * rows
+
+
+def fit_cycle_cost(history: Sequence[tuple[CycleLoad, float]]) -> CycleCost | None:
+    """The cost of a cycle, by least squares over the last ``RECENT`` of ``history`` (each
+    cycle's load and seconds), no part below 0 (a part that would be is left out and the
+    others fitted again); None before ``FIT_AFTER`` cycles.
+    """
+    recent = history[-RECENT:]
+    if len(recent) < FIT_AFTER:
+        return None
+    x = np.array([[1.0, load.rows, load.partners] for load, _ in recent])
+    y = np.array([seconds for _, seconds in recent])
+    kept = [0, 1, 2]
+    while True:
+        fitted, *_ = np.linalg.lstsq(x[:, kept], y, rcond=None)
+        below = [k for k, c in zip(kept, fitted, strict=True) if c < 0]
+        if not below or len(kept) == 1:
+            break
+        kept = [k for k in kept if k not in below]
+    parts = [0.0, 0.0, 0.0]
+    for k, c in zip(kept, fitted, strict=True):
+        parts[k] = max(0.0, float(c))
+    return CycleCost(parts[0], parts[1], parts[2], len(recent))
+
+
+def next_z(z: float, seconds: float, budget: float, *, cost: CycleCost | None = None,
+           met: float = 0.0, coming: CycleLoad | None = None) -> tuple[float, str]:
     """The z of the next cycle after one that took ``seconds`` against ``budget``, and why.
 
-    A cycle's time is a ``fixed`` part (what any cycle costs: taking its input in,
-    building the plan, the commit) and a part that grows with the join work it does: the
-    last cycle met ``met`` partners in ``seconds - fixed``. The next cycle brings
-    ``expected`` partners to meet at z = 1 (its waiting probers against the live windows,
-    ``IntervalJoinOperator.expected_work``). z is the share of them the join can process
-    in ``TARGET`` of the budget: what it processes over what it receives. It falls to that
-    at once (before a burst, not after the cycle that ran over) and grows towards it by at
-    most ``BOOST`` a cycle, up to 1.
+    The next cycle takes ``coming.rows`` and its probers would meet ``coming.partners``
+    at z = 1 (``IntervalJoinOperator.coming_load``). With the ``cost`` of a cycle fitted
+    to the join's recent cycles, the z that fits is the share of those partners the join
+    can meet in ``TARGET`` of the budget beside the cycle's floor (its fixed and per-row
+    parts): what it can process over what it receives. z grows towards it by at most
+    ``BOOST`` a cycle, up to 1, and falls to it at once, before a burst rather than after
+    the cycle that ran over; but while the last cycle was under the target, z holds, or
+    grows by ``EXPLORE_STEP`` if that is predicted within ``EXPLORE`` of the budget (a
+    cost fitted to cycles of one z may take per-row time for per-partner time and would
+    hold z too low; a cycle at another z tells them apart).
 
-    Without a measure of the work (none met, or the waiting rows unknown) z follows the
-    time alone: times ``budget / seconds`` after a cycle over the budget, times ``BOOST``
-    after one under the target.
+    Before a cost is fitted, the last cycle's ``met`` partners are taken to have cost all
+    of its time (z errs low, and grows back). Without a measure of the work (the waiting
+    rows unknown), z follows the time alone: times ``budget / seconds`` after a cycle over
+    the budget, times ``BOOST`` after one under the target.
     """
     aim = TARGET * budget
-    if met <= 0 or not expected or seconds <= 0:
+    if coming is None or seconds <= 0 or (cost is None and met <= 0):
         if seconds > budget:
             return max(LEAST_Z, z * budget / seconds), (
                 f"the cycle took {seconds:.2f} s, over the budget of {budget:g} s: "
@@ -121,24 +181,27 @@ def next_z(z: float, seconds: float, budget: float, *, fixed: float = 0.0,
             return min(1.0, z * BOOST), (f"the cycle took {seconds:.2f} s, under "
                                           f"{aim:g} s of the budget of {budget:g} s")
         return z, ""
-    fixed = min(max(fixed, 0.0), 0.9 * seconds)
-    per_partner = (seconds - fixed) / met
-    fits = max(LEAST_Z, (aim - fixed) / (per_partner * expected))
-    return min(1.0, z * BOOST, fits), (
-        f"{met:,.0f} partners met in {seconds:.2f} s ({fixed:.2f} s of it fixed), "
-        f"{expected:,.0f} to meet at z = 1 next: {fits:.2f} of them fit in {aim:g} s "
-        f"of the budget of {budget:g} s")
-
-
-def fixed_seconds(recent: Sequence[float]) -> float:
-    """The fixed part of a cycle's time: the quickest of the ``recent`` cycles that did
-    join work, once there are ``FIXED_AFTER`` of them (0 before: all of a cycle's time
-    counts as its work's, so z falls further than it must, and grows back). High while
-    every recent cycle did much work, so z then errs high, and the next cycle's time
-    corrects it.
-    """
-    recent = recent[-RECENT:]
-    return min(recent) if len(recent) >= FIXED_AFTER else 0.0
+    if cost is None:
+        cost = CycleCost(0.0, 0.0, seconds / met, 1)
+        how = f"{met:,.0f} partners met in {seconds:.2f} s"
+    else:
+        how = (f"a cycle costs {cost.fixed:.2f} s, {cost.per_row * 1e6:.1f} us a row and "
+               f"{cost.per_partner * 1e9:.2f} ns a partner (fitted to {cost.cycles} cycles)")
+    floor = cost.floor(coming.rows)
+    how += f"; {coming.rows:,} rows wait, {coming.partners:,.0f} partners to meet at z = 1"
+    work = cost.per_partner * coming.partners  # seconds at z = 1 beyond the floor
+    fits = 1.0 if work <= 0 else max(LEAST_Z, (aim - floor) / work)
+    fitting = f"{min(fits, 1.0):.2f} of them fit in {aim:g} s of the budget of {budget:g} s"
+    if fits >= z:
+        return min(1.0, z * BOOST, fits), f"{how}: {fitting}"
+    tried = z * EXPLORE_STEP
+    if seconds < aim and floor + work * tried <= EXPLORE * budget:
+        return min(1.0, tried), (
+            f"{how}: {fitting}, but the last cycle took {seconds:.2f} s, under {aim:g} s: "
+            f"{tried:.2f} of them are tried (predicted {floor + work * tried:.2f} s)")
+    if seconds < aim and floor + work * z <= budget:
+        return z, ""
+    return fits, f"{how}: {fitting}"
 
 
 def bucket_order(mode: ShedMode, buckets: int, seed: int,
