@@ -8,8 +8,8 @@ one lag bucket at a time: bucket ``j`` is the partners' sub-window ``floor(s / b
 bucket 0 the newest; a partner is at most ``basic_windows`` buckets back.
 
 A cycle gives every lag bucket a fraction: 1 (all its partners), 0 (none) or, for the one
-bucket where the share ``z`` runs out, a part of its partners chosen by a hash of each
-partner (the same partners for every prober of the cycle). The buckets are taken in an
+bucket where the share ``z`` runs out, a whole number of its ``SLOTS`` (a partner's slot
+comes from its hash: the same partners for every prober of the cycle). The buckets are taken in an
 order (``adaptive``: by priority, the results a bucket yielded per prober; ``random``: a
 shuffle seeded by the cycle's number), each bucket weighing the work it cost in the last
 cycle it was measured, until the taken work is ``z`` of the whole.
@@ -19,6 +19,10 @@ An adaptive join learns the priorities from a sample: the probers whose hash fal
 find per bucket, per sampled prober, are the bucket's new priority, aged into the old one
 (``AGING``) so the order follows a correlation that shifts. The other probers' share is
 lowered so that sampled and unsampled probers together still process ``z`` of the work.
+
+The z of an adapting join is decided before each cycle (``next_z``) from the cost of a
+cycle fitted to its recent ones (``fit_cycle_cost``: a fixed part, a part per input row, a
+part per partner met) and the load the waiting input brings (``CycleLoad``).
 """
 
 from __future__ import annotations
