@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
     from sparkcq.aggregates.user import UserAggregate
+    from sparkcq.language.apas.libraries import Library
     from sparkcq.plan.nodes import PlanNode
 
 
@@ -148,6 +149,7 @@ class Catalog:
         self.queries: dict[str, QueryInfo] = {}
         self.functions: dict[str, FunctionInfo] = {}
         self.aggregates: dict[str, UserAggregate] = {}  # by lower-case name
+        self.libraries: dict[str, Library] = {}  # the user's APAS libraries, by prefix
 
     def _key(self, name: str) -> str:
         return name.lower()

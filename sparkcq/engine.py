@@ -26,13 +26,14 @@ from pyspark.sql import SparkSession
 from pyspark.sql.types import DataType, StructType
 
 from sparkcq.catalog import Catalog, TableSource
-from sparkcq.errors import SourceError, UnknownNameError
+from sparkcq.errors import QueryTextError, SourceError, UnknownNameError
 from sparkcq.io import push as pushing
 from sparkcq.io.delivery import Sinks
 from sparkcq.io.feed_source import FeedSource
 from sparkcq.io.postgres import PostgresSink, parse_databases
 from sparkcq.io.sinks import ConsoleSink, FilesSink, MemorySink, Sink
 from sparkcq.io.sources import IngestLimits, PushReceipt, Source
+from sparkcq.language.query_text import query_statement, within_query_text
 from sparkcq.language.sql.parser import parse_script_located
 from sparkcq.language.sql.statements import ExplainFormat, ObjectKind, ShowTarget
 from sparkcq.model.clock import Clock, SystemClock
@@ -157,6 +158,18 @@ class Engine:
             self.tables.free_retired()  # a failed script has put back what it replaced
         self._journal(ScriptEntry(sql))
         return result
+
+    def create_query(self, name: str, text: str, language: str = "sql",
+                     options: Mapping[str, str] | None = None) -> str:
+        """Start query ``name`` from ``text``: a SELECT (``language='sql'``) or a StreamAPAS
+        query (``'apas'``, docs/apas.md); ``options`` as in ``CREATE QUERY ... WITH``. An
+        error in ``text`` points at its line and column in ``text``.
+        """
+        statement, start = query_statement(name, text, language, options or {})
+        try:
+            return str(self.execute(statement))
+        except QueryTextError as e:
+            raise within_query_text(e, statement, start, text) from None
 
     def drop(self, kind: str, name: str) -> None:
         """Drop a query (freeing operators no one else uses), a stream, a table or an

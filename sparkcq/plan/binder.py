@@ -17,7 +17,8 @@ from pyspark.sql.types import BooleanType, StructType
 
 from sparkcq.aggregates.user import UserAggregate
 from sparkcq.errors import AnalysisError, Location
-from sparkcq.language.sql.statements import OutputForm, SelectText, SourceWindow
+from sparkcq.language.apas.compiler import compile_program
+from sparkcq.language.sql.statements import ApasText, OutputForm, SelectText, SourceWindow
 from sparkcq.model.time import TimeKind
 from sparkcq.model.types import implicit_cast_sql
 from sparkcq.model.windows import (
@@ -134,6 +135,18 @@ class BoundQuery:
 
     plan: PlanNode
     form: OutputForm
+
+
+def bind_query(
+    select: SelectText | ApasText, text: str, catalog: Catalog, spark: SparkSession, *,
+    trusted: bool = False,
+) -> BoundQuery:
+    """Bind a query of either language: a StreamAPAS query compiles to the SELECT it
+    means first, so equal queries in the two languages become equal plans.
+    """
+    if isinstance(select, ApasText):
+        select = compile_program(select.program, catalog, catalog.libraries)
+    return bind_select(select, text, catalog, spark, trusted=trusted)
 
 
 def bind_select(

@@ -16,7 +16,7 @@ from sparkcq.io.postgres import PostgresSink
 from sparkcq.io.sinks import FilesSink, QueryOutput, Retention
 from sparkcq.language.sql.statements import CreateQuery
 from sparkcq.model.time import TimeKind
-from sparkcq.plan.binder import bind_select
+from sparkcq.plan.binder import bind_query
 from sparkcq.plan.nodes import PlanNode
 from sparkcq.plan.options import QueryOptions, Shedding, SinkKind, assignment_location
 from sparkcq.plan.rules import optimize
@@ -32,7 +32,7 @@ def create_query(stmt: CreateQuery, text: str, ctx: StatementContext) -> str:
         name = f"query_{ctx.anonymous}"
     ctx.catalog.ensure_free(name)
     options = QueryOptions.parse(stmt.options, text, stmt.loc, ctx.policy.shedding)
-    bound = bind_select(stmt.select, text, ctx.catalog, ctx.spark, trusted=ctx.policy.trusted)
+    bound = bind_query(stmt.select, text, ctx.catalog, ctx.spark, trusted=ctx.policy.trusted)
     plan = optimize(bound.plan, running=ctx.queries.plan.ops)
     if options.shedding is not None:
         plan = shed(plan, options.shedding, text, stmt)

@@ -21,7 +21,7 @@ from sparkcq.catalog import QueryInfo, QueryStatus, StreamInfo
 from sparkcq.errors import AnalysisError, FeedError, Location, SparkcqError
 from sparkcq.language.sql.parser import parse_script_located
 from sparkcq.language.sql.statements import CreateQuery
-from sparkcq.plan.binder import bind_select
+from sparkcq.plan.binder import bind_query
 from sparkcq.plan.definitions import bind_stream
 from sparkcq.plan.nodes import StreamScan, walk
 from sparkcq.plan.options import SchemaChange, StreamOptions
@@ -150,7 +150,7 @@ def problem_with(ctx: StatementContext, query: QueryInfo, info: StreamInfo,
         info, schema=both, plan=StreamScan(info.name, both, node.time_col, node.end_col,
                                            node.time_kind, node.time_unit, node.key))}
     try:
-        bind_select(statement.select, query.text, trial, ctx.spark,
+        bind_query(statement.select, query.text, trial, ctx.spark,
                     trusted=ctx.policy.trusted)
     except SparkcqError as e:
         return str(e).splitlines()[0]

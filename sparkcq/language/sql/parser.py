@@ -19,7 +19,9 @@ from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import Token, TokenType
 
 from sparkcq.errors import Location, QuerySyntaxError
+from sparkcq.language.apas.parser import parse_program, unquote_positions
 from sparkcq.language.sql.statements import (
+    ApasText,
     ColumnDef,
     CreateAggregate,
     CreateQuery,
@@ -244,6 +246,8 @@ class _StatementParser:
                 options["sink"] = self.name("a sink name after INTO").text
             if self.accept("WITH"):
                 options.update(self.options())
+            if self.accept("LANGUAGE"):
+                return CreateQuery(name, self.language(), options, loc)
             self.expect("AS")
             return CreateQuery(name, self.select(), options, loc)
         if kind.text.upper() == "STREAM" and self.word() in ("AS", "WITH") and self._derived():
@@ -353,6 +357,20 @@ class _StatementParser:
         name_tok = self.name("a query name or a SELECT")
         self.done()
         return Explain(name_tok.text, glob)
+
+    def language(self) -> SelectText | ApasText:
+        """``LANGUAGE apas AS '<query>'`` (or ``LANGUAGE sql AS SELECT ...``)."""
+        lang = self.name("a query language: apas or sql")
+        if lang.text.lower() == "sql":
+            self.expect("AS")
+            return self.select()
+        if lang.text.lower() != "apas":
+            self.fail(f"unknown query language {lang.text!r}; use apas or sql", lang)
+        self.expect("AS")
+        tok = self.expect_type(TokenType.STRING, "the query text as a string, AS '...'")
+        self.done()
+        positions = unquote_positions(self.text, tok.start, tok.end + 1, tok.text)
+        return ApasText(parse_program(tok.text, self.text, positions))
 
     # -- SELECT with window clauses ------------------------------------------------------
     def select(self) -> SelectText:

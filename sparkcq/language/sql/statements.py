@@ -8,6 +8,7 @@ from enum import Enum, StrEnum
 import sqlglot.expressions as exp
 
 from sparkcq.errors import Location
+from sparkcq.language.apas.syntax import Program
 from sparkcq.model.windows import WindowSpec
 
 
@@ -81,6 +82,15 @@ class SelectText:
 
 
 @dataclass(frozen=True)
+class ApasText:
+    """A query in the StreamAPAS language (``LANGUAGE apas``), parsed; it is compiled
+    against the catalog when its statement runs (``language/apas/compiler.py``).
+    """
+
+    program: Program
+
+
+@dataclass(frozen=True)
 class CreateStream:
     """``CREATE STREAM name (cols) WITH (...)``: a source stream."""
 
@@ -104,10 +114,12 @@ class CreateTable:
 
 @dataclass(frozen=True)
 class CreateQuery:
-    """``CREATE QUERY name [INTO sink] [WITH (...)] AS select``: a continuous query."""
+    """``CREATE QUERY name [INTO sink] [WITH (...)] [LANGUAGE apas] AS select``: a
+    continuous query.
+    """
 
     name: str
-    select: SelectText
+    select: SelectText | ApasText
     options: dict[str, str] = field(default_factory=dict)
     loc: Location | None = None
 

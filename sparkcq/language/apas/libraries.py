@@ -1,0 +1,146 @@
+"""Function libraries of the StreamAPAS language: functions by prefix (DESIGN 4.6).
+
+``agg``, ``window`` and ``util`` are built in; a user's library is a Python module whose
+public, annotated functions become ``prefix.name(...)``, added at run time
+(``CREATE LIBRARY geo USING 'mypkg.geo'``, ``Engine.register_library``) without a grammar
+change: the grammar knows only ``NAME.NAME(args)``. A user library's functions run as
+Python functions in Spark's workers through Arrow (``runtime/functions.py``); run-time user
+aggregates (``CREATE AGGREGATE``) are callable as ``agg.<name>``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, get_type_hints
+
+from sparkcq.errors import CatalogError
+from sparkcq.language.apas.types import ApasType
+
+
+class Role(Enum):
+    """What a function does in a query."""
+
+    SCALAR = "scalar"  # a value per row: ``geo.dist($a.x, $a.y)``
+    AGGREGATE = "aggregate"  # a value per group: ``agg.avg($I.val)``
+    WINDOW = "window"  # a where-clause that puts a window on an input
+    UNION = "union"  # a where-clause whose result is the input ``$new``
+
+
+@dataclass(frozen=True)
+class LibraryFunction:
+    """One function of a library; ``params``/``returns`` for scalar functions."""
+
+    library: str
+    name: str
+    role: Role
+    doc: str
+    params: tuple[ApasType, ...] = ()
+    returns: ApasType | None = None
+    spark_name: str = ""  # the name it is called by in Spark SQL
+    fn: Callable[..., Any] | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def shown(self) -> str:
+        """``library.name``."""
+        return f"{self.library}.{self.name}"
+
+
+@dataclass(frozen=True)
+class Library:
+    """Functions under one prefix; ``module`` is where a user library's code lives."""
+
+    prefix: str
+    functions: dict[str, LibraryFunction]
+    module: str = "built-in"
+
+
+def _builtin(prefix: str, role: Role, docs: dict[str, str]) -> Library:
+    return Library(prefix, {n: LibraryFunction(prefix, n, role, d) for n, d in docs.items()})
+
+
+#: aggregates every engine has (user aggregates join them by name); ``stats`` returns a tree
+AGGREGATES = {
+    "count": "agg.count() or agg.count(x): the number of elements (with x not null)",
+    "sum": "agg.sum(x): the sum of INTEGER or DOUBLE x",
+    "avg": "agg.avg(x): the mean of INTEGER or DOUBLE x, a DOUBLE",
+    "min": "agg.min(x): the least x (INTEGER, DOUBLE, STRING, DATETIME)",
+    "max": "agg.max(x): the greatest x (INTEGER, DOUBLE, STRING, DATETIME)",
+    "stats": "agg.stats(x): a tree [min, max, median, avg] of INTEGER or DOUBLE x",
+}
+
+BUILT_IN: dict[str, Library] = {
+    "agg": _builtin("agg", Role.AGGREGATE, AGGREGATES),
+    "window": _builtin("window", Role.WINDOW, {
+        "range": "window.range($s, 1h [, slide]): each element lives for the range",
+        "now": "window.now($s): each element lives for one time unit",
+        "unbounded": "window.unbounded($s): elements never leave",
+        "rows": "window.rows($s, n): the last n elements",
+    }),
+    "util": _builtin("util", Role.UNION, {
+        "union": "util.union($a[T], $b[T], ...): all elements of the inputs, as $new",
+    }),
+}
+
+_PYTHON_TYPES = {int: ApasType.INTEGER, float: ApasType.DOUBLE, bool: ApasType.BOOLEAN,
+                 str: ApasType.STRING, dt.datetime: ApasType.DATETIME}
+
+
+def spark_function_name(prefix: str, name: str) -> str:
+    """The name a user library's function is registered under in Spark SQL."""
+    return f"{prefix}__{name}".lower()
+
+
+def load_library(prefix: str, module_path: str) -> Library:
+    """The public functions of ``module_path`` as library ``prefix``; each needs annotated
+    parameters and return type of int, float, bool, str or datetime (the language's
+    INTEGER, DOUBLE, BOOLEAN, STRING, DATETIME).
+    """
+    if prefix.lower() in BUILT_IN:
+        msg = f"library prefix {prefix!r} is built in; pick another prefix"
+        raise CatalogError(msg)
+    try:
+        module = importlib.import_module(module_path)
+    except ImportError as e:
+        msg = f"cannot import library module {module_path!r}: {e}"
+        raise CatalogError(msg) from None
+    functions: dict[str, LibraryFunction] = {}
+    for name, fn in vars(module).items():
+        if name.startswith("_") or not inspect.isfunction(fn):
+            continue
+        if fn.__module__ != module.__name__:
+            continue  # imported into the module, not its own
+        functions[name.lower()] = _library_function(prefix, name, fn, module_path)
+    if not functions:
+        msg = f"module {module_path!r} defines no public functions to make a library of"
+        raise CatalogError(msg)
+    return Library(prefix.lower(), functions, module_path)
+
+
+def _library_function(prefix: str, name: str, fn: Callable[..., Any],
+                      module_path: str) -> LibraryFunction:
+    try:
+        hints = get_type_hints(fn)
+    except Exception as e:  # noqa: BLE001 - any failure to evaluate annotations
+        msg = f"{module_path}.{name}: cannot read its type annotations: {e}"
+        raise CatalogError(msg) from None
+    params = []
+    for param in inspect.signature(fn).parameters.values():
+        kind = _PYTHON_TYPES.get(hints.get(param.name))  # type: ignore[arg-type]
+        if kind is None:
+            msg = (f"{module_path}.{name}: parameter {param.name!r} needs an annotation of "
+                   "int, float, bool, str or datetime")
+            raise CatalogError(msg)
+        params.append(kind)
+    returns = _PYTHON_TYPES.get(hints.get("return"))  # type: ignore[arg-type]
+    if returns is None:
+        msg = (f"{module_path}.{name}: its return annotation must be int, float, bool, str "
+               "or datetime")
+        raise CatalogError(msg)
+    doc = (inspect.getdoc(fn) or "").split("\n")[0]
+    return LibraryFunction(prefix.lower(), name.lower(), Role.SCALAR, doc, tuple(params),
+                           returns, spark_function_name(prefix, name), fn)
