@@ -1,0 +1,209 @@
+"""StreamAPAS queries on the engine: the published two-sector query and its range-window
+variant equal the SQL queries and the reference interpreter, share the SQL queries'
+operators, and report their mistakes at their place in the APAS text.
+"""
+
+import re
+import statistics
+
+import pytest
+
+from sparkcq.errors import AnalysisError, QuerySyntaxError
+from sparkcq.language.apas.parser import quote_query
+from oracle import Relation, aggregate, output, union
+from scenarios import engine_records, per_case
+
+# the paper's inputs: speeds per road sector, each valid over an interval
+SECTOR_I = [(40, 2, 10), (70, 4, 10), (70, 8, 14), (80, 9, 17)]
+SECTOR_II = [(90, 3, 7), (70, 5, 9), (50, 7, 14), (100, 9, 18)]
+
+TWO_SECTORS = """\
+select o1[sektor = 1, avg = agg.avg($I.val), minmax = (agg.min($I.val) + agg.max($I.val)) / 2];
+select o2[sektor = 2, avg = agg.avg($II.val), minmax = (agg.min($II.val) + agg.max($II.val)) / 2];
+where util.union($o1[T], $o2[T]) select facts[$new[T]];
+where $facts.avg > 70 select result[$facts[T]];
+select [$result[T]]"""
+
+RANGED = (TWO_SECTORS
+          .replace("select o1", "where window.range($I, 1h) select o1", 1)
+          .replace("select o2", "where window.range($II, 1h) select o2", 1))
+
+SQL = """SELECT sektor, avg, minmax FROM (
+    SELECT 1 AS sektor, avg(val) AS avg, (min(val) + max(val)) / 2 AS minmax FROM I{w}
+    UNION ALL
+    SELECT 2 AS sektor, avg(val) AS avg, (min(val) + max(val)) / 2 AS minmax FROM II{w}
+) AS facts WHERE avg > 70"""
+
+
+def reference(window: int | None) -> list[tuple]:
+    """The two-sector query by the reference interpreter (tests/oracle.py)."""
+    def sector(rows: list[tuple], number: int) -> Relation:
+        elements = tuple(((v,), ts, te if window is None else ts + window)
+                         for v, ts, te in rows)
+        vals = lambda rs: [r["val"] for r in rs]  # noqa: E731
+        agg = aggregate(Relation(("val",), elements), (), [
+            ("avg", lambda rs: statistics.mean(vals(rs))),
+            ("minmax", lambda rs: (min(vals(rs)) + max(vals(rs))) / 2)])
+        return agg.select(("sektor", "avg", "minmax"),
+                          lambda r: (number, float(r["avg"]), float(r["minmax"])))
+
+    facts = union(sector(SECTOR_I, 1), sector(SECTOR_II, 2)).where(lambda r: r["avg"] > 70)
+    return output(facts, "")
+
+
+def run_sectors(engine, queries: dict[str, tuple[str, str]]) -> dict[str, list[tuple]]:
+    engine.execute("""
+        CREATE STREAM I (val BIGINT, t BIGINT, t_end BIGINT)
+            WITH (event_time='t', end_time='t_end', time_unit='hours');
+        CREATE STREAM II (val BIGINT, t BIGINT, t_end BIGINT)
+            WITH (event_time='t', end_time='t_end', time_unit='hours');
+    """)
+    for name, (language, text) in queries.items():
+        engine.create_query(name, text, language=language)
+    for stream, rows in (("I", SECTOR_I), ("II", SECTOR_II)):
+        engine.push(stream, [{"val": v, "t": a, "t_end": b} for v, a, b in rows], end=True)
+    engine.run_until_idle()
+    return {name: sorted(engine_records(engine.results(name), "intervals"))
+            for name in queries}
+
+
+def test_two_sector_query_equals_sql_and_the_reference(engine):
+    got = run_sectors(engine, {"apas": ("apas", TWO_SECTORS), "sql": ("sql", SQL.format(w=""))})
+    want = sorted(reference(None))
+    # sector I is 75 on [10, 14) and 80 on [14, 17); sector II 90, 80, 75, 100 where > 70
+    assert want == [((1, 75.0, 75.0), 10, 14), ((1, 80.0, 80.0), 14, 17),
+                    ((2, 75.0, 75.0), 9, 14), ((2, 80.0, 80.0), 5, 7),
+                    ((2, 90.0, 90.0), 3, 5), ((2, 100.0, 100.0), 14, 18)]
+    assert got["apas"] == want
+    assert got["sql"] == want
+
+
+def test_range_window_variant_equals_sql_and_the_reference(engine):
+    got = run_sectors(engine, {"apas": ("apas", RANGED),
+                               "sql": ("sql", SQL.format(w=" [RANGE 1 HOURS]"))})
+    want = sorted(reference(1))
+    assert want and got["apas"] == want
+    assert got["sql"] == want
+
+
+def test_apas_and_sql_queries_share_every_operator(engine):
+    engine.execute("""
+        CREATE STREAM I (val BIGINT, t BIGINT, t_end BIGINT) WITH (event_time='t', end_time='t_end');
+        CREATE STREAM II (val BIGINT, t BIGINT, t_end BIGINT) WITH (event_time='t', end_time='t_end');
+    """)
+    engine.create_query("apas", TWO_SECTORS, language="apas")
+    alone = engine.explain_global()
+    engine.create_query("sql", SQL.format(w=""), language="sql")
+    both = engine.explain_global()
+    nodes = [line for line in both.splitlines() if re.match(r"#\d+ ", line)]
+    assert len(nodes) == len([ln for ln in alone.splitlines() if re.match(r"#\d+ ", ln)])
+    assert any(line.startswith("#2 Aggregate avg(_a0)") for line in nodes)
+    for line in nodes:
+        assert "refs=2" in line and "queries=[apas, sql]" in line, line
+
+
+def test_a_query_from_a_statement_in_a_script(engine):
+    engine.execute(f"""
+        CREATE STREAM I (val BIGINT, t BIGINT, t_end BIGINT) WITH (event_time='t', end_time='t_end');
+        CREATE STREAM II (val BIGINT, t BIGINT, t_end BIGINT) WITH (event_time='t', end_time='t_end');
+        CREATE QUERY roads LANGUAGE apas AS {quote_query(TWO_SECTORS)};
+    """)
+    assert "Aggregate avg(_a0)" in engine.explain("roads")
+    for stream, rows in (("I", SECTOR_I), ("II", SECTOR_II)):
+        engine.push(stream, [{"val": v, "t": a, "t_end": b} for v, a, b in rows], end=True)
+    engine.run_until_idle()
+    assert sorted(engine_records(engine.results("roads"), "intervals")) == sorted(reference(None))
+
+
+@pytest.fixture
+def sensors(engine):
+    engine.execute("CREATE STREAM s (k STRING, v BIGINT, x DOUBLE, ok BOOLEAN, t BIGINT) "
+                   "WITH (event_time='t')")
+    return engine
+
+
+@pytest.mark.parametrize(("text", "message", "line", "fragment"), [
+    ("select o[a = $s.v - $s.k];\nselect [$o[T]]",
+     "type error: operator '-' does not apply to INTEGER and STRING; it applies to INTEGER, "
+     "DOUBLE", 1, "$s.v - $s.k"),
+    ("select o[a = $s.vv];\nselect [$o[T]]",
+     "unknown attribute 'vv' of $s; attributes: k, v, x, ok, t", 1, "$s.vv"),
+    ("select o[a = $s.v];\nwhere $o.a select p[$o[T]];\nselect [$p[T]]",
+     "a where-condition must be BOOLEAN, found INTEGER", 2, "$o.a"),
+    ("select o[a = agg.avg($s.k)];\nselect [$o[T]]",
+     "type error: agg.avg takes INTEGER or DOUBLE, found STRING", 1, "$s.k"),
+    ("select o[a = geo.dist($s.x)];\nselect [$o[T]]",
+     "unknown library 'geo' in geo.dist; libraries: agg, util, window", 1,
+     "geo.dist($s.x)"),
+    ("select o[a = agg.mean($s.v)];\nselect [$o[T]]",
+     "unknown function 'agg.mean'; library 'agg' has avg, count, max, min, stats, sum", 1,
+     "agg.mean($s.v)"),
+    ("select o[a = $q.v];\nselect [$o[T]]", "unknown stream or step $q; known: $s", 1,
+     "$q.v"),
+    ("select o[a = agg.sum($s.v), b = agg.min($s.v) + $s.v];\nselect [$o[T]]",
+     "mixes an aggregate with $s.v outside one", 1, "agg.min($s.v) + $s.v"),
+    ("where agg.count() > 1 select o[a = $s.v];\nselect [$o[T]]",
+     "an aggregate is not allowed in a where-clause", 1, "agg.count() > 1"),
+    ("select o[a = $s.v, a = 2];\nselect [$o[T]]", "attribute 'a' is defined twice", 1,
+     "a = 2"),
+    ("select o[a = $s.v];\nselect o[b = $s.v];\nselect [$o[T]]",
+     "step 'o' is defined twice", 2, "o"),
+    ("where window.range($s, 10) and window.now($s) select o[a = $s.v];\nselect [$o[T]]",
+     "$s has two windows in this step", 1, "window.now($s)"),
+    ("select o[a = $s.v];\nwhere window.range($o, 10) select p[b = $o.a];\nselect [$p[T]]",
+     "$o is a step of this query; a window applies to a stream", 2, "window.range($o, 10)"),
+    ("select o[a = $s.v, b = $s.ok];\nselect p[a = $s.v];\nwhere util.union($o[T], $p[T]) "
+     "select u[$new[T]];\nselect [$u[T]]",
+     "util.union: $p has attributes a, the first input a, b", 3, "$p[T]"),
+    ("select o[a = window.now($s)];\nselect [$o[T]]",
+     "window.now shapes a step's input; call it in the where-clause", 1,
+     "window.now($s)"),
+    ("select o[a = $s];\nselect [$o[T]]", "$s is a whole input, not a value", 1, "$s"),
+    ("select o[a = $s.v.w];\nselect [$o[T]]",
+     "$s.v is INTEGER, not a tree; it has no attribute 'w'", 1, "$s.v.w"),
+], ids=lambda x: x if isinstance(x, str) and len(x) < 20 else None)
+def test_mistakes_are_refused_at_their_place_in_the_apas_text(sensors, text, message, line,
+                                                              fragment):
+    with pytest.raises(AnalysisError) as err:
+        sensors.create_query("q", text, language="apas")
+    e = err.value
+    assert message in e.message
+    col = text.splitlines()[line - 1].index(fragment) + 1
+    assert (e.loc.line, e.loc.col) == (line, col), str(e)
+    assert e.text == text
+    assert text[e.loc.start:e.loc.end] == fragment
+    assert sensors.show("QUERIES").empty
+
+
+def test_a_syntax_error_of_a_statement_underlines_the_statement(sensors):
+    statement = ("CREATE QUERY q LANGUAGE apas AS 'select o[a = $s.v];\n"
+                 "select [$o[T]]]'")
+    with pytest.raises(QuerySyntaxError) as err:
+        sensors.execute(statement)
+    assert (err.value.loc.line, err.value.loc.col) == (2, 15)
+    assert "select [$o[T]]]" in str(err.value)
+
+
+def test_a_type_error_in_a_statement_underlines_the_statement(sensors):
+    statement = "CREATE QUERY q LANGUAGE apas AS 'select o[a = $s.k - true]; select [$o[T]]'"
+    with pytest.raises(AnalysisError) as err:
+        sensors.execute(statement)
+    e = err.value
+    assert statement[e.loc.start:e.loc.end] == "$s.k - true"
+    assert "operator '-' does not apply to STRING and BOOLEAN" in e.message
+
+
+def test_per_key_aggregate_groups_by_the_other_attributes(sensors):
+    sensors.create_query("per_key", (
+        "where window.range($s, 10) and $s.v > 0 select o[k = $s.k, n = agg.count(), "
+        "total = agg.sum($s.v), first = 1];\nselect [$o[T]]"), language="apas")
+    sensors.create_query("sql", "SELECT k, count(*) AS n, sum(v) AS total, 1 AS first "
+                         "FROM s [RANGE 10] WHERE v > 0 GROUP BY k")
+    sensors.push("s", [{"k": k, "v": v, "x": 0.0, "ok": True, "t": t}
+                       for k, v, t in [("a", 1, 1), ("b", 2, 2), ("a", 3, 5), ("a", 0, 6)]],
+                 end=True)
+    sensors.run_until_idle()
+    got = per_case(engine_records(sensors.results("per_key"), "intervals"))
+    assert got == per_case(engine_records(sensors.results("sql"), "intervals"))
+    assert sorted(got["a"]) == [(("a", 1, 1, 1), 1, 5), (("a", 1, 3, 1), 11, 15),
+                                (("a", 2, 4, 1), 5, 11)]
