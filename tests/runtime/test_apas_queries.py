@@ -7,11 +7,11 @@ import re
 import statistics
 
 import pytest
+from oracle import Relation, aggregate, output, union
+from scenarios import engine_records, per_case
 
 from sparkcq.errors import AnalysisError, QuerySyntaxError
 from sparkcq.language.apas.parser import quote_query
-from oracle import Relation, aggregate, output, union
-from scenarios import engine_records, per_case
 
 # the paper's inputs: speeds per road sector, each valid over an interval
 SECTOR_I = [(40, 2, 10), (70, 4, 10), (70, 8, 14), (80, 9, 17)]
@@ -88,8 +88,10 @@ def test_range_window_variant_equals_sql_and_the_reference(engine):
 
 def test_apas_and_sql_queries_share_every_operator(engine):
     engine.execute("""
-        CREATE STREAM I (val BIGINT, t BIGINT, t_end BIGINT) WITH (event_time='t', end_time='t_end');
-        CREATE STREAM II (val BIGINT, t BIGINT, t_end BIGINT) WITH (event_time='t', end_time='t_end');
+        CREATE STREAM I (val BIGINT, t BIGINT, t_end BIGINT)
+            WITH (event_time='t', end_time='t_end');
+        CREATE STREAM II (val BIGINT, t BIGINT, t_end BIGINT)
+            WITH (event_time='t', end_time='t_end');
     """)
     engine.create_query("apas", TWO_SECTORS, language="apas")
     alone = engine.explain_global()
@@ -104,8 +106,10 @@ def test_apas_and_sql_queries_share_every_operator(engine):
 
 def test_a_query_from_a_statement_in_a_script(engine):
     engine.execute(f"""
-        CREATE STREAM I (val BIGINT, t BIGINT, t_end BIGINT) WITH (event_time='t', end_time='t_end');
-        CREATE STREAM II (val BIGINT, t BIGINT, t_end BIGINT) WITH (event_time='t', end_time='t_end');
+        CREATE STREAM I (val BIGINT, t BIGINT, t_end BIGINT)
+            WITH (event_time='t', end_time='t_end');
+        CREATE STREAM II (val BIGINT, t BIGINT, t_end BIGINT)
+            WITH (event_time='t', end_time='t_end');
         CREATE QUERY roads LANGUAGE apas AS {quote_query(TWO_SECTORS)};
     """)
     assert "Aggregate avg(_a0)" in engine.explain("roads")
