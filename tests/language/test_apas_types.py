@@ -21,7 +21,7 @@ from sparkcq.language.apas.types import (
     cast,
 )
 
-I, D, B, S, T = (ApasType.INTEGER, ApasType.DOUBLE, ApasType.BOOLEAN, ApasType.STRING,
+I, D, B, S, T = (ApasType.INTEGER, ApasType.DOUBLE, ApasType.BOOLEAN, ApasType.STRING,  # noqa: E741
                  ApasType.DATETIME)
 TYPES = {"I": I, "D": D, "B": B, "S": S, "T": T}
 
