@@ -11,10 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import sqlglot
 import sqlglot.expressions as exp
 from pyspark.errors import AnalysisException
-from pyspark.sql.types import BooleanType, StructType
+from pyspark.sql.types import BooleanType, DoubleType, NumericType, StructType
 
+from sparkcq.aggregates.library import Median
 from sparkcq.aggregates.user import UserAggregate
 from sparkcq.errors import AnalysisError, Location
 from sparkcq.language.apas.compiler import compile_program
@@ -61,6 +63,14 @@ if TYPE_CHECKING:
 
 _AGGREGATES = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max"}
 
+_MEDIAN = UserAggregate("median", Median, ("x",), (DoubleType(),), DoubleType(),
+                        "sparkcq.aggregates.library:Median")
+#: aggregates that return a tree (DESIGN 4.5): name -> field -> (aggregate, user aggregate)
+TREE_AGGREGATES: dict[str, dict[str, tuple[str, UserAggregate | None]]] = {
+    "stats": {"min": ("min", None), "max": ("max", None), "median": ("median", _MEDIAN),
+              "avg": ("avg", None)},
+}
+
 
 @dataclass
 class _Source:
@@ -78,6 +88,36 @@ class _Scope:
     sources: list[_Source] = field(default_factory=list)
 
     def resolve(self, col: Any, ctx: _Binder) -> str:
+        """The plan column a column reference names; a path into a struct is an error here
+        (``resolve_path`` takes one).
+        """
+        column, fields = self.resolve_path(col, ctx)
+        if fields:
+            msg = f"{col.sql(dialect='spark')} is a field of a struct, not a column"
+            raise ctx.error(msg, col)
+        return column
+
+    def resolve_path(self, col: Any, ctx: _Binder) -> tuple[str, tuple[str, ...]]:
+        """The plan column a reference starts from and the struct fields it goes down
+        (DESIGN 4.5 attribute trees): ``s.position.x`` and ``position.x`` are field ``x`` of
+        column ``position``, a qualifier first when it names a source in scope.
+        """
+        parts = [p.name for p in col.parts]
+        if len(parts) > 2 or (len(parts) == 2 and not self.is_alias(parts[0])):
+            if self.is_alias(parts[0]):
+                qualified = exp.column(parts[1], table=parts[0])
+                return self.resolve_path(qualified, ctx)[0], tuple(parts[2:])
+            if len(parts) <= 4 and any(_lookup(s.columns, parts[0]) for s in self.sources):
+                head = exp.column(parts[0])
+                head.meta.update(col.meta)
+                return self.resolve_path(head, ctx)[0], tuple(parts[1:])
+        return self._resolve(col, ctx), ()
+
+    def is_alias(self, name: str) -> bool:
+        """Whether ``name`` is the alias of a source in scope."""
+        return any(s.alias.lower() == name.lower() for s in self.sources)
+
+    def _resolve(self, col: Any, ctx: _Binder) -> str:
         name = col.name
         table = col.table
         if table:
@@ -450,7 +490,7 @@ class _Binder:
         if not cols or any(self.is_aggregate(n) for n in cond.walk()):
             return False
         try:
-            names = {visible.resolve(c, self) for c in cols}
+            names = {visible.resolve_path(c, self)[0] for c in cols}
         except AnalysisError:
             return False  # names a later source (or none): the WHERE reports it
         own = set(src.columns.values())
@@ -486,7 +526,10 @@ class _Binder:
                 if isinstance(conj, exp.EQ) and all(
                     isinstance(x, exp.Column) for x in (conj.left, conj.right)
                 ):
-                    a, b = visible.resolve(conj.left, self), visible.resolve(conj.right, self)
+                    (a, fa), (b, fb) = (visible.resolve_path(conj.left, self),
+                                        visible.resolve_path(conj.right, self))
+                    if fa or fb:
+                        continue  # a struct field: a condition, not a join key
                     if a in left_cols and b in src.columns.values():
                         equi.append((a, b))
                     elif b in left_cols and a in src.columns.values():
@@ -501,7 +544,11 @@ class _Binder:
     def render(self, node: exp.Expression, scope: _Scope) -> str:
         def rewrite(n: exp.Expression) -> exp.Expression:
             if isinstance(n, exp.Column) and not isinstance(n.this, exp.Star):
-                return exp.column(scope.resolve(n, self), quoted=True)
+                column, fields = scope.resolve_path(n, self)
+                if not fields:
+                    return exp.column(column, quoted=True)
+                return exp.Dot.build([exp.column(column, quoted=True),
+                                      *[exp.to_identifier(f, quoted=True) for f in fields]])
             return n
 
         for n in node.walk():
@@ -581,7 +628,15 @@ class _Binder:
 
     def is_aggregate(self, node: Any) -> bool:
         """Whether ``node`` calls a built-in or a user aggregate."""
-        return isinstance(node, exp.AggFunc) or self.user_aggregate(node) is not None
+        return (isinstance(node, exp.AggFunc) or self.user_aggregate(node) is not None
+                or self.is_tree_aggregate(node))
+
+    def is_tree_aggregate(self, node: Any) -> bool:
+        """Whether ``node`` calls a built-in aggregate that returns a tree (``stats``),
+        and no user aggregate of that name shadows it.
+        """
+        return (isinstance(node, exp.Anonymous) and node.name.lower() in TREE_AGGREGATES
+                and node.name.lower() not in self.catalog.aggregates)
 
     def user_aggregate_arg(self, node: exp.Func, uda: UserAggregate, plan: PlanNode,
                            scope: _Scope) -> str:
@@ -633,6 +688,8 @@ class _Binder:
         arg_names: dict[str, str] = {}
 
         def agg_ref(node: exp.Expression) -> exp.Expression:
+            if self.is_tree_aggregate(node):
+                return tree_ref(node)
             uda = self.user_aggregate(node)
             if uda is not None:
                 assert isinstance(node, exp.Func)
@@ -682,6 +739,37 @@ class _Binder:
             if call_key not in calls:
                 calls[call_key] = AggCall(func, arg, distinct, f"_x{len(calls)}")
             return exp.column(calls[call_key].name, quoted=True)
+
+        def tree_ref(node: exp.Expression) -> exp.Expression:
+            """``stats(x)``: one call per part, then the struct of their values, so the
+            parts are partial aggregates like any other (shared, computed once).
+            """
+            args = call_args(node)  # type: ignore[arg-type]
+            if len(args) != 1:
+                msg = f"{node.name}(x) takes one argument, got {len(args)}"
+                raise self.error(msg, node)
+            for inner in args[0].walk():
+                if self.is_aggregate(inner):
+                    msg = "aggregate functions cannot be nested"
+                    raise self.error(msg, inner)
+            sql = self.render(args[0], scope)
+            got = self.empty(plan.schema).selectExpr(sql).schema.fields[0].dataType
+            if not isinstance(got, NumericType):
+                msg = (f"{node.name}(x) takes a number, found {got.simpleString().upper()}")
+                raise self.error(msg, args[0])
+            as_double = implicit_cast_sql(sql, got, DoubleType()) or sql
+            fields = []
+            for part, (func, uda) in TREE_AGGREGATES[node.name.lower()].items():
+                arg_sql = as_double if uda is not None else sql
+                if arg_sql not in arg_names:
+                    arg_names[arg_sql] = f"_a{len(arg_names)}"
+                    pre.append((arg_names[arg_sql], arg_sql))
+                key = f"{func}|False|{arg_names[arg_sql]}"
+                if key not in calls:
+                    calls[key] = AggCall(func, arg_names[arg_sql], False, f"_x{len(calls)}",
+                                         uda)
+                fields.append(f"'{part}', {quote(calls[key].name)}")
+            return sqlglot.parse_one(f"named_struct({', '.join(fields)})", read="spark")
 
         group_sql = {self._canon(g): key_names[self.render(g, scope)] for g in group_exprs}
 

@@ -96,12 +96,20 @@ def sliced_tail_changes(family: SlicedFamily, run: SlicedRun | None,
 
 
 def substitute(sql: str, mapping: dict[str, str]) -> str:
-    """``sql`` with each column reference replaced by its expression in ``mapping``."""
+    """``sql`` with each column reference replaced by its expression in ``mapping`` (a
+    path into a struct column, ``s.median``, starts from the column's expression).
+    """
     tree = sqlglot.parse_one(sql, read="spark")
 
     def replace(node: exp.Expression) -> exp.Expression:
-        if isinstance(node, exp.Column) and not node.table and node.name in mapping:
-            return exp.Paren(this=sqlglot.parse_one(mapping[node.name], read="spark"))
+        if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
+            head, *fields = [p.name for p in node.parts]
+            if head in mapping:
+                value = exp.Paren(this=sqlglot.parse_one(mapping[head], read="spark"))
+                if not fields:
+                    return value
+                return exp.Dot.build([value, *[exp.to_identifier(f, quoted=True)
+                                               for f in fields]])
         return node
 
     return tree.transform(replace).sql(dialect="spark")

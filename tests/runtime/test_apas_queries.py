@@ -211,3 +211,97 @@ def test_per_key_aggregate_groups_by_the_other_attributes(sensors):
     assert got == per_case(engine_records(sensors.results("sql"), "intervals"))
     assert sorted(got["a"]) == [(("a", 1, 1, 1), 1, 5), (("a", 1, 3, 1), 11, 15),
                                 (("a", 2, 4, 1), 5, 11)]
+
+
+# -- attribute trees, in both languages -------------------------------------------------------
+CARS = [("a", 1.0, 2.0, 1), ("a", 3.0, 2.0, 2), ("a", 8.0, 5.0, 3), ("b", 0.0, 0.0, 4)]
+
+
+@pytest.fixture
+def cars(engine):
+    engine.execute("CREATE STREAM cars (id STRING, position STRUCT<x: DOUBLE, y: DOUBLE>, "
+                   "t BIGINT) WITH (event_time='t')")
+    return engine
+
+
+def push_cars(engine):
+    engine.push("cars", [{"id": i, "position": {"x": x, "y": y}, "t": t} for i, x, y, t in CARS],
+                end=True)
+    engine.run_until_idle()
+
+
+def rows(engine, query: str) -> list[tuple]:
+    frame = engine.results(query)
+    cols = [c for c in frame.columns if c not in ("_te", "_op")]
+    plain = lambda v: tuple(sorted(v.items())) if isinstance(v, dict) else v  # noqa: E731
+    return sorted(tuple(plain(r[c]) for c in cols) for r in frame.to_dict("records"))
+
+
+def test_paths_into_a_struct_in_both_languages(cars):
+    cars.execute("CREATE QUERY sql AS SELECT id, position.x AS px, cars.position.y AS py "
+                 "FROM cars WHERE position.x > 2")
+    cars.create_query("apas", "where $cars.position.x > 2 select o[id = $cars.id, "
+                      "px = $cars.position.x, py = $cars.position.y];\nselect [$o[T]]",
+                      language="apas")
+    push_cars(cars)
+    want = [("a", 3.0, 2.0, 2), ("a", 8.0, 5.0, 3)]
+    assert rows(cars, "sql") == want
+    assert rows(cars, "apas") == want
+    assert "Project `id`, `position`.`x` AS px, `position`.`y` AS py" in cars.explain("sql")
+    top = [cars.explain(q).splitlines()[0].split("  (shared")[0] for q in ("apas", "sql")]
+    assert top[0] == top[1]
+
+
+def test_subtrees_copied_and_built(cars):
+    cars.execute("CREATE QUERY sql AS SELECT id, position FROM cars")
+    cars.create_query("apas", "select o[id = $cars.id, $cars.position[T], "
+                      "p.x2 = $cars.position.x * 2, p.src = $cars.id, d = [u = 1, w = true], "
+                      "all = $cars[T]];\nselect [$o[T]]", language="apas")
+    push_cars(cars)
+    assert rows(cars, "sql") == [(i, (("x", x), ("y", y)), t) for i, x, y, t in CARS]
+    got = rows(cars, "apas")
+    assert got == sorted(
+        (i, (("x", x), ("y", y)), (("src", i), ("x2", 2 * x)), (("u", 1), ("w", True)),
+         (("id", i), ("position", {"x": x, "y": y}), ("t", t)), t) for i, x, y, t in CARS)
+    frame = cars.results("apas")
+    assert list(frame.columns[:5]) == ["id", "position", "p", "d", "all"]
+    assert list(frame["p"][0]) == ["x2", "src"]  # in the order written
+
+
+def test_tree_valued_aggregate_in_both_languages(cars):
+    cars.execute("CREATE QUERY sql AS SELECT id, stats(position.x).median AS med, "
+                 "stats(position.x) AS s FROM cars [RANGE 10] GROUP BY id")
+    cars.create_query("apas", "where window.range($cars, 10) select o[id = $cars.id, "
+                      "s = agg.stats($cars.position.x)];\n"
+                      "select p[id = $o.id, med = $o.s.median, $o.s[T]];\nselect [$p[T]]",
+                      language="apas")
+    push_cars(cars)
+    # a's x over [RANGE 10]: {1} on [1,2), {1,3} on [2,3), {1,3,8} on [3,11), {3,8} on
+    # [11,12), {8} on [12,13); b's {0} on [4,14)
+    stats = {1: (1.0, 1.0, 1.0, 1.0), 2: (1.0, 3.0, 2.0, 2.0), 3: (1.0, 8.0, 3.0, 4.0),
+             11: (3.0, 8.0, 5.5, 5.5), 12: (8.0, 8.0, 8.0, 8.0)}
+    want = sorted([("a", med, (("avg", avg), ("max", hi), ("median", med), ("min", lo)), ts)
+                   for ts, (lo, hi, med, avg) in stats.items()]
+                  + [("b", 0.0, (("avg", 0.0), ("max", 0.0), ("median", 0.0), ("min", 0.0)), 4)])
+    assert rows(cars, "sql") == want
+    assert rows(cars, "apas") == want
+    frame = cars.results("apas")
+    assert list(frame["s"][0]) == ["min", "max", "median", "avg"]
+    # one aggregate node with four partials, shared by the two queries
+    assert ("Aggregate min(_a0) AS _x0, max(_a0) AS _x1, median(_a0) AS _x2, avg(_a0) AS _x3 "
+            "BY _g0") in cars.explain("apas")
+    assert "(shared with sql)" in cars.explain("apas").split("Aggregate")[1].splitlines()[0]
+
+
+def test_tree_mistakes(cars):
+    with pytest.raises(AnalysisError, match=r"unknown attribute 'z' of \$cars.position; "
+                                            r"attributes: x, y"):
+        cars.create_query("q", "select o[a = $cars.position.z]; select [$o[T]]",
+                          language="apas")
+    with pytest.raises(AnalysisError, match="agg.stats takes INTEGER or DOUBLE, found a tree"):
+        cars.create_query("q", "select o[a = agg.stats($cars.position)]; select [$o[T]]",
+                          language="apas")
+    with pytest.raises(AnalysisError, match="stats\\(x\\) takes a number, found STRING"):
+        cars.execute("CREATE QUERY q AS SELECT stats(id) AS s FROM cars [RANGE 5]")
+    with pytest.raises(AnalysisError, match="No such struct field `?z`?|z"):
+        cars.execute("CREATE QUERY q AS SELECT position.z AS z FROM cars")
