@@ -769,7 +769,9 @@ class _Binder:
                     calls[key] = AggCall(func, arg_names[arg_sql], False, f"_x{len(calls)}",
                                          uda)
                 fields.append(f"'{part}', {quote(calls[key].name)}")
-            return sqlglot.parse_one(f"named_struct({', '.join(fields)})", read="spark")
+            struct = sqlglot.parse_one(f"named_struct({', '.join(fields)})", read="spark")
+            assert isinstance(struct, exp.Expression)
+            return struct
 
         group_sql = {self._canon(g): key_names[self.render(g, scope)] for g in group_exprs}
 
