@@ -33,6 +33,7 @@ from sparkcq.io.feed_source import FeedSource
 from sparkcq.io.postgres import PostgresSink, parse_databases
 from sparkcq.io.sinks import ConsoleSink, FilesSink, MemorySink, Sink
 from sparkcq.io.sources import IngestLimits, PushReceipt, Source
+from sparkcq.language.apas.parser import quote_query
 from sparkcq.language.query_text import query_statement, within_query_text
 from sparkcq.language.sql.parser import parse_script_located
 from sparkcq.language.sql.statements import ExplainFormat, ObjectKind, ShowTarget
@@ -205,6 +206,13 @@ class Engine:
         create_function(self.context, name, fn, return_type, vectorized)
         self._journal(FunctionEntry(name, ref, ensure_data_type(return_type).simpleString(),
                                     vectorized))
+
+    def register_library(self, prefix: str, module: str) -> None:
+        """Make the annotated functions of ``module`` callable from StreamAPAS queries as
+        ``prefix.name(...)`` (``CREATE LIBRARY prefix USING 'module'``); only modules the
+        engine allows (``allow_udf_modules``) may load.
+        """
+        self.execute(f"CREATE LIBRARY {prefix} USING {quote_query(module)}")
 
     def aggregate_users(self, name: str) -> list[str]:
         """The running queries and derived streams whose plans call aggregate ``name``."""

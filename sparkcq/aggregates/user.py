@@ -145,7 +145,7 @@ def load_aggregate_class(path: str, name: str, allowed: tuple[str, ...]) -> type
 
 
 #: names a user aggregate may not take: the built-in aggregates
-BUILTIN_AGGREGATES = ("count", "sum", "avg", "min", "max")
+BUILTIN_AGGREGATES = ("count", "sum", "avg", "min", "max", "stats")
 
 
 def define_aggregate(name: str, cls: Any, params: list[tuple[str, DataType]],

@@ -15,6 +15,7 @@ from sparkcq.catalog import ensure_identifier
 from sparkcq.errors import AnalysisError, CatalogError, Location, QuerySyntaxError
 from sparkcq.language.sql.statements import (
     CreateAggregate,
+    CreateLibrary,
     CreateQuery,
     CreateStream,
     CreateStreamAs,
@@ -26,6 +27,7 @@ from sparkcq.language.sql.statements import (
 )
 from sparkcq.statements.context import StatementContext
 from sparkcq.statements.create_aggregate import create_aggregate
+from sparkcq.statements.create_library import create_library
 from sparkcq.statements.create_query import create_query
 from sparkcq.statements.create_stream import create_stream
 from sparkcq.statements.create_stream_as import create_stream_as
@@ -47,6 +49,7 @@ HANDLERS: dict[type, Handler] = {
     CreateTable: create_table,
     CreateQuery: create_query,
     CreateAggregate: create_aggregate,
+    CreateLibrary: create_library,
     Drop: drop_statement,
     Refresh: refresh,
     Explain: explain_statement,
@@ -58,7 +61,7 @@ HANDLERS: dict[type, Handler] = {
 
 #: what each CREATE makes, for the identifier check of its name
 CREATED_KINDS = {CreateStream: "stream", CreateStreamAs: "stream", CreateTable: "table",
-                 CreateQuery: "query", CreateAggregate: "aggregate"}
+                 CreateQuery: "query", CreateAggregate: "aggregate", CreateLibrary: "library"}
 
 
 def run_statement(stmt: Any, text: str, ctx: StatementContext) -> Any:

@@ -1,4 +1,4 @@
-"""``DROP QUERY | STREAM | TABLE | AGGREGATE name``: refused while something else uses it.
+"""``DROP QUERY | STREAM | TABLE | AGGREGATE | LIBRARY name``: refused while something else uses it.
 
 Dropping a query removes exactly the operators no other query uses and frees their state
 (DESIGN 4.2); dropping a stream closes its source (a feed stream's spool is deleted).
@@ -11,6 +11,7 @@ from sparkcq.io.feed_source import FeedSource
 from sparkcq.language.sql.statements import Drop, ObjectKind
 from sparkcq.plan.nodes import walk
 from sparkcq.statements.context import StatementContext
+from sparkcq.statements.create_library import library_users, remove_library
 
 
 def drop_statement(stmt: Drop, text: str, ctx: StatementContext) -> None:
@@ -19,11 +20,14 @@ def drop_statement(stmt: Drop, text: str, ctx: StatementContext) -> None:
 
 
 def drop(ctx: StatementContext, kind: ObjectKind, name: str) -> None:
-    """Drop a query, stream, table or aggregate; CatalogError when it is in use."""
+    """Drop a query, stream, table, aggregate or library; CatalogError when it is in use."""
     check_drop(ctx, kind, name)
     catalog = ctx.catalog
     if kind is ObjectKind.AGGREGATE:
         del catalog.aggregates[name.lower()]
+        return
+    if kind is ObjectKind.LIBRARY:
+        remove_library(ctx, name)
         return
     if kind is ObjectKind.QUERY:
         info = catalog.query(name)
@@ -61,6 +65,12 @@ def check_drop(ctx: StatementContext, kind: ObjectKind, name: str,
             msg = f"unknown aggregate {name!r}; aggregates: {known}"
             raise UnknownNameError(msg)
         users = ctx.view().aggregate_users(name)
+    elif kind is ObjectKind.LIBRARY:
+        if name.lower() not in catalog.libraries:
+            known = ", ".join(sorted(catalog.libraries)) or "none"
+            msg = f"unknown library {name!r}; libraries: {known}"
+            raise UnknownNameError(msg)
+        users = library_users(ctx, name)
     elif kind is ObjectKind.QUERY:
         catalog.query(name)
         users = []

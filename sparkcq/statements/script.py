@@ -2,8 +2,8 @@
 
 The whole script is parsed first, so a syntax error anywhere runs nothing. Then the
 statements run in order; when one fails, what the statements before it (and the failing
-one, part way) created is undone in reverse order: created queries, streams, tables and
-aggregates are dropped, a table a CREATE TABLE replaced comes back. A script of one
+one, part way) created is undone in reverse order: created queries, streams, tables,
+aggregates and libraries are dropped, a table a CREATE TABLE replaced comes back. A script of one
 statement raises that statement's own error; a longer one raises a ScriptError that names
 the failing statement's line and says nothing was applied.
 
@@ -37,12 +37,13 @@ class CatalogNames:
     tables: dict[str, TableInfo]
     queries: frozenset[str]
     aggregates: frozenset[str]
+    libraries: frozenset[str]
 
     @classmethod
     def of(cls, catalog: Catalog) -> CatalogNames:
         """The names ``catalog`` holds now."""
         return cls(frozenset(catalog.streams), dict(catalog.tables), frozenset(catalog.queries),
-                   frozenset(catalog.aggregates))
+                   frozenset(catalog.aggregates), frozenset(catalog.libraries))
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,7 @@ class Created:
     streams: tuple[str, ...]
     tables: tuple[str, ...]
     aggregates: tuple[str, ...]
+    libraries: tuple[str, ...]
     replaced_tables: dict[str, TableInfo]
 
     @classmethod
@@ -63,6 +65,7 @@ class Created:
             tuple(s.name for k, s in catalog.streams.items() if k not in before.streams),
             tuple(t.name for k, t in catalog.tables.items() if k not in before.tables),
             tuple(a for a in catalog.aggregates if a not in before.aggregates),
+            tuple(lib for lib in catalog.libraries if lib not in before.libraries),
             {k: t for k, t in before.tables.items()
              if k in catalog.tables and catalog.tables[k] is not t})
 
@@ -71,7 +74,8 @@ class Created:
         return ([(ObjectKind.QUERY, n) for n in self.queries]
                 + [(ObjectKind.STREAM, n) for n in self.streams]
                 + [(ObjectKind.TABLE, n) for n in self.tables]
-                + [(ObjectKind.AGGREGATE, n) for n in self.aggregates])
+                + [(ObjectKind.AGGREGATE, n) for n in self.aggregates]
+                + [(ObjectKind.LIBRARY, n) for n in self.libraries])
 
 
 def run_script(ctx: StatementContext, sql: str, located: Located,

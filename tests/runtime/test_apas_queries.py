@@ -305,3 +305,52 @@ def test_tree_mistakes(cars):
         cars.execute("CREATE QUERY q AS SELECT stats(id) AS s FROM cars [RANGE 5]")
     with pytest.raises(AnalysisError, match="No such struct field `?z`?|z"):
         cars.execute("CREATE QUERY q AS SELECT position.z AS z FROM cars")
+
+
+# -- libraries ------------------------------------------------------------------------------
+def test_a_library_added_while_queries_run(spark):
+    from sparkcq import Engine
+
+    eng = Engine(spark=spark, allow_udf_modules=["geo_library"])
+    eng.execute("CREATE STREAM cars (id STRING, position STRUCT<x: DOUBLE, y: DOUBLE>, "
+                "t BIGINT) WITH (event_time='t')")
+    eng.create_query("before", "select o[id = $cars.id, x = $cars.position.x];\n"
+                     "select [$o[T]]", language="apas")
+    eng.push("cars", [{"id": "a", "position": {"x": 3.0, "y": 4.0}, "t": 1}])
+    eng.run_cycle()
+    with pytest.raises(AnalysisError, match="unknown library 'geo' in geo.dist"):
+        eng.create_query("early", "select o[d = geo.dist($cars.position.x, 1)]; select [$o[T]]",
+                         language="apas")
+    eng.register_library("geo", "geo_library")  # while "before" runs
+    eng.create_query("after", "select o[id = $cars.id, d = geo.dist($cars.position.x, "
+                     "$cars.position.y), n = geo.label($cars.id, 7)];\nselect [$o[T]]",
+                     language="apas")
+    eng.push("cars", [{"id": "b", "position": {"x": 6.0, "y": 8.0}, "t": 2}], end=True)
+    eng.run_until_idle()
+    assert rows(eng, "before") == [("a", 3.0, 1), ("b", 6.0, 2)]
+    # a query started later sees the events from the watermark at its start on (here 1)
+    assert rows(eng, "after") == [("a", 5.0, "a#7", 1), ("b", 10.0, "b#7", 2)]
+    functions = eng.show("FUNCTIONS")
+    assert "geo.dist(DOUBLE, DOUBLE) -> DOUBLE" in set(functions["signature"])
+    assert "geo.label(STRING, INTEGER) -> STRING" in set(functions["signature"])
+    with pytest.raises(AnalysisError) as err:
+        eng.create_query("bad", "select o[d = geo.dist($cars.id, 1)]; select [$o[T]]",
+                         language="apas")
+    assert "argument 1 of geo.dist is STRING, which does not convert to DOUBLE" in str(err.value)
+    with pytest.raises(AnalysisError, match="library 'geo' has dist, label"):
+        eng.create_query("bad", "select o[d = geo.helper($cars.id)]; select [$o[T]]", language="apas")
+    with pytest.raises(Exception, match="library 'geo' is used by after; drop them first"):
+        eng.execute("DROP LIBRARY geo")
+    eng.execute("DROP QUERY after")
+    eng.execute("DROP LIBRARY geo")
+    with pytest.raises(AnalysisError, match="unknown library 'geo'"):
+        eng.create_query("again", "select o[d = geo.dist($cars.position.x, 2)]; select [$o[T]]",
+                         language="apas")
+    eng.stop()
+
+
+def test_a_library_only_from_an_allowed_module(engine):
+    with pytest.raises(AnalysisError, match="module 'geo_library' is not allowed to load code"):
+        engine.execute("CREATE LIBRARY geo USING 'geo_library'")
+    with pytest.raises(AnalysisError, match="library prefix 'agg' is built in"):
+        engine.execute("CREATE LIBRARY agg USING 'sparkcq.aggregates.library'")

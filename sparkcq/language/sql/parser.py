@@ -24,6 +24,7 @@ from sparkcq.language.sql.statements import (
     ApasText,
     ColumnDef,
     CreateAggregate,
+    CreateLibrary,
     CreateQuery,
     CreateStream,
     CreateStreamAs,
@@ -234,12 +235,17 @@ class _StatementParser:
 
     def create(self) -> Statement:
         first = self.next()
-        kind = self.expect("STREAM", "TABLE", "QUERY", "AGGREGATE")
+        kind = self.expect("STREAM", "TABLE", "QUERY", "AGGREGATE", "LIBRARY")
         name_tok = self.name(f"a name for the {kind.text.lower()}")
         loc = _span(self.text, first, name_tok)
         name = name_tok.text
         if kind.text.upper() == "AGGREGATE":
             return self.create_aggregate(name, loc)
+        if kind.text.upper() == "LIBRARY":
+            self.expect("USING")
+            module = self.expect_type(TokenType.STRING, "'package.module' after USING")
+            self.done()
+            return CreateLibrary(name, module.text, loc)
         if kind.text.upper() == "QUERY":
             options: dict[str, str] = {}
             if self.accept("INTO"):
@@ -337,7 +343,7 @@ class _StatementParser:
 
     def drop(self) -> Statement:
         first = self.next()
-        kind = self.expect("QUERY", "STREAM", "TABLE", "AGGREGATE")
+        kind = self.expect("QUERY", "STREAM", "TABLE", "AGGREGATE", "LIBRARY")
         if self.accept("IF"):
             self.expect("EXISTS")
         name_tok = self.name(f"the name of the {kind.text.lower()} to drop")

@@ -29,6 +29,7 @@ class ObjectKind(StrEnum):
     STREAM = "STREAM"
     TABLE = "TABLE"
     AGGREGATE = "AGGREGATE"
+    LIBRARY = "LIBRARY"
 
 
 class ShowTarget(StrEnum):
@@ -146,8 +147,24 @@ class CreateAggregate:
 
 
 @dataclass(frozen=True)
+class CreateLibrary:
+    """``CREATE LIBRARY prefix USING 'package.module'``: a module's functions, callable from
+    StreamAPAS queries as ``prefix.name(...)`` (language/apas/libraries.py).
+    """
+
+    prefix: str
+    using: str
+    loc: Location
+
+    @property
+    def name(self) -> str:
+        """The library's prefix, which is its name."""
+        return self.prefix
+
+
+@dataclass(frozen=True)
 class Drop:
-    """``DROP QUERY|STREAM|TABLE|AGGREGATE name``."""
+    """``DROP QUERY|STREAM|TABLE|AGGREGATE|LIBRARY name``."""
 
     kind: ObjectKind
     name: str
@@ -179,5 +196,5 @@ class Show:
     what: ShowTarget
 
 
-Statement = (CreateStream | CreateTable | CreateQuery | CreateStreamAs | CreateAggregate | Drop
-             | Refresh | Explain | Show)
+Statement = (CreateStream | CreateTable | CreateQuery | CreateStreamAs | CreateAggregate
+             | CreateLibrary | Drop | Refresh | Explain | Show)

@@ -1,0 +1,83 @@
+"""``CREATE LIBRARY prefix USING 'package.module'``: a module's annotated functions become
+``prefix.name(...)`` in StreamAPAS queries (DESIGN 4.6), accepted while queries run; queries
+submitted afterwards may call them. The grammar does not change: it knows only
+``NAME.NAME(args)``. Like ``CREATE AGGREGATE ... USING``, it loads code only from modules
+the policy allows. Each function runs in Spark's Python workers through Arrow.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pyspark.sql.types import (
+    BooleanType,
+    DataType,
+    DoubleType,
+    LongType,
+    StringType,
+    TimestampType,
+)
+
+from sparkcq.aggregates.user import BUILTIN_MODULES, module_allowed
+from sparkcq.catalog import FunctionInfo, QueryStatus, ensure_identifier
+from sparkcq.errors import AnalysisError, CatalogError
+from sparkcq.language.apas.libraries import Library, load_library
+from sparkcq.language.apas.types import ApasType
+from sparkcq.language.sql.statements import CreateLibrary
+from sparkcq.runtime.functions import function_origin, register_python_function
+from sparkcq.statements.context import StatementContext
+
+_SPARK_TYPES: dict[ApasType, DataType] = {
+    ApasType.INTEGER: LongType(), ApasType.DOUBLE: DoubleType(),
+    ApasType.BOOLEAN: BooleanType(), ApasType.STRING: StringType(),
+    ApasType.DATETIME: TimestampType(),
+}
+
+
+def create_library(stmt: CreateLibrary, text: str, ctx: StatementContext) -> None:
+    """Load the library's module and add its functions to the catalog."""
+    try:
+        add_library(ctx, stmt.prefix, stmt.using)
+    except CatalogError as e:
+        raise AnalysisError(str(e), text, stmt.loc) from None
+
+
+def add_library(ctx: StatementContext, prefix: str, module: str) -> Library:
+    """Make ``module``'s functions callable as ``prefix.name(...)``; CatalogError when the
+    prefix is taken or the module may not load code.
+    """
+    ensure_identifier(prefix, "library")
+    key = prefix.lower()
+    if key in ctx.catalog.libraries:
+        msg = f"a library {prefix!r} exists already; DROP LIBRARY {prefix} first"
+        raise CatalogError(msg)
+    if not module_allowed(module, ctx.policy.allow_udf_modules):
+        listed = ", ".join((*BUILTIN_MODULES, *ctx.policy.allow_udf_modules))
+        msg = (f"library {prefix!r}: module {module!r} is not allowed to load code; allowed: "
+               f"{listed} (start the server with --allow-udf-module {module})")
+        raise CatalogError(msg)
+    library = load_library(key, module)
+    for fn in library.functions.values():
+        assert fn.fn is not None and fn.returns is not None
+        register_python_function(ctx.spark, fn.spark_name, fn.fn, _SPARK_TYPES[fn.returns],
+                                 vectorized=False)
+        args = ", ".join(t.value for t in fn.params)
+        ctx.catalog.functions[fn.spark_name] = FunctionInfo(
+            fn.spark_name, f"{fn.shown}({args}) -> {fn.returns.value}", function_origin(fn.fn))
+    ctx.catalog.libraries[key] = library
+    return library
+
+
+def library_users(ctx: StatementContext, prefix: str) -> list[str]:
+    """The running queries whose text calls a function of library ``prefix``."""
+    call = re.compile(rf"\b{re.escape(prefix)}\s*\.\s*\w+\s*\(", re.IGNORECASE)
+    return [q.name for q in ctx.catalog.queries.values()
+            if q.status in (QueryStatus.RUNNING, QueryStatus.PAUSED) and call.search(q.text)]
+
+
+def remove_library(ctx: StatementContext, prefix: str) -> None:
+    """Take library ``prefix`` and its functions out of the catalog and of Spark."""
+    library = ctx.catalog.libraries.pop(prefix.lower())
+    for fn in library.functions.values():
+        ctx.catalog.functions.pop(fn.spark_name, None)
+        ctx.spark.sql(f"DROP TEMPORARY FUNCTION IF EXISTS {fn.spark_name}")
