@@ -338,14 +338,15 @@ def test_a_library_added_while_queries_run(spark):
                          language="apas")
     assert "argument 1 of geo.dist is STRING, which does not convert to DOUBLE" in str(err.value)
     with pytest.raises(AnalysisError, match="library 'geo' has dist, label"):
-        eng.create_query("bad", "select o[d = geo.helper($cars.id)]; select [$o[T]]", language="apas")
+        eng.create_query("bad", "select o[d = geo.helper($cars.id)]; select [$o[T]]",
+                         language="apas")
     with pytest.raises(Exception, match="library 'geo' is used by after; drop them first"):
         eng.execute("DROP LIBRARY geo")
     eng.execute("DROP QUERY after")
     eng.execute("DROP LIBRARY geo")
     with pytest.raises(AnalysisError, match="unknown library 'geo'"):
-        eng.create_query("again", "select o[d = geo.dist($cars.position.x, 2)]; select [$o[T]]",
-                         language="apas")
+        eng.create_query("again", "select o[d = geo.dist($cars.position.x, 2)]; "
+                         "select [$o[T]]", language="apas")
     eng.stop()
 
 
