@@ -113,6 +113,16 @@ class Win:
             "keyed": "",
         }[self.kind]
 
+    def apas(self, stream: str) -> str | None:
+        """The window as a StreamAPAS where-clause on ``$stream``, if the language has it."""
+        return {
+            "range": f"window.range(${stream}, {self.size})",
+            "slide": f"window.range(${stream}, {self.size}, {self.slide})",
+            "now": f"window.now(${stream})",
+            "unbounded": f"window.unbounded(${stream})",
+            "rows": None if self.partition else f"window.rows(${stream}, {self.size})",
+        }.get(self.kind)
+
     def chunks_sql(self) -> str:
         return f" WINDOW {self.slide} CHUNKS" if self.slide > 1 else ""
 
@@ -460,6 +470,11 @@ def _of_v(f: Callable[[list], object]) -> Callable[[list[dict]], object]:
 
 #: user aggregates (tests/udas.py and sparkcq.aggregates.library) by the call the engine
 #: gets, with their meaning over a group's rows; ``UDA_DEFINITIONS`` creates them
+#: the built-in aggregates of AGGS the StreamAPAS language has, as it writes them
+APAS_AGGS = {"count(*)": "agg.count()", "sum(v)": "agg.sum(${s}.v)", "avg(v)": "agg.avg(${s}.v)",
+             "min(v)": "agg.min(${s}.v)", "max(v)": "agg.max(${s}.v)",
+             "min(9 - v)": "agg.min(9 - ${s}.v)"}
+
 UDAS: dict[str, Callable[[list[dict]], object]] = {
     "usum(v)": _of_v(lambda vs: sum(vs) if vs else None),
     "uavg(v)": _of_v(lambda vs: float(Fraction(sum(vs), len(vs))) if vs else None),
@@ -497,6 +512,10 @@ class Shape:
 
     def sql(self) -> str:
         raise NotImplementedError
+
+    def apas(self) -> str | None:
+        """The query in the StreamAPAS language, if it has one."""
+        return None
 
     def setup(self) -> str:
         """Statements the query needs first (derived streams), or ''."""
@@ -582,6 +601,22 @@ class AggQuery(Shape):
         having = f" HAVING count(*) > {self.having}" if self.having is not None else ""
         return (f"{self.agg_form} SELECT {keys}, {cols} FROM {self.stream} {self.win.sql()}"
                 f"{where} GROUP BY {keys}{having}").strip()
+
+    def apas(self) -> str | None:
+        s = self.stream
+        window = self.win.apas(s)
+        if self.agg_form or window is None or any(a not in APAS_AGGS for a in self.aggs):
+            return None
+        where = " and ".join([window, *([f"${s}.v > {self.where}"] if self.where is not None
+                                        else [])])
+        keys = [f"{k} = ${s}.{k}" for k in self.keys]
+        calls = [f"a{i} = {APAS_AGGS[a].format(s=s)}" for i, a in enumerate(self.aggs)]
+        if self.having is None:
+            return f"where {where} select o[{', '.join(keys + calls)}];\nselect [$o[T]]"
+        out = [f"{k} = $o.{k}" for k in self.keys] + [f"a{i} = $o.a{i}"
+                                                      for i in range(len(self.aggs))]
+        return (f"where {where} select o[{', '.join([*keys, *calls, 'n = agg.count()'])}];\n"
+                f"where $o.n > {self.having} select p[{', '.join(out)}];\nselect [$p[T]]")
 
     def features(self) -> set[str]:
         out = super().features() | {f"window {self.win.name}", "GROUP BY"}
@@ -673,6 +708,16 @@ class JoinQuery(JoinShape):
                 f"{left} {self.left.sql()} AS a JOIN {right} {self.right.sql()} AS b "
                 f"ON a.ex = b.ex AND a.k = b.k{theta}").strip()
 
+    def apas(self) -> str | None:
+        left, right = self.streams
+        wins = [self.left.apas(left), self.right.apas(right)]
+        if self.join_form or self.shedding or left == right or None in wins:
+            return None
+        conds = [*wins, f"${left}.ex == ${right}.ex", f"${left}.k == ${right}.k",
+                 *([f"${left}.v < ${right}.v"] if self.theta else [])]
+        return (f"where {' and '.join(conds)} select j[ex = ${left}.ex, k = ${left}.k, "  # type: ignore[arg-type]
+                f"av = ${left}.v, bv = ${right}.v];\nselect [$j[T]]")
+
     def features(self) -> set[str]:
         kind = "theta join" if self.theta else "equi join"
         self_join = {"self join"} if self.streams[0] == self.streams[1] else set()
@@ -731,6 +776,16 @@ class UnionQuery(Shape):
         return (f"SELECT ex, k, v FROM {left} {self.left.sql()} WHERE v > {self.where} "
                 f"UNION ALL SELECT ex, k, v FROM {right} {self.right.sql()}")
 
+    def apas(self) -> str | None:
+        left, right = self.streams
+        wins = [self.left.apas(left), self.right.apas(right)]
+        if None in wins:
+            return None
+        return (f"where {wins[0]} and ${left}.v > {self.where} "
+                f"select a[ex = ${left}.ex, k = ${left}.k, v = ${left}.v];\n"
+                f"where {wins[1]} select b[ex = ${right}.ex, k = ${right}.k, v = ${right}.v];\n"
+                "where util.union($a[T], $b[T]) select u[$new[T]];\nselect [$u[T]]")
+
     def features(self) -> set[str]:
         return super().features() | {"UNION ALL", "WHERE", f"window {self.left.name}",
                                      f"window {self.right.name}"}
@@ -752,6 +807,11 @@ class FilterQuery(Shape):
 
     def sql(self) -> str:
         return f"SELECT ex, k, v, v * 10 + 1 AS w FROM {self.stream} WHERE v > {self.where}"
+
+    def apas(self) -> str | None:
+        s = self.stream
+        return (f"where ${s}.v > {self.where} select o[ex = ${s}.ex, k = ${s}.k, v = ${s}.v, "
+                f"w = ${s}.v * 10 + 1];\nselect [$o[T]]")
 
     def features(self) -> set[str]:
         return {"stream: WHERE", "stream: projection"}

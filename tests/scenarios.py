@@ -246,6 +246,21 @@ class Query:
     # a join that sheds below z = 1: its records are some of the reference's elements,
     # coalesced, not all of them (``oracle.why_not_whole_elements``)
     subset: bool = False
+    # submitted as SQL, or in the StreamAPAS language (the shape's ``apas()``)
+    language: str = "sql"
+
+    def labels(self) -> set[str]:
+        """What the query exercises, for the count of cases per feature."""
+        labels = {self.label} | self.shape.features()
+        return {f"apas: {x}" for x in labels} if self.language == "apas" else labels
+
+    def text(self) -> str:
+        """The query as submitted."""
+        if self.language == "apas":
+            text = self.shape.apas()
+            assert text is not None, f"{self.shape} has no StreamAPAS form"
+            return text
+        return self.shape.sql()
 
 
 @dataclass
@@ -276,7 +291,9 @@ def run_scenario(spark, scenario: Scenario, queries: dict[str, Query],
     marks = []
     for cycle in range(scenario.cycles):
         for name, query in queries.items():
-            if query.start == cycle:
+            if query.start == cycle and query.language == "apas":
+                eng.create_query(name, query.text(), language="apas")
+            elif query.start == cycle:
                 eng.execute(f"CREATE QUERY {name} {query.shape.options()} AS "
                             f"{query.shape.sql()}")
         eng.run_cycle()
@@ -300,7 +317,7 @@ def check_scenario(spark, scenario: Scenario, queries: dict[str, Query],
     accepted = {s: a.accepted for s, a in arrived.items()}
     for name, query in queries.items():
         assert outcome.status[name] == "running", (
-            f"{name} = {query.shape.sql()} stopped: {outcome.logs[name][-2:]}")
+            f"{name} = {query.text()} stopped: {outcome.logs[name][-2:]}")
         start = None
         if query.start > 0:
             marks = arrived[query.shape.stream].watermarks  # type: ignore[attr-defined]
@@ -311,21 +328,21 @@ def check_scenario(spark, scenario: Scenario, queries: dict[str, Query],
             for ex in range(scenario.cases):
                 why = why_not_whole_elements(got.get(ex, []), elements.get(ex, []))
                 assert why is None, (
-                    f"{name} = {query.shape.sql()}\ncase {ex}:\n{scenario.describe(ex)}\n"
+                    f"{name} = {query.text()}\ncase {ex}:\n{scenario.describe(ex)}\n"
                     f"{why}\nengine:   {got.get(ex, [])}\nelements: {elements.get(ex, [])}")
             SHED_PAIRS["pairs of the join"] += sum(map(len, elements.values()))
             SHED_PAIRS["... emitted records"] += sum(map(len, got.values()))
-            for label in {query.label} | query.shape.features():
+            for label in query.labels():
                 CASES_CHECKED[label] += scenario.cases
             continue
         want = per_case(query.shape.records(accepted, start, query.shared))
         for ex in range(scenario.cases):
             assert got.get(ex, []) == want.get(ex, []), (
-                f"{name} = {query.shape.sql()}"
+                f"{name} = {query.text()}"
                 + (f"\nsubmitted before cycle {query.start}, from {start}" if start else "")
                 + f"\ncase {ex}:\n{scenario.describe(ex)}\n"
                 f"engine:    {got.get(ex, [])}\nreference: {want.get(ex, [])}")
-        for label in {query.label} | query.shape.features():
+        for label in query.labels():
             CASES_CHECKED[label] += scenario.cases
     for stream, arrival in arrived.items():
         dead = outcome.dead[stream]

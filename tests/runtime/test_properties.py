@@ -20,6 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from oracle import (
     AGGS,
+    APAS_AGGS,
     UDAS,
     AggQuery,
     BandJoinQuery,
@@ -246,4 +247,44 @@ def test_late_queries_start_from_shared_state(spark, data):
     # submitted while the stream still delivers, so there is state to start from
     queries = data.draw(late_queries(max(2, len(scenario.streams["s"].batches))),
                         label="queries")
+    check_scenario(spark, scenario, queries)
+
+
+# windows the StreamAPAS language has (window.range, .now, .unbounded, .rows)
+apas_windows = st.one_of(*[WINDOWS[k] for k in ("RANGE", "RANGE SLIDE", "NOW", "UNBOUNDED")])
+
+
+@st.composite
+def apas_queries(draw) -> dict[str, Query]:
+    """Queries in the StreamAPAS language: grouped and global aggregates (a HAVING as a
+    filter step over an aggregate step), an equi and a theta join, a union of two windowed
+    streams (util.union) and a raw-stream filter; next to an aggregate and a join in SQL
+    drawn on their own, so the two languages meet shared and unshared operators."""
+    calls = draw(st.permutations(sorted(APAS_AGGS)), label="calls")
+
+    def aggregate(i: int) -> st.SearchStrategy[AggQuery]:
+        return st.builds(AggQuery, apas_windows, st.just(tuple(calls[2 * i:2 * i + 2])),
+                         grouped=st.booleans(), where=st.none() | st.integers(0, 6),
+                         having=st.none() | st.integers(0, 2),
+                         stream=st.sampled_from(["s", "s2"]))
+
+    queries = {f"apas_agg{i}": Query(draw(aggregate(i)), "aggregate", language="apas")
+               for i in range(3)}
+    shapes = {
+        "equi join": JoinQuery(draw(apas_windows), draw(apas_windows), theta=False),
+        "theta join": JoinQuery(draw(apas_windows), draw(apas_windows), theta=True),
+        "union": UnionQuery(draw(apas_windows), draw(apas_windows), draw(st.integers(0, 6))),
+        "filter": FilterQuery(draw(st.integers(0, 8)), stream="s2"),
+    }
+    queries |= {f"apas_{name.replace(' ', '_')}": Query(shape, name, language="apas")
+                for name, shape in shapes.items()}
+    queries["sql_agg"] = Query(draw(aggregate(0)), "aggregate")
+    queries["sql_join"] = Query(JoinQuery(draw(apas_windows), draw(apas_windows),
+                                          theta=draw(st.booleans())), "join")
+    return queries
+
+
+@pytest.mark.slow
+@given(scenario=scenarios(("s", "s2"), cases=80), queries=apas_queries())
+def test_apas_queries_next_to_sql(spark, scenario: Scenario, queries: dict[str, Query]):
     check_scenario(spark, scenario, queries)
