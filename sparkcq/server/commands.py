@@ -12,13 +12,20 @@ from rich.table import Table
 from rich.text import Text
 
 from sparkcq.errors import SparkcqError
+from sparkcq.language.query_text import LANGUAGES, query_statement
 from sparkcq.server.client import Client
 
 
 def add_remote_verbs(sub: Any) -> None:
     """Register the verbs on the ``sparkcq`` argument parser's subparsers."""
-    submit = sub.add_parser("submit", help="execute a statement (or a .sql file) on the server")
-    submit.add_argument("statement", help="SQL text, or the path of a script")
+    submit = sub.add_parser("submit", help="execute a statement (or a .sql file) on the server, "
+                            "or start a StreamAPAS query (--language apas)")
+    submit.add_argument("statement", help="SQL text, or the path of a script; with "
+                        "--language apas a StreamAPAS query, or the path of its file")
+    submit.add_argument("--language", choices=LANGUAGES, default="sql",
+                        help="apas: the text is a StreamAPAS query (docs/apas.md)")
+    submit.add_argument("--name", default=None, help="the StreamAPAS query's name (default: "
+                        "its file's name without the extension)")
     drop = sub.add_parser("drop", help="drop a query on the server")
     drop.add_argument("name")
     sub.add_parser("ls", help="streams, tables, functions, aggregates and queries on the server")
@@ -55,11 +62,18 @@ def run_remote(args: argparse.Namespace, console: Console) -> int:
     verb = args.command
     if verb == "submit":
         text = args.statement
+        name = args.name
         if os.path.isfile(text):
+            name = name or os.path.splitext(os.path.basename(text))[0]
             text = read_text(text)
         elif _looks_like_a_path(text):
             msg = f"no such file {text!r}; give the path of a .sql script or the SQL itself"
             raise CommandError(msg)
+        if args.language == "apas":
+            if not name:
+                msg = "a StreamAPAS query needs a name: give --name NAME (or a file)"
+                raise CommandError(msg)
+            text, _ = query_statement(name, text, "apas", {})
         result = client.submit(text)
         if isinstance(result, list):
             print_records(console, "result", result)
@@ -148,7 +162,7 @@ _JSON_KINDS = {list: "list", str: "string", int: "number", float: "number", bool
 def _looks_like_a_path(text: str) -> bool:
     """Whether ``submit``'s argument was meant as a script's path rather than SQL."""
     return (not any(ch.isspace() for ch in text)
-            and (text.lower().endswith(".sql") or os.sep in text))
+            and (text.lower().endswith((".sql", ".apas")) or os.sep in text))
 
 
 def print_records(console: Console, title: str, rows: list[dict[Any, Any]]) -> None:

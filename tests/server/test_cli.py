@@ -381,3 +381,25 @@ def test_the_feed_wants_the_token_too(served):
                 assert answer == {"ok": False, "error": "missing or wrong token",
                                   "kind": "AuthError"}
                 assert sock.recv(1) == b""  # closed by the server
+
+
+@pytest.mark.slow
+def test_submit_a_streamapas_query_from_its_file(capsys, served, no_env, tmp_path):
+    path = tmp_path / "peaks.apas"
+    path.write_text("where window.range($s, 10) select o[k = $s.k, top = agg.max($s.v)];\n"
+                    "select [$o[T]]\n")
+    code, out, err = run_cli(capsys, *remote(served, "submit", "--language", "apas",
+                                             str(path)))
+    assert code == 0, err
+    assert out.strip() == "peaks"
+    # the same operators as max_v's SQL: one aggregate node for both
+    assert "(shared with max_v)" in served.client.explain("peaks")
+    bad = tmp_path / "bad.apas"
+    bad.write_text("select o[k = $s.k - 1];\nselect [$o[T]]\n")
+    code, _, err = run_cli(capsys, *remote(served, "submit", "--language", "apas", str(bad)))
+    assert code == 1
+    assert "operator '-' does not apply to STRING and INTEGER" in err
+    code, _, err = run_cli(capsys, *remote(served, "submit", "--language", "apas",
+                                           "select o[k = $s.k]; select [$o[T]]"))
+    assert code == 1 and "needs a name: give --name NAME" in err
+    served.client.drop("peaks")
