@@ -355,3 +355,37 @@ def test_a_library_only_from_an_allowed_module(engine):
         engine.execute("CREATE LIBRARY geo USING 'geo_library'")
     with pytest.raises(AnalysisError, match="library prefix 'agg' is built in"):
         engine.execute("CREATE LIBRARY agg USING 'sparkcq.aggregates.library'")
+
+
+def test_a_user_aggregate_is_callable_as_agg_name(sensors):
+    sensors.execute("CREATE AGGREGATE median(x DOUBLE) RETURNS DOUBLE "
+                    "USING 'sparkcq.aggregates.library:Median'")
+    sensors.create_query("apas", "where window.range($s, 10) select o[k = $s.k, "
+                         "m = agg.median($s.v)];\nselect [$o[T]]", language="apas")
+    sensors.execute("CREATE QUERY sql AS SELECT k, median(v) AS m FROM s [RANGE 10] GROUP BY k")
+    sensors.push("s", [{"k": "a", "v": v, "x": 0.0, "ok": True, "t": t}
+                       for v, t in [(1, 1), (5, 2), (2, 3)]], end=True)
+    sensors.run_until_idle()
+    # {1} on [1,2), {1,5} on [2,3), {1,2,5} on [3,11), {2,5} on [11,12), {2} on [12,13)
+    want = [("a", 1.0, 1), ("a", 2.0, 3), ("a", 2.0, 12), ("a", 3.0, 2), ("a", 3.5, 11)]
+    assert rows(sensors, "apas") == want
+    assert rows(sensors, "sql") == want
+    assert "(shared with apas)" in sensors.explain("sql").split("Aggregate")[1].splitlines()[0]
+
+
+def test_a_union_takes_each_attributes_type_from_its_first_input(sensors):
+    sensors.create_query("widened", (
+        "select a[k = $s.k, n = $s.x];\nselect b[n = $s.v, k = $s.k];\n"
+        "where util.union($a[T], $b[T]) select u[$new[T]];\nselect [$u[T]]"), language="apas")
+    sensors.push("s", [{"k": "a", "v": 2, "x": 0.5, "ok": True, "t": 1}], end=True)
+    sensors.run_until_idle()
+    frame = sensors.results("widened")
+    assert list(frame.columns[:2]) == ["k", "n"]
+    assert sorted(frame["n"]) == [0.5, 2.0]  # b's INTEGER n as a DOUBLE, in a's order
+    with pytest.raises(AnalysisError) as err:
+        sensors.create_query("narrowed", (
+            "select a[n = $s.v];\nselect b[n = $s.x];\n"
+            "where util.union($a[T], $b[T]) select u[$new[T]];\nselect [$u[T]]"),
+            language="apas")
+    assert ("util.union: attribute 'n' is INTEGER in the first input but DOUBLE in $b, and "
+            "does not convert to it") in err.value.message

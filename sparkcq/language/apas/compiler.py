@@ -608,10 +608,11 @@ class _Compiler:
         sqls = []
         for i, (v, dtype) in enumerate(zip(values, uda.arg_types, strict=True)):
             want = apas_type(dtype)
-            if want is None:
-                sqls.append(v.typed.sql)
-                continue
-            sqls.append(self.argument(v, want, call, i))
+            converted = self.argument(v, want, call, i) if want is not None else v.typed.sql
+            # a number the binder widens to the declared type itself, as for SQL (the same
+            # value), so the two languages' calls are one operator
+            numeric = want in (ApasType.INTEGER, ApasType.DOUBLE) and v.type is not ApasType.STRING
+            sqls.append(v.typed.sql if numeric else converted)
         result = apas_type(uda.return_type) or ApasType.STRING
         return Value(Typed(f"{_quote(uda.name)}({', '.join(sqls)})", result), call.span,
                      None, True)
