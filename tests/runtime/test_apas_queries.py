@@ -275,6 +275,9 @@ def test_tree_valued_aggregate_in_both_languages(cars):
                       "s = agg.stats($cars.position.x)];\n"
                       "select p[id = $o.id, med = $o.s.median, $o.s[T]];\nselect [$p[T]]",
                       language="apas")
+    cars.create_query("field", "where window.range($cars, 10) select o[id = $cars.id, "
+                      "med = agg.stats($cars.position.x).median];\nselect [$o[T]]",
+                      language="apas")
     push_cars(cars)
     # a's x over [RANGE 10]: {1} on [1,2), {1,3} on [2,3), {1,3,8} on [3,11), {3,8} on
     # [11,12), {8} on [12,13); b's {0} on [4,14)
@@ -285,12 +288,13 @@ def test_tree_valued_aggregate_in_both_languages(cars):
                   + [("b", 0.0, (("avg", 0.0), ("max", 0.0), ("median", 0.0), ("min", 0.0)), 4)])
     assert rows(cars, "sql") == want
     assert rows(cars, "apas") == want
+    assert rows(cars, "field") == [(i, med, ts) for i, med, _, ts in want]
     frame = cars.results("apas")
     assert list(frame["s"][0]) == ["min", "max", "median", "avg"]
     # one aggregate node with four partials, shared by the two queries
     assert ("Aggregate min(_a0) AS _x0, max(_a0) AS _x1, median(_a0) AS _x2, avg(_a0) AS _x3 "
             "BY _g0") in cars.explain("apas")
-    assert "(shared with sql)" in cars.explain("apas").split("Aggregate")[1].splitlines()[0]
+    assert "(shared with field, sql)" in cars.explain("apas").split("Aggregate")[1].splitlines()[0]
 
 
 def test_tree_mistakes(cars):
@@ -298,6 +302,10 @@ def test_tree_mistakes(cars):
                                             r"attributes: x, y"):
         cars.create_query("q", "select o[a = $cars.position.z]; select [$o[T]]",
                           language="apas")
+    with pytest.raises(AnalysisError, match=r"unknown attribute 'mean' of agg.stats\(...\); "
+                                            "attributes: min, max, median, avg"):
+        cars.create_query("q", "select o[a = agg.stats($cars.position.x).mean]; "
+                          "select [$o[T]]", language="apas")
     with pytest.raises(AnalysisError, match="agg.stats takes INTEGER or DOUBLE, found a tree"):
         cars.create_query("q", "select o[a = agg.stats($cars.position)]; select [$o[T]]",
                           language="apas")

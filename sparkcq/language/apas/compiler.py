@@ -539,6 +539,26 @@ class _Compiler:
         return fn
 
     def call(self, call: s.Call, scope: _StepScope) -> Value:
+        value = self.called(call, scope)
+        found: ApasType | Shape = value.shape if value.shape is not None else value.type
+        for i, part in enumerate(call.path):
+            hit = _lookup(found, part) if isinstance(found, dict) else None
+            if hit is None:
+                where = call.shown() + "(...)" + "".join(f".{p}" for p in call.path[:i])
+                what = (f"attributes: {', '.join(found)}" if isinstance(found, dict)
+                        else f"it is {_shown(found)}, not a tree")
+                msg = f"unknown attribute {part!r} of {where}; {what}"
+                raise self.error(msg, call.span)
+            found = hit[1]
+        if not call.path:
+            return value
+        sql = value.typed.within(100) + "".join(f".{_quote(p)}" for p in call.path)
+        if isinstance(found, dict):
+            return Value(Typed(sql, ApasType.TREE), call.span, found, value.aggregates,
+                         value.reads)
+        return Value(Typed(sql, found), call.span, None, value.aggregates, value.reads)
+
+    def called(self, call: s.Call, scope: _StepScope) -> Value:
         fn = self.function(call)
         if fn.role is Role.AGGREGATE:
             return self.aggregate(call, fn, scope)

@@ -160,9 +160,10 @@ class _Build(Transformer):
         return children[0]
 
     def call(self, meta, children):  # noqa: ANN001, ANN201, D102
-        library, function, *args = children
-        return s.Call(str(library), str(function), tuple(a for a in args if a is not None),
-                      self.span(meta))
+        library, function, *rest = children
+        args = tuple(a for a in rest if a is not None and not isinstance(a, Token))
+        path = tuple(str(a) for a in rest if isinstance(a, Token))
+        return s.Call(str(library), str(function), args, self.span(meta), path)
 
     def binary(self, meta, children):  # noqa: ANN001, ANN201, D102
         left, op, right = children

@@ -92,6 +92,7 @@ class Call:
     function: str
     args: tuple[Expr, ...]
     span: Span
+    path: tuple[str, ...] = ()  # ``agg.stats(x).median``: a field of the tree it returns
 
     def shown(self) -> str:
         """``library.function``."""
