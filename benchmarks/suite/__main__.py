@@ -6,6 +6,8 @@
     .venv/bin/python -m benchmarks.suite --events 5000000   # the 5M-event data set
     .venv/bin/python -m benchmarks.suite tumble --events 200000 --reps 1
     .venv/bin/python -m benchmarks.suite backlog-tumble      # backlog mode (backlog.py)
+    .venv/bin/python -m benchmarks.suite tumble --sizes 1000000,5000000  # the marginal rate
+                                                         # (marginal.py): one rule for all
 
 Each workload reads its share of the events (``StreamSpec.scale``: the 1 s slide, the
 100,000 keys and the sharing workloads a fifth, the join two streams of half each).
@@ -34,6 +36,7 @@ from benchmarks.suite.backlog import backlog
 from benchmarks.suite.compare import check_output
 from benchmarks.suite.data import Input, read_events, write_events
 from benchmarks.suite.engines import run_flink, run_spark, run_sparkcq
+from benchmarks.suite.marginal import SizedRuns, marginal_table
 from benchmarks.suite.report import WorkloadResult, write_report
 from benchmarks.suite.sweep import plot_sweep, sweep, sweep_table
 from benchmarks.suite.workloads import WORKLOADS, Workload, hosts_frame
@@ -102,6 +105,49 @@ def run_nexmark(spark: SparkSession, query: str, events: int, reps: int, engines
     return result
 
 
+def run_workload(spark: SparkSession, wl: Workload, events: int, reps: int,
+                 engines: list[str], data_dir: str, hosts: str, flink_python: str,
+                 sized: SizedRuns) -> WorkloadResult:
+    """``reps`` runs of ``wl`` over ``events`` on each engine, every output checked; each
+    run's whole time (start-up included) also goes to ``sized``.
+    """
+    inputs = prepare_inputs(wl, events, data_dir)
+    raw = {stream: read_events(inp) for stream, inp in inputs.items()}
+    total = sum(i.events for i in inputs.values())
+    result = WorkloadResult(wl.name, wl.title, wl.notes, total,
+                            sum(i.files for i in inputs.values()) // len(inputs))
+    for rep in range(reps):
+        for engine in engines:
+            if (engine == "spark" and wl.spark is None) or (engine == "flink" and not wl.flink):
+                continue
+            try:
+                if engine == "sparkcq":
+                    run = run_sparkcq(spark, wl, inputs, hosts)
+                elif engine == "spark":
+                    run = run_spark(spark, wl, inputs, hosts)
+                else:
+                    run = run_flink(flink_python, wl, inputs, hosts)
+            except Exception as e:  # noqa: BLE001 - one engine's failure is reported
+                result.checks[engine] = f"failed: {str(e).strip().splitlines()[-1][:300]}"
+                print(f"{wl.name} {engine} failed: {e}", flush=True)
+                continue
+            assert run.output is not None
+            if rep == 0:
+                result.checks[engine] = check_output(engine, run.output,
+                                                     wl.expected(raw, engine), wl, raw)
+                if not result.checks[engine].startswith("ok"):
+                    sized.checks[engine] = result.checks[engine]
+                sized.checks.setdefault(engine, "ok")
+            run.output = None
+            result.runs.setdefault(engine, []).append(run)
+            sized.add(engine, total, run.startup_s + run.run_s)
+            print(f"{wl.name} {total:,} events rep {rep + 1}/{reps} {engine}: "
+                  f"{run.events_per_s:,.0f} events/s, start-up {run.startup_s:.1f} s, whole "
+                  f"{run.startup_s + run.run_s:.1f} s; output {result.checks[engine]}",
+                  flush=True)
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.suite")
     parser.add_argument("workloads", nargs="*",
@@ -113,6 +159,10 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=None)
     parser.add_argument("--reps", type=int, default=None)
     parser.add_argument("--engines", default="sparkcq,spark,flink")
+    parser.add_argument("--sizes", default=None,
+                        help="SMALL,LARGE: time every engine whole over both input sizes and "
+                             "report the marginal rate (marginal.py) beside the usual table "
+                             "(which is for the larger size)")
     parser.add_argument("--out", default=None,
                         help="report name under benchmarks/results (default: the date, "
                              "<date>-quick for --quick, <date>-partial for named workloads)")
@@ -136,6 +186,10 @@ def main() -> None:
     results = []
     engines = args.engines.split(",")
     extra: list[str] = []
+    sizes = sorted(int(float(s)) for s in args.sizes.split(",")) if args.sizes else []
+    if sizes and len(sizes) != 2:
+        parser.error("--sizes takes two input sizes, SMALL,LARGE")
+    marginal: list[SizedRuns] = []
     for name in args.workloads:
         if name == "sweep":
             continue
@@ -150,38 +204,16 @@ def main() -> None:
                                        [e for e in engines if e != "flink"], data_dir))
             continue
         wl = WORKLOADS[name]
-        inputs = prepare_inputs(wl, events, data_dir)
-        raw = {stream: read_events(inp) for stream, inp in inputs.items()}
-        result = WorkloadResult(wl.name, wl.title, wl.notes,
-                                sum(i.events for i in inputs.values()),
-                                sum(i.files for i in inputs.values()) // len(inputs))
-        for rep in range(reps):
-            for engine in engines:
-                if (engine == "spark" and wl.spark is None) or (engine == "flink"
-                                                                 and not wl.flink):
-                    continue
-                try:
-                    if engine == "sparkcq":
-                        run = run_sparkcq(spark, wl, inputs, hosts)
-                    elif engine == "spark":
-                        run = run_spark(spark, wl, inputs, hosts)
-                    else:
-                        run = run_flink(flink_python, wl, inputs, hosts)
-                except Exception as e:  # noqa: BLE001 - one engine's failure is reported
-                    result.checks[engine] = f"failed: {str(e).strip().splitlines()[-1][:300]}"
-                    print(f"{name} {engine} failed: {e}", flush=True)
-                    continue
-                assert run.output is not None
-                if rep == 0:
-                    result.checks[engine] = check_output(engine, run.output,
-                                                         wl.expected(raw, engine), wl, raw)
-                run.output = None
-                result.runs.setdefault(engine, []).append(run)
-                print(f"{name} rep {rep + 1}/{reps} {engine}: {run.events_per_s:,.0f} "
-                      f"events/s, start-up {run.startup_s:.1f} s; output "
-                      f"{result.checks[engine]}", flush=True)
+        sized = SizedRuns(wl.name, wl.title)
+        for size in sizes or [events]:
+            result = run_workload(spark, wl, size, reps, engines, data_dir, hosts, flink_python,
+                                  sized)
         results.append(result)
+        if sizes:
+            marginal.append(sized)
     out = os.path.join(HERE, "results", report)
+    if marginal:
+        extra = [*marginal_table(marginal, engines), "", *extra]
     if "sweep" in args.workloads:
         if args.quick:
             points = sweep(spark, QUICK_SWEEP_RATES, 5.0, 15.0)

@@ -8,12 +8,38 @@ import pandas as pd
 from pyspark.sql import functions as F
 
 from benchmarks.suite.compare import differences, leave_out_unemitted, normalised
+from benchmarks.suite.marginal import SizedRuns, marginal_rate, marginal_table
 from benchmarks.suite.spark_work import _busy_ms, job_group, spark_work
 
 
 def test_busy_time_is_the_union_of_job_intervals():
     assert _busy_ms([(30, 40), (0, 10), (5, 20), (12, 15)]) == 30
     assert _busy_ms([]) == 0
+
+
+def test_the_marginal_rate_cancels_start_up_for_every_engine():
+    # 1M events in 12 s and 5M in 32 s: 4M events in the 20 s more, 200,000/s; start-up 7 s
+    m = marginal_rate((1_000_000, 12.0), (5_000_000, 32.0))
+    assert m is not None and m.events_per_s == 200_000 and m.startup_s == 7.0
+    # an engine that hides 5 s more of its work in "start-up" gets the same rate
+    hidden = marginal_rate((1_000_000, 17.0), (5_000_000, 37.0))
+    assert hidden is not None and hidden.events_per_s == 200_000 and hidden.startup_s == 12.0
+    assert marginal_rate((1_000_000, 12.0), (5_000_000, 11.0)) is None  # noise: no rate
+    runs = SizedRuns("tumble", "tumbling")
+    for engine, small, large in (("sparkcq", [12.0, 13.0, 12.5], [32.5]),
+                                 ("spark", [8.0], [18.0])):
+        for s in small:
+            runs.add(engine, 1_000_000, s)
+        for s in large:
+            runs.add(engine, 5_000_000, s)
+        runs.checks[engine] = "ok"
+    table = marginal_table([runs], ["sparkcq", "spark", "flink"])
+    # sparkcq: 4M / (32.5 - 12.5) = 200,000/s; Spark: 4M / 10 = 400,000/s: 0.50
+    assert "| tumble | sparkcq | 1,000,000, 12.5 | 5,000,000, 32.5 | 200,000 | 7.5 s | - | ok |" \
+        in table
+    assert "| tumble | spark | 1,000,000, 8.0 | 5,000,000, 18.0 | 400,000 | 5.5 s | 0.50 | ok |" \
+        in table
+    assert not any("| flink |" in line for line in table)
 
 
 def test_spark_work_counts_the_jobs_of_its_group_only(spark):
