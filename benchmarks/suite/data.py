@@ -1,6 +1,7 @@
 """The suite's input: ``(k INT, v DOUBLE, ts TIMESTAMP)`` events as CSV files.
 
-Event ``i`` has time ``START + i ms`` plus a jitter below 500 ms, so the stream is slightly
+Event ``i`` has time ``START + i ms`` (at ``rate`` events per second of event time, 1,000 by
+default: ``START + i * 1000 / rate`` ms) plus a jitter below 500 ms, so the stream is slightly
 out of order and a 1-second watermark delay never makes an event late. No event falls on a
 whole second: window bounds are whole seconds, and the engines disagree on which side of a
 bound an event exactly on it belongs (sparkcq's snapshot at ``m`` of ``[RANGE 60 SECONDS]``
@@ -51,7 +52,7 @@ class Input:
 
 
 def write_events(path: str, events: int, keys: int = 1000, files: int = 8, lanes: int = 2,
-                 seed: int = 7) -> Input:
+                 seed: int = 7, rate: int = 1000) -> Input:
     """Write ``events`` events into ``files`` CSV files under ``path/chunks`` and ``lanes``
     files under ``path/lanes`` (if not there yet; ``path/_complete`` marks a finished set).
     """
@@ -63,7 +64,7 @@ def write_events(path: str, events: int, keys: int = 1000, files: int = 8, lanes
     os.makedirs(inp.chunks_path, exist_ok=True)
     rng = np.random.default_rng(seed)
     i = np.arange(events, dtype=np.int64)
-    ms = i + rng.integers(0, JITTER_MS, events)
+    ms = i * 1000 // rate + rng.integers(0, JITTER_MS, events)
     ms += (ms % 1000 == 0)  # off the whole second (see above)
     frame = pd.DataFrame({
         "k": rng.integers(0, keys, events).astype(np.int32),

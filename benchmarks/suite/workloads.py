@@ -38,6 +38,7 @@ class StreamSpec:
     keys: int = 1000
     seed: int = 7
     scale: float = 1.0
+    rate: int = 1000  # events per second of event time
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,21 @@ TUMBLE = Workload(
     flink_sink="w TIMESTAMP(3), k INT, s DOUBLE, n BIGINT",
     columns=("w", "k", "s", "n"),
     expected=_tumble_expected,
+)
+
+
+# an output-heavy tumble, as a new user tries it first: 1,000 keys at 100 events/s of event
+# time, about one event per key and window, so as many output rows as input rows
+TUMBLE_OUT = Workload(
+    name="tumble-out",
+    title="tumbling 10 s SUM, COUNT per key, one event per key and window (output-heavy)",
+    sparkcq=TUMBLE.sparkcq,
+    spark=_tumble_spark,
+    flink=TUMBLE.flink,
+    flink_sink=TUMBLE.flink_sink,
+    columns=TUMBLE.columns,
+    expected=_tumble_expected,
+    streams=(StreamSpec(seed=31, rate=100),),
 )
 
 
@@ -344,7 +360,7 @@ def _shared(n: int) -> Workload:
 
 
 WORKLOADS: dict[str, Workload] = {w.name: w for w in (
-    TUMBLE,
+    TUMBLE, TUMBLE_OUT,
     _hop(30, 1000, 1.0), _hop(10, 1000, 1.0), _hop(1, 1000, 0.2), _hop(10, 100_000, 0.2),
     OVER, REPORT, JOIN,
     _shared(1), _shared(10), _shared(50),
