@@ -1,11 +1,12 @@
-"""``EXPLAIN name``, ``EXPLAIN SELECT ...`` and ``EXPLAIN GLOBAL [DOT]``: a query's plan with
-the nodes it shares marked, a plan before it runs, and the shared DAG (DESIGN 4.2).
+"""``EXPLAIN name``, ``EXPLAIN SELECT ...``, ``EXPLAIN LANGUAGE apas '...'`` and ``EXPLAIN
+GLOBAL [DOT]``: a query's plan with the nodes it shares marked, a plan before it runs (in
+either language), and the shared DAG (DESIGN 4.2).
 """
 
 from __future__ import annotations
 
 from sparkcq.language.sql.statements import Explain
-from sparkcq.plan.binder import bind_select
+from sparkcq.plan.binder import bind_query
 from sparkcq.plan.nodes import render_tree
 from sparkcq.plan.rules import optimize
 from sparkcq.statements.context import StatementContext
@@ -14,7 +15,7 @@ from sparkcq.statements.context import StatementContext
 def explain_statement(stmt: Explain, text: str, ctx: StatementContext) -> str:
     """What the EXPLAIN asks for, as text (``inspection.py`` draws running plans)."""
     if stmt.select is not None:
-        bound = bind_select(stmt.select, text, ctx.catalog, ctx.spark,
+        bound = bind_query(stmt.select, text, ctx.catalog, ctx.spark,
                             trusted=ctx.policy.trusted)
         return render_tree(optimize(bound.plan, running=ctx.queries.plan.ops))
     if stmt.glob or stmt.name is None:

@@ -397,3 +397,14 @@ def test_a_union_takes_each_attributes_type_from_its_first_input(sensors):
             language="apas")
     assert ("util.union: attribute 'n' is INTEGER in the first input but DOUBLE in $b, and "
             "does not convert to it") in err.value.message
+
+
+def test_explain_an_apas_query_before_it_runs(sensors):
+    plan = sensors.execute("EXPLAIN LANGUAGE apas 'where window.range($s, 10) select "
+                           "o[k = $s.k, n = agg.count()]; select [$o[T]]'")
+    same = sensors.execute("EXPLAIN SELECT k, count(*) AS n FROM s [RANGE 10] GROUP BY k")
+    assert plan == same and "Window [RANGE 10]" in plan
+    with pytest.raises(AnalysisError) as err:
+        sensors.execute("EXPLAIN LANGUAGE apas 'select o[n = $s.nope]; select [$o[T]]'")
+    statement = "EXPLAIN LANGUAGE apas 'select o[n = $s.nope]; select [$o[T]]'"
+    assert statement[err.value.loc.start:err.value.loc.end] == "$s.nope"

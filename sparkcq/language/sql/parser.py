@@ -360,19 +360,25 @@ class _StatementParser:
             return Explain(None, glob)
         if self.word() in ("SELECT", "(") or self.word() in _FORM_WORDS:
             return Explain(None, glob, self.select())
+        if not glob and self.accept("LANGUAGE"):
+            return Explain(None, glob, self.language(keyword_as=False))
         name_tok = self.name("a query name or a SELECT")
         self.done()
         return Explain(name_tok.text, glob)
 
-    def language(self) -> SelectText | ApasText:
-        """``LANGUAGE apas AS '<query>'`` (or ``LANGUAGE sql AS SELECT ...``)."""
+    def language(self, keyword_as: bool = True) -> SelectText | ApasText:
+        """``LANGUAGE apas AS '<query>'`` (or ``LANGUAGE sql AS SELECT ...``); after EXPLAIN
+        without the ``AS``.
+        """
         lang = self.name("a query language: apas or sql")
         if lang.text.lower() == "sql":
-            self.expect("AS")
+            if keyword_as:
+                self.expect("AS")
             return self.select()
         if lang.text.lower() != "apas":
             self.fail(f"unknown query language {lang.text!r}; use apas or sql", lang)
-        self.expect("AS")
+        if keyword_as:
+            self.expect("AS")
         tok = self.expect_type(TokenType.STRING, "the query text as a string, AS '...'")
         self.done()
         positions = unquote_positions(self.text, tok.start, tok.end + 1, tok.text)

@@ -181,11 +181,13 @@ class Refresh:
 
 @dataclass(frozen=True)
 class Explain:
-    """``EXPLAIN [GLOBAL [DOT]] [name]`` or ``EXPLAIN SELECT ...``."""
+    """``EXPLAIN [GLOBAL [DOT]] [name]``, ``EXPLAIN SELECT ...`` or ``EXPLAIN LANGUAGE apas
+    '...'``.
+    """
 
     name: str | None
     glob: bool = False
-    select: SelectText | None = None
+    select: SelectText | ApasText | None = None
     fmt: ExplainFormat = ExplainFormat.TEXT
 
 
