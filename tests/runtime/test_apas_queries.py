@@ -408,3 +408,15 @@ def test_explain_an_apas_query_before_it_runs(sensors):
         sensors.execute("EXPLAIN LANGUAGE apas 'select o[n = $s.nope]; select [$o[T]]'")
     statement = "EXPLAIN LANGUAGE apas 'select o[n = $s.nope]; select [$o[T]]'"
     assert statement[err.value.loc.start:err.value.loc.end] == "$s.nope"
+
+
+def test_a_windowed_stream_is_read_without_naming_an_attribute(sensors):
+    sensors.create_query("n", "where window.range($s, 10) select o[n = agg.count()];\n"
+                         "select [$o[T]]", language="apas")
+    sensors.execute("CREATE QUERY sql AS SELECT count(*) AS n FROM s [RANGE 10]")
+    sensors.push("s", [{"k": "a", "v": 1, "x": 0.0, "ok": True, "t": t} for t in (1, 4)],
+                 end=True)
+    sensors.run_until_idle()
+    # one element on [1, 4) and [11, 14), two on [4, 11)
+    assert rows(sensors, "n") == [(1, 1), (1, 11), (2, 4)]
+    assert rows(sensors, "sql") == rows(sensors, "n")

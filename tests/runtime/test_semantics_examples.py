@@ -224,3 +224,14 @@ def test_group_keys_equal_for_group_by_are_one_group(engine):
     last = got[got["_te"].isna()]  # pandas shows the NULL key as NaN too
     assert sorted(zip(last["x"].fillna(-1.0), last["s"], last["m"], strict=True)) == [
         (-1.0, 12, 8), (-1.0, 48, 32), (0.0, 3, 2)]
+
+
+def test_count_alone_over_a_range_window(engine):
+    """count(*) with no key and no argument: its window's projection keeps no column of its
+    own (once a query of it alone failed in its first cycle, emitting nothing)."""
+    engine.execute("CREATE STREAM e (k STRING, t BIGINT) WITH (event_time='t');"
+                   "CREATE QUERY n AS SELECT count(*) AS n FROM e [RANGE 10]")
+    engine.push("e", [{"k": "a", "t": 1}, {"k": "b", "t": 4}], end=True)
+    engine.run_until_idle()
+    got = sorted(tuple(r) for r in engine.results("n")[["n", "_ts", "_te"]].values.tolist())
+    assert got == [(1, 1, 4), (1, 11, 14), (2, 4, 11)]

@@ -157,10 +157,11 @@ class SlicedAggregateOperator(Operator):
             else:
                 assert isinstance(step, Project)
                 types = {f.name: f.dataType.simpleString() for f in step.schema.fields}
-                exprs = ", ".join(
-                    f"CAST(NULL AS {types[name]}) AS {q(name)}" if name in blank
-                    else f"{sql} AS {q(name)}" for name, sql in step.exprs)
-                src = f"(SELECT {exprs}, {q(T)}, {q(D)} FROM {src})"
+                # a projection may keep no column of its own (count(*) alone, no keys)
+                exprs = ", ".join([
+                    *(f"CAST(NULL AS {types[name]}) AS {q(name)}" if name in blank
+                      else f"{sql} AS {q(name)}" for name, sql in step.exprs), q(T), q(D)])
+                src = f"(SELECT {exprs} FROM {src})"
         return src
 
     def key_list(self, *extra: str) -> str:
