@@ -121,17 +121,22 @@ def module_allowed(module: str, allowed: tuple[str, ...]) -> bool:
     return any(module == a or module.startswith(a + ".") for a in (*BUILTIN_MODULES, *allowed))
 
 
+def ensure_module_allowed(module: str, allowed: tuple[str, ...], what: str) -> None:
+    """CatalogError naming ``what`` loads it unless ``module`` may load code."""
+    if not module_allowed(module, allowed):
+        listed = ", ".join((*BUILTIN_MODULES, *allowed))
+        msg = (f"{what}: module {module!r} is not allowed to load code; "
+               f"allowed: {listed} (start the server with --allow-udf-module {module})")
+        raise CatalogError(msg)
+
+
 def load_aggregate_class(path: str, name: str, allowed: tuple[str, ...]) -> type:
     """The class named by ``'package.module:Class'``, if its module is allowed."""
     module_name, sep, class_name = path.partition(":")
     if not sep or not module_name or not class_name:
         msg = f"aggregate {name!r}: USING {path!r} must name 'package.module:Class'"
         raise CatalogError(msg)
-    if not module_allowed(module_name, allowed):
-        listed = ", ".join((*BUILTIN_MODULES, *allowed))
-        msg = (f"aggregate {name!r}: module {module_name!r} is not allowed to load code; "
-               f"allowed: {listed} (start the server with --allow-udf-module {module_name})")
-        raise CatalogError(msg)
+    ensure_module_allowed(module_name, allowed, f"aggregate {name!r}")
     try:
         module = importlib.import_module(module_name)
     except ImportError as e:

@@ -17,7 +17,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql.types import BooleanType, DoubleType, NumericType, StructType
 
 from sparkcq.aggregates.library import Median
-from sparkcq.aggregates.user import UserAggregate
+from sparkcq.aggregates.user import UserAggregate, define_aggregate
 from sparkcq.errors import AnalysisError, Location
 from sparkcq.language.apas.compiler import compile_program
 from sparkcq.language.sql.statements import ApasText, OutputForm, SelectText, SourceWindow
@@ -63,8 +63,8 @@ if TYPE_CHECKING:
 
 _AGGREGATES = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max"}
 
-_MEDIAN = UserAggregate("median", Median, ("x",), (DoubleType(),), DoubleType(),
-                        "sparkcq.aggregates.library:Median")
+_MEDIAN = define_aggregate("median", Median, [("x", DoubleType())], DoubleType(),
+                           "sparkcq.aggregates.library:Median")
 #: aggregates that return a tree (DESIGN 4.5): name -> field -> (aggregate, user aggregate)
 TREE_AGGREGATES: dict[str, dict[str, tuple[str, UserAggregate | None]]] = {
     "stats": {"min": ("min", None), "max": ("max", None), "median": ("median", _MEDIAN),

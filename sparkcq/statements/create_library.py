@@ -18,7 +18,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from sparkcq.aggregates.user import BUILTIN_MODULES, module_allowed
+from sparkcq.aggregates.user import ensure_module_allowed
 from sparkcq.catalog import FunctionInfo, QueryStatus, ensure_identifier
 from sparkcq.errors import AnalysisError, CatalogError
 from sparkcq.language.apas.libraries import Library, load_library
@@ -51,11 +51,7 @@ def add_library(ctx: StatementContext, prefix: str, module: str) -> Library:
     if key in ctx.catalog.libraries:
         msg = f"a library {prefix!r} exists already; DROP LIBRARY {prefix} first"
         raise CatalogError(msg)
-    if not module_allowed(module, ctx.policy.allow_udf_modules):
-        listed = ", ".join((*BUILTIN_MODULES, *ctx.policy.allow_udf_modules))
-        msg = (f"library {prefix!r}: module {module!r} is not allowed to load code; allowed: "
-               f"{listed} (start the server with --allow-udf-module {module})")
-        raise CatalogError(msg)
+    ensure_module_allowed(module, ctx.policy.allow_udf_modules, f"library {prefix!r}")
     library = load_library(key, module)
     for fn in library.functions.values():
         assert fn.fn is not None and fn.returns is not None

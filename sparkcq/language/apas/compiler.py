@@ -289,7 +289,7 @@ class _Compiler:
         if isinstance(arg, s.Literal) and arg.kind is s.LiteralKind.INTEGER:
             return Duration(int(arg.value))  # type: ignore[call-overload]
         msg = "expected a duration such as 1h, 30s, 10min, 500ms, or a whole number"
-        raise self.error(msg, _span(arg))
+        raise self.error(msg, arg.span)
 
     def union(self, call: s.Call, scope: _StepScope) -> _Compiled:
         """``util.union($a[T], $b[T], ...)``: UNION ALL; each attribute's type is fixed by
@@ -302,7 +302,7 @@ class _Compiler:
         for arg in call.args:
             if not isinstance(arg, s.SubTree) or arg.ref.path:
                 msg = "util.union takes whole inputs, written $name[T]"
-                raise self.error(msg, _span(arg))
+                raise self.error(msg, arg.span)
             parts.append(self.whole_input(arg.ref, scope))
         first = parts[0]
         query = first.query
@@ -357,11 +357,11 @@ class _Compiler:
             if value.type is not ApasType.BOOLEAN:
                 found = _shown(value.shape or value.type)
                 msg = f"a where-condition must be BOOLEAN, found {found}"
-                raise self.error(msg, _span(p))
+                raise self.error(msg, p.span)
             if value.aggregates:
                 msg = ("an aggregate is not allowed in a where-clause; compute it in a step "
                        "and filter that step's output in the next one")
-                raise self.error(msg, _span(p))
+                raise self.error(msg, p.span)
             conditions.append(self.parse(value.typed.sql, value.span))
         outputs = self.tree_entries(step.tree, scope)
         leaves = list(_leaves(outputs))
@@ -710,10 +710,6 @@ def _conjuncts(e: s.Expr | None) -> list[s.Expr]:
     if isinstance(e, s.Binary) and e.op is s.Operator.AND:
         return [*_conjuncts(e.left), *_conjuncts(e.right)]
     return [e]
-
-
-def _span(e: s.Expr) -> s.Span:
-    return e.span
 
 
 def _quote(name: str) -> str:
