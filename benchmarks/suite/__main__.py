@@ -32,7 +32,7 @@ from benchmarks.nexmark.bench import expected as nexmark_expected
 from benchmarks.nexmark.bench import run_query
 from benchmarks.nexmark.generator import Config, write_input
 from benchmarks.nexmark.queries import QUERIES
-from benchmarks.suite.backlog import backlog
+from benchmarks.suite.backlog import BACKLOG_ENGINES, backlog
 from benchmarks.suite.compare import check_output
 from benchmarks.suite.data import Input, read_events, write_events
 from benchmarks.suite.engines import run_flink, run_spark, run_sparkcq
@@ -197,8 +197,12 @@ def main() -> None:
             continue
         if name.startswith("backlog-"):
             wl = WORKLOADS[name.removeprefix("backlog-")]
-            extra += [*backlog(spark, wl, prepare_inputs(wl, events, data_dir), hosts, reps),
-                      ""]
+            sized = SizedRuns(name, f"backlog: {wl.title}")
+            for size in sizes or [events]:
+                extra += [*backlog(spark, wl, prepare_inputs(wl, size, data_dir), hosts, reps,
+                                   sized), ""]
+            if sizes:
+                extra = [*marginal_table([sized], list(BACKLOG_ENGINES)), "", *extra]
             continue
         if name.startswith("nexmark-"):
             results.append(run_nexmark(spark, name.removeprefix("nexmark-"),

@@ -31,6 +31,7 @@ from benchmarks.suite.engines import (
     sparkcq_engine,
     sparkcq_output,
 )
+from benchmarks.suite.marginal import SizedRuns
 from benchmarks.suite.spark_work import SparkWork, job_group, spark_work
 from benchmarks.suite.workloads import Workload
 
@@ -110,8 +111,11 @@ RUNNERS = {"sparkcq": run_sparkcq_backlog, "spark": run_spark_backlog,
 
 
 def backlog(spark: SparkSession, wl: Workload, inputs: dict[str, Input], hosts_path: str,
-            reps: int) -> list[str]:
-    """Run ``wl`` in backlog mode ``reps`` times on each engine; the report's lines."""
+            reps: int, sized: SizedRuns | None = None) -> list[str]:
+    """Run ``wl`` in backlog mode ``reps`` times on each engine; the report's lines.
+    ``sized`` also records each timed run's whole seconds by input size (the marginal
+    rate, ``marginal.py``).
+    """
     raw = {stream: read_events(inp) for stream, inp in inputs.items()}
     runs: dict[str, list[BacklogRun]] = {}
     checks: dict[str, str] = {}
@@ -125,6 +129,8 @@ def backlog(spark: SparkSession, wl: Workload, inputs: dict[str, Input], hosts_p
                                               wl.expected(raw, engine), wl, raw)
             else:
                 runs.setdefault(engine, []).append(run)
+                if sized is not None:
+                    sized.add(engine, run.events, run.seconds)
             print(f"backlog-{wl.name} rep {rep + 1}/{reps} {engine}: {run.seconds:.2f} s, "
                   f"{run.events_per_s:,.0f} events/s, {run.cycles} cycle(s); output "
                   f"{checks[engine]}", flush=True)

@@ -63,8 +63,9 @@ def main() -> None:
               f"driver alone {report.seconds - work.busy_s:.2f} s; {work.jobs} jobs, "
               f"{work.stages} stages, {work.tasks} tasks, {work.task_s:.2f} s of tasks, "
               f"{work.shuffled:,} shuffled")
-        for node, op in eng.plan.ops.items():
-            plan_ms.setdefault(labels.get(node, node.label()), []).append(op.plan_seconds * 1e3)
+        for node, stats in eng.plan.stats.items():
+            plan_ms.setdefault(labels.get(node, node.label()), []).append(
+                stats.plan_seconds * 1e3)
         if report.cycle == args.show:
             shown = jobs
     print("driver time per cycle building each operator's plan (median):")

@@ -95,6 +95,8 @@ class CompiledPlan:
     # one reads then (their output is not built)
     fused: Mapping[str, QueryTail] = field(default_factory=dict)
     unread: frozenset[PlanNode] = frozenset()
+    # nodes whose change edge nothing reads (``CycleContext.edges_unread``)
+    edges_unread: frozenset[PlanNode] = frozenset()
 
     def participants(self, plan: GlobalPlan,
                      intervals: SharedIntervalFormatter) -> list[CycleParticipant]:
@@ -138,7 +140,9 @@ def compile_plan(plan: GlobalPlan, queries: Iterable[CompiledQuery],
     unread = plan.unread({n for t in fused.values() for n in (*t.steps, t.member.node)},
                          {q.plan for q in queries if q.name not in fused}, nodes)
     readers = plan.consumers() + Counter(q.plan for q in queries)
-    return CompiledPlan(queries, nodes, stepped, idle, shapes, readers, rows, fused, unread)
+    edges = plan.edges_unread(nodes, {q.plan for q in queries})
+    return CompiledPlan(queries, nodes, stepped, idle, shapes, readers, rows, fused, unread,
+                        edges)
 
 
 @dataclass(frozen=True)
@@ -231,7 +235,8 @@ class CycleEngine:
         """
         tx = CycleTransaction.begin(self.rt, compiled.participants(self.plan, self.intervals))
         try:
-            result = self._evaluate(compiled, CycleContext(cycle_input, compiled.nodes), full)
+            cycle = CycleContext(cycle_input, compiled.nodes, edges_unread=compiled.edges_unread)
+            result = self._evaluate(compiled, cycle, full)
             if deliver is not None:
                 deliver(result.tables)
             return result
@@ -292,7 +297,8 @@ class CycleEngine:
         rows: dict[PlanNode, int | None] = {}
         if self.count_rows is not RowCounting.OFF:
             for i, op in enumerate(compiled.stepped):
-                inline = i not in counted and slices[op.node].df is not None
+                inline = i not in counted and (slices[op.node].df is not None
+                                               or op.node in compiled.edges_unread)
                 rows[op.node] = None if inline else counts.get(i, 0)
         return CycleResult(tables, seconds, rows, unread)
 

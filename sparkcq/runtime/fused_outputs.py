@@ -24,7 +24,7 @@ from pyspark.sql.types import StructType
 from sparkcq.model.columns import FROM, QID, ROW, TO, D, N, T
 from sparkcq.model.time import TIME_MIN
 from sparkcq.plan.nodes import Aggregate, Filter, PlanNode, Project, SlicedAggregate
-from sparkcq.runtime.frames import q
+from sparkcq.runtime.frames import bound_sql, q
 from sparkcq.runtime.fusion import AggregateFamily, FamilyMemberOperator, FamilyRun
 from sparkcq.runtime.operators.aggregate import seed_time_sql
 from sparkcq.runtime.operators.shared_output import json_options_sql, normalised_sql
@@ -85,10 +85,11 @@ def sliced_tail_changes(family: SlicedFamily, run: SlicedRun | None,
         assert isinstance(member, SlicedAggregate)
         mapping = {out: q(src) for out, src in family.members[member]}
         fresh = member in family.fresh and lo != TIME_MIN
-        start = f"greatest({q(FROM)}, {lo})" if fresh else q(FROM)
-        begins = [f"{q(TO)} > {lo}" if fresh else f"{q(FROM)} >= {lo}"]
-        ends = [f"{q(TO)} IS NOT NULL", f"{q(TO)} < {hi}", *([f"{q(TO)} > {lo}"] if fresh
-                                                             else [])]
+        low, high = bound_sql(lo), bound_sql(hi)
+        start = f"greatest({q(FROM)}, {low})" if fresh else q(FROM)
+        begins = [f"{q(TO)} > {low}" if fresh else f"{q(FROM)} >= {low}"]
+        ends = [f"{q(TO)} IS NOT NULL", f"{q(TO)} < {high}",
+                *([f"{q(TO)} > {low}"] if fresh else [])]
         parts.append(_record(tail, mapping, begins, start, 1))
         parts.append(_record(tail, mapping, ends, q(TO), -1))
     text = f"inline(filter(array({', '.join(parts)}), x -> x IS NOT NULL))"

@@ -469,6 +469,21 @@ class GlobalPlan:
                     fams.remove(family)
             self.families = {k: v for k, v in self.families.items() if v}
 
+    def edges_unread(self, nodes: frozenset[PlanNode],
+                     roots: set[PlanNode]) -> frozenset[PlanNode]:
+        """The nodes among ``nodes`` whose change edge (``Slice.df``) nothing reads: no
+        query's root, and every operator of ``nodes`` reading one takes only its arrivals
+        or segments (``Operator.reads_edge``), or is stateless and unread itself.
+        """
+        read: set[PlanNode] = set(roots)
+        for node in reversed(list(self.ops)):  # consumers before their inputs
+            if node not in nodes:
+                continue
+            op = self.ops[node]
+            read.update(c for i, c in enumerate(op.input_nodes())
+                        if op.reads_edge(i, node in read))
+        return frozenset(n for n in nodes if n not in read)
+
     def consumers(self) -> Counter[PlanNode]:
         """How many operators read each node (queries are counted by the caller)."""
         count: Counter[PlanNode] = Counter()

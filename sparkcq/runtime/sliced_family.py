@@ -63,13 +63,11 @@ def sliced_operator(node: SlicedAggregate, rt: Runtime) -> SlicedAggregateOperat
 
 @dataclass(frozen=True)
 class SlicedRun:
-    """One cycle's evaluation of a family: segments, and the change edge for members that
-    ran before (``changes``) and for members in their first cycle (``fresh_changes``).
+    """One cycle's evaluation of a family: its segments (the change edges derived from
+    them are built only for members whose edge is read, ``SlicedFamily.changes``).
     """
 
     segments: Slice
-    changes: DataFrame | None = None
-    fresh_changes: DataFrame | None = None
     waits: bool = False  # the stream stayed where the history ends: the reseed is not due
 
 
@@ -251,12 +249,19 @@ class SlicedFamily(CycleParticipant):
         needed = {a.arg for a in agg.aggs if a.arg is not None and a.name in live}
         blank = frozenset(a.arg for a in agg.aggs if a.arg is not None and a.arg not in needed)
         segments = self.op.evaluate(inp, blank)
-        if segments.segments is None:
-            return SlicedRun(segments, waits=reseed_at is not None)
-        ran_before = bool(set(self.members) - self.fresh)
-        return SlicedRun(segments,
-                         self.op.changes(segments, fresh=False) if ran_before else None,
-                         self.op.changes(segments, fresh=True) if self.fresh else None)
+        return SlicedRun(segments, waits=segments.segments is None and reseed_at is not None)
+
+    def changes(self, run: SlicedRun, fresh: bool, cycle: CycleContext) -> DataFrame:
+        """The change edge of the cycle's segments, for members that ran before or (with
+        ``fresh``) for members in their first cycle; built once per cycle, when a member
+        whose edge is read asks.
+        """
+        key = (id(self), fresh)
+        done = cycle.evaluations.get(key)
+        if done is None:
+            assert self.op is not None
+            done = cycle.evaluations[key] = self.op.changes(run.segments, fresh=fresh)
+        return done  # type: ignore[no-any-return]
 
     def finish_cycle(self, run: SlicedRun | None) -> None:
         """The cycle was built: fresh members have run, a reseed is spent (unless it still
@@ -282,6 +287,10 @@ class SlicedMemberOperator(Operator):
     def cycle_parts(self) -> tuple[CycleParticipant, ...]:  # noqa: D102
         return (self.family,)
 
+    def reads_edge(self, i: int, own_edge_read: bool) -> bool:  # noqa: D102
+        op = self.family.op
+        return op is None or op.reads_edge(i, own_edge_read)
+
     @property
     def state_rows(self) -> int:
         """The rows of the family's state this member shares (counted once in totals)."""
@@ -294,17 +303,18 @@ class SlicedMemberOperator(Operator):
         if seg.segments is None:
             return Slice(None, seg.lo, seg.hi)
         assert isinstance(self.node, SlicedAggregate)
-        changes = run.fresh_changes if self.node in fam.fresh else run.changes
-        assert changes is not None
-        pick = ", ".join(f"{q(src)} AS {q(out)}" for out, src in fam.members[self.node])
+        # a projection of the family's frames (selectExpr: no view to bind)
+        pick = [f"{q(src)} AS {q(out)}" for out, src in fam.members[self.node]]
+        edge = None
+        if self.node not in cycle.edges_unread:
+            changes = fam.changes(run, self.node in fam.fresh, cycle)
+            edge = changes.selectExpr(*pick, q(T), q(D))
         # a member reading every column of the family's rows has its segments as they are
         op = fam.op
         assert op is not None
         whole = {src for _out, src in fam.members[self.node]} == set(op.names)
-        return Slice(self.views.sql(f"SELECT {pick}, {q(T)}, {q(D)} FROM {{c}}", c=changes),
-                     seg.lo, seg.hi,
-                     self.views.sql(f"SELECT {pick}, {q(FROM)}, {q(TO)} FROM {{s}}",
-                                    s=seg.segments),
+        return Slice(edge, seg.lo, seg.hi,
+                     seg.segments.selectExpr(*pick, q(FROM), q(TO)),
                      coalesced=(op.coalesced_segments and whole
                                 and self.node not in fam.fresh))
 

@@ -59,7 +59,10 @@ class CycleContext:
     family_starts: Mapping[int, Start] = field(default_factory=dict)
     # what a family computed for its members in this cycle, by id of the family: each
     # member reads it, the family computes it once
-    evaluations: dict[int, Any] = field(default_factory=dict)
+    evaluations: dict[int | tuple[int, bool], Any] = field(default_factory=dict)
+    # nodes whose change edge (``Slice.df``) nothing reads in this attempt: an operator
+    # that can gives only its segments or arrivals, and spends no driver time on the edge
+    edges_unread: frozenset[PlanNode] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -121,6 +124,13 @@ class Operator(CycleParticipant):
     def shedding_report(self) -> dict[str, Any] | None:
         """What the operator sheds (DESIGN 4.4), or None for one that sheds nothing."""
         return None
+
+    def reads_edge(self, i: int, own_edge_read: bool) -> bool:
+        """Whether ``step`` reads input ``i``'s change edge (``Slice.df``), given whether
+        its own edge is read; one that reads only a stream's ``arrivals`` or a relation's
+        segments does not, so its input need not build the edge.
+        """
+        return True
 
     def input_nodes(self) -> tuple[PlanNode, ...]:
         """The plan nodes whose slices ``step`` receives: the node's children, unless the

@@ -56,7 +56,7 @@ from sparkcq.plan.nodes import (
 )
 from sparkcq.plan.options import Shedding
 from sparkcq.runtime.cycle_input import CycleInput
-from sparkcq.runtime.frames import Runtime, Slice, SqlViews, col, q
+from sparkcq.runtime.frames import Runtime, Slice, SqlViews, bound, col, q
 from sparkcq.runtime.operators.base import CycleContext, Operator, Progress, as_changes_at
 from sparkcq.runtime.operators.shedding import (
     SLOTS,
@@ -179,6 +179,9 @@ class IntervalJoinOperator(Operator):
             "found-pairs")
 
     # -- SQL text, built once ----------------------------------------------------------------
+
+    def reads_edge(self, i: int, own_edge_read: bool) -> bool:  # noqa: D102
+        return not self.reads_arrivals[i]
     def build_events_sql(self, i: int) -> str:
         """Side ``i``'s new events (view ``{inp}``) through the filters and projections
         above its window: its columns and ``_t``.
@@ -232,7 +235,7 @@ class IntervalJoinOperator(Operator):
         if old is not None:  # partitioned and sorted already
             kept = old.select(*[col(n).alias(n) for n in names])
             if lo != TIME_MIN:
-                kept = kept.where(col(ENDS[i]) >= F.lit(lo))
+                kept = kept.where(col(ENDS[i]) >= bound(lo))
         if new is None:
             return kept
         keys = [col(k) for k in self.keys[i]]
@@ -386,7 +389,7 @@ class IntervalJoinOperator(Operator):
             return None
         every = pairs[0] if len(pairs) == 1 else pairs[0].unionByName(pairs[1])
         ending = every.where(within(PAIR_END, lo, hi))
-        self.pairs.set(None if hi == TIME_MAX else every.where(col(PAIR_END) >= F.lit(hi)))
+        self.pairs.set(None if hi == TIME_MAX else every.where(col(PAIR_END) >= bound(hi)))
         ends = ending.select(*[col(c) for c in cols], col(PAIR_END).alias(T),
                              F.lit(-1).cast("long").alias(D))
         if found is None:

@@ -16,8 +16,24 @@ from pyspark.sql.types import LongType, StructField, StructType
 from sparkcq.language.sql.statements import OutputForm
 from sparkcq.model.columns import FROM, LAYER, NEW, OP, TE, TO, TS, D, N, T
 from sparkcq.model.time import TIME_MAX
-from sparkcq.plan.nodes import PlanNode, ToStream
-from sparkcq.runtime.frames import Runtime, Slice, StateFrame, col, union_all
+from sparkcq.plan.nodes import (
+    EdgeKind,
+    Filter,
+    PlanNode,
+    Project,
+    SlicedAggregate,
+    ToStream,
+)
+from sparkcq.runtime.frames import (
+    Runtime,
+    Slice,
+    StateFrame,
+    bound,
+    bound_sql,
+    col,
+    q,
+    union_all,
+)
 from sparkcq.runtime.operators.base import CycleContext, Operator
 from sparkcq.runtime.operators.join import net, units
 
@@ -33,6 +49,15 @@ def join_on_values(left: DataFrame, right: DataFrame, names: list[str],
     for n, k in zip(names, keys, strict=True):
         cond = cond & left[f"`{n}`"].eqNullSafe(r[k])
     return left.join(r, cond, how).drop(*keys)
+
+
+def gives_segments(node: PlanNode) -> bool:
+    """Whether ``node``'s slices carry segments whenever the relation has content
+    (``Slice.segments``): a sliced aggregate's, through filters and projections.
+    """
+    while isinstance(node, Filter | Project) and node.kind is not EdgeKind.TABLE:
+        node = node.child
+    return isinstance(node, SlicedAggregate)
 
 
 class ToStreamOperator(Operator):
@@ -52,6 +77,11 @@ class ToStreamOperator(Operator):
             self.live = self.state(StructType([*node.schema.fields,
                                                StructField(N, LongType())]), "snapshot")
 
+    def reads_edge(self, i: int, own_edge_read: bool) -> bool:
+        """RSTREAM with a period reads an input that gives segments through them alone."""
+        return not (self.form is OutputForm.RSTREAM and self.period is not None
+                    and gives_segments(self.node.children[0]))
+
     def step(self, inputs: list[Slice], cycle: CycleContext) -> Slice:  # noqa: D102
         (inp,) = inputs
         if self.form is OutputForm.RSTREAM:
@@ -70,7 +100,7 @@ class ToStreamOperator(Operator):
         its segment starts and leaves where it ends; no grouping of changes, no shuffle.
         """
         at = col(FROM) if self.form is OutputForm.ISTREAM else col(TO)
-        rows = segments.where(at.isNotNull() & (at >= F.lit(inp.lo)) & (at < F.lit(inp.hi)))
+        rows = segments.where(at.isNotNull() & (at >= bound(inp.lo)) & (at < bound(inp.hi)))
         return Slice(rows.select(*[col(n) for n in self.names], at.alias(T),
                                  F.lit(1).cast("long").alias(D)), inp.lo, inp.hi)
 
@@ -139,8 +169,8 @@ class ToStreamOperator(Operator):
                 out = seg.join(inst, cond).select(*names, col("_it").alias(T), col("_cnt"))
         else:
             p = self.period
-            start = F.greatest(col(FROM), F.lit(inp.lo))
-            end = F.least(F.coalesce(col(TO), F.lit(hi)), F.lit(hi))
+            start = F.greatest(col(FROM), bound(inp.lo))
+            end = F.least(F.coalesce(col(TO), bound(hi)), bound(hi))
             first = start + F.pmod(-start, F.lit(p))
             rows = seg.where(first < end).select(
                 *names, F.explode(F.sequence(first, end - F.lit(1), F.lit(p))).alias(T),
@@ -161,13 +191,13 @@ class ToStreamOperator(Operator):
         """Snapshots at the multiples of ``period`` in [lo, hi) from the input's segments,
         which hold the relation's whole content over the slice: no state, no join.
         """
-        start = F.greatest(col(FROM), F.lit(inp.lo))
-        end = F.least(F.coalesce(col(TO), F.lit(inp.hi)), F.lit(inp.hi))
-        first = start + F.pmod(-start, F.lit(period))
-        out = segments.where(first < end).select(
-            *[col(n) for n in self.names],
-            F.explode(F.sequence(first, end - F.lit(1), F.lit(period))).alias(T),
-            F.lit(1).cast("long").alias(D))
+        lo, hi = bound_sql(inp.lo), bound_sql(inp.hi)
+        start = f"greatest({q(FROM)}, {lo})"
+        end = f"least(coalesce({q(TO)}, {hi}), {hi})"
+        first = f"({start} + pmod(-{start}, {period}))"
+        out = segments.where(f"{first} < {end}").selectExpr(
+            *map(q, self.names), f"explode(sequence({first}, {end} - 1, {period})) AS {q(T)}",
+            f"CAST(1 AS BIGINT) AS {q(D)}")
         return Slice(out, inp.lo, inp.hi)
 
 

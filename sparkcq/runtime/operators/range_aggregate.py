@@ -30,7 +30,7 @@ from pyspark.sql.types import BooleanType, LongType, StructField, StructType
 from sparkcq.model.columns import AT, CHANGED, GROUP_HASH, LAST, NEXT, PANE_END, SINCE, D, N
 from sparkcq.model.time import TIME_MAX, TIME_MIN
 from sparkcq.plan.nodes import RangeSpec, SlicedAggregate
-from sparkcq.runtime.frames import Runtime, Slice, q
+from sparkcq.runtime.frames import Runtime, Slice, bound_sql, q
 from sparkcq.runtime.operators.base import as_changes_at
 from sparkcq.runtime.operators.sliced_aggregate import SlicedAggregateOperator
 
@@ -84,7 +84,7 @@ class RangeAggregateOperator(SlicedAggregateOperator):
         """
         if fold_from == TIME_MIN:
             return ""
-        return f" WHERE {q(PANE_END)} >= {fold_from - self.length}"
+        return f" WHERE {q(PANE_END)} >= {bound_sql(fold_from - self.length)}"
 
     def range_points_sql(self, fold_from: int, hi: int, with_base: bool) -> str:
         """The points in [fold_from, hi) where a group's events arrive (at their instant)
@@ -97,12 +97,12 @@ class RangeAggregateOperator(SlicedAggregateOperator):
         cols = ", ".join([q(AT), q(N), *measures])
         due = []  # a logged event arrives or leaves in [fold_from, hi)
         if fold_from != TIME_MIN:
-            due.append(f"{q(PANE_END)} >= {fold_from - self.length}")
+            due.append(f"{q(PANE_END)} >= {bound_sql(fold_from - self.length)}")
         if hi != TIME_MAX:
-            due.append(f"{q(PANE_END)} < {hi}")
-        at = [f"{q(AT)} >= {fold_from}"] if fold_from != TIME_MIN else []
+            due.append(f"{q(PANE_END)} < {bound_sql(hi)}")
+        at = [f"{q(AT)} >= {bound_sql(fold_from)}"] if fold_from != TIME_MIN else []
         if hi != TIME_MAX:
-            at.append(f"{q(AT)} < {hi}")
+            at.append(f"{q(AT)} < {bound_sql(hi)}")
 
         def where(conds: list[str]) -> str:
             return f" WHERE {' AND '.join(conds)}" if conds else ""

@@ -15,7 +15,15 @@ from sparkcq.model.columns import ARRIVAL_WATERMARK, DEAD_BATCH, DELETE, RAW, RE
 from sparkcq.model.rows import RowError
 from sparkcq.model.time import TIME_MAX, TIME_MIN, TimeKind
 from sparkcq.plan.nodes import StreamScan
-from sparkcq.runtime.frames import Runtime, Slice, Summary, col, union_all, unpersist_checkpoint
+from sparkcq.runtime.frames import (
+    Runtime,
+    Slice,
+    Summary,
+    bound,
+    col,
+    union_all,
+    unpersist_checkpoint,
+)
 from sparkcq.runtime.operators.base import CycleContext, FutureBuffer, Operator, Progress
 
 
@@ -146,7 +154,9 @@ class ScanOperator(Operator):
         return col(name).cast("long")
 
     def step(self, inputs: list[Slice], cycle: CycleContext) -> Slice:
-        """Take this cycle's batch (``cycle.input``): the edge of [old, new watermark)."""
+        """Take this cycle's batch (``cycle.input``): the edge of [old, new watermark), unless
+        its consumers read only the ``arrivals`` (``cycle.edges_unread``).
+        """
         batch = cycle.input.batch(self.scan)
         lo = self.progress.watermark
         for frame in self.progress.let_go:
@@ -168,7 +178,8 @@ class ScanOperator(Operator):
         hi = wm
         self.progress = replace(self.progress, watermark=wm, ended=ended)
         self.let_go_delivered(lo)
-        return self.emit(self.held_between(lo, hi), lo, hi, arrived)
+        edge = self.node not in cycle.edges_unread
+        return self.emit(self.held_between(lo, hi) if edge else None, lo, hi, arrived)
 
     def hold(self, batch: HeldBatch) -> None:
         """Hold a new batch, after those held."""
@@ -193,12 +204,12 @@ class ScanOperator(Operator):
         """The on-time events of ``[lo, hi)`` from the batches that may hold some."""
         if hi <= lo:
             return None
-        ready = union_all([frame.where(col(T) < F.lit(hi)) for frame in self.on_time_since(lo)])
+        ready = union_all([frame.where(col(T) < bound(hi)) for frame in self.on_time_since(lo)])
         return None if ready is None else ready.drop(REASON)
 
     def on_time_since(self, since: int) -> list[DataFrame]:
         """The on-time events at or after ``since`` of each held batch that may have some."""
-        return [b.frame.where(col(REASON).isNull() & (col(T) >= F.lit(since)))
+        return [b.frame.where(col(REASON).isNull() & (col(T) >= bound(since)))
                 for b in self.progress.held
                 if not b.measured or (b.largest is not None and b.largest >= since)]
 
@@ -251,14 +262,14 @@ class ScanOperator(Operator):
         cycle's commit (``Runtime.measure``). Returns the batch's on-time events.
         """
         # late: before the watermark of the cycle, or of the row's arrival if later
-        bound = (F.greatest(F.lit(lo), col(ARRIVAL_WATERMARK))
-                 if ARRIVAL_WATERMARK in raw.columns else F.lit(lo))
+        lowest = (F.greatest(bound(lo), col(ARRIVAL_WATERMARK))
+                  if ARRIVAL_WATERMARK in raw.columns else bound(lo))
         extra = []
         if self.scan.key:  # deletes of a keyed stream: the scan's edge carries them
             extra.append((F.coalesce(col(DELETE), F.lit(False)) if DELETE in raw.columns
                           else F.lit(False)).alias(DELETE))
         df = raw.select(*[col(n) for n in self.names], *extra,
-                        bound.alias("_bound")).withColumn(T, self.time_expr(self.scan.time_col))
+                        lowest.alias("_bound")).withColumn(T, self.time_expr(self.scan.time_col))
         what = (F.when(col(DELETE), F.lit(" (a delete)")).otherwise(F.lit(""))
                 if self.scan.key else F.lit(""))
         reason = (

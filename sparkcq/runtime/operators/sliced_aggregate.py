@@ -46,7 +46,7 @@ from sparkcq.plan.nodes import (
     StreamScan,
     window_reach,
 )
-from sparkcq.runtime.frames import Runtime, Slice, SqlViews, q
+from sparkcq.runtime.frames import Runtime, Slice, SqlViews, bound_sql, q
 from sparkcq.runtime.operators.aggregate import accumulator_type
 from sparkcq.runtime.operators.base import CycleContext, Operator, Progress, as_changes_at
 
@@ -91,6 +91,9 @@ class SlicedAggregateOperator(Operator):
             self.step_len, self.length = spec.slide or 1, spec.size
             self.pane_end = (f"{q(T)} + pmod(-{q(T)}, {spec.slide})"
                              if spec.slide and spec.slide > 1 else q(T))
+        # a tumbling window (W = S) holds one pane at a time: a group's row over
+        # [pane end, pane end + W) is that pane's, with no points to merge or sort
+        self.tumbling = self.length == self.step_len
         self.keys = list(agg.keys)
         arg_types = {f.name: f.dataType for f in agg.child.schema.fields}
         self.measures: dict[str, _Measure] = {}
@@ -139,6 +142,9 @@ class SlicedAggregateOperator(Operator):
         assert reach is not None
         self.history_length = reach
 
+    def reads_edge(self, i: int, own_edge_read: bool) -> bool:  # noqa: D102
+        return not self.reads_arrivals
+
     def measure(self, name: str, sql: str, combine: str, dtype: DataType) -> str:
         """Keep ``sql`` per pane (once, however many calls read it); its column, quoted."""
         self.measures.setdefault(name, _Measure(name, sql, combine, dtype))
@@ -169,9 +175,10 @@ class SlicedAggregateOperator(Operator):
         return ", ".join([q(GROUP_HASH), *map(q, self.keys), *extra])
 
     def group_hash(self) -> str:
-        """The group hash ``_g`` of an event; every frame of the operator after the pane
-        sums is partitioned by it alone, so grouping per (group, pane), per (group, point)
-        and the per-group sort need no shuffle of their own (as ``GroupKeys``).
+        """The group hash ``_g`` of an event; every frame of a sliding window's operator
+        after the pane sums is partitioned by it alone, so grouping per (group, pane), per
+        (group, point) and the per-group sort need no shuffle of their own (as
+        ``GroupKeys``).
         """
         if not self.keys:
             return "CAST(0 AS BIGINT)"
@@ -182,23 +189,37 @@ class SlicedAggregateOperator(Operator):
         merged with the panes kept from earlier cycles that may still be in a window at or
         after ``lo``. The kept panes are partitioned by the group hash already: only the
         new sums are redistributed (each kept column renamed to itself, so that the union
-        keeps the partitioning, as in ``interval_join``).
+        keeps the partitioning, as in ``interval_join``). A tumbling window's panes are
+        read by no per-group sort: kept panes and events share one shuffle.
         """
+        by = self.key_list(q(PANE_END))
+        names = [f.name for f in self.panes.schema.fields]
+        merged = "".join(f", {m.combine}({q(m.name)}) AS {q(m.name)}"
+                         for m in self.measures.values())
+        live = (f" WHERE {q(PANE_END)} >= {bound_sql(lo - self.length)}" if lo != TIME_MIN
+                else "")
+        if self.tumbling:
+            # no later frame groups by the group hash alone: the kept panes and the
+            # events go through one shuffle by (group, pane), the events summed map-side
+            # by Spark's partial aggregation (one stage fewer than redistributing)
+            each = "".join(f", {m.sql} AS {q(m.name)}" for m in self.measures.values())
+            events = (f"SELECT {self.key_list(q(PANE_END))}, {q(D)} AS `{N}`{each} FROM "
+                      f"(SELECT *, {self.pane_end} AS {q(PANE_END)}, {self.group_hash()} AS "
+                      f"{q(GROUP_HASH)} FROM {self.events_sql}) WHERE {q(D)} > 0")
+            if with_old:
+                kept = ", ".join(map(q, names))
+                events = f"SELECT {kept} FROM {{old}}{live} UNION ALL {events}"
+            return f"SELECT {by}, sum(`{N}`) AS `{N}`{merged} FROM ({events}) GROUP BY {by}"
         measures = "".join(f", {m.combine}({m.sql}) AS {q(m.name)}"
                            for m in self.measures.values())
-        by = self.key_list(q(PANE_END))
         partial = (f"SELECT {by}, sum({q(D)}) AS `{N}`{measures} "
                    f"FROM (SELECT *, {self.pane_end} AS {q(PANE_END)}, {self.group_hash()} AS "
                    f"{q(GROUP_HASH)} FROM {self.events_sql}) WHERE {q(D)} > 0 GROUP BY {by}")
-        names = [f.name for f in self.panes.schema.fields]
         merging = (f"SELECT {', '.join(map(q, names))} FROM ({partial}) "
                    f"DISTRIBUTE BY {q(GROUP_HASH)}")
         if with_old:
-            live = f" WHERE {q(PANE_END)} >= {lo - self.length}" if lo != TIME_MIN else ""
             kept = ", ".join(f"{q(n)} AS {q(n)}" for n in names)
             merging = f"SELECT {kept} FROM {{old}}{live} UNION ALL ({merging})"
-        merged = "".join(f", {m.combine}({q(m.name)}) AS {q(m.name)}"
-                         for m in self.measures.values())
         return f"SELECT {by}, sum(`{N}`) AS `{N}`{merged} FROM ({merging}) GROUP BY {by}"
 
     def points_sql(self) -> str:
@@ -223,6 +244,12 @@ class SlicedAggregateOperator(Operator):
         """Each group's row over [point, next point) where its window is not empty, for the
         segments that start before ``hi`` and end at or after ``lo`` (their end is due).
         """
+        out = ", ".join(q(n) if n in self.keys else f"{self.values[n]} AS {q(n)}"
+                        for n in self.names)
+        if self.tumbling:  # each pane is a window: a projection of the panes
+            one = (f"SELECT *, {q(PANE_END)} AS {q(AT)}, {q(PANE_END)} + {self.length} "
+                   f"AS {q(NEXT)} FROM {{panes}}")
+            return self.due_segments_sql(out, one, lo, hi)
         part = f"PARTITION BY {self.key_list()} "
         order = f"({part}ORDER BY {q(AT)}"
         running = f"{order} ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)"
@@ -233,8 +260,6 @@ class SlicedAggregateOperator(Operator):
             cols.append(f"{m.combine}({q(m.name)}) OVER {over} AS {q(m.name)}")
         run = (f"SELECT {self.key_list(q(AT))}, lead({q(AT)}) OVER {order}) AS {q(NEXT)}, "
                f"{', '.join(cols)} FROM ({self.points_sql()})")
-        out = ", ".join(q(n) if n in self.keys else f"{self.values[n]} AS {q(n)}"
-                        for n in self.names)
         return self.due_segments_sql(out, run, lo, hi)
 
     @staticmethod
@@ -244,9 +269,9 @@ class SlicedAggregateOperator(Operator):
         """
         where = [f"`{N}` > 0"]
         if hi != TIME_MAX:
-            where.append(f"{q(AT)} < {hi}")
+            where.append(f"{q(AT)} < {bound_sql(hi)}")
         if lo != TIME_MIN:
-            where.append(f"({q(NEXT)} IS NULL OR {q(NEXT)} >= {lo})")
+            where.append(f"({q(NEXT)} IS NULL OR {q(NEXT)} >= {bound_sql(lo)})")
         return (f"SELECT {out}, {q(AT)} AS {q(FROM)}, {q(NEXT)} AS {q(TO)} FROM ({points}) "
                 f"WHERE {' AND '.join(where)}")
 
@@ -258,12 +283,13 @@ class SlicedAggregateOperator(Operator):
         """
         names = ", ".join(map(q, self.names))
         start = q(FROM)
-        starts = f" WHERE {q(FROM)} >= {lo}" if lo != TIME_MIN else ""
-        ends = f" AND {q(TO)} < {hi}" if hi != TIME_MAX else ""
+        low, high = bound_sql(lo), bound_sql(hi)
+        starts = f" WHERE {q(FROM)} >= {low}" if lo != TIME_MIN else ""
+        ends = f" AND {q(TO)} < {high}" if hi != TIME_MAX else ""
         if fresh and lo != TIME_MIN:
-            start = f"greatest({q(FROM)}, {lo})"
-            starts = f" WHERE {q(TO)} > {lo}"
-            ends += f" AND {q(TO)} > {lo}"
+            start = f"greatest({q(FROM)}, {low})"
+            starts = f" WHERE {q(TO)} > {low}"
+            ends += f" AND {q(TO)} > {low}"
         return (f"SELECT {names}, {start} AS {q(T)}, CAST(1 AS BIGINT) AS {q(D)} "
                 f"FROM {{seg}}{starts} UNION ALL "
                 f"SELECT {names}, {q(TO)} AS {q(T)}, CAST(-1 AS BIGINT) AS {q(D)} "
@@ -275,7 +301,8 @@ class SlicedAggregateOperator(Operator):
         if run.segments is None:
             return run
         fresh = not self.progress.started
-        changes = self.changes(run, fresh=fresh)
+        changes = (None if self.node in cycle.edges_unread
+                   else self.changes(run, fresh=fresh))
         self.progress = replace(self.progress, started=True)
         return Slice(changes, run.lo, run.hi, run.segments,
                      coalesced=self.coalesced_segments and not fresh)
@@ -321,7 +348,9 @@ class SlicedAggregateOperator(Operator):
                 self.panes.adopt(panes)
         if hi == TIME_MAX:
             self.panes.set(None)
-        segments = self.rt.cache_for_cycle(sql(self.segments_sql(lo, hi), panes=panes))
+        segments = sql(self.segments_sql(lo, hi), panes=panes)
+        if not self.tumbling:  # read by several consumers; a tumbling one is a projection
+            segments = self.rt.cache_for_cycle(segments)
         return Slice(None, lo, hi, segments)
 
     def changes(self, run: Slice, fresh: bool) -> DataFrame:

@@ -20,6 +20,9 @@ class StatelessOperator(Operator):
     def pass_unread(self, inputs: list[Slice], cycle: CycleContext) -> Slice:  # noqa: D102
         return Slice(None, inputs[0].lo, inputs[0].hi)
 
+    def reads_edge(self, i: int, own_edge_read: bool) -> bool:  # noqa: D102
+        return own_edge_read
+
 
 class FilterOperator(StatelessOperator):
     """Keeps the changes whose row satisfies the predicate (snapshot-reducible as is)."""
@@ -30,11 +33,11 @@ class FilterOperator(StatelessOperator):
 
     def step(self, inputs: list[Slice], cycle: CycleContext) -> Slice:  # noqa: D102
         (inp,) = inputs
-        if inp.df is None:
+        if inp.df is None and inp.segments is None:
             return inp
         segments = None if inp.segments is None else inp.segments.where(self.predicate)
-        return Slice(inp.df.where(self.predicate), inp.lo, inp.hi, segments,
-                     coalesced=inp.coalesced)
+        edge = None if inp.df is None else inp.df.where(self.predicate)
+        return Slice(edge, inp.lo, inp.hi, segments, coalesced=inp.coalesced)
 
     def contents(self, children: list[DataFrame | None], at: int) -> DataFrame | None:  # noqa: D102
         return self.step([Slice(children[0], at, at + 1)], CycleContext()).df
@@ -52,13 +55,15 @@ class ProjectOperator(StatelessOperator):
 
     def step(self, inputs: list[Slice], cycle: CycleContext) -> Slice:  # noqa: D102
         (inp,) = inputs
-        if inp.df is None:
+        if inp.df is None and inp.segments is None:
             return inp
         if self.node.kind is EdgeKind.TABLE:
+            assert inp.df is not None
             return Slice(inp.df.select(*self.exprs), inp.lo, inp.hi)
         segments = None if inp.segments is None else inp.segments.select(
             *self.exprs, col(FROM), col(TO))
-        return Slice(inp.df.select(*self.exprs, col(T), col(D)), inp.lo, inp.hi, segments,
+        edge = None if inp.df is None else inp.df.select(*self.exprs, col(T), col(D))
+        return Slice(edge, inp.lo, inp.hi, segments,
                      coalesced=inp.coalesced and self.injective)
 
     def contents(self, children: list[DataFrame | None], at: int) -> DataFrame | None:  # noqa: D102
