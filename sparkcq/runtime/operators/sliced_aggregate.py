@@ -184,6 +184,11 @@ class SlicedAggregateOperator(Operator):
             return "CAST(0 AS BIGINT)"
         return f"xxhash64({', '.join(map(q, self.keys))})"
 
+    def placed_events_sql(self) -> str:
+        """The cycle's entering events, each with its pane end and group hash."""
+        return (f"(SELECT *, {self.pane_end} AS {q(PANE_END)}, {self.group_hash()} AS "
+                f"{q(GROUP_HASH)} FROM {self.events_sql}) WHERE {q(D)} > 0")
+
     def panes_sql(self, with_old: bool, lo: int) -> str:
         """The cycle's events summed per (group, pane) map-side, before the shuffle, then
         merged with the panes kept from earlier cycles that may still be in a window at or
@@ -203,9 +208,7 @@ class SlicedAggregateOperator(Operator):
             # events go through one shuffle by (group, pane), the events summed map-side
             # by Spark's partial aggregation (one stage fewer than redistributing)
             each = "".join(f", {m.sql} AS {q(m.name)}" for m in self.measures.values())
-            events = (f"SELECT {self.key_list(q(PANE_END))}, {q(D)} AS `{N}`{each} FROM "
-                      f"(SELECT *, {self.pane_end} AS {q(PANE_END)}, {self.group_hash()} AS "
-                      f"{q(GROUP_HASH)} FROM {self.events_sql}) WHERE {q(D)} > 0")
+            events = f"SELECT {by}, {q(D)} AS `{N}`{each} FROM {self.placed_events_sql()}"
             if with_old:
                 kept = ", ".join(map(q, names))
                 events = f"SELECT {kept} FROM {{old}}{live} UNION ALL {events}"
@@ -213,8 +216,7 @@ class SlicedAggregateOperator(Operator):
         measures = "".join(f", {m.combine}({m.sql}) AS {q(m.name)}"
                            for m in self.measures.values())
         partial = (f"SELECT {by}, sum({q(D)}) AS `{N}`{measures} "
-                   f"FROM (SELECT *, {self.pane_end} AS {q(PANE_END)}, {self.group_hash()} AS "
-                   f"{q(GROUP_HASH)} FROM {self.events_sql}) WHERE {q(D)} > 0 GROUP BY {by}")
+                   f"FROM {self.placed_events_sql()} GROUP BY {by}")
         merging = (f"SELECT {', '.join(map(q, names))} FROM ({partial}) "
                    f"DISTRIBUTE BY {q(GROUP_HASH)}")
         if with_old:
