@@ -37,11 +37,25 @@ class Batch:
     end: bool = False
 
 
+class StreamEvents(list):
+    """A stream's accepted events, and the watermark it had reached where it ended (-inf:
+    never; a count or key cut's last chunk is cut there at the earliest)."""
+
+    def __init__(self, events: Iterable[Event] = (), ended_at: float = -INF):
+        super().__init__(events)
+        self.ended_at = ended_at
+
+
+def ended_at(events: list[Event]) -> float:
+    """Where the stream of ``events`` ended (-inf: unknown, or never)."""
+    return events.ended_at if isinstance(events, StreamEvents) else -INF
+
+
 @dataclass
 class Arrivals:
     """The accepted and the late events of one stream, and its watermark after each cycle."""
 
-    accepted: list[Event] = field(default_factory=list)
+    accepted: StreamEvents = field(default_factory=StreamEvents)
     late: list[tuple[Event, float]] = field(default_factory=list)  # event, watermark passed
     watermarks: list[float] = field(default_factory=list)
 
@@ -75,6 +89,8 @@ def arrivals(batches: Iterable[Batch], lateness: int, measured: bool = False) ->
             seen = batch_seen if seen is None else max(seen, batch_seen)
         if batch.watermark is not None:
             mark = max(mark, batch.watermark)
+        if batch.end and not ended:
+            out.accepted.ended_at = mark
         ended = ended or batch.end
         if ended:
             mark = INF
@@ -197,8 +213,9 @@ class Win:
     def chunk_elements(self, events: list[Event], columns: tuple[str, ...]) -> list[Element]:
         """Count or key chunks in (t, values) order: chunk j's rows are valid from the first
         row of chunk j + 1 until the first row of chunk j + 1 + m (DESIGN 2.5). Every
-        scenario ends its streams: the last chunk is complete, its cut one unit after its
-        last row, as if the next chunk began there."""
+        scenario ends its streams: the last chunk is complete, as if the next chunk began
+        where the stream ended: one unit after its last row, or at the watermark it had
+        reached if later."""
         rows = sorted(events, key=lambda e: (e["t"], *[e[c] for c in columns]))
         chunk: list[int] = []
         for i, e in enumerate(rows):
@@ -212,7 +229,7 @@ class Win:
         for e, c in zip(rows, chunk, strict=True):
             starts.setdefault(c, e["t"])
         if rows:
-            starts[chunk[-1] + 1] = rows[-1]["t"] + 1
+            starts[chunk[-1] + 1] = max(rows[-1]["t"] + 1, ended_at(events))
         m = max(self.slide, 1)
         out = [(tuple(e[c] for c in columns), starts.get(j + 1, INF), starts.get(j + 1 + m, INF))
                for e, j in zip(rows, chunk, strict=True)]
@@ -548,7 +565,8 @@ class Shape:
         it from ``start`` on (DESIGN 4.2), otherwise only the events from ``start`` on.
         """
         if start is not None and not shared:
-            inputs = {s: [e for e in evs if e["t"] >= start] for s, evs in inputs.items()}
+            inputs = {s: StreamEvents((e for e in evs if e["t"] >= start), ended_at(evs))
+                      for s, evs in inputs.items()}
         rel = self.relation(inputs)
         if start is not None and shared:
             rel = rel.clip(start)
@@ -870,7 +888,9 @@ class DerivedStreamQuery(Shape):
         return super().features() | {"derived stream", f"window {self.win.name}", "GROUP BY"}
 
     def derived(self, inputs: Inputs) -> list[Event]:
-        return [{**e, "v": e["v"] + 1} for e in inputs[self.stream] if e["v"] != self.skip]
+        events = inputs[self.stream]
+        return StreamEvents(({**e, "v": e["v"] + 1} for e in events if e["v"] != self.skip),
+                            ended_at(events))
 
     def relation(self, inputs: Inputs) -> Relation:
         rel = window(self.derived(inputs), self.win)

@@ -138,6 +138,9 @@ class Slice:
     # overlap or meet, and ``df`` holds exactly their starts and ends in [lo, hi), so a row
     # enters where a segment starts (ISTREAM) and leaves where one ends (DSTREAM)
     coalesced: bool = False
+    # in the slice where a stream ends (hi becomes TIME_MAX): the watermark it had reached,
+    # where a next chunk could have started at the earliest (``ChunkCutOperator``)
+    ended_at: int | None = None
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ EVENTS = [("a", 1, 1), ("a", 2, 2), ("b", 4, 4), ("b", 7, 7), ("a", 9, 9), ("a",
           ("c", 3, 12)]
 OTHER = [("a", 100, 5), ("a", 300, 11), ("b", 200, 15)]  # stream r (k, w, t)
 
-CYCLES = {"one cycle": [100], "a few cycles": [3, 8, 11, 13, 16],
+CYCLES = {"one cycle": [16], "a few cycles": [3, 8, 11, 13, 16],
           "a cycle per event": [2, 3, 5, 8, 10, 11, 12, 13, 16]}
 SOME_CYCLES = {k: CYCLES[k] for k in ("one cycle", "a few cycles")}
 SPLIT = {"a few cycles": CYCLES["a few cycles"]}  # a join's tests: input over five cycles
@@ -63,12 +63,13 @@ def with_table(engine: Engine) -> Engine:
 
 # chunks {1, 2} {4, 7} {9, 10} {12}: each valid from the next chunk's first row (4, 9, 12)
 # for one chunk, or (WINDOW 2 CHUNKS) until the first row two chunks later; the input ends
-# after 12, so the last chunk {12} is complete, its cut point at 13 (one unit after it)
+# at watermark 16, so the last chunk {12} is complete, its cut point at 16 (where the
+# stream ended: a next chunk could not have started earlier)
 COUNT_CUTS = [
     ("SELECT sum(v) AS total FROM s [CUT EVERY 2 ROWS]",
-     [(3, 4, 9), (11, 9, 12), (19, 12, 13), (3, 13, None)]),
+     [(3, 4, 9), (11, 9, 12), (19, 12, 16), (3, 16, None)]),
     ("SELECT sum(v) AS total FROM s [CUT BY 2 ROWS WINDOW 2 CHUNKS]",
-     [(3, 4, 9), (14, 9, 12), (30, 12, 13), (22, 13, None)]),
+     [(3, 4, 9), (14, 9, 12), (30, 12, 16), (22, 16, None)]),
 ]
 
 
@@ -78,16 +79,16 @@ def test_count_cut(engine, query, expected, cycles):
     assert run(engine, query, cycles, columns=["total"]) == sorted(expected)
 
 
-# runs of k: a {1, 2}, b {4, 7}, a {9, 10}, c {12}: cut points 4, 9, 12, and 13 at the
-# end of the input, which completes the last chunk c
+# runs of k: a {1, 2}, b {4, 7}, a {9, 10}, c {12}: cut points 4, 9, 12, and 16 at the
+# end of the input (its last watermark), which completes the last chunk c
 KEY_CUTS = [
     ("SELECT k, count(*) AS n, sum(v) AS total FROM s [CUT ON k] GROUP BY k",
-     [("a", 2, 3, 4, 9), ("b", 2, 11, 9, 12), ("a", 2, 19, 12, 13), ("c", 1, 3, 13, None)]),
+     [("a", 2, 3, 4, 9), ("b", 2, 11, 9, 12), ("a", 2, 19, 12, 16), ("c", 1, 3, 16, None)]),
     # the first a chunk stays until the first row two chunks later (12), where the second
-    # a chunk starts; b until the end's cut point (13), the rest from then on
+    # a chunk starts; b until the end's cut point (16), the rest from then on
     ("SELECT k, count(*) AS n, sum(v) AS total FROM s [CUT ON k WINDOW 2 CHUNKS] GROUP BY k",
-     [("a", 2, 3, 4, 12), ("b", 2, 11, 9, 13), ("a", 2, 19, 12, None),
-      ("c", 1, 3, 13, None)]),
+     [("a", 2, 3, 4, 12), ("b", 2, 11, 9, 16), ("a", 2, 19, 12, None),
+      ("c", 1, 3, 16, None)]),
 ]
 
 
@@ -149,10 +150,11 @@ def test_count_cut_joined_with_a_table(engine, cycles):
     got = run(with_table(engine),
               "SELECT h.name, sum(S.v) AS total FROM s [CUT EVERY 3 ROWS] S JOIN names h "
               "ON h.k = S.k GROUP BY h.name", cycles, columns=["name", "total"])
-    # chunks {1, 2, 4} valid [7, 12), {7, 9, 10} from 12 until the next cut point: 13, where
-    # the end of the input completes the last chunk {12} (k c: no name, nothing joined)
-    assert got == [("alpha", 3, 7, 12), ("alpha", 19, 12, 13), ("beta", 4, 7, 12),
-                   ("beta", 7, 12, 13)]
+    # chunks {1, 2, 4} valid [7, 12), {7, 9, 10} from 12 until the next cut point: 16, where
+    # the end of the input (at watermark 16) completes the last chunk {12} (k c: no name,
+    # nothing joined)
+    assert got == [("alpha", 3, 7, 12), ("alpha", 19, 12, 16), ("beta", 4, 7, 12),
+                   ("beta", 7, 12, 16)]
 
 
 # -- derived tables ---------------------------------------------------------------------------
@@ -258,7 +260,9 @@ def test_chunk_errors_name_what_is_wrong(engine, statement, fragments):
 @pytest.mark.parametrize("cycles", list(SOME_CYCLES.values()), ids=list(SOME_CYCLES))
 def test_the_end_of_input_completes_the_last_count_chunk(engine, cycles):
     """Seven rows cut every three: the seventh is a chunk of its own, complete at the end
-    of the input (found: its sum was never produced), valid from one unit after it.
+    of the input (found: its sum was never produced), valid from where the stream ended:
+    its watermark, 100, which no row reached (found: cut at 8, one unit after the row,
+    below output already final).
     """
     engine.execute("CREATE STREAM n (v BIGINT, t BIGINT) WITH (event_time='t')")
     engine.execute("CREATE QUERY q AS SELECT sum(v) AS total FROM n [CUT EVERY 3 ROWS]")
@@ -276,5 +280,6 @@ def test_the_end_of_input_completes_the_last_count_chunk(engine, cycles):
     assert records() == [(6, 4, 7), (15, 7, None)]
     engine.end_input("n")
     engine.run_until_idle()
-    # ... until the input ends: its cut point is 8, one unit after its last row
-    assert records() == [(6, 4, 7), (7, 8, None), (15, 7, 8)]
+    # ... until the input ends: its cut point is 100, where the stream ended (no later row
+    # could have come before its watermark)
+    assert records() == [(6, 4, 7), (7, 100, None), (15, 7, 100)]

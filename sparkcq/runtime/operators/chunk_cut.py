@@ -9,10 +9,14 @@ one chunk, or for ``WINDOW m CHUNKS``, until the first row of the chunk m later:
     CUT EVERY 2 ROWS over rows at 1, 2, 4, 7, 9:  chunks {1, 2} {4, 7} {9}
     rows at 1 and 2 are valid on [4, 9); rows at 4 and 7 from 9 until a sixth row comes.
 
-At the end of the input the last chunk is complete too: its cut point is one time unit
-after its last row (as if the next chunk started there), so its rows are valid from then
-on, and the chunk before it (one chunk) ends there. Above, if the input ends after the row
-at 9: rows at 4 and 7 are valid on [9, 10), the row at 9 from 10 on.
+At the end of the input the last chunk is complete too, as if the next chunk started where
+the stream ended: one time unit after its last row, or at the watermark the stream had
+reached (its last heartbeat) if that is later, since no row could have come before it. So
+the last chunk's rows are valid from then on, and the chunk before it (one chunk) ends
+there. Above, if the input ends after the row at 9: rows at 4 and 7 are valid on [9, 10),
+the row at 9 from 10 on; had a heartbeat at 15 come before the end, on [9, 15) and from 15.
+A cut below the watermark would change output already final, and a query started at that
+watermark from the relation's contents would keep rows that left before its start.
 
 A chunk's rows thus wait (as state) until the next chunk starts, and stay until the chunk m
 later starts: the state is the rows of the last m + 1 chunks, numbered by their place in
@@ -61,9 +65,11 @@ class ChunkCutOperator(Operator):
                                  F.lit(-1).cast("long"))
         firsts = rows.groupBy(col(CHUNK)).agg(
             F.min_by(col(T), col(INDEX)).alias("_ct"), F.min(col(INDEX)).alias("_fi"))
-        if ends:  # the next chunk's first row, as if it came one unit after the last row
+        if ends:  # the next chunk's first row, as if it came where the stream ended
+            ended_at = inp.lo if inp.ended_at is None else inp.ended_at
             firsts = firsts.unionByName(rows.agg(
-                (F.max(col(CHUNK)) + 1).alias(CHUNK), (F.max(col(T)) + 1).alias("_ct"),
+                (F.max(col(CHUNK)) + 1).alias(CHUNK),
+                F.greatest(F.max(col(T)) + 1, F.lit(ended_at).cast("long")).alias("_ct"),
                 (F.max(col(INDEX)) + 1).alias("_fi")))
         # a chunk's cut point: the first row of the next chunk; its end: m chunks later
         start = firsts.select((col(CHUNK) - 1).alias("_sc"), col("_ct").alias("_s"),

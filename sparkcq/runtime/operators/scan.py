@@ -173,13 +173,15 @@ class ScanOperator(Operator):
         if batch.watermark is not None:
             wm = max(wm, batch.watermark)
         ended = self.progress.ended or batch.end
+        ended_at = wm if ended and not self.progress.ended else None
         if ended:
             wm = TIME_MAX
         hi = wm
         self.progress = replace(self.progress, watermark=wm, ended=ended)
         self.let_go_delivered(lo)
         edge = self.node not in cycle.edges_unread
-        return self.emit(self.held_between(lo, hi) if edge else None, lo, hi, arrived)
+        out = self.emit(self.held_between(lo, hi) if edge else None, lo, hi, arrived)
+        return out if ended_at is None else replace(out, ended_at=ended_at)
 
     def hold(self, batch: HeldBatch) -> None:
         """Hold a new batch, after those held."""

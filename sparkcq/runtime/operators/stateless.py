@@ -18,7 +18,7 @@ class StatelessOperator(Operator):
     reads_inputs_unread = False
 
     def pass_unread(self, inputs: list[Slice], cycle: CycleContext) -> Slice:  # noqa: D102
-        return Slice(None, inputs[0].lo, inputs[0].hi)
+        return Slice(None, inputs[0].lo, inputs[0].hi, ended_at=inputs[0].ended_at)
 
     def reads_edge(self, i: int, own_edge_read: bool) -> bool:  # noqa: D102
         return own_edge_read
@@ -37,7 +37,8 @@ class FilterOperator(StatelessOperator):
             return inp
         segments = None if inp.segments is None else inp.segments.where(self.predicate)
         edge = None if inp.df is None else inp.df.where(self.predicate)
-        return Slice(edge, inp.lo, inp.hi, segments, coalesced=inp.coalesced)
+        return Slice(edge, inp.lo, inp.hi, segments, coalesced=inp.coalesced,
+                     ended_at=inp.ended_at)
 
     def contents(self, children: list[DataFrame | None], at: int) -> DataFrame | None:  # noqa: D102
         return self.step([Slice(children[0], at, at + 1)], CycleContext()).df
@@ -64,7 +65,7 @@ class ProjectOperator(StatelessOperator):
             *self.exprs, col(FROM), col(TO))
         edge = None if inp.df is None else inp.df.select(*self.exprs, col(T), col(D))
         return Slice(edge, inp.lo, inp.hi, segments,
-                     coalesced=inp.coalesced and self.injective)
+                     coalesced=inp.coalesced and self.injective, ended_at=inp.ended_at)
 
     def contents(self, children: list[DataFrame | None], at: int) -> DataFrame | None:  # noqa: D102
         return self.step([Slice(children[0], at, at + 1)], CycleContext()).df
