@@ -25,6 +25,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from sparkcq.model.columns import T
+from sparkcq.runtime.saved_frames import FrameReader, FrameWriter
 
 _COUNT_BASE = 1 << 30  # ids of counted frames in the commit's union, apart from states
 _MEASURED_BASE = 1 << 40  # ids of measured frames (``Runtime.measure``)
@@ -472,13 +473,13 @@ class StateFrame:
             self.rt.release_at_cycle_end(self.df)
             self.df = None
 
-    def save(self, path: str) -> None:
-        """Write the state as Parquet under ``path``."""
-        self.get_or_empty().write.mode("overwrite").parquet(os.path.join(path, self.name))
+    def save(self, path: str, frames: FrameWriter) -> None:
+        """Save the state under ``path`` with the checkpoint's other ``frames``."""
+        frames.add(os.path.join(path, self.name), self.df)
 
-    def load(self, path: str) -> None:
-        """Restore the state written by ``save``, with its size known at once."""
-        self.set(self.rt.spark.read.schema(self.schema).parquet(os.path.join(path, self.name)))
+    def load(self, path: str, frames: FrameReader) -> None:
+        """Restore the state ``save`` saved, with its size known at once."""
+        self.set(frames.read(os.path.join(path, self.name), self.schema))
         assert self.df is not None
         least = F.min(col(T)) if T in self.df.columns else F.lit(None).cast("long")
         n, m = self.df.agg(F.count(F.lit(1)), least).first()  # type: ignore[misc]

@@ -18,6 +18,7 @@ from sparkcq.plan.nodes import PlanNode
 from sparkcq.runtime.operators.base import Operator
 from sparkcq.runtime.operators.shared_output import SharedIntervalFormatter
 from sparkcq.runtime.queries import RunningQueries
+from sparkcq.runtime.saved_frames import FrameReader, FrameWriter
 
 STREAMS_FILE = "streams.json"
 
@@ -57,8 +58,10 @@ def save_state(path: str, queries: RunningQueries, saved: SavedState) -> None:
     cycles).
     """
     os.makedirs(path, exist_ok=True)
+    frames = FrameWriter(path)
     for key, holder in stateful(queries):
-        holder.save(os.path.join(path, key))
+        holder.save(os.path.join(path, key), frames)
+    frames.write()
     marks = {name: s.marks() for name, s in queries.scans.items()}
     with open(os.path.join(path, STREAMS_FILE), "w", encoding="utf-8") as f:
         json.dump({"cycle": saved.cycle, "engine_id": saved.engine_id, "streams": marks}, f)
@@ -70,13 +73,14 @@ def restore_state(path: str, queries: RunningQueries, engine_id: str) -> SavedSt
     """
     with open(os.path.join(path, STREAMS_FILE), encoding="utf-8") as f:
         saved = json.load(f)
+    frames = FrameReader(queries.rt.spark, path)
     for key, holder in stateful(queries):
         folder = os.path.join(path, key)
         if not os.path.isdir(folder):
             label = holder.node.label() if isinstance(holder, Operator) else key
             msg = f"no saved state for operator {label!r} under {path!r}"
             raise CatalogError(msg)
-        holder.load(folder)
+        holder.load(folder, frames)
     for name, marks in saved["streams"].items():
         queries.scans[name].resume(marks["watermark"], marks["max_seen"], marks["ended"])
     queries.plan.resume()

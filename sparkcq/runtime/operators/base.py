@@ -14,6 +14,7 @@ from sparkcq.model.columns import D, T
 from sparkcq.plan.nodes import EdgeKind, PlanNode, Window
 from sparkcq.runtime.cycle_input import CycleInput
 from sparkcq.runtime.frames import Runtime, Slice, StateFrame, col, split_at, union_all
+from sparkcq.runtime.saved_frames import FrameReader, FrameWriter
 from sparkcq.runtime.transaction import CycleParticipant
 
 
@@ -216,15 +217,15 @@ class Operator(CycleParticipant):
         msg = f"{self.node.label()} cannot tell its current contents"
         raise ContentsUnknownError(msg)
 
-    def save(self, path: str) -> None:
-        """Write the operator's state under ``path`` (a checkpoint at a cycle boundary)."""
+    def save(self, path: str, frames: FrameWriter) -> None:
+        """Save the operator's state under ``path`` (a checkpoint at a cycle boundary)."""
         for frame in self.states:
-            frame.save(path)
+            frame.save(path, frames)
 
-    def load(self, path: str) -> None:
-        """Restore what ``save`` wrote."""
+    def load(self, path: str, frames: FrameReader) -> None:
+        """Restore what ``save`` saved."""
         for frame in self.states:
-            frame.load(path)
+            frame.load(path, frames)
 
     def release(self) -> None:
         """Free all state (the operator leaves the plan)."""

@@ -75,6 +75,7 @@ from sparkcq.runtime.operators.shedding import (
     work_per_bucket,
 )
 from sparkcq.runtime.operators.window import element_interval, element_span
+from sparkcq.runtime.saved_frames import FrameReader, FrameWriter
 
 #: where each side's element starts and ends (the left's ``_ls``/``_le``, the right's
 #: ``_rs``/``_re``), so the join condition's columns and these never clash
@@ -536,8 +537,8 @@ class IntervalJoinOperator(Operator):
                                        strict=True)],
         }
 
-    def save(self, path: str) -> None:  # noqa: D102 - and what the shedding learnt
-        super().save(path)
+    def save(self, path: str, frames: FrameWriter) -> None:  # noqa: D102 - and the shedding's
+        super().save(path, frames)
         if self.shedding is not None:
             with open(os.path.join(path, CONTROL_FILE), "w", encoding="utf-8") as f:
                 json.dump([{"work": list(d.work), "priorities": list(d.priorities),
@@ -547,8 +548,8 @@ class IntervalJoinOperator(Operator):
                             "elements": [list(e) for e in d.elements]}
                            for d in self.progress.directions], f)
 
-    def load(self, path: str) -> None:  # noqa: D102
-        super().load(path)
+    def load(self, path: str, frames: FrameReader) -> None:  # noqa: D102
+        super().load(path, frames)
         control = os.path.join(path, CONTROL_FILE)
         if self.shedding is not None and os.path.exists(control):
             with open(control, encoding="utf-8") as f:

@@ -25,6 +25,7 @@ from sparkcq.runtime.frames import (
     unpersist_checkpoint,
 )
 from sparkcq.runtime.operators.base import CycleContext, FutureBuffer, Operator, Progress
+from sparkcq.runtime.saved_frames import FrameReader, FrameWriter
 
 
 @dataclass(frozen=True)
@@ -390,22 +391,26 @@ class ScanOperator(Operator):
             produced = starts.unionByName(ends)
         return self.future.emit(produced, lo, hi)
 
-    def save(self, path: str) -> None:
-        """Write the state and the events held beyond the watermark (``load`` holds them
+    def save(self, path: str, frames: FrameWriter) -> None:
+        """Save the state and the events held beyond the watermark (``load`` holds them
         again), so a restored engine delivers them.
         """
-        super().save(path)
-        undelivered = self.held_between(self.progress.watermark, TIME_MAX)
-        schema = StructType([*self.scan.schema.fields, StructField(T, LongType()),
-                             *([StructField(TE, LongType())] if self.scan.end_col else []),
-                             *([StructField(DELETE, BooleanType())] if self.scan.key else [])])
-        frame = undelivered if undelivered is not None else self.rt.empty(schema)
-        frame.write.mode("overwrite").parquet(os.path.join(path, "held-events"))
+        super().save(path, frames)
+        frames.add(os.path.join(path, "held-events"),
+                   self.held_between(self.progress.watermark, TIME_MAX))
 
-    def load(self, path: str) -> None:
-        """Restore what ``save`` wrote."""
-        super().load(path)
-        frame = self.rt.spark.read.parquet(os.path.join(path, "held-events")).withColumn(
+    def held_schema(self) -> StructType:
+        """The columns of the events held: the stream's, the event time (and end time, and
+        the delete flag of a keyed stream).
+        """
+        return StructType([*self.scan.schema.fields, StructField(T, LongType()),
+                           *([StructField(TE, LongType())] if self.scan.end_col else []),
+                           *([StructField(DELETE, BooleanType())] if self.scan.key else [])])
+
+    def load(self, path: str, frames: FrameReader) -> None:
+        """Restore what ``save`` saved."""
+        super().load(path, frames)
+        frame = frames.read(os.path.join(path, "held-events"), self.held_schema()).withColumn(
             REASON, F.lit(None).cast("string"))
         rows, largest = frame.agg(F.count(F.lit(1)), F.max(col(T))).first()  # type: ignore[misc]
         self.progress = replace(self.progress,

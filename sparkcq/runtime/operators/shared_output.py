@@ -40,6 +40,7 @@ from pyspark.sql.types import (
 from sparkcq.model.columns import LAYER, OP, QID, ROW, TE, TS, D, T
 from sparkcq.runtime.frames import Runtime, StateFrame, col, q
 from sparkcq.runtime.operators.outputs import coalesce_changes
+from sparkcq.runtime.saved_frames import FrameReader, FrameWriter
 from sparkcq.runtime.transaction import CycleParticipant
 
 JSON_OPTIONS = {
@@ -165,13 +166,13 @@ class SharedIntervalFormatter(CycleParticipant):
         """Open element layers held for all queries."""
         return self.open.rows
 
-    def save(self, path: str) -> None:
-        """Write the open layers under ``path`` (a checkpoint at a cycle boundary)."""
-        self.open.save(path)
+    def save(self, path: str, frames: FrameWriter) -> None:
+        """Save the open layers under ``path`` (a checkpoint at a cycle boundary)."""
+        self.open.save(path, frames)
 
-    def load(self, path: str) -> None:
-        """Restore what ``save`` wrote."""
-        self.open.load(path)
+    def load(self, path: str, frames: FrameReader) -> None:
+        """Restore what ``save`` saved."""
+        self.open.load(path, frames)
 
     def step(self, encoded: list[DataFrame], live: list[int]) -> DataFrame | None:
         """Records (query id, row text, ``_ts``, ``_te``, ``_op``) of this cycle's changes."""

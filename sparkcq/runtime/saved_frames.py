@@ -1,0 +1,86 @@
+"""A checkpoint's state frames, written by one Spark job and read back one by one.
+
+Writing each state frame as its own Parquet dataset costs a Spark job per frame (a plan,
+a job, a commit of its files): on the traffic report that made a checkpoint cost as much
+as the cycle it followed. Here every frame of a checkpoint goes into one dataset, one job:
+frame ``j``'s rows are the struct column ``_f<j>`` of rows whose ``_frame`` is ``j`` (the
+others' columns null). An index beside it names each frame by its path under the checkpoint (the
+holder's folder and the frame's name), so a holder saves and loads under the same names
+as before; a frame that was empty is not written and reads back empty. Every task of the
+union writes one frame's rows into files of its own, so reading a frame back skips the
+other files by their ``_frame`` statistics (no partitioned write: that sorts every row by
+its partition first).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from sparkcq.errors import CatalogError
+
+FRAMES_FOLDER = "frames"
+INDEX_FILE = "frames.json"
+FRAME = "_frame"
+
+
+class FrameWriter:
+    """Collects a checkpoint's frames (``add``), then writes them together (``write``)."""
+
+    def __init__(self, root: str):
+        self.root = root
+        self.frames: list[tuple[str, DataFrame]] = []
+
+    def add(self, path: str, df: DataFrame | None) -> None:
+        """Save ``df`` as the frame at ``path`` (under the root); None saves it empty."""
+        os.makedirs(path, exist_ok=True)  # the holder's folder, for files of its own
+        if df is not None:
+            self.frames.append((os.path.relpath(path, self.root), df))
+
+    def write(self) -> None:
+        """Write every frame added, in one Spark job, and the index naming them."""
+        index = {name: j for j, (name, _df) in enumerate(self.frames)}
+        if self.frames:
+            kinds = [df.schema for _name, df in self.frames]
+            parts = []
+            for j, (_name, df) in enumerate(self.frames):
+                columns = [F.struct(*[df[f"`{f.name}`"] for f in df.schema.fields])
+                           if i == j else F.lit(None).cast(kind) for i, kind in enumerate(kinds)]
+                parts.append(df.select(F.lit(j).alias(FRAME), *[
+                    c.alias(f"_f{i}") for i, c in enumerate(columns)]))
+            union = parts[0]
+            for part in parts[1:]:
+                union = union.union(part)
+            union.write.mode("overwrite").parquet(
+                os.path.join(self.root, FRAMES_FOLDER))
+        with open(os.path.join(self.root, INDEX_FILE), "w", encoding="utf-8") as f:
+            json.dump(index, f)
+
+
+class FrameReader:
+    """Reads back the frames a ``FrameWriter`` wrote under ``root``."""
+
+    def __init__(self, spark: SparkSession, root: str):
+        self.spark = spark
+        self.root = root
+        try:
+            with open(os.path.join(root, INDEX_FILE), encoding="utf-8") as f:
+                self.index: dict[str, int] = json.load(f)
+        except FileNotFoundError as e:
+            msg = f"no saved frames under {root!r} (missing {INDEX_FILE})"
+            raise CatalogError(msg) from e
+        self.dataset: DataFrame | None = None
+
+    def read(self, path: str, schema: StructType) -> DataFrame:
+        """The frame saved at ``path``, with the columns of ``schema``."""
+        j = self.index.get(os.path.relpath(path, self.root))
+        if j is None:
+            return self.spark.createDataFrame([], schema)
+        if self.dataset is None:
+            self.dataset = self.spark.read.parquet(os.path.join(self.root, FRAMES_FOLDER))
+        frame = self.dataset.where(F.col(FRAME) == j).select(f"_f{j}.*")
+        return frame.select(*[F.col(f"`{f.name}`").cast(f.dataType) for f in schema.fields])
