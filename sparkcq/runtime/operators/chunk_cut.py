@@ -66,6 +66,8 @@ class ChunkCutOperator(Operator):
         firsts = rows.groupBy(col(CHUNK)).agg(
             F.min_by(col(T), col(INDEX)).alias("_ct"), F.min(col(INDEX)).alias("_fi"))
         if ends:  # the next chunk's first row, as if it came where the stream ended
+            # an input that does not tell where it ended (a union of streams): where this
+            # operator stood, so no change falls below output already final
             ended_at = inp.lo if inp.ended_at is None else inp.ended_at
             firsts = firsts.unionByName(rows.agg(
                 (F.max(col(CHUNK)) + 1).alias(CHUNK),
