@@ -9,7 +9,8 @@ holder's folder and the frame's name), so a holder saves and loads under the sam
 as before; a frame that was empty is not written and reads back empty. Every task of the
 union writes one frame's rows into files of its own, so reading a frame back skips the
 other files by their ``_frame`` statistics (no partitioned write: that sorts every row by
-its partition first).
+its partition first). A checkpoint written before this layout (no index: a dataset per
+frame at its path) still reads back.
 """
 
 from __future__ import annotations
@@ -62,21 +63,27 @@ class FrameWriter:
 
 
 class FrameReader:
-    """Reads back the frames a ``FrameWriter`` wrote under ``root``."""
+    """Reads back the frames a ``FrameWriter`` wrote under ``root``, or those of a checkpoint
+    written before it, one Parquet dataset per frame at the frame's own path.
+    """
 
     def __init__(self, spark: SparkSession, root: str):
         self.spark = spark
         self.root = root
-        try:
-            with open(os.path.join(root, INDEX_FILE), encoding="utf-8") as f:
-                self.index: dict[str, int] = json.load(f)
-        except FileNotFoundError as e:
-            msg = f"no saved frames under {root!r} (missing {INDEX_FILE})"
-            raise CatalogError(msg) from e
+        self.index: dict[str, int] | None = None  # None: a dataset per frame
+        index = os.path.join(root, INDEX_FILE)
+        if os.path.exists(index):
+            with open(index, encoding="utf-8") as f:
+                self.index = json.load(f)
+        elif not os.path.isdir(root):
+            msg = f"no saved frames under {root!r} (no such folder)"
+            raise CatalogError(msg)
         self.dataset: DataFrame | None = None
 
     def read(self, path: str, schema: StructType) -> DataFrame:
         """The frame saved at ``path``, with the columns of ``schema``."""
+        if self.index is None:
+            return self.spark.read.schema(schema).parquet(path)
         j = self.index.get(os.path.relpath(path, self.root))
         if j is None:
             return self.spark.createDataFrame([], schema)

@@ -49,6 +49,15 @@ def test_frames_of_different_schemas_read_back_apart(spark, tmp_path):
     assert rows(reader.read(os.path.join(root, "op2", "empty"), PANES)) == []
 
 
-def test_a_folder_without_saved_frames_is_named(spark, tmp_path):
-    with pytest.raises(CatalogError, match="no saved frames under .*frames.json"):
-        FrameReader(spark, str(tmp_path))
+def test_a_checkpoint_of_a_dataset_per_frame_still_reads(spark, tmp_path):
+    """Written before frames shared one dataset: each frame a Parquet dataset at its path."""
+    panes = [("a", 10, 1.5), ("b", 20, None)]
+    path = os.path.join(str(tmp_path), "op1", "panes")
+    spark.createDataFrame(panes, PANES).write.parquet(path)
+    got = FrameReader(spark, str(tmp_path)).read(path, PANES)
+    assert set(rows(got)) == set(panes)
+
+
+def test_a_missing_folder_is_named(spark, tmp_path):
+    with pytest.raises(CatalogError, match="no saved frames under .*no such folder"):
+        FrameReader(spark, str(tmp_path / "gone"))
