@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -25,7 +26,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from sparkcq.model.columns import T
-from sparkcq.runtime.saved_frames import FrameReader, FrameWriter
+
+if TYPE_CHECKING:
+    from sparkcq.runtime.saved_frames import FrameReader, FrameWriter
 
 _COUNT_BASE = 1 << 30  # ids of counted frames in the commit's union, apart from states
 _MEASURED_BASE = 1 << 40  # ids of measured frames (``Runtime.measure``)

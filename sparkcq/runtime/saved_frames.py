@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from sparkcq.errors import CatalogError
+from sparkcq.runtime.frames import union_all
 
 FRAMES_FOLDER = "frames"
 INDEX_FILE = "frames.json"
@@ -53,11 +54,9 @@ class FrameWriter:
                            if i == j else F.lit(None).cast(kind) for i, kind in enumerate(kinds)]
                 parts.append(df.select(F.lit(j).alias(FRAME), *[
                     c.alias(f"_f{i}") for i, c in enumerate(columns)]))
-            union = parts[0]
-            for part in parts[1:]:
-                union = union.union(part)
-            union.write.mode("overwrite").parquet(
-                os.path.join(self.root, FRAMES_FOLDER))
+            union = union_all(parts)
+            assert union is not None
+            union.write.mode("overwrite").parquet(os.path.join(self.root, FRAMES_FOLDER))
         with open(os.path.join(self.root, INDEX_FILE), "w", encoding="utf-8") as f:
             json.dump(index, f)
 
