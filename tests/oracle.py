@@ -542,6 +542,10 @@ class Shape:
         """The query's ``WITH (...)`` clause, or ''."""
         return ""
 
+    def tables(self) -> dict[str, list[dict]]:
+        """The tables the query reads, by name, as rows."""
+        return {}
+
     def features(self) -> set[str]:
         """What of the dialect the query exercises (for the count of cases per feature)."""
         if self.records_kind == "instants" and not self.form:
@@ -649,6 +653,61 @@ class AggQuery(Shape):
         calls = [(f"a{i}", (AGGS | UDAS)[a]) for i, a in enumerate(self.aggs)]
         having = (None if self.having is None else lambda rows: len(rows) > self.having)
         return aggregate(rel, self.keys, calls, having)
+
+
+#: the table TableAggQuery joins, k -> g: x twice under p (a duplicate row counts twice)
+TABLE_H = (("x", "p"), ("x", "p"), ("x", "q"), ("y", "q"))
+
+
+@dataclass(frozen=True)
+class TableAggQuery(Shape):
+    """[form] SELECT s.ex, h.g[, s.k], aggs FROM s [win] JOIN h ON s.k = h.k [WHERE v > w]
+    GROUP BY s.ex, h.g[, s.k]: an aggregate of a windowed stream joined with a table."""
+
+    win: Win
+    aggs: tuple[str, ...]
+    by_key: bool = False
+    where: int | None = None
+    agg_form: str = ""
+
+    @property
+    def form(self) -> str:
+        return self.agg_form
+
+    @property
+    def period(self) -> int | None:
+        return self.win.period
+
+    @property
+    def records_kind(self) -> str:  # type: ignore[override]
+        return _records_kind(self.agg_form)
+
+    def tables(self) -> dict[str, list[dict]]:
+        return {"h": [{"k": k, "g": g} for k, g in TABLE_H]}
+
+    def sql(self) -> str:
+        keys = ["s.ex", "h.g", *(["s.k"] if self.by_key else [])]
+        cols = ", ".join(f"{a} AS a{i}" for i, a in enumerate(self.aggs))
+        where = f" WHERE v > {self.where}" if self.where is not None else ""
+        return (f"{self.agg_form} SELECT {', '.join(f'{k} AS {k[2:]}' for k in keys)}, {cols} "
+                f"FROM s {self.win.sql()} JOIN h ON s.k = h.k{where} "
+                f"GROUP BY {', '.join(keys)}").strip()
+
+    def features(self) -> set[str]:
+        out = super().features() | {f"window {self.win.name}", "GROUP BY", "join with a table"}
+        out |= {f"aggregate {a}" for a in self.aggs}
+        return out | ({"WHERE"} if self.where is not None else set())
+
+    def relation(self, inputs: Inputs) -> Relation:
+        rel = window(inputs["s"], self.win)
+        if self.where is not None:
+            rel = rel.where(lambda r: r["v"] > self.where)
+        table = Relation(("k", "g"), tuple(((k, g), -INF, INF) for k, g in TABLE_H))
+        joined = join(rel, table, key=lambda r: r["k"], theta=None,
+                      columns=("ex", "k", "v", "t", "g"),
+                      make=lambda a, b: (a["ex"], a["k"], a["v"], a["t"], b["g"]))
+        keys = ("ex", "g", "k") if self.by_key else ("ex", "g")
+        return aggregate(joined, keys, [(f"a{i}", AGGS[a]) for i, a in enumerate(self.aggs)])
 
 
 @dataclass(frozen=True)

@@ -285,6 +285,8 @@ def run_scenario(spark, scenario: Scenario, queries: dict[str, Query],
         eng.execute(f"CREATE STREAM {name} (ex BIGINT, k STRING, v BIGINT, t BIGINT) "
                     f"WITH (event_time='t', lateness='{plan.lateness}'{key})")
         eng.attach_source(name, ListSource(plan.items(), on_driver=not plan.measured))
+    for name, rows in {n: r for q in queries.values() for n, r in q.shape.tables().items()}.items():
+        eng.register_table(name, rows)
     setups = dict.fromkeys(q.shape.setup() for q in queries.values() if q.shape.setup())
     for statement in setups:
         eng.execute(statement)

@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
-from sparkcq.catalog import Catalog, StreamInfo
+from sparkcq.catalog import Catalog, StreamInfo, TableInfo
 from sparkcq.errors import Location
 from sparkcq.language.sql.parser import parse_script_located
 from sparkcq.language.sql.statements import Explain
 from sparkcq.plan.binder import bind_select
 from sparkcq.plan.definitions import bind_stream
-from sparkcq.plan.nodes import render_tree
+from sparkcq.plan.nodes import TableScan, render_tree
 from sparkcq.plan.options import StreamOptions
 from sparkcq.plan.rules import RULES, Rule
 
@@ -45,8 +45,8 @@ def read_cases(path: Path) -> tuple[list[str], list[tuple[str, str]]]:
 
 
 @pytest.fixture(scope="module")
-def catalog():
-    """Streams s and s2 (k STRING, v DOUBLE, t BIGINT), event time t."""
+def catalog(spark):
+    """Streams s and s2 (k STRING, v DOUBLE, t BIGINT), event time t; table h (k, g STRING)."""
     catalog = Catalog()
     schema = StructType([StructField("k", StringType()), StructField("v", DoubleType()),
                          StructField("t", LongType())])
@@ -56,6 +56,9 @@ def catalog():
                            Location.of_span(text, 0, len(text))).node
         catalog.add_stream(StreamInfo(name, schema, node.time_col, None, node.time_kind, {},
                                       node))
+    hosts = StructType([StructField("k", StringType()), StructField("g", StringType())])
+    catalog.add_table(TableInfo("h", hosts, spark.createDataFrame([], hosts),
+                                TableScan("h", hosts)))
     return catalog
 
 

@@ -29,6 +29,7 @@ from oracle import (
     FilterQuery,
     JoinQuery,
     ProjectQuery,
+    TableAggQuery,
     UnionQuery,
     UnionStreamsQuery,
     Win,
@@ -101,6 +102,11 @@ def aggregate_queries(draw) -> dict[str, Query]:
     kind = draw(st.sampled_from(sorted(WINDOWS)), label="family window")
     queries["family"] = Query(draw(agg_query(wins[kind], list(AGGS))), "aggregate family")
     queries["uda"] = Query(draw(agg_query(draw(case_windows), list(UDAS))), "user aggregate")
+    queries["table"] = Query(draw(st.builds(
+        TableAggQuery, case_windows,
+        st.lists(st.sampled_from(sorted(AGGS)), min_size=1, max_size=3, unique=True).map(tuple),
+        by_key=st.booleans(), where=st.none() | st.integers(0, 6),
+        agg_form=st.sampled_from(FORMS))), "aggregate of a join with a table")
     return queries
 
 

@@ -271,3 +271,59 @@ def test_replacements_that_queries_could_not_follow_are_refused(spark):
     eng.end_input("s")
     eng.run_until_idle()
     assert rows(eng.results("joined"), "k", "r", "v") == JOINED
+
+
+# -- aggregates of a chunked stream joined with the table, stream side first ----------------
+# (plan/rules/aggregate_before_table_joins.py): duplicate table rows, and a switch inside a
+# chunk
+
+# x is under p twice and under q once; z has no row
+HG0 = [{"k": "x", "g": "p"}, {"k": "x", "g": "p"}, {"k": "x", "g": "q"}, {"k": "y", "g": "q"}]
+HG1 = [{"k": "x", "g": "q"}, {"k": "y", "g": "p"}]
+CHUNK_EVENTS = [dict(k="x", v=1, t=1), dict(k="z", v=9, t=2), dict(k="y", v=4, t=3),
+                dict(k="x", v=2, t=4), dict(k="x", v=5, t=8)]
+GROUPED = ("SELECT h.g AS g, sum(s.v) AS total, count(*) AS n, avg(s.v) AS a, max(s.v) AS hi "
+           "FROM s [CUT BY 5] JOIN h ON s.k = h.k GROUP BY h.g")
+
+
+def start_grouped(spark, table: list[dict]) -> Engine:  # noqa: ANN001
+    eng = Engine(spark=spark)
+    eng.execute("CREATE STREAM s (k STRING, v BIGINT, t BIGINT) WITH (event_time='t')")
+    eng.register_table("h", table)
+    eng.execute(f"CREATE QUERY q AS {GROUPED}")
+    return eng
+
+
+@pytest.mark.parametrize("cycles", [[5], [1, 2, 3, 4, 5]], ids=["one cycle", "one per event"])
+def test_partial_sums_joined_with_duplicate_table_rows(spark, cycles):
+    eng = start_grouped(spark, HG0)
+    assert "SlicedAggregate" in eng.explain("q")
+    taken = 0
+    for n in cycles:
+        eng.push("s", CHUNK_EVENTS[taken:n])
+        taken = n
+        eng.run_cycle()
+    eng.end_input("s")
+    eng.run_until_idle()
+    # chunk [0, 5), valid [5, 10): x1 x2 meet p twice and q once, y4 meets q, z9 nothing;
+    # chunk [5, 10), valid [10, 15): x5
+    assert rows(eng.results("q"), "g", "total", "n", "a", "hi") == [
+        ("p", 6, 4, 1.5, 2, 5, 10), ("p", 10, 2, 5.0, 5, 10, 15),
+        ("q", 5, 1, 5.0, 5, 10, 15), ("q", 7, 3, 7 / 3, 4, 5, 10)]
+
+
+def test_a_replaced_table_switches_inside_a_chunk(spark):
+    eng = start_grouped(spark, HG0)
+    eng.push("s", CHUNK_EVENTS[:4], watermark=5)
+    eng.run_cycle()
+    eng.push("s", [], watermark=7)
+    eng.run_cycle()
+    eng.load_table("h", HG1)  # from the join's position, 7: x -> q, y -> p
+    eng.push("s", CHUNK_EVENTS[4:], watermark=12)
+    eng.run_cycle()
+    eng.end_input("s")
+    eng.run_until_idle()
+    # chunk [0, 5) holds x1 y4 x2 over [5, 10): version 0 until 7, version 1 from 7
+    assert rows(eng.results("q"), "g", "total", "n") == [
+        ("p", 4, 1, 7, 10), ("p", 6, 4, 5, 7),
+        ("q", 3, 2, 7, 10), ("q", 5, 1, 10, 15), ("q", 7, 3, 5, 7)]

@@ -1,0 +1,223 @@
+"""Rule: an aggregate over a time-windowed stream joined with tables aggregates the stream
+first, per group and join key, and combines those partial results after the join (eager
+aggregation), so the stream side takes the pane path (DESIGN 6, "Aggregate before the
+shuffle").
+
+Before::
+
+    Aggregate sum(_a0) AS _x0, count(*) AS _x1 BY _g0
+      Project `h__name` AS _g0, `e__v` AS _a0
+        Join ON `e__k` = `h__k`
+          Project `k` AS e__k, `v` AS e__v
+            Window [CUT BY 1 MINUTE]
+              StreamScan events
+          Project `k` AS h__k, `name` AS h__name
+            TableScan hosts
+
+After::
+
+    Aggregate sum(_q0) AS _x0, sum(_q1) AS _x1 BY _g0
+      Project `h__name` AS _g0, `_q0`, `_q1`
+        Join ON `e__k` = `h__k`
+          Aggregate sum(_a0) AS _q0, count(*) AS _q1 BY e__k
+            Project `e__k`, `e__v` AS _a0
+              Project `k` AS e__k, `v` AS e__v
+                Window [CUT BY 1 MINUTE]
+                  StreamScan events
+          Project `k` AS h__k, `name` AS h__name
+            TableScan hosts
+
+The inner aggregate is then sliced (``slice_window_aggregates``): the window's events are
+summed into (key, pane) partials and never buffered. Exact on every snapshot: an inner
+join of a relation with tables, grouped by keys that include the stream's join columns,
+gives each stream-side group the same table rows, so a sum over its rows joined with a
+table row is the stream-side group's sum, once per table row it meets (duplicate table rows
+count twice, as in the join); count becomes a sum of counts, min and max of minimums and
+maximums, avg a sum over a count. The join and the combining aggregate keep the general
+operators, so a table replaced while the query runs switches as any join with a relation
+does (docs/semantics.md, "Tables that change").
+
+Applies when every call is count, sum, avg, min or max without DISTINCT, over a stream
+column of an integral or floating type (or ``*``); below the aggregate lie its projection,
+filters, and joins each of which joins the stream side with a table; the stream side is a
+time window that the pane path takes and no running query computes as a Window operator.
+Group keys over stream columns only are computed before the join; any other stream column
+that a group key, filter or join condition reads becomes a key of the inner aggregate.
+Filters over stream columns only move below the inner aggregate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import replace
+
+import sqlglot
+import sqlglot.expressions as exp
+from pyspark.sql.types import (
+    ByteType,
+    DataType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    ShortType,
+    StructField,
+    StructType,
+)
+
+from sparkcq.plan.nodes import (
+    AggCall,
+    Aggregate,
+    EdgeKind,
+    Filter,
+    Join,
+    PlanNode,
+    Project,
+    transform_up,
+)
+from sparkcq.plan.rules.slice_window_aggregates import SLICED_FUNCTIONS, sliceable_window
+
+_INTEGRAL = (ByteType, ShortType, IntegerType, LongType)
+_FLOATING = (FloatType, DoubleType)
+
+
+def aggregate_before_table_joins(plan: PlanNode, *,
+                                 running: Collection[PlanNode] = ()) -> PlanNode:
+    """``plan`` with every aggregate over a windowed stream joined with tables split into a
+    sliceable aggregate of the stream before the joins and a combining one after them.
+    """
+    return transform_up(plan, lambda node: _split(node, running))
+
+
+def referenced(sql: str) -> set[str]:
+    """The column names a Spark SQL expression reads."""
+    return {c.name for c in sqlglot.parse_one(sql, read="spark").find_all(exp.Column)}
+
+
+def conjuncts(predicate: str) -> list[str]:
+    """The parts of a predicate joined by top-level ANDs."""
+    tree = sqlglot.parse_one(predicate, read="spark")
+    parts = tree.flatten() if isinstance(tree, exp.And) else [tree]
+    return [p.sql(dialect="spark") for p in parts]
+
+
+def _quote(name: str) -> str:
+    return f"`{name}`"
+
+
+def _stream_side(node: PlanNode) -> tuple[PlanNode, list[Join]] | None:
+    """The relation below a chain of joins with tables, and the joins (top first)."""
+    joins: list[Join] = []
+    while isinstance(node, Join):
+        kinds = [c.kind for c in node.children]
+        if kinds.count(EdgeKind.TABLE) != 1:
+            return None
+        joins.append(node)
+        node = node.right if kinds[0] is EdgeKind.TABLE else node.left
+    if not joins or node.kind is not EdgeKind.RELATION:
+        return None
+    return node, joins
+
+
+def _relink(joins: list[Join], below: PlanNode) -> PlanNode:
+    """The chain of ``joins`` rebuilt over ``below`` in place of their stream side."""
+    node = below
+    for join in reversed(joins):
+        node = (replace(join, right=node) if join.left.kind is EdgeKind.TABLE
+                else replace(join, left=node))
+    return node
+
+
+def _sum_type(arg: DataType) -> DataType:
+    return LongType() if isinstance(arg, _INTEGRAL) else DoubleType()
+
+
+def _split(node: PlanNode, running: Collection[PlanNode]) -> PlanNode:
+    if not isinstance(node, Aggregate) or not isinstance(node.child, Project):
+        return node
+    if any(a.uda is not None or a.distinct or a.func not in SLICED_FUNCTIONS
+           for a in node.aggs):
+        return node
+    pre = node.child
+    below = pre.child
+    filters: list[str] = []
+    while isinstance(below, Filter):
+        filters += conjuncts(below.predicate)
+        below = below.child
+    found = _stream_side(below)
+    if found is None:
+        return node
+    stream, joins = found
+    stream_cols = {f.name for f in stream.schema.fields}
+    types = {f.name: f.dataType for f in [*pre.schema.fields, *stream.schema.fields]}
+    exprs = dict(pre.exprs)
+    args = {a.arg for a in node.aggs if a.arg is not None}
+    if any(not referenced(exprs[a]) <= stream_cols
+           or not isinstance(types[a], _INTEGRAL + _FLOATING) for a in args):
+        return node
+
+    # what the stream side computes before the joins, and which of its columns they read
+    computed = [k for k in node.keys if referenced(exprs[k]) <= stream_cols
+                and referenced(exprs[k]) and exprs[k] not in map(_quote, stream_cols)]
+    pushed = [p for p in filters if referenced(p) and referenced(p) <= stream_cols]
+    kept = [p for p in filters if p not in pushed]
+    after = [exprs[k] for k in node.keys if k not in computed] + kept
+    after += [j.condition for j in joins if j.condition]
+    carried = sorted(set().union(*[referenced(s) for s in after]) & stream_cols)
+
+    inner_input: PlanNode = stream
+    if pushed:
+        inner_input = Filter(inner_input, " AND ".join(f"({p})" for p in pushed))
+    inner_exprs = [(f"_p{i}", exprs[k]) for i, k in enumerate(node.keys) if k in computed]
+    inner_exprs += [(c, _quote(c)) for c in carried]
+    inner_exprs += [(a, exprs[a]) for a in sorted(args)]
+    inner_types = {**{f"_p{i}": types[k] for i, k in enumerate(node.keys) if k in computed},
+                   **{c: types[c] for c in carried}, **{a: types[a] for a in args}}
+    project = Project(inner_input, tuple(inner_exprs), StructType(
+        [StructField(n, inner_types[n]) for n, _ in inner_exprs]))
+    partial_calls: list[AggCall] = []
+    final_calls: list[AggCall] = []
+    ratios: dict[str, tuple[str, str]] = {}  # avg output -> (sum, count) columns
+    for i, call in enumerate(node.aggs):
+        if call.func == "avg":
+            partial_calls += [AggCall("sum", call.arg, False, f"_q{i}"),
+                              AggCall("count", call.arg, False, f"_c{i}")]
+            final_calls += [AggCall("sum", f"_q{i}", False, f"_s{i}"),
+                            AggCall("sum", f"_c{i}", False, f"_n{i}")]
+            ratios[call.name] = (f"_s{i}", f"_n{i}")
+        else:
+            partial_calls.append(AggCall(call.func, call.arg, False, f"_q{i}"))
+            combine = "sum" if call.func == "count" else call.func
+            final_calls.append(AggCall(combine, f"_q{i}", False, call.name))
+    inner_keys = tuple(n for n, _ in inner_exprs if n not in args)
+    partial_types = {c.name: (LongType() if c.func == "count" else
+                              _sum_type(inner_types[c.arg or ""]) if c.func == "sum" else
+                              inner_types[c.arg or ""]) for c in partial_calls}
+    inner = Aggregate(project, inner_keys, tuple(partial_calls), StructType(
+        [*[StructField(k, inner_types[k]) for k in inner_keys],
+         *[StructField(c.name, partial_types[c.name]) for c in partial_calls]]))
+    window = sliceable_window(inner)
+    if window is None or window in running:
+        return node
+
+    joined = _relink(joins, inner)
+    if kept:
+        joined = Filter(joined, " AND ".join(f"({p})" for p in kept))
+    names = {k: f"_p{i}" for i, k in enumerate(node.keys) if k in computed}
+    outer_exprs = [(k, _quote(names[k]) if k in names else exprs[k]) for k in node.keys]
+    outer_exprs += [(c.name, _quote(c.name)) for c in partial_calls]
+    key_types = {k: types[k] for k in node.keys}
+    outer_project = Project(joined, tuple(outer_exprs), StructType(
+        [*[StructField(k, key_types[k]) for k in node.keys],
+         *[StructField(c.name, partial_types[c.name]) for c in partial_calls]]))
+    out_types = {f.name: f.dataType for f in node.schema.fields}
+    final_types = {c.name: (out_types[c.name] if c.name in out_types
+                            else partial_types[c.arg or ""]) for c in final_calls}
+    combined = Aggregate(outer_project, node.keys, tuple(final_calls), StructType(
+        [*[StructField(k, key_types[k]) for k in node.keys],
+         *[StructField(c.name, final_types[c.name]) for c in final_calls]]))
+    if not ratios:
+        return combined
+    final = [(f.name, f"try_divide({_quote(ratios[f.name][0])}, {_quote(ratios[f.name][1])})"
+              if f.name in ratios else _quote(f.name)) for f in node.schema.fields]
+    return Project(combined, tuple(final), node.schema)
