@@ -306,8 +306,11 @@ class Join(PlanNode):
 
     @property
     def kind(self) -> EdgeKind:  # noqa: D102
-        if self.left.kind is EdgeKind.TABLE and self.right.kind is EdgeKind.TABLE:
+        kinds = {self.left.kind, self.right.kind}
+        if kinds == {EdgeKind.TABLE}:
             return EdgeKind.TABLE
+        if kinds == {EdgeKind.STREAM, EdgeKind.TABLE}:  # each event meets the rows then
+            return EdgeKind.STREAM
         return EdgeKind.RELATION
 
     @cached_property
@@ -360,6 +363,30 @@ class Aggregate(UnaryNode):
     def label(self) -> str:  # noqa: D102
         keys = f" BY {', '.join(self.keys)}" if self.keys else ""
         return f"Aggregate {', '.join(map(str, self.aggs))}{keys}"
+
+
+@dataclass(frozen=True)
+class InstantAggregate(UnaryNode):
+    """Grouped aggregation of a stream per instant: a row per group and instant at which
+    the group has events, at that instant. Made by ``aggregate_before_table_joins`` for
+    RSTREAM: the snapshots of a relation, as a stream, combined per evaluation instant.
+    """
+
+    keys: tuple[str, ...]
+    aggs: tuple[AggCall, ...]
+    out_schema: StructType = field(compare=False, hash=False)
+
+    @property
+    def kind(self) -> EdgeKind:  # noqa: D102
+        return EdgeKind.STREAM
+
+    @property
+    def schema(self) -> StructType:  # noqa: D102
+        return self.out_schema
+
+    def label(self) -> str:  # noqa: D102
+        keys = f" BY {', '.join(self.keys)}" if self.keys else ""
+        return f"InstantAggregate {', '.join(map(str, self.aggs))}{keys}"
 
 
 @dataclass(frozen=True)

@@ -346,6 +346,8 @@ class GlobalPlan:
         assert isinstance(op, JoinOperator)
         if op.position is None or op.dynamic in op.progress.waiting:
             return None  # its dynamic input starts later, joined with the rows then served
+        if join.children[op.dynamic].kind is EdgeKind.STREAM:
+            return None  # events: each met the rows served when it came, none is still live
         return self.contents(join.children[op.dynamic], op.position)
 
     def replace_tables(self, tables: Mapping[PlanNode, TableRows],

@@ -7,6 +7,7 @@ from sparkcq.plan.nodes import (
     Aggregate,
     CountCutSpec,
     Filter,
+    InstantAggregate,
     IntervalJoin,
     Join,
     KeyCutSpec,
@@ -25,6 +26,7 @@ from sparkcq.runtime.frames import Runtime
 from sparkcq.runtime.operators.aggregate import AggregateOperator
 from sparkcq.runtime.operators.base import Operator
 from sparkcq.runtime.operators.chunk_cut import ChunkCutOperator
+from sparkcq.runtime.operators.instant_aggregate import InstantAggregateOperator
 from sparkcq.runtime.operators.interval_join import IntervalJoinOperator
 from sparkcq.runtime.operators.join import JoinOperator
 from sparkcq.runtime.operators.outputs import ToStreamOperator
@@ -68,6 +70,8 @@ def lower(node: PlanNode, rt: Runtime, *, lateness: int = 0,
         return AggregateOperator(node, rt)
     if isinstance(node, SlicedAggregate):
         return sliced_operator(node, rt)
+    if isinstance(node, InstantAggregate):
+        return InstantAggregateOperator(node, rt)
     if isinstance(node, Union):
         return UnionOperator(node, rt)
     if isinstance(node, ToStream):

@@ -291,6 +291,7 @@ def start_grouped(spark, table: list[dict]) -> Engine:  # noqa: ANN001
     eng.execute("CREATE STREAM s (k STRING, v BIGINT, t BIGINT) WITH (event_time='t')")
     eng.register_table("h", table)
     eng.execute(f"CREATE QUERY q AS {GROUPED}")
+    eng.execute(f"CREATE QUERY snapshots AS RSTREAM {GROUPED}")  # combined per instant
     return eng
 
 
@@ -310,6 +311,10 @@ def test_partial_sums_joined_with_duplicate_table_rows(spark, cycles):
     assert rows(eng.results("q"), "g", "total", "n", "a", "hi") == [
         ("p", 6, 4, 1.5, 2, 5, 10), ("p", 10, 2, 5.0, 5, 10, 15),
         ("q", 5, 1, 5.0, 5, 10, 15), ("q", 7, 3, 7 / 3, 4, 5, 10)]
+    assert "InstantAggregate" in eng.explain("snapshots")
+    assert rows(eng.results("snapshots"), "g", "total", "n", "a", "hi") == [
+        ("p", 6, 4, 1.5, 2, 5, 5), ("p", 10, 2, 5.0, 5, 10, 10),
+        ("q", 5, 1, 5.0, 5, 10, 10), ("q", 7, 3, 7 / 3, 4, 5, 5)]
 
 
 def test_a_replaced_table_switches_inside_a_chunk(spark):
@@ -327,3 +332,6 @@ def test_a_replaced_table_switches_inside_a_chunk(spark):
     assert rows(eng.results("q"), "g", "total", "n") == [
         ("p", 4, 1, 7, 10), ("p", 6, 4, 5, 7),
         ("q", 3, 2, 7, 10), ("q", 5, 1, 10, 15), ("q", 7, 3, 5, 7)]
+    # RSTREAM evaluates at the cuts: 5 before the switch, 10 after it
+    assert rows(eng.results("snapshots"), "g", "total", "n") == [
+        ("p", 6, 4, 5, 5), ("q", 5, 1, 10, 10), ("q", 7, 3, 5, 5)]

@@ -37,6 +37,14 @@ maximums, avg a sum over a count. The join and the combining aggregate keep the 
 operators, so a table replaced while the query runs switches as any join with a relation
 does (docs/semantics.md, "Tables that change").
 
+Under RSTREAM with a period the combining needs no relation at all: the stream side's
+snapshots at each evaluation instant (RSTREAM of the inner aggregate, read from its
+segments) are joined with the tables as events and grouped per (keys, instant) by an
+``InstantAggregate``, which keeps no state::
+
+    RSTREAM every 5 <- Aggregate ... <- Join <- (inner aggregate)       becomes
+    InstantAggregate sum(_q0) AS _x0 BY _g0 <- Project <- Join <- RSTREAM every 5 <- (inner)
+
 Applies when every call is count, sum, avg, min or max without DISTINCT, over a stream
 column of an integral or floating type (or ``*``); below the aggregate lie its projection,
 filters, and joins each of which joins the stream side with a table; the stream side is a
@@ -49,7 +57,7 @@ Filters over stream columns only move below the inner aggregate.
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import sqlglot
 import sqlglot.expressions as exp
@@ -70,9 +78,12 @@ from sparkcq.plan.nodes import (
     Aggregate,
     EdgeKind,
     Filter,
+    InstantAggregate,
     Join,
+    OutputForm,
     PlanNode,
     Project,
+    ToStream,
     transform_up,
 )
 from sparkcq.plan.rules.slice_window_aggregates import SLICED_FUNCTIONS, sliceable_window
@@ -86,7 +97,13 @@ def aggregate_before_table_joins(plan: PlanNode, *,
     """``plan`` with every aggregate over a windowed stream joined with tables split into a
     sliceable aggregate of the stream before the joins and a combining one after them.
     """
-    return transform_up(plan, lambda node: _split(node, running))
+    plan = transform_up(plan, lambda node: _as_instants(node, running))
+    return transform_up(plan, lambda node: _split_relation(node, running))
+
+
+def _split_relation(node: PlanNode, running: Collection[PlanNode]) -> PlanNode:
+    split = _split(node, running)
+    return node if split is None else _as_relation(split)
 
 
 def referenced(sql: str) -> set[str]:
@@ -132,12 +149,72 @@ def _sum_type(arg: DataType) -> DataType:
     return LongType() if isinstance(arg, _INTEGRAL) else DoubleType()
 
 
-def _split(node: PlanNode, running: Collection[PlanNode]) -> PlanNode:
-    if not isinstance(node, Aggregate) or not isinstance(node.child, Project):
+@dataclass(frozen=True)
+class Split:
+    """An aggregate over a windowed stream joined with tables, taken apart: the stream
+    side's aggregate, the joins and filters over it, and how the query's rows combine.
+    """
+
+    inner: Aggregate  # the stream side, per (its keys, the columns read after it)
+    joins: list[Join]  # top first, to rebuild over the inner aggregate (or its snapshots)
+    kept: list[str]  # filters that read table columns, above the joins
+    outer_exprs: tuple[tuple[str, str], ...]  # the query's keys and the partial columns
+    outer_schema: StructType
+    keys: tuple[str, ...]
+    combine: tuple[AggCall, ...]  # over the partial columns
+    combined_schema: StructType
+    ratios: dict[str, tuple[str, str]]  # avg output -> (sum, count) columns
+    schema: StructType  # the original aggregate's
+
+    def over(self, below: PlanNode) -> PlanNode:
+        """The joins and filters rebuilt over ``below``, and the projection to combine."""
+        joined = _relink(self.joins, below)
+        if self.kept:
+            joined = Filter(joined, " AND ".join(f"({p})" for p in self.kept))
+        return Project(joined, self.outer_exprs, self.outer_schema)
+
+    def finish(self, combined: PlanNode) -> PlanNode:
+        """The combined rows with each avg divided out."""
+        if not self.ratios:
+            return combined
+        final = [(f.name, f"try_divide({_quote(self.ratios[f.name][0])}, "
+                          f"{_quote(self.ratios[f.name][1])})"
+                  if f.name in self.ratios else _quote(f.name)) for f in self.schema.fields]
+        return Project(combined, tuple(final), self.schema)
+
+
+def _as_relation(split: Split) -> PlanNode:
+    return split.finish(Aggregate(split.over(split.inner), split.keys, split.combine,
+                                  split.combined_schema))
+
+
+def _as_instants(node: PlanNode, running: Collection[PlanNode]) -> PlanNode:
+    """RSTREAM over the aggregate: the stream side's snapshots joined with the tables and
+    combined per instant (stateless), instead of a combining aggregate kept as a relation.
+    """
+    if not (isinstance(node, ToStream) and node.form is OutputForm.RSTREAM and node.period):
         return node
+    chain: list[Project | Filter] = []
+    below = node.child
+    while isinstance(below, Project | Filter):
+        chain.append(below)
+        below = below.child
+    if not isinstance(below, Aggregate) or (split := _split(below, running)) is None:
+        return node
+    snapshots = ToStream(split.inner, OutputForm.RSTREAM, node.period)
+    out = split.finish(InstantAggregate(split.over(snapshots), split.keys, split.combine,
+                                        split.combined_schema))
+    for above in reversed(chain):
+        out = replace(above, child=out)
+    return out
+
+
+def _split(node: PlanNode, running: Collection[PlanNode]) -> Split | None:
+    if not isinstance(node, Aggregate) or not isinstance(node.child, Project):
+        return None
     if any(a.uda is not None or a.distinct or a.func not in SLICED_FUNCTIONS
            for a in node.aggs):
-        return node
+        return None
     pre = node.child
     below = pre.child
     filters: list[str] = []
@@ -146,7 +223,7 @@ def _split(node: PlanNode, running: Collection[PlanNode]) -> PlanNode:
         below = below.child
     found = _stream_side(below)
     if found is None:
-        return node
+        return None
     stream, joins = found
     stream_cols = {f.name for f in stream.schema.fields}
     types = {f.name: f.dataType for f in [*pre.schema.fields, *stream.schema.fields]}
@@ -154,7 +231,7 @@ def _split(node: PlanNode, running: Collection[PlanNode]) -> PlanNode:
     args = {a.arg for a in node.aggs if a.arg is not None}
     if any(not referenced(exprs[a]) <= stream_cols
            or not isinstance(types[a], _INTEGRAL + _FLOATING) for a in args):
-        return node
+        return None
 
     # what the stream side computes before the joins, and which of its columns they read
     computed = [k for k in node.keys if referenced(exprs[k]) <= stream_cols
@@ -198,26 +275,20 @@ def _split(node: PlanNode, running: Collection[PlanNode]) -> PlanNode:
          *[StructField(c.name, partial_types[c.name]) for c in partial_calls]]))
     window = sliceable_window(inner)
     if window is None or window in running:
-        return node
+        return None
 
-    joined = _relink(joins, inner)
-    if kept:
-        joined = Filter(joined, " AND ".join(f"({p})" for p in kept))
     names = {k: f"_p{i}" for i, k in enumerate(node.keys) if k in computed}
     outer_exprs = [(k, _quote(names[k]) if k in names else exprs[k]) for k in node.keys]
     outer_exprs += [(c.name, _quote(c.name)) for c in partial_calls]
     key_types = {k: types[k] for k in node.keys}
-    outer_project = Project(joined, tuple(outer_exprs), StructType(
-        [*[StructField(k, key_types[k]) for k in node.keys],
-         *[StructField(c.name, partial_types[c.name]) for c in partial_calls]]))
+    outer_schema = StructType([*[StructField(k, key_types[k]) for k in node.keys],
+                               *[StructField(c.name, partial_types[c.name])
+                                 for c in partial_calls]])
     out_types = {f.name: f.dataType for f in node.schema.fields}
     final_types = {c.name: (out_types[c.name] if c.name in out_types
                             else partial_types[c.arg or ""]) for c in final_calls}
-    combined = Aggregate(outer_project, node.keys, tuple(final_calls), StructType(
-        [*[StructField(k, key_types[k]) for k in node.keys],
-         *[StructField(c.name, final_types[c.name]) for c in final_calls]]))
-    if not ratios:
-        return combined
-    final = [(f.name, f"try_divide({_quote(ratios[f.name][0])}, {_quote(ratios[f.name][1])})"
-              if f.name in ratios else _quote(f.name)) for f in node.schema.fields]
-    return Project(combined, tuple(final), node.schema)
+    combined_schema = StructType([*[StructField(k, key_types[k]) for k in node.keys],
+                                  *[StructField(c.name, final_types[c.name])
+                                    for c in final_calls]])
+    return Split(inner, joins, kept, tuple(outer_exprs), outer_schema, node.keys,
+                 tuple(final_calls), combined_schema, ratios, node.schema)
