@@ -587,18 +587,11 @@ def join_period(left: Win, right: Win) -> int | None:
     return periods.pop() if len(periods) == 1 else None
 
 
-@dataclass(frozen=True)
-class AggQuery(Shape):
-    """[form] SELECT ex[, k], aggs FROM s [win] [WHERE v > w] GROUP BY ex[, k]
-    [HAVING count(*) > h]."""
+class WindowedAggregate(Shape):
+    """An aggregate over a window in any output form (``agg_form``)."""
 
     win: Win
-    aggs: tuple[str, ...]
-    grouped: bool = True
-    where: int | None = None
-    having: int | None = None
-    agg_form: str = ""
-    stream: str = "s"
+    agg_form: str
 
     @property
     def form(self) -> str:
@@ -611,6 +604,20 @@ class AggQuery(Shape):
     @property
     def records_kind(self) -> str:  # type: ignore[override]
         return _records_kind(self.agg_form)
+
+
+@dataclass(frozen=True)
+class AggQuery(WindowedAggregate):
+    """[form] SELECT ex[, k], aggs FROM s [win] [WHERE v > w] GROUP BY ex[, k]
+    [HAVING count(*) > h]."""
+
+    win: Win
+    aggs: tuple[str, ...]
+    grouped: bool = True
+    where: int | None = None
+    having: int | None = None
+    agg_form: str = ""
+    stream: str = "s"
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -660,7 +667,7 @@ TABLE_H = (("x", "p"), ("x", "p"), ("x", "q"), ("y", "q"))
 
 
 @dataclass(frozen=True)
-class TableAggQuery(Shape):
+class TableAggQuery(WindowedAggregate):
     """[form] SELECT s.ex, h.g[, s.k], aggs FROM s [win] JOIN h ON s.k = h.k [WHERE v > w]
     GROUP BY s.ex, h.g[, s.k]: an aggregate of a windowed stream joined with a table."""
 
@@ -669,18 +676,6 @@ class TableAggQuery(Shape):
     by_key: bool = False
     where: int | None = None
     agg_form: str = ""
-
-    @property
-    def form(self) -> str:
-        return self.agg_form
-
-    @property
-    def period(self) -> int | None:
-        return self.win.period
-
-    @property
-    def records_kind(self) -> str:  # type: ignore[override]
-        return _records_kind(self.agg_form)
 
     def tables(self) -> dict[str, list[dict]]:
         return {"h": [{"k": k, "g": g} for k, g in TABLE_H]}
