@@ -25,7 +25,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-_INTEGRAL = (ByteType, ShortType, IntegerType, LongType)
+INTEGRAL_TYPES = (ByteType, ShortType, IntegerType, LongType)  # Spark's whole numbers
 _WIDTH = {ByteType: 1, ShortType: 2, IntegerType: 4, LongType: 8}
 
 
@@ -36,14 +36,14 @@ def implicit_cast_sql(sql: str, source: DataType, target: DataType) -> str | Non
     cast = f"CAST(({sql}) AS {target.simpleString()})"
     if isinstance(target, StringType):
         return cast
-    if isinstance(source, _INTEGRAL):
-        if isinstance(target, _INTEGRAL) and _WIDTH[type(target)] >= _WIDTH[type(source)]:
+    if isinstance(source, INTEGRAL_TYPES):
+        if isinstance(target, INTEGRAL_TYPES) and _WIDTH[type(target)] >= _WIDTH[type(source)]:
             return cast
         if isinstance(target, DoubleType | DecimalType):
             return cast
     if isinstance(source, FloatType | DecimalType) and isinstance(target, DoubleType):
         return cast
-    if isinstance(source, BooleanType) and isinstance(target, (*_INTEGRAL, DoubleType)):
+    if isinstance(source, BooleanType) and isinstance(target, (*INTEGRAL_TYPES, DoubleType)):
         return f"CAST(CAST(({sql}) AS INT) AS {target.simpleString()})"
     if isinstance(source, TimestampType | TimestampNTZType) and isinstance(target, DoubleType):
         return f"CAST(unix_micros(CAST(({sql}) AS TIMESTAMP)) AS DOUBLE) / 1000.0"

@@ -11,10 +11,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pyspark.sql.types import (
-    ByteType,
-    IntegerType,
-    LongType,
-    ShortType,
     StructField,
     StructType,
     TimestampNTZType,
@@ -25,10 +21,9 @@ from pyspark.sql.types import (
 from sparkcq.errors import AnalysisError, Location
 from sparkcq.language.sql.statements import ColumnDef
 from sparkcq.model.time import TimeKind, parse_duration, unit_micros
+from sparkcq.model.types import INTEGRAL_TYPES
 from sparkcq.plan.nodes import StreamScan
 from sparkcq.plan.options import StreamOptions, assignment_location, option_location
-
-_INTEGRAL = (ByteType, ShortType, IntegerType, LongType)
 
 
 def declared_schema(columns: Sequence[ColumnDef], text: str) -> StructType:
@@ -73,7 +68,7 @@ def bind_stream(name: str, schema: StructType, options: StreamOptions, text: str
             raise AnalysisError(msg, text, option_location(text, loc, col_name) or loc)
         if isinstance(f.dataType, TimestampType | TimestampNTZType):
             kinds.append(TimeKind.TIMESTAMP)
-        elif isinstance(f.dataType, _INTEGRAL):
+        elif isinstance(f.dataType, INTEGRAL_TYPES):
             kinds.append(TimeKind.NUMERIC)
         else:
             msg = (f"{opt} column {col_name!r} is {f.dataType.simpleString()}; it must be "

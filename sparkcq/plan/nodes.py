@@ -344,6 +344,11 @@ class AggCall:
         return f"{self.func}({inner}) AS {self.name}"
 
 
+def calls_text(aggs: tuple[AggCall, ...], keys: tuple[str, ...]) -> str:
+    """An aggregate's calls and keys as EXPLAIN shows them."""
+    return ", ".join(map(str, aggs)) + (f" BY {', '.join(keys)}" if keys else "")
+
+
 @dataclass(frozen=True)
 class Aggregate(UnaryNode):
     """Grouped aggregation over a relation; one row per non-empty group at every instant."""
@@ -361,8 +366,7 @@ class Aggregate(UnaryNode):
         return self.out_schema
 
     def label(self) -> str:  # noqa: D102
-        keys = f" BY {', '.join(self.keys)}" if self.keys else ""
-        return f"Aggregate {', '.join(map(str, self.aggs))}{keys}"
+        return f"Aggregate {calls_text(self.aggs, self.keys)}"
 
 
 @dataclass(frozen=True)
@@ -385,8 +389,7 @@ class InstantAggregate(UnaryNode):
         return self.out_schema
 
     def label(self) -> str:  # noqa: D102
-        keys = f" BY {', '.join(self.keys)}" if self.keys else ""
-        return f"InstantAggregate {', '.join(map(str, self.aggs))}{keys}"
+        return f"InstantAggregate {calls_text(self.aggs, self.keys)}"
 
 
 @dataclass(frozen=True)
@@ -431,10 +434,9 @@ class SlicedAggregate(UnaryNode):
             node = node.child
 
     def label(self) -> str:  # noqa: D102
-        keys = f" BY {', '.join(self.aggregate.keys)}" if self.aggregate.keys else ""
         steps = "".join(f" <- {n.label()}" for n in reversed(self.steps()))
-        return (f"SlicedAggregate {', '.join(map(str, self.aggregate.aggs))}{keys}{steps} "
-                f"<- {self.window.label()}")
+        return (f"SlicedAggregate {calls_text(self.aggregate.aggs, self.aggregate.keys)}"
+                f"{steps} <- {self.window.label()}")
 
 
 @dataclass(frozen=True)

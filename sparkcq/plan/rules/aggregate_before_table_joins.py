@@ -61,18 +61,9 @@ from dataclasses import dataclass, replace
 
 import sqlglot
 import sqlglot.expressions as exp
-from pyspark.sql.types import (
-    ByteType,
-    DataType,
-    DoubleType,
-    FloatType,
-    IntegerType,
-    LongType,
-    ShortType,
-    StructField,
-    StructType,
-)
+from pyspark.sql.types import DataType, DoubleType, FloatType, LongType, StructField, StructType
 
+from sparkcq.model.types import INTEGRAL_TYPES
 from sparkcq.plan.nodes import (
     AggCall,
     Aggregate,
@@ -88,8 +79,7 @@ from sparkcq.plan.nodes import (
 )
 from sparkcq.plan.rules.slice_window_aggregates import SLICED_FUNCTIONS, sliceable_window
 
-_INTEGRAL = (ByteType, ShortType, IntegerType, LongType)
-_FLOATING = (FloatType, DoubleType)
+_NUMBERS = (*INTEGRAL_TYPES, FloatType, DoubleType)
 
 
 def aggregate_before_table_joins(plan: PlanNode, *,
@@ -146,7 +136,7 @@ def _relink(joins: list[Join], below: PlanNode) -> PlanNode:
 
 
 def _sum_type(arg: DataType) -> DataType:
-    return LongType() if isinstance(arg, _INTEGRAL) else DoubleType()
+    return LongType() if isinstance(arg, INTEGRAL_TYPES) else DoubleType()
 
 
 @dataclass(frozen=True)
@@ -230,13 +220,15 @@ def _split(node: PlanNode, running: Collection[PlanNode]) -> Split | None:
     exprs = dict(pre.exprs)
     args = {a.arg for a in node.aggs if a.arg is not None}
     if any(not referenced(exprs[a]) <= stream_cols
-           or not isinstance(types[a], _INTEGRAL + _FLOATING) for a in args):
+           or not isinstance(types[a], _NUMBERS) for a in args):
         return None
 
     # what the stream side computes before the joins, and which of its columns they read
-    computed = [k for k in node.keys if referenced(exprs[k]) <= stream_cols
-                and referenced(exprs[k]) and exprs[k] not in map(_quote, stream_cols)]
-    pushed = [p for p in filters if referenced(p) and referenced(p) <= stream_cols]
+    reads = {k: referenced(exprs[k]) for k in node.keys}
+    plain = {_quote(c) for c in stream_cols}  # a key that is a stream column is carried
+    computed = [k for k in node.keys if reads[k] and reads[k] <= stream_cols
+                and exprs[k] not in plain]
+    pushed = [p for p in filters if (reads_p := referenced(p)) and reads_p <= stream_cols]
     kept = [p for p in filters if p not in pushed]
     after = [exprs[k] for k in node.keys if k not in computed] + kept
     after += [j.condition for j in joins if j.condition]

@@ -20,32 +20,29 @@ from dataclasses import replace
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
-    ByteType,
     DataType,
     DecimalType,
     DoubleType,
-    IntegerType,
     LongType,
-    ShortType,
     StringType,
     StructField,
     StructType,
 )
 
 from sparkcq.model.columns import AID, FROM, GROUP_HASH, TO, D, N, T
+from sparkcq.model.types import INTEGRAL_TYPES
 from sparkcq.plan.nodes import AggCall, Aggregate
 from sparkcq.runtime.frames import Runtime, Slice, SqlViews, col, no_broadcast, q
 from sparkcq.runtime.operators.base import CycleContext, Operator, as_changes_at
 from sparkcq.runtime.operators.multiset import GroupKeys, Multiset
 from sparkcq.runtime.operators.user_aggregate import UserAggregateInstances, value_column
 
-_INTEGRAL = (ByteType, ShortType, IntegerType, LongType)
 EXACT_DOUBLE = DecimalType(38, 10)
 
 
 def accumulator_type(arg: DataType) -> DataType:
     """The exact type sums of ``arg`` accumulate in."""
-    if isinstance(arg, _INTEGRAL):
+    if isinstance(arg, INTEGRAL_TYPES):
         return LongType()
     if isinstance(arg, DecimalType):
         return DecimalType(38, arg.scale)

@@ -20,7 +20,7 @@ from sparkcq.runtime.frames import Runtime, Slice, col
 from sparkcq.runtime.operators.base import CycleContext
 from sparkcq.runtime.operators.stateless import StatelessOperator
 
-_CALLS = {"sum": F.sum, "count": F.count, "min": F.min, "max": F.max}
+_COMBINE = {"sum": F.sum, "min": F.min, "max": F.max}
 
 
 class InstantAggregateOperator(StatelessOperator):
@@ -29,9 +29,8 @@ class InstantAggregateOperator(StatelessOperator):
     def __init__(self, node: InstantAggregate, rt: Runtime):
         super().__init__(node, rt)
         self.keys = [col(k) for k in node.keys]
-        self.calls: list[Column] = [
-            (F.count(F.lit(1)) if a.arg is None else _CALLS[a.func](col(a.arg))).alias(a.name)
-            for a in node.aggs]
+        self.calls: list[Column] = [_COMBINE[a.func](col(a.arg or "")).alias(a.name)
+                                    for a in node.aggs]
 
     def step(self, inputs: list[Slice], cycle: CycleContext) -> Slice:  # noqa: D102
         (inp,) = inputs
