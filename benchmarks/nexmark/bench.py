@@ -1,5 +1,6 @@
-"""Run a NEXMark query on sparkcq or on Spark Structured Streaming over the generated CSV
-files; time it, collect its output, and check it against the independent pandas result.
+"""Run a NEXMark query on sparkcq, on Spark Structured Streaming or (q5, q7, q8) on Flink SQL
+over the generated CSV files; time it, collect its output, and check it against the
+independent pandas result.
 
 Conventions are the suite's (``benchmarks/suite``): sparkcq reads each stream with
 ``source='files'`` and ``files_per_cycle='1'``, so a cycle takes file ``i`` of every stream
@@ -12,27 +13,45 @@ streams the query reads.
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
+
 import pandas as pd
 from pyspark.sql import SparkSession
 
 from benchmarks.nexmark.generator import SCHEMAS, Input, read_stream
 from benchmarks.nexmark.queries import QUERIES, Query
 from benchmarks.suite.compare import differences, leave_out_unemitted, normalised
-from benchmarks.suite.engines import Run, expand_intervals, run_cycles, run_structured_streaming
+from benchmarks.suite.engines import (
+    Run,
+    expand_intervals,
+    read_flink_output,
+    run_cycles,
+    run_flink_job,
+    run_structured_streaming,
+)
 from sparkcq import Engine
 
 LATENESS = "1 SECOND"
+TIMES = ("w", "date_time")
 WATERMARK_DELAY = "1 second"
 
 
-def run_query(spark: SparkSession, query_name: str, engine: str, inp: Input) -> Run:
-    """One run of ``query_name`` on ``engine`` ('sparkcq' or 'spark') over ``inp``."""
+def run_query(spark: SparkSession, query_name: str, engine: str, inp: Input,
+              flink_python: str = "") -> Run:
+    """One run of ``query_name`` on ``engine`` ('sparkcq', 'spark', or 'flink' with the
+    Python of Flink's own environment) over ``inp``.
+    """
     q = QUERIES[query_name]
     if engine == "sparkcq":
         return run_sparkcq(spark, q, inp)
     if engine == "spark":
         return run_spark(spark, q, inp)
-    msg = f"unknown engine {engine!r}; expected 'sparkcq' or 'spark'"
+    if engine == "flink" and q.flink and flink_python:
+        return run_flink(flink_python, q, inp)
+    msg = (f"no {engine!r} run of NEXMark {query_name}; expected 'sparkcq', 'spark' or "
+           f"'flink' (q5, q7, q8, given Flink's Python)")
     raise ValueError(msg)
 
 
@@ -66,6 +85,67 @@ def run_spark(spark: SparkSession, q: Query, inp: Input) -> Run:
                                     list(q.columns), _events(inp, q), q.spark_batch)
 
 
+FLINK_LANES = 2  # Flink's parallelism: one source reader per lane file
+
+
+def run_flink(python: str, q: Query, inp: Input) -> Run:
+    """The query as Flink SQL in a local mini-cluster (``benchmarks/suite/flink_job.py``),
+    each stream read from lane files (``flink_lanes``), the result to CSV files.
+    """
+    work = tempfile.mkdtemp(prefix="sparkcq-bench-flink-")
+    out_dir = os.path.join(work, "out")
+    statements = [*flink_tables(inp, q.streams),
+                  f"CREATE TABLE results ({q.flink_sink}) WITH ('connector'='filesystem', "
+                  f"'path'='{out_dir}', 'format'='csv')"]
+    timing = run_flink_job(python, f"sparkcq-bench-nexmark-{q.name}", FLINK_LANES, statements,
+                           [f"INSERT INTO results {q.flink}"], work)
+    out = read_flink_output(out_dir, list(q.columns), [c for c in q.columns if c in TIMES])
+    shutil.rmtree(work, ignore_errors=True)
+    events = _events(inp, q)
+    return Run("flink", f"nexmark-{q.name}", events, timing["startup_s"], timing["run_s"],
+               events, [], out)
+
+
+def flink_tables(inp: Input, streams: tuple[str, ...]) -> list[str]:
+    """Flink tables over the streams' lane files: the written columns (timestamps with
+    microseconds), and ``date_time`` in milliseconds as the event time, watermark 1 s.
+    Rowtimes have at most millisecond precision in Flink; truncating the generator's
+    ``x.xxx5`` s keeps every event in the same half-open windows.
+    """
+    tables = []
+    for stream in streams:
+        columns = SCHEMAS[stream].replace("date_time TIMESTAMP", "date_time_us TIMESTAMP(6)") \
+            .replace("expires TIMESTAMP", "expires TIMESTAMP(6)")
+        tables.append(
+            f"CREATE TABLE {stream} ({columns}, date_time AS CAST(date_time_us AS "
+            f"TIMESTAMP(3)), WATERMARK FOR date_time AS date_time - INTERVAL '1' SECOND) "
+            f"WITH ('connector'='filesystem', 'path'='{flink_lanes(inp, stream)}', "
+            f"'format'='csv')")
+    return tables
+
+
+def flink_lanes(inp: Input, stream: str) -> str:
+    """The stream's rows dealt round-robin into ``FLINK_LANES`` files (written once), so
+    each of Flink's readers sees the whole time in order: a reader working through the
+    time-range files takes them in an order of its own and drops earlier files as late
+    (``benchmarks/suite/data.py``).
+    """
+    path = os.path.join(inp.path, "flink-lanes", stream)
+    done = os.path.join(path, "_complete")
+    if os.path.exists(done):
+        return path
+    os.makedirs(path, exist_ok=True)
+    rows = read_stream(inp, stream)
+    for column in rows.columns:
+        if rows[column].dtype.kind == "M":
+            rows[column] = rows[column].dt.strftime("%Y-%m-%d %H:%M:%S.%f")
+    for lane in range(FLINK_LANES):
+        rows.iloc[lane::FLINK_LANES].to_csv(os.path.join(path, f"lane-{lane}.csv"),
+                                            index=False, header=False)
+    open(done, "w").close()  # noqa: SIM115
+    return path
+
+
 def _events(inp: Input, q: Query) -> int:
     """Rows of the streams ``q`` reads (2 % persons, 6 % auctions, 92 % bids)."""
     share = {"person": 1, "auction": 3, "bid": 46}
@@ -79,8 +159,6 @@ def expected(query_name: str, inp: Input) -> pd.DataFrame:
     rows = {s: read_stream(inp, s) for s in q.streams}
     return q.expected(rows)[list(q.columns)]
 
-
-TIMES = ("w", "date_time")
 
 
 def check(run: Run, want: pd.DataFrame, query_name: str) -> str:

@@ -79,9 +79,10 @@ def write_hosts(data_dir: str) -> str:
 
 
 def run_nexmark(spark: SparkSession, query: str, events: int, reps: int, engines: list[str],
-                data_dir: str) -> WorkloadResult:
-    """A NEXMark query (``benchmarks/nexmark``) on sparkcq and Spark: NEXMark's generator
-    writes the three streams (inside Spark), each engine reads them one file per cycle.
+                data_dir: str, flink_python: str, sized: SizedRuns) -> WorkloadResult:
+    """A NEXMark query (``benchmarks/nexmark``) on sparkcq, Spark and (q5, q7, q8) Flink:
+    NEXMark's generator writes the three streams (inside Spark), sparkcq and Spark read them
+    one file per cycle, Flink from two lane files; each run's whole time goes to ``sized``.
     """
     files = max(4, events // 100_000)
     cfg = Config(events, NEXMARK_RATE, 0, 42)
@@ -95,14 +96,26 @@ def run_nexmark(spark: SparkSession, query: str, events: int, reps: int, engines
                             0, files)
     for rep in range(reps):
         for engine in engines:
-            run = run_query(spark, query, engine, inp)
+            if engine == "flink" and not q.flink:
+                continue
+            try:
+                run = run_query(spark, query, engine, inp, flink_python)
+            except Exception as e:  # noqa: BLE001 - one engine's failure is reported
+                result.checks[engine] = f"failed: {str(e).strip().splitlines()[-1][:300]}"
+                print(f"nexmark-{query} {engine} failed: {e}", flush=True)
+                continue
             result.events = run.events
             if rep == 0:
                 result.checks[engine] = nexmark_check(run, want, query)
+                if not result.checks[engine].startswith("ok"):
+                    sized.checks[engine] = result.checks[engine]
+                sized.checks.setdefault(engine, "ok")
             run.output = None
             result.runs.setdefault(engine, []).append(run)
-            print(f"nexmark-{query} rep {rep + 1}/{reps} {engine}: {run.events_per_s:,.0f} "
-                  f"events/s, start-up {run.startup_s:.1f} s; output {result.checks[engine]}",
+            sized.add(engine, run.events, run.startup_s + run.run_s)
+            print(f"nexmark-{query} {run.events:,} events rep {rep + 1}/{reps} {engine}: "
+                  f"{run.events_per_s:,.0f} events/s, start-up {run.startup_s:.1f} s, whole "
+                  f"{run.startup_s + run.run_s:.1f} s; output {result.checks[engine]}",
                   flush=True)
     return result
 
@@ -150,6 +163,18 @@ def run_workload(spark: SparkSession, wl: Workload, events: int, reps: int,
     return result
 
 
+def warm_up(spark: SparkSession, name: str, events: int, engines: list[str], data_dir: str,
+            hosts: str, flink_python: str) -> None:
+    """One untimed run of workload ``name`` over ``events`` on ``engines``."""
+    unused = SizedRuns(name, name)
+    if name.startswith("nexmark-"):
+        run_nexmark(spark, name.removeprefix("nexmark-"), int(events * NEXMARK_SCALE), 1,
+                    engines, data_dir, flink_python, unused)
+    else:
+        run_workload(spark, WORKLOADS[name], events, 1, engines, data_dir, hosts,
+                     flink_python, unused)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.suite")
     parser.add_argument("workloads", nargs="*",
@@ -192,6 +217,7 @@ def main() -> None:
     if sizes and len(sizes) != 2:
         parser.error("--sizes takes two input sizes, SMALL,LARGE")
     marginal: list[SizedRuns] = []
+    warmed = False
     for name in args.workloads:
         if name == "sweep":
             continue
@@ -204,19 +230,20 @@ def main() -> None:
             if sizes:
                 extra = [*marginal_table([sized], list(BACKLOG_ENGINES)), "", *extra]
             continue
-        if name.startswith("nexmark-"):
-            results.append(run_nexmark(spark, name.removeprefix("nexmark-"),
-                                       int(events * NEXMARK_SCALE), reps,
-                                       [e for e in engines if e != "flink"], data_dir))
-            continue
-        wl = WORKLOADS[name]
-        if sizes and not marginal:  # the JVM warmed up before the first timed run, once
-            run_workload(spark, wl, sizes[0], 1, [e for e in engines if e != "flink"],
-                         data_dir, hosts, flink_python, SizedRuns(wl.name, wl.title))
-        sized = SizedRuns(wl.name, wl.title)
+        if sizes and not warmed:  # the JVM warmed up before the first timed run, once
+            warm_up(spark, name, sizes[0], [e for e in engines if e != "flink"], data_dir,
+                    hosts, flink_python)
+            warmed = True
+        sized = SizedRuns(name, name)
         for size in sizes or [events]:
-            result = run_workload(spark, wl, size, reps, engines, data_dir, hosts, flink_python,
-                                  sized)
+            if name.startswith("nexmark-"):
+                result = run_nexmark(spark, name.removeprefix("nexmark-"),
+                                     int(size * NEXMARK_SCALE), reps, engines, data_dir,
+                                     flink_python, sized)
+            else:
+                result = run_workload(spark, WORKLOADS[name], size, reps, engines, data_dir,
+                                      hosts, flink_python, sized)
+        sized.title = result.title
         results.append(result)
         if sizes:
             marginal.append(sized)

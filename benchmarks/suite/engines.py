@@ -247,8 +247,22 @@ def run_flink(python: str, wl: Workload, inputs: dict[str, Input], hosts_path: s
                           f"'connector'='filesystem', 'path'='{out_dir}/q{i}', "
                           "'format'='csv')")
         inserts.append(f"INSERT INTO results{i} {select}")
-    job = {"name": f"sparkcq-bench-{wl.name}", "parallelism": parallelism,
-           "statements": statements, "inserts": inserts}
+    timing = run_flink_job(python, f"sparkcq-bench-{wl.name}", parallelism, statements,
+                           inserts, work)
+    out = read_flink_output(out_dir, list(wl.columns), list(wl.times))
+    shutil.rmtree(work, ignore_errors=True)
+    events = sum(i.events for i in inputs.values())
+    return Run("flink", wl.name, events, timing["startup_s"], timing["run_s"], events, [], out)
+
+
+def run_flink_job(python: str, name: str, parallelism: int, statements: list[str],
+                  inserts: list[str], work: str) -> dict[str, float]:
+    """Run ``statements`` then ``inserts`` (one job) with ``flink_job.py`` in Flink's own
+    Python; its timing: ``startup_s`` (the table environment) and ``run_s`` (the job, its
+    submission and deployment included). Removes ``work`` when the job fails.
+    """
+    job = {"name": name, "parallelism": parallelism, "statements": statements,
+           "inserts": inserts}
     spec = os.path.join(work, "job.json")
     with open(spec, "w", encoding="utf-8") as f:
         json.dump(job, f)
@@ -261,15 +275,19 @@ def run_flink(python: str, wl: Workload, inputs: dict[str, Input], hosts_path: s
         msg = f"Flink job did not finish in {FLINK_TIMEOUT_S} s"
         raise RuntimeError(msg) from None
     if done.returncode != 0:
+        shutil.rmtree(work, ignore_errors=True)
         msg = f"Flink job failed:\n{done.stderr[-3000:]}"
         raise RuntimeError(msg)
-    timing = json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def read_flink_output(out_dir: str, columns: list[str], times: list[str]) -> pd.DataFrame:
+    """The rows a Flink job's filesystem sinks wrote under ``out_dir`` (CSV, no header)."""
     parts = [os.path.join(d, n) for d, _, names in os.walk(out_dir) for n in names
              if not n.startswith(".")]
-    frames = [pd.read_csv(p, names=list(wl.columns)) for p in parts]
-    out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=wl.columns)
-    for column in wl.times:
+    frames = [pd.read_csv(p, names=columns) for p in parts]
+    out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
+    for column in times:
         out[column] = pd.to_datetime(out[column], format="ISO8601")
-    shutil.rmtree(work, ignore_errors=True)
-    events = sum(i.events for i in inputs.values())
-    return Run("flink", wl.name, events, timing["startup_s"], timing["run_s"], events, [], out)
+    return out
+
