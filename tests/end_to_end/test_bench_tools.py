@@ -8,6 +8,7 @@ import pandas as pd
 from pyspark.sql import functions as F
 
 from benchmarks.suite.compare import differences, leave_out_unemitted, normalised
+from benchmarks.suite.from_log import sized_runs
 from benchmarks.suite.marginal import SizedRuns, marginal_rate, marginal_table
 from benchmarks.suite.spark_work import _busy_ms, job_group, spark_work
 
@@ -40,6 +41,31 @@ def test_the_marginal_rate_cancels_start_up_for_every_engine():
     assert "| tumble | spark | 1,000,000, 8.0 | 5,000,000, 18.0 | 400,000 | 5.5 s | 0.50 | ok |" \
         in table
     assert not any("| flink |" in line for line in table)
+
+
+def test_a_cut_short_run_s_log_gives_the_marginal_rates_of_what_it_finished():
+    log = [
+        "tumble 1,000,000 events rep 1/1 sparkcq: 50,000 events/s, start-up 7.6 s, whole 99.0 s;"
+        " output ok: 100 rows",  # the warm-up: left out
+        *(f"tumble {n:,} events rep {r}/2 {e}: 1 events/s, start-up 1.0 s, whole {t} s; "
+          f"output {c}"
+          for n, r, e, t, c in [
+              (1_000_000, 1, "sparkcq", 12.0, "ok: 100 rows"),
+              (1_000_000, 1, "spark", 8.0, "ok: 99 rows (the last 1 rows are never emitted)"),
+              (1_000_000, 2, "sparkcq", 13.0, "ok: 100 rows"),
+              (1_000_000, 2, "spark", 8.0, "ok: 99 rows"),
+              (5_000_000, 1, "sparkcq", 32.5, "ok: 500 rows"),
+              (5_000_000, 1, "spark", 18.0, "sparkcq 3 rows, expected 5; missing e.g. []"),
+              (5_000_000, 2, "sparkcq", 33.5, "ok: 500 rows")]),
+        "Traceback (most recent call last):",
+    ]
+    (runs,), engines = sized_runs(log)
+    assert engines == ["sparkcq", "spark"]
+    # medians: sparkcq 12.5 s and 33.0 s, 4M / 20.5 s; Spark 8.0 and 18.0 s, 4M / 10 s
+    assert round(runs.marginal("sparkcq").events_per_s) == 195_122
+    assert runs.marginal("spark").events_per_s == 400_000
+    assert runs.checks == {"sparkcq": "ok",
+                           "spark": "sparkcq 3 rows, expected 5; missing e.g. []"}
 
 
 def test_spark_work_counts_the_jobs_of_its_group_only(spark):
