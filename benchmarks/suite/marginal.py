@@ -55,6 +55,19 @@ class SizedRuns:
         (n1, t1), (n2, t2) = [(n, statistics.median(ts)) for n, ts in sizes]
         return marginal_rate((n1, t1), (n2, t2))
 
+    def spread(self, engine: str) -> tuple[float, float | None] | None:
+        """The lowest and highest rates any pairing of a small and a large run gives (the
+        highest None when some large run took no longer than some small one): how much the
+        repetitions' noise moves the rate. None with one repetition of each size.
+        """
+        sizes = sorted(self.seconds.get(engine, {}).items())
+        if len(sizes) != 2 or len(sizes[0][1]) * len(sizes[1][1]) < 2:
+            return None
+        (n1, small), (n2, large) = sizes
+        low = (n2 - n1) / (max(large) - min(small))
+        fastest = min(large) - max(small)
+        return low, (n2 - n1) / fastest if fastest > 0 else None
+
 
 def marginal_table(runs: list[SizedRuns], engines: list[str]) -> list[str]:
     """The report's section: per workload and engine the whole-run times at both sizes, the
@@ -66,7 +79,9 @@ def marginal_table(runs: list[SizedRuns], engines: list[str]) -> list[str]:
         "Each engine runs each workload over two input sizes and is timed whole, start-up "
         "included; events/s = (large - small) / (t_large - t_small), so start-up cancels "
         "alike for every engine, and start-up = t_small - small / rate "
-        "(`benchmarks/suite/marginal.py`). Medians of the repetitions; every output checked.",
+        "(`benchmarks/suite/marginal.py`). Medians of the repetitions; in brackets the lowest "
+        "and highest rate any pairing of one small and one large run gives (the noise; "
+        "'or more' when a large run took no longer than a small one); every output checked.",
         "",
         "| workload | engine | small: events, s | large: events, s | events/s | start-up "
         "| sparkcq / engine | output check |",
@@ -81,6 +96,9 @@ def marginal_table(runs: list[SizedRuns], engines: list[str]) -> list[str]:
             cells = [f"{n:,}, {statistics.median(ts):.1f}" for n, ts in sizes]
             m = run.marginal(engine)
             rate = f"{m.events_per_s:,.0f}" if m else "n/a (no difference)"
+            if (spread := run.spread(engine)) is not None:
+                rate += (f" ({spread[0]:,.0f} to {spread[1]:,.0f})" if spread[1] is not None
+                         else f" ({spread[0]:,.0f} or more)")
             startup = f"{m.startup_s:.1f} s" if m else "-"
             ratio = (f"{ours.events_per_s / m.events_per_s:.2f}" if m and ours
                      and engine != "sparkcq" else "-")
