@@ -1,16 +1,22 @@
 """The benchmark suite: every workload on sparkcq, Spark Structured Streaming and Flink SQL.
 
-    .venv/bin/python -m benchmarks.suite                 # make bench: 1M events, 3 repetitions
+    .venv/bin/python -m benchmarks.suite --sizes 1000000,3000000   # make bench: the marginal
+                                                         # rate between 1M and 3M events,
+                                                         # 3 repetitions of each
+    .venv/bin/python -m benchmarks.suite                 # 1M events, 3 repetitions
     .venv/bin/python -m benchmarks.suite --quick         # make bench-quick: 1M events, once,
                                                          # 6 workloads and a short sweep
     .venv/bin/python -m benchmarks.suite --events 5000000   # the 5M-event data set
     .venv/bin/python -m benchmarks.suite tumble --events 200000 --reps 1
     .venv/bin/python -m benchmarks.suite backlog-tumble      # backlog mode (backlog.py)
-    .venv/bin/python -m benchmarks.suite tumble --sizes 1000000,5000000  # the marginal rate
-                                                         # (marginal.py): one rule for all
+    .venv/bin/python -m benchmarks.suite tumble --sizes 1e6,5e6   # one workload's marginal
+                                                         # rate (marginal.py): one rule for all
+    .venv/bin/python -m benchmarks.suite.from_log LOG    # the marginal table of a run cut
+                                                         # short, from its log
 
 Each workload reads its share of the events (``StreamSpec.scale``: the 1 s slide, the
-100,000 keys and the sharing workloads a fifth, the join two streams of half each).
+100,000 keys, the sharing workloads and NEXMark a fifth, the join two streams of half
+each). NEXMark q5, q7 and q8 run on Flink SQL too.
 
 Writes ``benchmarks/results/<date>.md`` (``<date>-quick.md`` for ``--quick``,
 ``<date>-partial.md`` for named workloads, ``--out NAME`` to choose) and PNG plots next to
