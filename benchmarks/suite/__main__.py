@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
+from collections.abc import Callable
 
 from pyspark.sql import SparkSession
 
@@ -41,7 +42,7 @@ from benchmarks.nexmark.queries import QUERIES
 from benchmarks.suite.backlog import BACKLOG_ENGINES, backlog
 from benchmarks.suite.compare import check_output
 from benchmarks.suite.data import Input, read_events, write_events
-from benchmarks.suite.engines import run_flink, run_spark, run_sparkcq
+from benchmarks.suite.engines import Run, run_flink, run_spark, run_sparkcq
 from benchmarks.suite.marginal import SizedRuns, marginal_table
 from benchmarks.suite.report import WorkloadResult, write_report
 from benchmarks.suite.sweep import plot_sweep, sweep, sweep_table
@@ -107,22 +108,11 @@ def run_nexmark(spark: SparkSession, query: str, events: int, reps: int, engines
             try:
                 run = run_query(spark, query, engine, inp, flink_python)
             except Exception as e:  # noqa: BLE001 - one engine's failure is reported
-                result.checks[engine] = f"failed: {str(e).strip().splitlines()[-1][:300]}"
-                print(f"nexmark-{query} {engine} failed: {e}", flush=True)
+                record_failure(result, engine, e)
                 continue
             result.events = run.events
-            if rep == 0:
-                result.checks[engine] = nexmark_check(run, want, query)
-                if not result.checks[engine].startswith("ok"):
-                    sized.checks[engine] = result.checks[engine]
-                sized.checks.setdefault(engine, "ok")
-            run.output = None
-            result.runs.setdefault(engine, []).append(run)
-            sized.add(engine, run.events, run.startup_s + run.run_s)
-            print(f"nexmark-{query} {run.events:,} events rep {rep + 1}/{reps} {engine}: "
-                  f"{run.events_per_s:,.0f} events/s, start-up {run.startup_s:.1f} s, whole "
-                  f"{run.startup_s + run.run_s:.1f} s; output {result.checks[engine]}",
-                  flush=True)
+            record_run(result, sized, run, rep, reps, run.events,
+                       lambda run=run: nexmark_check(run, want, query))
     return result
 
 
@@ -149,24 +139,40 @@ def run_workload(spark: SparkSession, wl: Workload, events: int, reps: int,
                 else:
                     run = run_flink(flink_python, wl, inputs, hosts)
             except Exception as e:  # noqa: BLE001 - one engine's failure is reported
-                result.checks[engine] = f"failed: {str(e).strip().splitlines()[-1][:300]}"
-                print(f"{wl.name} {engine} failed: {e}", flush=True)
+                record_failure(result, engine, e)
                 continue
-            assert run.output is not None
-            if rep == 0:
-                result.checks[engine] = check_output(engine, run.output,
-                                                     wl.expected(raw, engine), wl, raw)
-                if not result.checks[engine].startswith("ok"):
-                    sized.checks[engine] = result.checks[engine]
-                sized.checks.setdefault(engine, "ok")
-            run.output = None
-            result.runs.setdefault(engine, []).append(run)
-            sized.add(engine, total, run.startup_s + run.run_s)
-            print(f"{wl.name} {total:,} events rep {rep + 1}/{reps} {engine}: "
-                  f"{run.events_per_s:,.0f} events/s, start-up {run.startup_s:.1f} s, whole "
-                  f"{run.startup_s + run.run_s:.1f} s; output {result.checks[engine]}",
-                  flush=True)
+            output = run.output
+            assert output is not None
+            record_run(result, sized, run, rep, reps, total,
+                       lambda engine=engine, output=output: check_output(
+                           engine, output, wl.expected(raw, engine), wl, raw))
     return result
+
+
+def record_failure(result: WorkloadResult, engine: str, error: Exception) -> None:
+    """One engine's failed run: its last line as the engine's check, all of it printed."""
+    result.checks[engine] = f"failed: {str(error).strip().splitlines()[-1][:300]}"
+    print(f"{result.name} {engine} failed: {error}", flush=True)
+
+
+def record_run(result: WorkloadResult, sized: SizedRuns, run: Run, rep: int, reps: int,
+               events: int, check: Callable[[], str]) -> None:
+    """One timed run into ``result`` and its whole time into ``sized``; the output is
+    checked in the first repetition (``check``) and then let go. Prints the log line
+    ``from_log.py`` reads back.
+    """
+    engine = run.engine
+    if rep == 0:
+        result.checks[engine] = check()
+        if not result.checks[engine].startswith("ok"):
+            sized.checks[engine] = result.checks[engine]
+        sized.checks.setdefault(engine, "ok")
+    run.output = None
+    result.runs.setdefault(engine, []).append(run)
+    sized.add(engine, events, run.startup_s + run.run_s)
+    print(f"{result.name} {events:,} events rep {rep + 1}/{reps} {engine}: "
+          f"{run.events_per_s:,.0f} events/s, start-up {run.startup_s:.1f} s, whole "
+          f"{run.startup_s + run.run_s:.1f} s; output {result.checks[engine]}", flush=True)
 
 
 def warm_up(spark: SparkSession, name: str, events: int, engines: list[str], data_dir: str,
@@ -249,7 +255,6 @@ def main() -> None:
             else:
                 result = run_workload(spark, WORKLOADS[name], size, reps, engines, data_dir,
                                       hosts, flink_python, sized)
-        sized.title = result.title
         results.append(result)
         if sizes:
             marginal.append(sized)

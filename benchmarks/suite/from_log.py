@@ -35,9 +35,9 @@ def sized_runs(lines: list[str]) -> tuple[list[SizedRuns], list[str]]:
             continue  # the warm-up
         run = runs.setdefault(m["workload"], SizedRuns(m["workload"], m["workload"]))
         run.add(m["engine"], int(m["events"].replace(",", "")), float(m["whole"]))
-        check = m["check"].split(":")[0]
-        if run.checks.get(m["engine"], "ok") == "ok" or check != "ok":
-            run.checks[m["engine"]] = "ok" if check == "ok" else m["check"]
+        if not m["check"].startswith("ok"):
+            run.checks[m["engine"]] = m["check"]
+        run.checks.setdefault(m["engine"], "ok")
         if m["engine"] not in engines:
             engines.append(m["engine"])
     return list(runs.values()), engines
