@@ -98,6 +98,7 @@ class QueryInfo:
     options: dict[str, Any] = field(default_factory=dict)
     status: QueryStatus = QueryStatus.RUNNING
     log: list[str] = field(default_factory=list)
+    language: str = "sql"  # or "apas" (docs/apas.md)
 
     def enter(self, status: QueryStatus, *lines: str) -> None:
         """Move to ``status``, saying why in the log."""

@@ -40,6 +40,7 @@ class CycleReport:
     jobs: int
     watermarks: dict[str, int] = field(default_factory=dict)
     tables: dict[str, int] = field(default_factory=dict)  # the version of each table it read
+    rows_out: dict[str, int] = field(default_factory=dict)  # records committed, by query
 
 
 class InputSource(Protocol):
@@ -167,8 +168,12 @@ class CycleDriver:
         served = plan.table_versions()
         taken = replace(self.pending, number=self.cycle, throttles=throttles)
 
+        delivered: dict[str, int] = {}
+
         def commit(tables: dict[str, pa.Table]) -> None:
             deliver(taken.number, tables)
+            delivered.clear()
+            delivered.update({name: t.num_rows for name, t in tables.items()})
 
         try:
             try:
@@ -187,7 +192,7 @@ class CycleDriver:
             self.rt.jobs - jobs_before,
             {k: s.watermark for k, s in scans.items()},
             {n.name: v for n, v in plan.table_versions().items()
-             if isinstance(n, TableScan)})
+             if isinstance(n, TableScan)}, delivered)
         self.reports.append(report)
         self.cycle += 1
         if self.journal is not None:

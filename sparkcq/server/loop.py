@@ -68,6 +68,8 @@ class EngineLoop:
         self.spark_failure: str | None = None
         self.on_spark_death = on_spark_death
         self.drain_deadline = 0.0
+        # called in the engine thread after each cycle and each batch of statements
+        self.watchers: list[Callable[[], None]] = []
         self.thread = threading.Thread(target=self._run, name="sparkcq-engine", daemon=True)
 
     def start(self) -> None:
@@ -106,12 +108,29 @@ class EngineLoop:
         self.stopping.set()
         return self.stopped.wait(timeout)
 
+    def watch(self, watcher: Callable[[], None]) -> None:
+        """Call ``watcher()`` in the engine thread after each cycle and each batch of
+        statements, while the engine is between two cycles (the console's snapshot).
+        """
+        self.watchers.append(watcher)
+
+    def _tell_watchers(self) -> None:
+        for watcher in self.watchers:
+            try:
+                watcher()
+            except Exception:  # noqa: BLE001 - a watcher's fault must not stop the engine
+                log.exception("console snapshot failed")
+
     def _drain_commands(self) -> None:
+        ran = False
         while True:
             try:
                 fn, fut = self.commands.get_nowait()
             except queue.Empty:
+                if ran:
+                    self._tell_watchers()
                 return
+            ran = True
             if not fut.set_running_or_notify_cancel():
                 continue
             try:
@@ -128,6 +147,7 @@ class EngineLoop:
             log.error("cycle failed: %s", self.last_error)
             if isinstance(e, SparkDiedError) or not spark_alive(self.engine.spark):
                 self._spark_died(self.last_error)
+        self._tell_watchers()
 
     def _spark_died(self, reason: str) -> None:
         self.spark_failure = reason

@@ -14,7 +14,7 @@ from sparkcq.catalog import QueryInfo
 from sparkcq.errors import AnalysisError, SparkcqError
 from sparkcq.io.postgres import PostgresSink
 from sparkcq.io.sinks import FilesSink, QueryOutput, Retention
-from sparkcq.language.sql.statements import CreateQuery
+from sparkcq.language.sql.statements import ApasText, CreateQuery
 from sparkcq.model.time import TimeKind
 from sparkcq.plan.binder import bind_query
 from sparkcq.plan.nodes import PlanNode
@@ -44,7 +44,8 @@ def create_query(stmt: CreateQuery, text: str, ctx: StatementContext) -> str:
         ctx.sinks[options.sink].prepare(output)  # before anything is added: no trace left
     except SparkcqError as e:
         raise AnalysisError(str(e), text, stmt.loc) from None
-    info = QueryInfo(name, text, bound.plan, options.sink, dict(output.options))
+    info = QueryInfo(name, text, bound.plan, options.sink, dict(output.options),
+                     language="apas" if isinstance(stmt.select, ApasText) else "sql")
     info.options["form"] = bound.form
     ctx.catalog.add_query(info)
     ctx.queries.start(info, bound.form, ctx.cycle())
