@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 FLINK_VENV := .venv-flink
 FLINK_STAMP := $(FLINK_VENV)/.installed
 
-.PHONY: demo test lint check-java postgres-deps clean bench bench-quick bench-feed bench-shedding
+.PHONY: demo test lint check-java postgres-deps browser-deps clean bench bench-quick bench-feed bench-shedding
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,6 +32,12 @@ check-java:
 postgres-deps:
 	$(PYTHON) tests/postgres_server.py install
 
+# Chromium for the real-browser tests (Playwright drives the system's browser by its path;
+# Playwright's own browser download is not used): installed with apt-get when missing and
+# running as root, else a note (an error under CI=true)
+browser-deps:
+	$(PYTHON) tests/browser.py install
+
 demo: $(STAMP) check-java
 	$(BIN)/sparkcq demo $(ARGS)
 
@@ -39,7 +45,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check sparkcq tests benchmarks
 	$(BIN)/mypy
 
-test: $(STAMP) check-java postgres-deps lint
+test: $(STAMP) check-java postgres-deps browser-deps lint
 	$(BIN)/python -m pytest -q $(ARGS)
 
 # every engine timed by one rule: the marginal rate between 1M and 3M events (marginal.py)

@@ -5,6 +5,12 @@ its packages are installed (as root) before any test runs, so the Spark session,
 later, finds the JDBC driver; the server is private to the session. Without the packages
 and not root the tests are skipped, naming what to install; under ``CI=true`` they fail.
 
+A real browser (``browser`` and ``page`` fixtures, tests/browser.py): Playwright driving the
+system's Chromium, headless, installed the same way and skipped or failed the same way. It
+starts when the first test that uses it does, never for a session without one; between the
+tests that use it, its event loop is paused (``pytest_runtest_protocol``), as other tests of
+the session run event loops of their own in the same thread.
+
 Hypothesis profiles (``HYPOTHESIS_PROFILE``): ``ci`` (the default) keeps the property suite
 within the test budget; ``slow`` runs ten times as many scenarios. Failing examples are kept
 in ``tests/.hypothesis/examples`` and replayed first on the next run.
@@ -15,6 +21,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import browser as system_browser
+import debian_packages
 import postgres_server
 import pytest
 from hypothesis import HealthCheck, Phase, settings
@@ -41,12 +49,38 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 _POSTGRES_PROBLEM: list[str | None] = [None]  # why the postgres fixture cannot start
+_BROWSER_PROBLEM: list[str | None] = [None]  # why the browser fixture cannot start
+_BROWSER: list[system_browser.SystemBrowser] = []  # the browser once a test started it
+
+
+def _uses(item: pytest.Item, fixture: str) -> bool:
+    return fixture in getattr(item, "fixturenames", ())
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Install PostgreSQL's packages if a selected test needs them, before Spark starts."""
-    if any("postgres" in getattr(item, "fixturenames", ()) for item in session.items):
+    """Install the packages of PostgreSQL and of the browser if a selected test needs them,
+    before Spark starts.
+    """
+    if any(_uses(item, "postgres") for item in session.items):
         _POSTGRES_PROBLEM[0] = postgres_server.ensure_installed()
+    if any(_uses(item, "browser") for item in session.items):
+        _BROWSER_PROBLEM[0] = system_browser.ensure_installed()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """Resume the browser's event loop for a test that uses it (``page`` uses ``browser``),
+    and pause it after, so that the other tests may run event loops of their own.
+    """
+    if not _uses(item, "browser"):
+        return (yield)
+    if _BROWSER:  # else it starts in this test's setup, if it can
+        _BROWSER[0].resume()
+    try:
+        return (yield)
+    finally:
+        if _BROWSER:
+            _BROWSER[0].pause()
 
 
 @pytest.fixture(scope="session")
@@ -65,6 +99,40 @@ def postgres():
     server = postgres_server.PostgresServer.start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """A Playwright ``Browser``: the system's Chromium, headless, for the session."""
+    problem = _BROWSER_PROBLEM[0]
+    if problem is None:
+        try:
+            import playwright.sync_api  # noqa: F401
+        except ImportError:
+            problem = "the browser tests need Playwright: pip install -e '.[dev]'"
+    if problem is not None:
+        if debian_packages.in_ci():
+            pytest.fail(f"CI must run the browser tests: {problem}")
+        pytest.skip(problem)
+    started = system_browser.SystemBrowser.start()
+    _BROWSER.append(started)
+    try:
+        yield started.browser
+    finally:
+        _BROWSER.clear()
+        started.stop()
+
+
+@pytest.fixture
+def page(browser):
+    """A Playwright ``Page`` in a fresh browser context (no cookies or storage of other
+    tests), closed after the test.
+    """
+    context = browser.new_context()
+    try:
+        yield context.new_page()
+    finally:
+        context.close()
 
 
 @pytest.fixture(scope="session")

@@ -2,11 +2,11 @@
 
 ``make postgres-deps`` (a prerequisite of ``make test``) runs ``python3
 tests/postgres_server.py install``: when PostgreSQL's server programs or its JDBC driver
-(``/usr/share/java/postgresql.jar``, which Spark's JDBC reader loads) are missing, it runs
-``apt-get update && apt-get install -y postgresql libpostgresql-jdbc-java`` if it runs as
-root, and otherwise says what to install. Under ``CI=true`` anything missing is an error:
-CI must run the PostgreSQL tests, never skip them. The module uses the standard library
-only, so it runs before the project's virtual environment exists.
+(``/usr/share/java/postgresql.jar``, which Spark's JDBC reader loads) are missing, it
+installs ``postgresql libpostgresql-jdbc-java`` with apt-get if it runs as root, and
+otherwise says what to install (tests/debian_packages.py). Under ``CI=true`` anything
+missing is an error: CI must run the PostgreSQL tests, never skip them. The module uses the
+standard library only, so it runs before the project's virtual environment exists.
 
 ``PostgresServer.start()`` runs a server of its own for one test session: ``initdb`` into a
 temporary folder, listening on 127.0.0.1 on a free port and on a socket in that folder, as
@@ -27,13 +27,13 @@ import tempfile
 import time
 from dataclasses import dataclass
 
+from debian_packages import ensure, in_ci, install_command, install_main
+
+__all__ = ["JDBC_JAR", "PACKAGES", "PostgresServer", "ensure_installed", "how_to_install",
+           "in_ci", "main", "missing", "server_bin_dir"]
+
 PACKAGES = ("postgresql", "libpostgresql-jdbc-java")
 JDBC_JAR = "/usr/share/java/postgresql.jar"
-
-
-def in_ci() -> bool:
-    """Whether this runs in CI (``CI=true``), where PostgreSQL tests must not be skipped."""
-    return os.environ.get("CI", "").lower() in ("true", "1", "yes")
 
 
 def server_bin_dir() -> str | None:
@@ -59,7 +59,7 @@ def missing() -> list[str]:
 
 def how_to_install(packages: list[str]) -> str:
     """The command that installs ``packages``, for messages."""
-    return f"apt-get update && apt-get install -y {' '.join(packages)} (or: make postgres-deps)"
+    return f"{install_command(packages)} (or: make postgres-deps)"
 
 
 def ensure_installed() -> str | None:
@@ -67,23 +67,7 @@ def ensure_installed() -> str | None:
 
     A non-root user gets the reason (with the command to run as root) instead.
     """
-    need = missing()
-    if not need:
-        return None
-    if os.geteuid() != 0:
-        return (f"PostgreSQL tests need the Debian packages {', '.join(need)}; as root run: "
-                f"{how_to_install(need)}")
-    print(f"installing {' '.join(PACKAGES)} for the PostgreSQL tests", file=sys.stderr,
-          flush=True)
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    try:
-        subprocess.run(["apt-get", "update"], check=True, env=env)
-        subprocess.run(["apt-get", "install", "-y", "--no-install-recommends", *PACKAGES],
-                       check=True, env=env)
-    except (OSError, subprocess.CalledProcessError) as e:
-        return f"installing {' '.join(PACKAGES)} failed: {e}"
-    still = missing()
-    return f"after installing, still missing: {', '.join(still)}" if still else None
+    return ensure("PostgreSQL tests", missing, PACKAGES, "postgres-deps")
 
 
 def _free_port() -> int:
@@ -201,18 +185,8 @@ class PostgresServer:
 
 def main(argv: list[str]) -> int:
     """``install``: install what is missing (as root), else say what to install."""
-    if argv != ["install"]:
-        print("usage: python3 tests/postgres_server.py install", file=sys.stderr)
-        return 2
-    problem = ensure_installed()
-    if problem is None:
-        print("PostgreSQL and its JDBC driver are installed")
-        return 0
-    if in_ci():
-        print(f"error: {problem}", file=sys.stderr)
-        return 1
-    print(f"note: {problem}; the PostgreSQL tests will be skipped", file=sys.stderr)
-    return 0
+    return install_main(argv, "tests/postgres_server.py", "PostgreSQL tests", ensure_installed,
+                        "PostgreSQL and its JDBC driver are installed")
 
 
 if __name__ == "__main__":
