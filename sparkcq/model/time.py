@@ -120,6 +120,16 @@ def unit_micros(name: str) -> int:
     return micros
 
 
+def shift(at: int, by: int) -> int:
+    """``at + by`` kept on the time axis: a bound computed from "no watermark yet"
+    (``TIME_MIN``) or +infinity stays within ``LONG``, as Spark must read it.
+
+    >>> shift(TIME_MIN, -6000) == TIME_MIN and shift(10, -6000)
+    -5990
+    """
+    return max(TIME_MIN, min(TIME_MAX, at + by))
+
+
 def show_micros(micros: int) -> str:
     """A duration in microseconds in the largest unit that divides it: '60 SECONDS'."""
     for unit, size in (("DAYS", 86_400_000_000), ("HOURS", 3_600_000_000),

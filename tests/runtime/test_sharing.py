@@ -335,3 +335,25 @@ def test_query_whose_operator_fails_to_build_leaves_no_trace_in_the_plan(engine,
         engine.execute("CREATE QUERY b AS SELECT k FROM s [RANGE 5] WHERE v > 1")
     assert (dict(engine.plan.refs), {n: set(u) for n, u in engine.plan.users.items()}) == before
     assert "b" not in engine.catalog.queries
+
+
+def test_query_joining_a_family_before_any_watermark_runs(engine):
+    """A query added to a sliding window's aggregate family after a cycle without input
+    (the family's position still "no watermark yet") starts from the stream's history;
+    its start once overflowed Spark's LONG (both queries failed with CAST_OVERFLOW).
+    """
+    engine.execute("CREATE STREAM s (k STRING, v BIGINT, t BIGINT) WITH (event_time='t')")
+    engine.execute("CREATE QUERY n AS SELECT k, count(*) AS n FROM s [RANGE 10 SLIDE 5] "
+                   "GROUP BY k")
+    engine.run_cycle()
+    engine.execute("CREATE QUERY total AS SELECT k, sum(v) AS total FROM s [RANGE 10 SLIDE 5] "
+                   "GROUP BY k")
+    engine.push("s", [{"k": "a", "v": 1, "t": 1}, {"k": "a", "v": 2, "t": 3}])
+    engine.run_cycle()
+    engine.push("s", [{"k": "a", "v": 4, "t": 7}], end=True)
+    engine.run_until_idle()
+    assert [q.status.value for q in engine.catalog.queries.values()] == ["running", "running"]
+    # valid [1, 11), [3, 13), [7, 17), evaluated at multiples of 5: 2 rows (sum 3) on
+    # [5, 10), 3 (sum 7) on [10, 15), 1 (sum 4) on [15, 20); records() sorts by value
+    assert records(engine, "n") == [("a", 1, 15, 20), ("a", 2, 5, 10), ("a", 3, 10, 15)]
+    assert records(engine, "total") == [("a", 3, 5, 10), ("a", 4, 15, 20), ("a", 7, 10, 15)]

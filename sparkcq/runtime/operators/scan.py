@@ -13,7 +13,7 @@ from pyspark.sql.types import BooleanType, LongType, StringType, StructField, St
 
 from sparkcq.model.columns import ARRIVAL_WATERMARK, DEAD_BATCH, DELETE, RAW, REASON, TE, D, T
 from sparkcq.model.rows import RowError
-from sparkcq.model.time import TIME_MAX, TIME_MIN, TimeKind
+from sparkcq.model.time import TIME_MAX, TIME_MIN, TimeKind, shift
 from sparkcq.plan.nodes import StreamScan
 from sparkcq.runtime.frames import (
     Runtime,
@@ -242,7 +242,7 @@ class ScanOperator(Operator):
         it, ahead of the watermark). None: there are none.
         """
         return union_all([frame.select(*[col(n) for n in self.names], col(T), self.change())
-                          for frame in self.on_time_since(at - length)])
+                          for frame in self.on_time_since(shift(at, -length))])
 
     def change(self) -> Column:
         """The ``_d`` of a held event on the stream's edge: 1, or -1 for a keyed stream's

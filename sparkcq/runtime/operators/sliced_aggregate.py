@@ -36,7 +36,7 @@ from pyspark.sql.types import (
 )
 
 from sparkcq.model.columns import AT, FROM, GROUP_HASH, NEXT, PANE_END, TO, D, N, T
-from sparkcq.model.time import TIME_MAX, TIME_MIN
+from sparkcq.model.time import TIME_MAX, TIME_MIN, shift
 from sparkcq.plan.nodes import (
     CutSpec,
     Filter,
@@ -370,7 +370,7 @@ class SlicedAggregateOperator(Operator):
         out = ", ".join(q(n) if n in self.keys else f"{self.values[n]} AS {q(n)}"
                         for n in self.names)
         inside = f"(SELECT * FROM {{p}} WHERE {q(PANE_END)} < {at} " \
-                 f"AND {q(PANE_END)} >= {at - self.length})"
+                 f"AND {q(PANE_END)} >= {shift(at, -self.length)})"
         df = self.views.sql(f"SELECT {out} FROM ({self.group_sql(inside)}) WHERE `{N}` > 0",
                             p=panes)
         return as_changes_at(df, self.names, None, at)
