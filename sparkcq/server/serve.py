@@ -122,6 +122,8 @@ def serve(config: ServerConfig) -> int:
                         max_body_bytes=config.max_body_bytes, feed=feed,
                         feed_address=(config.host, config.feed_port) if config.feed_port
                         else None)
+        log.info("console: http://%s:%d/%s", config.host, config.port,
+                 " (give it the token)" if config.token else "")
         # open connections (a `tail` client) get 5 s to finish before the server closes them
         server = uvicorn.Server(uvicorn.Config(app, host=config.host, port=config.port,
                                                log_level="warning", timeout_graceful_shutdown=5))

@@ -106,3 +106,39 @@ def test_summary_of_health_samples():
     assert figures["rows_in_per_second"] == pytest.approx((10 + 20 + 30 + 40) / 2.0)
     assert percentile([], 0.5) is None and percentile([5.0], 0.99) == 5.0
     assert summary([samples[0]])["cycles_per_second"] is None
+
+
+def test_health_samples_count_instances_shedding_and_checkpoints(spark, tmp_path):
+    from sparkcq import Engine
+
+    engine = Engine(spark=spark, checkpoint_dir=str(tmp_path / "checkpoints"))
+    engine.execute("""
+      CREATE STREAM s (k STRING, v BIGINT, t BIGINT) WITH (event_time='t');
+      CREATE STREAM r (k STRING, w BIGINT, t BIGINT) WITH (event_time='t');
+      CREATE AGGREGATE median(x DOUBLE) RETURNS DOUBLE
+        USING 'sparkcq.aggregates.library:Median';
+      CREATE QUERY mid AS SELECT k, median(v) AS m FROM s [RANGE 20] GROUP BY k;
+      CREATE QUERY j WITH (shedding='random', throttle='1', basic_windows='2') AS
+        SELECT s.k AS k, s.v AS v, r.w AS w FROM s [RANGE 10] JOIN r [RANGE 5] ON s.k = r.k;
+    """)
+    history = HealthHistory()
+    engine.push("s", [{"k": "a", "v": 1, "t": 1}, {"k": "a", "v": 3, "t": 4},
+                      {"k": "b", "v": 2, "t": 5}], watermark=6)
+    engine.push("r", [{"k": "a", "w": 10, "t": 3}], watermark=6)
+    engine.run_cycle()
+    snap = snapshot(engine, history)
+    [sample] = snap["health"]
+    assert sample["instances"] == 2  # median's groups a and b
+    [(label, shed)] = sample["shedding"].items()
+    assert "IntervalJoin" in label and shed["z"] == 1
+    # s's a1 [1, 11) and a3 [4, 14) meet r's a10 [3, 8); nothing is shed at z = 1
+    assert [side["shed"] for side in shed["inputs"]] == [0, 0]
+    assert sum(side["processed"] for side in shed["inputs"]) > 0
+    assert sample["checkpoint_seconds"] > 0
+    assert history.last_checkpoint is not None
+    assert history.last_checkpoint["seconds"] == sample["checkpoint_seconds"]
+    [aggregate] = snap["aggregates"]
+    assert aggregate["name"] == "median" and aggregate["signature"].startswith("median(")
+    [join] = [n for n in snap["plan"]["nodes"] if n["shedding"] is not None]
+    assert join["shedding"]["z"] == 1 and join["queries"] == ["j"]
+    engine.stop()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 from typing import Any
 
 from sparkcq.server.console.history import HealthHistory, summary
@@ -34,12 +35,15 @@ class ConsoleBoard:
 
     def refresh(self) -> None:
         """Take a new snapshot (in the engine thread, between two cycles)."""
+        began = time.perf_counter()
         engine = self.loop.engine
         self.history.record(engine)
         recent = self.history.recent()
         snapshot = take_snapshot(engine, self.loop.status(), recent)
         snapshot["summary"] = summary(recent)
         snapshot["last_checkpoint"] = self.history.last_checkpoint
+        # what taking it cost the engine thread (docs/console.md, "What the console costs")
+        snapshot["build_ms"] = (time.perf_counter() - began) * 1e3
         with self.lock:
             self.version += 1
             snapshot["version"] = self.version
