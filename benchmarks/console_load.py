@@ -1,6 +1,6 @@
 """What open console pages cost a loaded server, and how fresh they are (issue 32).
 
-    .venv/bin/python -m benchmarks.console_load                 # 4 x 90 s phases
+    .venv/bin/python -m benchmarks.console_load                 # 6 x 120 s phases
     .venv/bin/python -m benchmarks.console_load --phase-seconds 30 --rounds 1   # to try it
 
 Starts ``sparkcq serve`` (``--master local[2]``, a cycle every second) with one stream and
@@ -9,7 +9,9 @@ aggregates; 25 filters passing rows through), and 4 clients pushing 250 rows/s e
 the whole run. After a warm-up,
 phases alternate: without pages (A), then with 3 console pages open in Debian's Chromium
 (B: the global plan, the health charts and the query list, each redrawn on every snapshot),
-``--rounds`` times, so that a drift of the machine falls on both alike.
+``--rounds`` times, so that a drift of the machine falls on both alike. Each phase begins
+``--settle`` seconds after the pages were opened or closed: opening three pages (Chromium
+starting their renderers) is not what an open page costs.
 
 Per phase, from the server's own health samples (``/console/snapshot``, polled every 5 s
 in every phase): cycles, cycle latency (the cycle's time, as ``CycleReport.seconds``) p50,
@@ -38,6 +40,7 @@ from typing import Any
 
 from benchmarks.server_load import start
 from sparkcq.server.client import Client
+from sparkcq.server.procs import PROC, descendants
 
 RESULTS = Path(__file__).parent / "results"
 LATENESS_MS = 2_000
@@ -110,6 +113,43 @@ def watch(base: str, seconds: float, samples: dict[int, dict[str, Any]],
             time.sleep(pause)
 
 
+def cpu_seconds(pids: list[int]) -> float:
+    """User and system CPU seconds the processes ``pids`` have used so far."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        try:
+            text = (PROC / str(pid) / "stat").read_text()
+        except OSError:
+            continue
+        fields = text[text.rfind(")") + 2:].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / ticks
+
+
+class CpuMeter:
+    """CPU seconds of the server (its Python process, and Spark's JVM below it) and of
+    the browser (every process below this one: Playwright's driver and Chromium).
+    """
+
+    def __init__(self, server_pid: int):
+        self.server_pid = server_pid
+
+    def read(self) -> dict[str, float]:
+        server = descendants(self.server_pid)
+        browser = [p for p in descendants(os.getpid()) if p != os.getpid()
+                   and p not in server]
+        return {"server_python": cpu_seconds([self.server_pid]),
+                "server_jvm": cpu_seconds([p for p in server if p != self.server_pid]),
+                "browser": cpu_seconds(browser), "this": cpu_seconds([os.getpid()])}
+
+
+def cpu_used(before: dict[str, float], after: dict[str, float], seconds: float,
+             ) -> dict[str, float]:
+    """Each part's share of one core over ``seconds``."""
+    return {k: (after[k] - before[k]) / seconds for k in after}
+
+
 def quantile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
@@ -138,6 +178,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     proc = start(port, folder, ["--master", "local[2]", "--interval", "1",
                                 "--feed-port", str(port + 1)])
     base = f"http://127.0.0.1:{port}"
+    meter = CpuMeter(proc.pid)
     client = Client(base)
     client.submit(f"CREATE STREAM s (k STRING, v DOUBLE, t BIGINT) "
                   f"WITH (event_time='t', lateness='{LATENESS_MS}')")
@@ -163,27 +204,32 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             print(f"warm-up {args.warmup:.0f} s", file=sys.stderr, flush=True)
             watch(base, args.warmup, samples, builds)
             for round_ in range(args.rounds):
-                t0 = time.time()
+                watch(base, args.settle, samples, builds)  # pages closed: not measured
+                t0, used = time.time(), meter.read()
                 watch(base, args.phase_seconds, samples, builds)
                 phases.append(phase_figures(f"A{round_ + 1} (no page)", t0, time.time(),
                                             samples, builds))
+                phases[-1]["cpu"] = cpu_used(used, meter.read(), time.time() - t0)
                 print(phases[-1], file=sys.stderr, flush=True)
                 contexts = [browser.new_context(viewport={"width": 1400, "height": 900})
                             for _ in VIEWS]
                 pages = [c.new_page() for c in contexts]
-                t0 = time.time()
                 for page, view in zip(pages, VIEWS, strict=True):
                     page.goto(base + "/")
                     page.click(f"#tabs button[data-view={view}]")
-                watch(base, args.phase_seconds - (time.time() - t0), samples, builds,
-                      pages[0])
+                watch(base, args.settle, samples, builds, pages[0])  # pages open: not measured
+                t0 = time.time()
+                used = meter.read()
+                first = [len(p.evaluate("window.sparkcqConsole.updates")) for p in pages]
+                watch(base, args.phase_seconds, samples, builds, pages[0])
                 t1 = time.time()
                 phases.append(phase_figures(f"B{round_ + 1} (3 pages)", t0, t1, samples,
                                             builds))
+                phases[-1]["cpu"] = cpu_used(used, meter.read(), t1 - t0)
                 print(phases[-1], file=sys.stderr, flush=True)
-                for page, view in zip(pages, VIEWS, strict=True):
-                    # the first is the picture the page found when it connected, not an update
-                    updates = page.evaluate("window.sparkcqConsole.updates")[1:]
+                for page, view, skip in zip(pages, VIEWS, first, strict=True):
+                    # those of the phase (the first was the picture found at connecting)
+                    updates = page.evaluate("window.sparkcqConsole.updates")[max(1, skip):]
                     delays = [u["drawn_at"] - u["taken_at"] for u in updates]
                     received = [u["received_at"] - u["taken_at"] for u in updates]
                     pages_report.append({
@@ -216,6 +262,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return {"date": dt.date.today().isoformat(), "queries": args.queries,
             "pushers": args.pushers, "rate_per_pusher": args.rate,
             "phase_seconds": args.phase_seconds, "rounds": args.rounds,
+            "settle": args.settle,
             "operators": len(last["plan"]["nodes"]), "push_errors": errors[:5],
             "rows_out": sum(s["rows_out"] for s in samples.values()),
             "phases": phases, "pages": pages_report, "change_with_pages": pooled}
@@ -224,21 +271,26 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def report(result: dict[str, Any]) -> str:
     lines = [f"# Console load ({result['date']})", "",
              f"`python -m benchmarks.console_load --phase-seconds {result['phase_seconds']:g} "
-             f"--rounds {result['rounds']}`: {result['queries']} queries "
+             f"--rounds {result['rounds']} --settle {result['settle']:g}`: "
+             f"{result['queries']} queries "
              f"({result['operators']} operators in the global plan), {result['pushers']} "
              f"clients pushing {result['rate_per_pusher']} rows/s each, a cycle every second, "
              "2 cores shared by Spark, the server and Chromium.", "",
              "| phase | cycles | cycle p50 | cycle p90 | cycle mean | period | rows in | "
-             "snapshot build p50 / max |", "|---|---|---|---|---|---|---|---|"]
+             "snapshot build p50 / max | CPU: server Python / JVM / browser |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for p in result["phases"]:
         lines.append(f"| {p['phase']} | {p['cycles']} | {p['latency_p50']:.3f} s | "
                      f"{p['latency_p90']:.3f} s | {p['latency_mean']:.3f} s | "
                      f"{p['period_mean']:.3f} s | {p['rows_in']:,} | "
-                     f"{p['build_ms_p50']:.1f} / {p['build_ms_max']:.1f} ms |")
+                     f"{p['build_ms_p50']:.1f} / {p['build_ms_max']:.1f} ms | "
+                     f"{p['cpu']['server_python']:.2f} / {p['cpu']['server_jvm']:.2f} / "
+                     f"{p['cpu']['browser']:.2f} |")
     change = result["change_with_pages"]
     lines += ["", f"With 3 pages open, against without (means over rounds): cycle p50 "
               f"{change['latency_p50']:+.1%}, cycle mean {change['latency_mean']:+.1%}, "
               f"period {change['period_mean']:+.1%}.", "",
+              "CPU is in cores (1.00: one core busy the whole phase; the machine has 2).", "",
               "| phase | page | snapshots drawn | cycles | received p50 | drawn p50 | drawn p99 "
               "| drawn max |", "|---|---|---|---|---|---|---|---|"]
     for p in result["pages"]:
@@ -256,8 +308,10 @@ def main() -> None:
     parser.add_argument("--pushers", type=int, default=4)
     parser.add_argument("--rate", type=int, default=250, help="rows/s per pusher")
     parser.add_argument("--warmup", type=float, default=60.0)
-    parser.add_argument("--phase-seconds", type=float, default=90.0)
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--phase-seconds", type=float, default=120.0)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--settle", type=float, default=20.0,
+                        help="seconds after opening or closing the pages, not measured")
     parser.add_argument("--screenshot", type=Path, help="save the plan page of round 1")
     parser.add_argument("--out", default=None, help="report name under benchmarks/results")
     args = parser.parse_args()

@@ -1,14 +1,15 @@
 """The console's board: the newest snapshot, put up by the engine thread, read by pages.
 
-The engine thread only builds the snapshot (a few milliseconds); encoding it as JSON is
-left to the first page that reads it, in the server's event loop, once per version however
-many pages are open. A page waits for a newer version than the one it has, so an open page
-costs the engine thread nothing while nothing changes.
+The engine thread only builds the snapshot (a few milliseconds) and rings a bell in the
+server's event loop; encoding it as JSON is left to the first page that reads it, once per
+version however many pages are open. A page waits on the bell for a newer version than the
+one it has, so an open page costs nothing while nothing changes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 import time
@@ -18,8 +19,6 @@ from sparkcq.server.console.history import HealthHistory, summary
 from sparkcq.server.console.snapshot import take_snapshot
 from sparkcq.server.convert import to_json
 from sparkcq.server.loop import EngineLoop
-
-WAIT_STEP_SECONDS = 0.05  # how often a waiting page looks for a newer version
 
 
 class ConsoleBoard:
@@ -32,6 +31,9 @@ class ConsoleBoard:
         self.version = 0
         self.snapshot: dict[str, Any] = {}
         self.encoded: tuple[int, str] | None = None
+        # the server's event loop and the bell its waiting pages wait on (set by the first)
+        self.events: asyncio.AbstractEventLoop | None = None
+        self.bell: asyncio.Event | None = None
 
     def refresh(self) -> None:
         """Take a new snapshot (in the engine thread, between two cycles)."""
@@ -48,6 +50,15 @@ class ConsoleBoard:
             self.version += 1
             snapshot["version"] = self.version
             self.snapshot = snapshot
+            events = self.events
+        if events is not None and not events.is_closed():
+            events.call_soon_threadsafe(self.ring)
+
+    def ring(self) -> None:
+        """Wake every waiting page (in the event loop): a new bell for the next version."""
+        if self.bell is not None:
+            self.bell.set()
+        self.bell = asyncio.Event()
 
     def encoded_snapshot(self) -> tuple[int, str]:
         """The newest snapshot's version and JSON text (encoded once per version)."""
@@ -63,9 +74,14 @@ class ConsoleBoard:
     async def newer_than(self, version: int, timeout: float) -> tuple[int, str] | None:
         """The snapshot once its version is past ``version``; None after ``timeout`` s."""
         loop = asyncio.get_running_loop()
+        if self.events is None:
+            self.events, self.bell = loop, asyncio.Event()
         deadline = loop.time() + timeout
         while self.version <= version:
-            if loop.time() >= deadline or self.loop.stopping.is_set():
+            left = deadline - loop.time()
+            if left <= 0 or self.loop.stopping.is_set():
                 return None
-            await asyncio.sleep(WAIT_STEP_SECONDS)
+            assert self.bell is not None
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.bell.wait(), left)
         return self.encoded_snapshot()

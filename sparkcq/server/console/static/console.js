@@ -89,7 +89,7 @@ function setConnection(kind, text) {
 }
 
 function render() {
-  if (!state.snap) return;
+  if (!state.snap || document.hidden) return;  // a background tab draws when shown again
   renderSummary();
   const views = { queries: renderQueries, plan: renderPlan, results: renderResultsPicker,
                   health: renderHealth, catalog: renderCatalog };
@@ -604,5 +604,6 @@ document.addEventListener("DOMContentLoaded", () => {
     const button = e.target.closest("button[data-action='dead-letters']");
     if (button) showDeadLetters(button.closest("tr").dataset.stream);
   });
+  document.addEventListener("visibilitychange", render);
   connect();
 });
