@@ -18,6 +18,7 @@ in ``tests/.hypothesis/examples`` and replayed first on the next run.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
 
@@ -83,19 +84,22 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
             _BROWSER[0].pause()
 
 
+def require(tests: str, problem: str | None, module: str, extra: str) -> None:
+    """Skip (or under ``CI=true`` fail) a test whose system packages are missing
+    (``problem``) or whose Python ``module`` is not installed.
+    """
+    if problem is None and importlib.util.find_spec(module) is None:
+        problem = f"the {tests} tests need {module}: pip install -e '.[{extra}]'"
+    if problem is not None:
+        if debian_packages.in_ci():
+            pytest.fail(f"CI must run the {tests} tests: {problem}")
+        pytest.skip(problem)
+
+
 @pytest.fixture(scope="session")
 def postgres():
     """A private PostgreSQL server for the session (``.url``, ``.conninfo()``)."""
-    problem = _POSTGRES_PROBLEM[0]
-    if problem is None:
-        try:
-            import psycopg  # noqa: F401
-        except ImportError:
-            problem = "the PostgreSQL tests need psycopg: pip install -e '.[postgres]'"
-    if problem is not None:
-        if postgres_server.in_ci():
-            pytest.fail(f"CI must run the PostgreSQL tests: {problem}")
-        pytest.skip(problem)
+    require("PostgreSQL", _POSTGRES_PROBLEM[0], "psycopg", "postgres")
     server = postgres_server.PostgresServer.start()
     yield server
     server.stop()
@@ -104,16 +108,7 @@ def postgres():
 @pytest.fixture(scope="session")
 def browser():
     """A Playwright ``Browser``: the system's Chromium, headless, for the session."""
-    problem = _BROWSER_PROBLEM[0]
-    if problem is None:
-        try:
-            import playwright.sync_api  # noqa: F401
-        except ImportError:
-            problem = "the browser tests need Playwright: pip install -e '.[dev]'"
-    if problem is not None:
-        if debian_packages.in_ci():
-            pytest.fail(f"CI must run the browser tests: {problem}")
-        pytest.skip(problem)
+    require("browser", _BROWSER_PROBLEM[0], "playwright", "dev")
     started = system_browser.SystemBrowser.start()
     _BROWSER.append(started)
     try:
