@@ -379,8 +379,10 @@ function takeRecords(records) {
       if (waiting && waiting.length) waiting.shift().te = rec._te;
       continue;
     }
-    const element = { key, values: values.map((k) => rec[k]), ts: rec._ts, te: rec._te, op: rec._op };
-    if (rec._te === null && rec._op !== "-" && rec._op !== "+") {
+    // a changelog record (+row @ts, -row @te) has no _te: drawn as an instant
+    const te = rec._te === undefined ? rec._ts : rec._te;
+    const element = { key, values: values.map((k) => rec[k]), ts: rec._ts, te, op: rec._op };
+    if (te === null) {
       if (!r.open.has(id)) r.open.set(id, []);
       r.open.get(id).push(element);
     }
