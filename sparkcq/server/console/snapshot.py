@@ -44,7 +44,7 @@ def attribute_tree(schema: DataType) -> list[dict[str, Any]]:
     return out
 
 
-def query_row(engine: Engine, info: QueryInfo, accepted: dict[str, int | None],
+def query_row(engine: Engine, info: QueryInfo, accepted: dict[str, int],
               rows_out: dict[str, int], last_cycle_at: float | None) -> dict[str, Any]:
     """A query as the console lists it, with its freshness.
 
@@ -56,14 +56,9 @@ def query_row(engine: Engine, info: QueryInfo, accepted: dict[str, int | None],
     scans = engine.queries.scans
     streams = sorted({n.name.lower() for n in walk(info.plan) if isinstance(n, StreamScan)})
     marks = [scans[s].watermark for s in streams if s in scans]
-    frontier = min(marks) if marks else None
-    newest = [accepted.get(s) for s in streams]
-    known = [w for w in newest if w is not None]
-    reachable = min(known) if known and len(known) == len(newest) else None
-    lag = None
-    if frontier is not None and reachable is not None and finite(frontier) is not None \
-            and finite(reachable) is not None:
-        lag = max(0, reachable - frontier)
+    frontier = finite(min(marks)) if marks else None
+    reachable = finite(min(accepted[s] for s in streams if s in accepted)) if marks else None
+    lag = None if frontier is None or reachable is None else max(0, reachable - frontier)
     reason = info.log[-1] if info.status is not QueryStatus.RUNNING and info.log else None
     return {"name": info.name, "language": info.language, "status": info.status.value,
             "reason": reason, "sink": info.sink, "form": str(info.options["form"].value),
@@ -142,10 +137,12 @@ def table_rows(engine: Engine) -> list[dict[str, Any]]:
             for t in list(engine.catalog.tables.values())]
 
 
-def accepted_watermarks(engine: Engine) -> dict[str, int | None]:
-    """The watermark each pushed stream has accepted, cycles or not (None: another kind)."""
-    return {k: s.watermark if isinstance(s, MemorySource) else None
-            for k, s in list(engine.sources.items())}
+def accepted_watermarks(engine: Engine) -> dict[str, int]:
+    """The watermark each source stream has accepted, cycles or not: a pushed stream's
+    newest, any other's as its scan processed it.
+    """
+    return {k: source.watermark if isinstance(source := engine.sources.get(k), MemorySource)
+            else scan.watermark for k, scan in list(engine.queries.scans.items())}
 
 
 def take_snapshot(engine: Engine, status: dict[str, Any], health: list[dict[str, Any]],
@@ -153,10 +150,6 @@ def take_snapshot(engine: Engine, status: dict[str, Any], health: list[dict[str,
     """The whole console picture: status, queries, plan, streams, tables, health history."""
     last = engine.reports[-1] if engine.reports else None
     accepted = accepted_watermarks(engine)
-    for key, scan in engine.queries.scans.items():
-        accepted.setdefault(key, scan.watermark)  # derived and file streams: as processed
-        if accepted[key] is None:
-            accepted[key] = scan.watermark
     last_at = health[-1]["at"] if health else None
     return {
         "taken_at": time.time(), "cycle": engine.cycle, "status": status,
