@@ -190,3 +190,29 @@ def test_submit_push_see_results_and_plan_update_error_and_drop(served, page):
     expect(page.locator("#editor-result .ok")).to_have_text("dropped total", timeout=WAIT_MS)
     expect(page.locator('tr[data-query="total"]')).to_have_count(0, timeout=WAIT_MS)
     assert [q["name"] for q in served.client.queries()] == ["many"]
+
+
+def test_console_inputs_are_checked_and_bounded(served):
+    bearer = {"Authorization": f"Bearer {TOKEN}"}
+    # only the page's own files, by name; nothing else of the file system
+    for path in ("/console/static/nope.js", "/console/static/__init__.py"):
+        status, body = http(served, path, headers=bearer)
+        assert status == 404 and body["kind"] == "UnknownNameError", path
+    assert http(served, "/console/static/..%2F..%2Fapp.py", headers=bearer)[0] == 404
+    status, text = http(served, "/console/static/console.js", headers=bearer)
+    assert status == 200 and "sparkcq console" in text
+    # the login form: a wrong token is refused, an oversized form too, before it is read
+    request = urllib.request.Request(url(served, "/login"), data=b"token=nope", method="POST")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=30)
+    assert refused.value.code == 401 and "is not this server" in refused.value.read().decode()
+    request = urllib.request.Request(url(served, "/login"), data=b"token=" + b"x" * 5000,
+                                     method="POST")
+    with pytest.raises(urllib.error.HTTPError) as oversized:
+        urllib.request.urlopen(request, timeout=30)
+    assert oversized.value.code == 413 and "too large" in oversized.value.read().decode()
+    # a results stream's starting offset is a whole number
+    served.client.submit("CREATE STREAM inputs (t BIGINT) WITH (event_time='t')")
+    served.client.submit("CREATE QUERY passing AS SELECT t FROM inputs")
+    status, body = http(served, "/queries/passing/stream?from=-1", headers=bearer)
+    assert status == 400 and "from='-1'" in body["error"]
