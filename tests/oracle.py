@@ -324,6 +324,43 @@ def aggregate(rel: Relation, keys: tuple[str, ...],
     return Relation((*keys, *[n for n, _ in calls]), tuple(coalesce(series, closed=False)))
 
 
+def per_snapshot(inputs: list[Relation], columns: tuple[str, ...],
+                 f: Callable[[list[list[dict]]], list[tuple]]) -> Relation:
+    """The relation whose snapshot at every instant is ``f`` of the inputs' snapshots
+    there (each a bag of rows as dicts): the contract's definition of any operator.
+    """
+    instants = sorted({x for r in inputs for _, ts, te in r.elements for x in (ts, te)
+                       if x < INF})
+    series = []
+    for c in instants:
+        snaps = [[dict(zip(r.columns, v, strict=True)) for v, ts, te in r.elements
+                  if ts <= c < te] for r in inputs]
+        series.append((c, f(snaps)))
+    return Relation(columns, tuple(coalesce(series, closed=False)))
+
+
+def outer_join(left: Relation, right: Relation, how: str,
+               match: Callable[[dict, dict], bool], columns: tuple[str, ...],
+               make: Callable[[dict | None, dict | None], tuple]) -> Relation:
+    """INNER, LEFT, RIGHT, FULL, SEMI or ANTI join on every snapshot; ``make`` builds an
+    output row from a pair, or from one side and None for a row kept without a partner
+    (SEMI and ANTI give the left row: ``make(a, None)``).
+    """
+    def joined(snaps: list[list[dict]]) -> list[tuple]:
+        rows_l, rows_r = snaps
+        if how in ("SEMI", "ANTI"):
+            return [make(a, None) for a in rows_l
+                    if any(match(a, b) for b in rows_r) == (how == "SEMI")]
+        out = [make(a, b) for a in rows_l for b in rows_r if match(a, b)]
+        if how in ("LEFT", "FULL"):
+            out += [make(a, None) for a in rows_l if not any(match(a, b) for b in rows_r)]
+        if how in ("RIGHT", "FULL"):
+            out += [make(None, b) for b in rows_r if not any(match(a, b) for a in rows_l)]
+        return out
+
+    return per_snapshot([left, right], columns, joined)
+
+
 # -- relation -> output ----------------------------------------------------------------------
 def coalesce(series: list[tuple[float, list]], closed: bool = True) -> list[tuple]:
     """Canonical coalescing: layer k of a value spans where it occurs at least k times.
@@ -805,6 +842,71 @@ class JoinQuery(JoinShape):
                     theta=(lambda a, b: a["v"] < b["v"]) if self.theta else None,
                     columns=("ex", "k", "av", "bv"),
                     make=lambda a, b: (a["ex"], a["k"], a["v"], b["v"]))
+
+
+@dataclass(frozen=True)
+class OuterJoinQuery(JoinShape):
+    """SELECT coalesce(a.ex, b.ex) AS ex, a.k, a.v, b.k, b.v FROM s [w1] a {LEFT | RIGHT |
+    FULL} JOIN s2 [w2] b ON ex, k [AND a.v < b.v] [WHERE the sides' v do not sum to 9];
+    SEMI and ANTI: SELECT ex, k, v FROM s [w1] a LEFT {SEMI | ANTI} JOIN s2 [w2] b ON ...
+    """
+
+    left: Win
+    right: Win
+    how: str
+    theta: bool
+    where: bool = False
+    streams: tuple[str, str] = ("s", "s2")
+    join_form: str = ""
+
+    def sql(self) -> str:
+        theta = " AND a.v < b.v" if self.theta else ""
+        left, right = self.streams
+        if self.how in ("SEMI", "ANTI"):
+            cols, join = "ex, k, v", f"LEFT {self.how} JOIN"
+            where = " WHERE v <> 9" if self.where else ""
+        else:
+            cols = "coalesce(a.ex, b.ex) AS ex, a.k AS ak, a.v AS av, b.k AS bk, b.v AS bv"
+            join = f"{self.how} JOIN"
+            where = " WHERE coalesce(a.v, 0) + coalesce(b.v, 0) <> 9" if self.where else ""
+        return (f"{self.join_form} SELECT {cols} FROM {left} {self.left.sql()} AS a {join} "
+                f"{right} {self.right.sql()} AS b ON a.ex = b.ex AND a.k = b.k{theta}"
+                f"{where}").strip()
+
+    def features(self) -> set[str]:
+        what = f"{self.how} JOIN" + (" (theta)" if self.theta else "")
+        return super().features() | {what, f"window {self.left.name}",
+                                     f"window {self.right.name}"} | (
+            {f"WHERE above {self.how} JOIN"} if self.where else set())
+
+    def relation(self, inputs: Inputs) -> Relation:
+        left, right = self.streams
+
+        def match(a: dict, b: dict) -> bool:
+            return (a["ex"], a["k"]) == (b["ex"], b["k"]) and (not self.theta
+                                                               or a["v"] < b["v"])
+
+        if self.how in ("SEMI", "ANTI"):
+            cols: tuple[str, ...] = ("ex", "k", "v")
+
+            def make(a: dict | None, b: dict | None) -> tuple:
+                assert a is not None
+                return (a["ex"], a["k"], a["v"])
+        else:
+            cols = ("ex", "ak", "av", "bk", "bv")
+
+            def make(a: dict | None, b: dict | None) -> tuple:
+                ex = (a or b or {})["ex"]
+                return (ex, *((None, None) if a is None else (a["k"], a["v"])),
+                        *((None, None) if b is None else (b["k"], b["v"])))
+
+        rel = outer_join(window(inputs[left], self.left), window(inputs[right], self.right),
+                         self.how, match, cols, make)
+        if not self.where:
+            return rel
+        if self.how in ("SEMI", "ANTI"):
+            return rel.where(lambda r: r["v"] != 9)
+        return rel.where(lambda r: (r["av"] or 0) + (r["bv"] or 0) != 9)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ analyzer types them on an empty DataFrame, so the engine accepts exactly what Sp
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import sqlglot
@@ -41,6 +42,7 @@ from sparkcq.plan.nodes import (
     EdgeKind,
     Filter,
     Join,
+    JoinHow,
     KeyCutSpec,
     KeyedSpec,
     PlanNode,
@@ -81,6 +83,9 @@ class _Source:
     columns: dict[str, str]
     window: SourceWindow | None
     period: int | None = None
+    # joined by a semi or anti join: it only filters the rows before it, its columns are
+    # not in the result
+    filters_only: JoinHow | None = None
 
 
 @dataclass
@@ -120,6 +125,15 @@ class _Scope:
     def _resolve(self, col: Any, ctx: _Binder) -> str:
         name = col.name
         table = col.table
+        for src in self.sources:
+            if src.filters_only is not None and (
+                    src.alias.lower() == table.lower() if table
+                    else _lookup(src.columns, name) is not None and not any(
+                        _lookup(s.columns, name) for s in self.sources if s is not src)):
+                msg = (f"{src.alias!r} is joined by a LEFT {src.filters_only.name} JOIN: it "
+                       f"only decides which rows before it are kept, its column {name!r} is "
+                       "not in the result")
+                raise ctx.error(msg, col)
         if table:
             for src in self.sources:
                 if src.alias.lower() == table.lower():
@@ -132,7 +146,7 @@ class _Scope:
             aliases = ", ".join(s.alias for s in self.sources)
             msg = f"unknown stream or alias {table!r}; in this query: {aliases}"
             raise ctx.error(msg, col)
-        hits = [(s, _lookup(s.columns, name)) for s in self.sources]
+        hits = [(s, _lookup(s.columns, name)) for s in self.sources if s.filters_only is None]
         hits = [(s, c) for s, c in hits if c is not None]
         if not hits:
             where = " or ".join(repr(s.alias) for s in self.sources)
@@ -321,9 +335,15 @@ class _Binder:
         rest = _conjuncts(where) if where is not None else []
         for join, src in zip(sel.args.get("joins") or [], scope.sources[1:], strict=True):
             visible = _Scope(scope.sources[: scope.sources.index(src) + 1])
-            moved = [c for c in rest if self.joins_source(c, visible, src)]
+            how = self.join_how(join)
+            # a WHERE conjunct is a join condition of an inner join only: above an outer
+            # join it filters the padded rows too, as SQL says
+            moved = ([c for c in rest if self.joins_source(c, visible, src)]
+                     if how is JoinHow.INNER else [])
             rest = [c for c in rest if not any(c is m for m in moved)]
             plan = self.bind_join(join, plan, src, scope, moved)
+            if not how.keeps_right_columns:
+                src.filters_only = how
         if rest:
             cond = exp.and_(*rest) if len(rest) > 1 else rest[0]
             plan = self.filter(plan, cond, scope, "WHERE")  # type: ignore[arg-type]
@@ -496,15 +516,50 @@ class _Binder:
         own = set(src.columns.values())
         return bool(names & own) and bool(names - own)
 
+    def join_error(self, message: str, join: exp.Join) -> AnalysisError:
+        """An error at a join, its keywords (``LEFT ANTI JOIN``) underlined with it."""
+        at = self.loc(join)
+        before = re.search(r"(?:\b(?:NATURAL|LEFT|RIGHT|FULL|INNER|CROSS|OUTER|SEMI|ANTI)"
+                           r"\s+)*\bJOIN\s+$", self.text[:at.start], re.IGNORECASE)
+        start = before.start() if before else at.start
+        return AnalysisError(message, self.text, Location.of_span(self.text, start, at.end))
+
+    def join_how(self, join: exp.Join) -> JoinHow:
+        """Which join ``join`` is; the kinds sparkcq does not run are refused here, with
+        what to write instead.
+        """
+        side = (join.args.get("side") or "").upper()
+        kind = (join.args.get("kind") or "").upper()
+        if kind in ("SEMI", "ANTI") and side in ("", "LEFT"):
+            return JoinHow.SEMI if kind == "SEMI" else JoinHow.ANTI
+        if kind in ("", "OUTER") and side in ("LEFT", "RIGHT", "FULL"):
+            return JoinHow[side]
+        if not side and kind in ("", "INNER", "CROSS"):
+            return JoinHow.INNER
+        what = " ".join(w for w in (side, kind) if w)
+        hint = ("write LEFT SEMI or LEFT ANTI JOIN with the inputs swapped"
+                if kind in ("SEMI", "ANTI") else
+                "write JOIN, LEFT JOIN, RIGHT JOIN, FULL JOIN, LEFT SEMI JOIN or LEFT ANTI JOIN")
+        msg = f"{what} JOIN is not supported; {hint}"
+        raise self.join_error(msg, join)
+
     def bind_join(
         self, join: exp.Join, left: PlanNode, src: _Source, scope: _Scope,
         moved: list[exp.Expression] | None = None,
     ) -> PlanNode:
-        side = (join.args.get("side") or "").upper()
-        kind = (join.args.get("kind") or "").upper()
-        if side or kind not in ("", "INNER", "CROSS"):
-            msg = f"{side or kind} JOIN is not supported; only inner joins are"
-            raise self.error(msg, join)
+        how = self.join_how(join)
+        for i, side in enumerate((left, src.plan)):
+            other = (left, src.plan)[1 - i]
+            if how.padded(i) and side.kind is EdgeKind.TABLE and other.kind is not EdgeKind.TABLE:
+                msg = (f"{how.name} JOIN keeps the rows of a table that no {other.kind.value} "
+                       "row matches, which is not supported; keep the stream's side instead "
+                       "(FROM stream LEFT JOIN table)")
+                raise self.join_error(msg, join)
+        if (not how.keeps_right_columns and left.kind is EdgeKind.TABLE
+                and src.plan.kind is not EdgeKind.TABLE):
+            msg = (f"LEFT {how.name} JOIN of a table with a {src.plan.kind.value} is not "
+                   "supported; join the stream's side first")
+            raise self.join_error(msg, join)
         if join.args.get("using"):
             msg = "JOIN ... USING is not supported; write JOIN ... ON a.k = b.k"
             raise self.error(msg, join)
@@ -534,9 +589,9 @@ class _Binder:
                         equi.append((a, b))
                     elif b in left_cols and a in src.columns.values():
                         equi.append((b, a))
-        plan = Join(left, src.plan, condition, tuple(equi))
+        plan = Join(left, src.plan, condition, tuple(equi), how)
         if condition is not None:
-            self.check_predicate(plan.schema, condition, on,
+            self.check_predicate(replace(plan, how=JoinHow.INNER).schema, condition, on,
                                  "ON" if join.args.get("on") is not None else "WHERE")
         return plan
 
@@ -606,7 +661,7 @@ class _Binder:
             if isinstance(e, exp.Star) or star:
                 table = e.table if isinstance(e, exp.Column) else ""
                 for src in scope.sources:
-                    if table and src.alias.lower() != table.lower():
+                    if (table and src.alias.lower() != table.lower()) or src.filters_only:
                         continue
                     for user, internal in src.columns.items():
                         out.append((user, quote(internal)))

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, fields, replace
 from enum import Enum
 from functools import cached_property
 
-from pyspark.sql.types import StructType
+from pyspark.sql.types import StructField, StructType
 
 from sparkcq.aggregates.user import UserAggregate
 from sparkcq.language.sql.statements import OutputForm
@@ -291,14 +291,49 @@ class Project(UnaryNode):
         return f"Project {shown}"
 
 
+class JoinHow(Enum):
+    """Which rows a join keeps: the pairs (inner), also the rows of one or both sides
+    without a partner, padded with NULLs (outer), or the left rows with (semi) or without
+    (anti) a partner, each once per copy.
+    """
+
+    INNER = "inner"
+    LEFT = "left"
+    RIGHT = "right"
+    FULL = "full"
+    SEMI = "semi"
+    ANTI = "anti"
+
+    @property
+    def keeps_right_columns(self) -> bool:
+        """Whether the output has the right side's columns (not for semi and anti)."""
+        return self not in (JoinHow.SEMI, JoinHow.ANTI)
+
+    def padded(self, side: int) -> bool:
+        """Whether rows of input ``side`` (0 left, 1 right) without a partner are kept,
+        padded with NULLs.
+        """
+        return self is JoinHow.FULL or self is (JoinHow.LEFT, JoinHow.RIGHT)[side]
+
+    @property
+    def spark(self) -> str:
+        """Spark's name of this join type."""
+        return {JoinHow.SEMI: "left_semi", JoinHow.ANTI: "left_anti"}.get(self, self.value)
+
+
 @dataclass(frozen=True)
 class Join(PlanNode):
-    """Inner join; output rows live where both inputs' intervals overlap."""
+    """A join of two inputs: on every snapshot, the SQL join of the inputs' snapshots.
+
+    Between relations an inner pair lives where both inputs' rows do; a row an outer join
+    keeps without a partner lives over the part of its interval where it has none.
+    """
 
     left: PlanNode
     right: PlanNode
     condition: str | None
     equi_keys: tuple[tuple[str, str], ...] = ()
+    how: JoinHow = JoinHow.INNER
 
     @property
     def children(self) -> tuple[PlanNode, ...]:  # noqa: D102
@@ -315,14 +350,39 @@ class Join(PlanNode):
 
     @cached_property
     def _schema(self) -> StructType:
-        return StructType([*self.left.schema.fields, *self.right.schema.fields])
+        if not self.how.keeps_right_columns:
+            return self.left.schema
+        sides = [[StructField(f.name, f.dataType, True) if self.how.padded(1 - i) else f
+                  for f in c.schema.fields] for i, c in enumerate(self.children)]
+        return StructType([*sides[0], *sides[1]])
 
     @property
     def schema(self) -> StructType:  # noqa: D102
         return self._schema
 
     def label(self) -> str:  # noqa: D102
-        return f"Join ON {self.condition}" if self.condition else "Join (cross)"
+        how = "" if self.how is JoinHow.INNER else f" {self.how.name}"
+        return f"Join{how} ON {self.condition}" if self.condition else f"Join{how} (cross)"
+
+
+@dataclass(frozen=True)
+class Expand(UnaryNode):
+    """Each row ``count`` times, without the count column: a relation of counted rows
+    (an aggregate's groups) back into its copies.
+    """
+
+    count: str
+
+    @cached_property
+    def _schema(self) -> StructType:
+        return StructType([f for f in self.child.schema.fields if f.name != self.count])
+
+    @property
+    def schema(self) -> StructType:  # noqa: D102
+        return self._schema
+
+    def label(self) -> str:  # noqa: D102
+        return f"Expand {self.count} copies"
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from sparkcq.errors import PlanError
 from sparkcq.plan.nodes import (
     Aggregate,
     CountCutSpec,
+    Expand,
     Filter,
     InstantAggregate,
     IntervalJoin,
@@ -31,7 +32,7 @@ from sparkcq.runtime.operators.interval_join import IntervalJoinOperator
 from sparkcq.runtime.operators.join import JoinOperator
 from sparkcq.runtime.operators.outputs import ToStreamOperator
 from sparkcq.runtime.operators.scan import ScanOperator
-from sparkcq.runtime.operators.stateless import FilterOperator, ProjectOperator
+from sparkcq.runtime.operators.stateless import ExpandOperator, FilterOperator, ProjectOperator
 from sparkcq.runtime.operators.table import TableOperator, TableRows
 from sparkcq.runtime.operators.union import UnionOperator
 from sparkcq.runtime.operators.window import (
@@ -62,6 +63,8 @@ def lower(node: PlanNode, rt: Runtime, *, lateness: int = 0,
         return FilterOperator(node, rt)
     if isinstance(node, Project):
         return ProjectOperator(node, rt)
+    if isinstance(node, Expand):
+        return ExpandOperator(node, rt)
     if isinstance(node, Join):
         return JoinOperator(node, rt)
     if isinstance(node, IntervalJoin):

@@ -28,6 +28,7 @@ from oracle import (
     DerivedStreamQuery,
     FilterQuery,
     JoinQuery,
+    OuterJoinQuery,
     ProjectQuery,
     TableAggQuery,
     UnionQuery,
@@ -293,4 +294,25 @@ def apas_queries(draw) -> dict[str, Query]:
 @pytest.mark.slow
 @given(scenario=scenarios(("s", "s2"), cases=80), queries=apas_queries())
 def test_apas_queries_next_to_sql(spark, scenario: Scenario, queries: dict[str, Query]):
+    check_scenario(spark, scenario, queries)
+
+
+@st.composite
+def relational_queries(draw) -> dict[str, Query]:
+    """What a Flink or Spark SQL user expects beyond inner joins: LEFT, RIGHT, FULL, SEMI
+    and ANTI joins of windowed streams (equi and theta, a WHERE above some), in drawn
+    output forms."""
+    forms = draw(st.permutations(FORMS), label="forms")
+    queries = {}
+    for i, how in enumerate(["LEFT", "RIGHT", "FULL", "SEMI", "ANTI"]):
+        shape = OuterJoinQuery(draw(case_windows), draw(case_windows), how,
+                               theta=draw(st.booleans()), where=draw(st.booleans()),
+                               join_form=forms[i])
+        queries[f"{how.lower()}_join"] = Query(shape, f"{how} JOIN")
+    return queries
+
+
+@pytest.mark.slow
+@given(scenario=scenarios(("s", "s2"), cases=80), queries=relational_queries())
+def test_outer_joins_distinct_top_n(spark, scenario: Scenario, queries: dict[str, Query]):
     check_scenario(spark, scenario, queries)

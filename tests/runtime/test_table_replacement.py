@@ -49,6 +49,9 @@ QUERIES = {
     # the static side a join of two tables: h is replaced under it
     "zoned": ("SELECT s.k AS k, g.zone AS zone, s.v AS v FROM h JOIN g ON h.r = g.r "
               "JOIN s [RANGE 10] ON s.k = h.k"),
+    # outer and anti joins keep the stream's rows: a row's padding switches too
+    "left": "SELECT s.k AS k, h.r AS r, s.v AS v FROM s [RANGE 10] LEFT JOIN h ON s.k = h.k",
+    "unmatched": "SELECT k, v FROM s [RANGE 10] LEFT ANTI JOIN h ON s.k = h.k",
     # h twice: the outer join's relation is the inner join, which switches too
     "twice": ("SELECT s.k AS k, x.r AS r1, y.r AS r2, s.v AS v FROM s [RANGE 10] "
               "JOIN h AS x ON s.k = x.k JOIN h AS y ON x.k = y.k"),
@@ -119,6 +122,16 @@ def results(request, spark):
 
 def test_old_rows_until_the_switch_new_rows_from_it(results):
     assert rows(results["joined"], "k", "r", "v") == JOINED
+
+
+def test_a_left_join_pads_from_the_switch_where_a_row_lost_its_match(results):
+    # b2 loses south at 5 and is padded from there; c4 is padded until west comes at 5;
+    # b5 never meets a row
+    assert rows(results["left"], "k", "r", "v") == sorted(
+        [*JOINED, ("b", None, 2, 5, 13), ("c", None, 4, 4, 5), ("b", None, 5, 6, 16)],
+        key=lambda r: tuple((v is None, v) for v in r))
+    assert rows(results["unmatched"], "k", "v") == [("b", 2, 5, 13), ("b", 5, 6, 16),
+                                                    ("c", 4, 4, 5)]
 
 
 def test_an_aggregate_over_the_join(results):

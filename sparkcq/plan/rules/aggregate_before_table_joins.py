@@ -71,6 +71,7 @@ from sparkcq.plan.nodes import (
     Filter,
     InstantAggregate,
     Join,
+    JoinHow,
     OutputForm,
     PlanNode,
     Project,
@@ -117,7 +118,7 @@ def _stream_side(node: PlanNode) -> tuple[PlanNode, list[Join]] | None:
     joins: list[Join] = []
     while isinstance(node, Join):
         kinds = [c.kind for c in node.children]
-        if kinds.count(EdgeKind.TABLE) != 1:
+        if kinds.count(EdgeKind.TABLE) != 1 or node.how is not JoinHow.INNER:
             return None
         joins.append(node)
         node = node.right if kinds[0] is EdgeKind.TABLE else node.left

@@ -37,6 +37,7 @@ from sparkcq.plan.nodes import (
     Filter,
     IntervalJoin,
     Join,
+    JoinHow,
     PlanNode,
     Project,
     RangeSpec,
@@ -51,7 +52,7 @@ def join_windowed_streams(plan: PlanNode, *, running: Collection[PlanNode] = ())
 
 
 def _pair(node: PlanNode, running: Collection[PlanNode]) -> PlanNode:
-    if not isinstance(node, Join):
+    if not isinstance(node, Join) or node.how is not JoinHow.INNER:
         return node
     windows = [timed_window(child) for child in node.children]
     if any(w is None or w in running for w in windows):

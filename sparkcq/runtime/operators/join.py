@@ -9,7 +9,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
 from sparkcq.model.columns import SIGN, TE, TS, D, T
-from sparkcq.plan.nodes import EdgeKind, Join
+from sparkcq.plan.nodes import EdgeKind, Join, JoinHow
 from sparkcq.runtime.frames import Runtime, Slice, StateFrame, col, union_all
 from sparkcq.runtime.operators.base import CycleContext, FutureBuffer, Operator, Progress
 from sparkcq.runtime.operators.union import AlignedInputs
@@ -96,12 +96,15 @@ class JoinProgress(Progress):
 
 
 class JoinOperator(Operator):
-    """Inner join of two relations, or of a relation (or stream) with a static table.
+    """Inner join of two relations, or a join of a relation (or stream) with a static table.
 
-    With a static table the join is linear: each change joins the table. Between two
-    relations an output row lives on [max(ts), min(te)) of its inputs: it appears when the
-    later input does and leaves when the first one leaves. Only pairs where one side changed
-    in this cycle are computed; both sides' open elements are the state.
+    With a static table each change joins the table on its own, as Spark joins: inner, or
+    outer, semi or anti keeping the changing side's rows (a row without a match in the
+    table is one without a match at every instant of its interval). Between two relations
+    an output row lives on [max(ts), min(te)) of its inputs: it appears when the later
+    input does and leaves when the first one leaves. Only pairs where one side changed in
+    this cycle are computed; both sides' open elements are the state. (Outer joins of two
+    relations are inner joins and counts: ``plan/rules/outer_joins_from_inner.py``.)
     """
 
     def __init__(self, node: Join, rt: Runtime):
@@ -111,6 +114,13 @@ class JoinOperator(Operator):
         self.rnames = [f.name for f in node.right.schema.fields]
         self.cond = F.expr(node.condition) if node.condition else F.lit(True)
         self.static = [c.kind is EdgeKind.TABLE for c in node.children]
+        self.out_names = [f.name for f in node.schema.fields]
+        # with a table: the changing side, joined with the table, keeps what the join keeps
+        self.static_how = {JoinHow.INNER: "inner", JoinHow.SEMI: "left_semi",
+                           JoinHow.ANTI: "left_anti"}.get(node.how, "left")
+        if node.how is not JoinHow.INNER and not any(self.static):
+            msg = f"{node.label()}: an outer join of two relations runs as inner joins"
+            raise AssertionError(msg)
         # with a table, contents come from the dynamic input; else from the open elements
         self.contents_from_inputs = any(self.static)
         self.progress: JoinProgress = JoinProgress()
@@ -141,7 +151,8 @@ class JoinOperator(Operator):
         left, right = inputs
         if all(self.static):
             assert left.df is not None and right.df is not None
-            return Slice(left.df.join(right.df, self.cond), left.lo, left.hi)
+            return Slice(left.df.join(right.df, self.cond, self.join.how.spark), left.lo,
+                         left.hi)
         if any(self.static):
             return self.step_static(left, right)
         left, right = self.aligned.align(inputs, self.progress.position)
@@ -179,11 +190,11 @@ class JoinOperator(Operator):
         table, the dynamic side's contents joined with the table, as the join emitted them:
         a switch to new rows still waiting (``replace_table``) is taken back out.
         """
-        names = [col(n) for n in [*self.lnames, *self.rnames]]
+        names = [col(n) for n in self.out_names]
         if any(self.static):
             dyn, table = (children[1], children[0]) if self.static[0] else children
             joined = (None if dyn is None or table is None
-                      else dyn.join(table, self.cond).select(*names, col(T), col(D)))
+                      else self.with_table(dyn, table).select(*names, col(T), col(D)))
             waiting = self.switches.frame.get()
             if waiting is None:
                 return joined
@@ -191,7 +202,7 @@ class JoinOperator(Operator):
                                     (-col(D)).alias(D))
             merged = union_all([joined, undone])
             assert merged is not None
-            return net(merged, [*self.lnames, *self.rnames])
+            return net(merged, self.out_names)
         left, right = self.left.open.get(), self.right.open.get()
         if left is None or right is None:
             return None
@@ -208,9 +219,13 @@ class JoinOperator(Operator):
         if dyn.df is None:
             return Slice(switched, dyn.lo, dyn.hi)
         assert table.df is not None
-        out = dyn.df.join(table.df, self.cond)
-        names = [col(n) for n in [*self.lnames, *self.rnames]]
+        out = self.with_table(dyn.df, table.df)
+        names = [col(n) for n in self.out_names]
         return Slice(union_all([out.select(*names, col(T), col(D)), switched]), dyn.lo, dyn.hi)
+
+    def with_table(self, changes: DataFrame, table: DataFrame) -> DataFrame:
+        """Changes of the relation joined with the table's rows as the join keeps them."""
+        return changes.join(table, self.cond, self.static_how)
 
     def replace_table(self, contents: DataFrame | None, old: DataFrame, new: DataFrame,
                       at: int, versions: tuple[tuple[str, int], ...]) -> None:
@@ -236,7 +251,14 @@ class JoinOperator(Operator):
         self.progress = replace(self.progress, tables=tables)
         if contents is None:
             return
-        pairs = contents.join(diff, self.cond)
-        delta = pairs.select(*[col(n) for n in [*self.lnames, *self.rnames]],
-                             F.lit(at).cast("long").alias(T), (col(D) * col(SIGN)).alias(D))
+        out = [col(n) for n in self.out_names]
+        if self.join.how is JoinHow.INNER:  # linear in the table: only changed rows move
+            pairs = contents.join(diff, self.cond)
+            delta = pairs.select(*out, F.lit(at).cast("long").alias(T),
+                                 (col(D) * col(SIGN)).alias(D))
+        else:  # a row's padding or presence depends on all its matches: both versions
+            new_rows, old_rows = (self.with_table(contents, rows).select(
+                *out, F.lit(at).cast("long").alias(T), (col(D) * F.lit(sign)).alias(D))
+                for rows, sign in ((new, 1), (old, -1)))
+            delta = net(new_rows.unionByName(old_rows), self.out_names)
         self.switches.emit(delta, at, at)  # a slice [at, at) emits nothing: it all waits

@@ -1,4 +1,4 @@
-"""Filter and project: applied to each change as it flows, no state, fused by Spark."""
+"""Filter, project and expand: applied to each change as it flows, no state, fused by Spark."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from sparkcq.model.columns import FROM, TO, D, T
-from sparkcq.plan.nodes import EdgeKind, Filter, Project
+from sparkcq.plan.nodes import EdgeKind, Expand, Filter, Project
 from sparkcq.runtime.frames import Runtime, Slice, col
 from sparkcq.runtime.operators.base import CycleContext, Operator
 
@@ -66,6 +66,27 @@ class ProjectOperator(StatelessOperator):
         edge = None if inp.df is None else inp.df.select(*self.exprs, col(T), col(D))
         return Slice(edge, inp.lo, inp.hi, segments,
                      coalesced=inp.coalesced and self.injective, ended_at=inp.ended_at)
+
+    def contents(self, children: list[DataFrame | None], at: int) -> DataFrame | None:  # noqa: D102
+        return self.step([Slice(children[0], at, at + 1)], CycleContext()).df
+
+
+class ExpandOperator(StatelessOperator):
+    """Each change of a counted row as that many changes of the row: +1 of (v, n) at t is
+    +n of v at t (snapshot-reducible: a snapshot's counted rows become their copies).
+    """
+
+    def __init__(self, node: Expand, rt: Runtime):
+        super().__init__(node, rt)
+        self.names = [col(f.name) for f in node.schema.fields]
+        self.count = col(node.count)
+
+    def step(self, inputs: list[Slice], cycle: CycleContext) -> Slice:  # noqa: D102
+        (inp,) = inputs
+        if inp.df is None:
+            return Slice(None, inp.lo, inp.hi, ended_at=inp.ended_at)
+        edge = inp.df.select(*self.names, col(T), (col(D) * self.count).alias(D))
+        return Slice(edge, inp.lo, inp.hi, ended_at=inp.ended_at)
 
     def contents(self, children: list[DataFrame | None], at: int) -> DataFrame | None:  # noqa: D102
         return self.step([Slice(children[0], at, at + 1)], CycleContext()).df

@@ -1,0 +1,132 @@
+"""Hand-computed examples of the SQL a Flink or Spark user expects beyond inner joins.
+
+Input (numeric time), all in one engine:
+    stream s: a:1@1, a:3@4, b:2@5, a:5@12, b:7@13   read [RANGE 10]
+    stream r: a:10@3, b:20@14                        read [RANGE 5]
+Elements of s: a1 [1,11), a3 [4,14), b2 [5,15), a5 [12,22), b7 [13,23);
+of r: a10 [3,8), b20 [14,19). Expected results are worked out by hand in the comments.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from sparkcq import Engine
+from sparkcq.errors import AnalysisError
+
+S_EVENTS = [dict(k="a", v=1, t=1), dict(k="a", v=3, t=4), dict(k="b", v=2, t=5),
+            dict(k="a", v=5, t=12), dict(k="b", v=7, t=13)]
+R_EVENTS = [dict(k="a", w=10, t=3), dict(k="b", w=20, t=14)]
+ON = "FROM s [RANGE 10] {how} JOIN r [RANGE 5] ON s.k = r.k"
+
+QUERIES = {
+    "left": "SELECT s.k AS k, s.v AS v, r.w AS w " + ON.format(how="LEFT"),
+    "right": "SELECT r.k AS k, s.v AS v, r.w AS w " + ON.format(how="RIGHT"),
+    "full": "SELECT s.v AS v, r.w AS w " + ON.format(how="FULL OUTER"),
+    "semi": "SELECT k, v " + ON.format(how="LEFT SEMI"),
+    "anti": "SELECT k, v " + ON.format(how="LEFT ANTI"),
+    # WHERE above an outer join filters its padded rows too (it is no join condition)
+    "left_where": "SELECT s.k AS k, s.v AS v " + ON.format(how="LEFT") + " WHERE r.w IS NULL",
+    # a relation (an aggregate) left-joined with a windowed stream
+    "totals_left": ("SELECT x.k AS k, x.n AS n, r.w AS w FROM (SELECT k, count(*) AS n "
+                    "FROM s [RANGE 10] GROUP BY k) AS x LEFT JOIN r [RANGE 5] ON x.k = r.k"),
+}
+
+
+def rows(frame: pd.DataFrame, *cols: str) -> list[tuple]:
+    """Sorted (cols..., _ts, _te) tuples; NULL as None, whole floats as ints."""
+    out = []
+    for rec in frame[[*cols, "_ts", "_te"]].itertuples(index=False):
+        out.append(tuple(None if x is None or pd.isna(x)
+                         else int(x) if isinstance(x, float) and x.is_integer() else x
+                         for x in rec))
+    return sorted(out, key=lambda r: tuple((v is None, v) for v in r))
+
+
+@pytest.fixture(scope="module")
+def engine(spark):
+    eng = Engine(spark=spark)
+    eng.execute("""
+        CREATE STREAM s (k STRING, v BIGINT, t BIGINT) WITH (event_time='t');
+        CREATE STREAM r (k STRING, w BIGINT, t BIGINT) WITH (event_time='t');
+        CREATE TABLE h (k STRING, region STRING);
+    """)
+    eng.load_table("h", [{"k": "a", "region": "north"}])
+    for name, sql in QUERIES.items():
+        eng.execute(f"CREATE QUERY {name} AS {sql}")
+    eng.push("s", S_EVENTS[:3], watermark=6)
+    eng.push("r", R_EVENTS[:1], watermark=6)
+    eng.run_cycle()
+    eng.push("s", S_EVENTS[3:], end=True)
+    eng.push("r", R_EVENTS[1:], end=True)
+    eng.run_until_idle()
+    yield eng
+    eng.stop()
+
+
+def results(engine: Engine, name: str, *cols: str) -> list[tuple]:
+    return rows(engine.results(name), *cols)
+
+
+def test_left_join_pads_a_row_where_it_has_no_partner(engine):
+    # a1 meets a10 over [3,8): padded over [1,3) and again over [8,11); a3 likewise over
+    # [8,14); b2 meets b20 over [14,15) only; a5 never meets a partner; b7 meets b20 over
+    # [14,19) and is padded before and after
+    assert results(engine, "left", "k", "v", "w") == [
+        ("a", 1, 10, 3, 8), ("a", 1, None, 1, 3), ("a", 1, None, 8, 11),
+        ("a", 3, 10, 4, 8), ("a", 3, None, 8, 14), ("a", 5, None, 12, 22),
+        ("b", 2, 20, 14, 15), ("b", 2, None, 5, 14), ("b", 7, 20, 14, 19),
+        ("b", 7, None, 13, 14), ("b", 7, None, 19, 23)]
+
+
+def test_right_join_keeps_the_right_rows(engine):
+    # every r row has a partner while it lives: a10 from 3 (a1), b20 from 14 (b2, b7)
+    assert results(engine, "right", "k", "v", "w") == [
+        ("a", 1, 10, 3, 8), ("a", 3, 10, 4, 8), ("b", 2, 20, 14, 15), ("b", 7, 20, 14, 19)]
+
+
+def test_full_join_is_left_and_right_unmatched_rows_and_pairs(engine):
+    assert results(engine, "full", "v", "w") == [
+        (1, 10, 3, 8), (1, None, 1, 3), (1, None, 8, 11), (2, 20, 14, 15), (2, None, 5, 14),
+        (3, 10, 4, 8), (3, None, 8, 14), (5, None, 12, 22), (7, 20, 14, 19),
+        (7, None, 13, 14), (7, None, 19, 23)]
+
+
+def test_semi_and_anti_joins_split_each_row_by_whether_it_has_a_partner(engine):
+    assert results(engine, "semi", "k", "v") == [
+        ("a", 1, 3, 8), ("a", 3, 4, 8), ("b", 2, 14, 15), ("b", 7, 14, 19)]
+    assert results(engine, "anti", "k", "v") == [
+        ("a", 1, 1, 3), ("a", 1, 8, 11), ("a", 3, 8, 14), ("a", 5, 12, 22),
+        ("b", 2, 5, 14), ("b", 7, 13, 14), ("b", 7, 19, 23)]
+    assert results(engine, "left_where", "k", "v") == results(engine, "anti", "k", "v")
+
+
+def test_a_relation_left_joined_with_a_stream(engine):
+    # count per k of s [RANGE 10]: a 1 [1,4), 2 [4,11), 1 [11,12), 2 [12,14), 1 [14,22);
+    # b 1 [5,13), 2 [13,15), 1 [15,23). a's rows meet a10 over [3,8), b's b20 over [14,19)
+    assert results(engine, "totals_left", "k", "n", "w") == [
+        ("a", 1, 10, 3, 4), ("a", 1, None, 1, 3), ("a", 1, None, 11, 12),
+        ("a", 1, None, 14, 22), ("a", 2, 10, 4, 8), ("a", 2, None, 8, 11),
+        ("a", 2, None, 12, 14), ("b", 1, 20, 15, 19), ("b", 1, None, 5, 13),
+        ("b", 1, None, 19, 23), ("b", 2, 20, 14, 15), ("b", 2, None, 13, 14)]
+
+
+@pytest.mark.parametrize(("sql", "message", "fragment"), [
+    ("SELECT s.k FROM s [RANGE 5] RIGHT SEMI JOIN r [RANGE 5] ON s.k = r.k",
+     "RIGHT SEMI JOIN is not supported; write LEFT SEMI or LEFT ANTI JOIN with the inputs "
+     "swapped", "RIGHT SEMI JOIN r [RANGE 5] ON s.k = r.k"),
+    ("SELECT h.k FROM s [RANGE 5] RIGHT JOIN h ON s.k = h.k",
+     "RIGHT JOIN keeps the rows of a table that no relation row matches",
+     "RIGHT JOIN h ON s.k = h.k"),
+    ("SELECT k, r.w FROM s [RANGE 5] LEFT ANTI JOIN r [RANGE 5] ON s.k = r.k",
+     "'r' is joined by a LEFT ANTI JOIN: it only decides which rows before it are kept",
+     "r.w"),
+])
+def test_refused_joins_say_what_to_write(engine, sql, message, fragment):
+    with pytest.raises(AnalysisError) as err:
+        engine.execute(f"CREATE QUERY refused AS {sql}")
+    assert message in str(err.value)
+    loc, text = err.value.loc, err.value.text
+    assert loc is not None and text is not None
+    assert text[loc.start:loc.end] == fragment
