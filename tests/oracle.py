@@ -972,6 +972,64 @@ class UnionQuery(Shape):
 
 
 @dataclass(frozen=True)
+class DistinctQuery(WindowedAggregate):
+    """[form] SELECT DISTINCT ex, k, v % 3 AS m FROM s [win]."""
+
+    win: Win
+    agg_form: str = ""
+    stream: str = "s"
+
+    def sql(self) -> str:
+        return (f"{self.agg_form} SELECT DISTINCT ex, k, v % 3 AS m FROM {self.stream} "
+                f"{self.win.sql()}").strip()
+
+    def features(self) -> set[str]:
+        return super().features() | {"SELECT DISTINCT", f"window {self.win.name}"}
+
+    def relation(self, inputs: Inputs) -> Relation:
+        rel = window(inputs[self.stream], self.win)
+        return per_snapshot([rel], ("ex", "k", "m"), lambda snaps: list(
+            {(r["ex"], r["k"], r["v"] % 3) for r in snaps[0]}))
+
+
+@dataclass(frozen=True)
+class SetOperationQuery(JoinShape):
+    """SELECT ex, k, v % 3 AS m FROM s [w1] {UNION | INTERSECT | EXCEPT} [ALL] SELECT ex, k,
+    v % 3 FROM s2 [w2] (UNION ALL is ``UnionQuery``'s)."""
+
+    left: Win
+    right: Win
+    op: str
+    every: bool = False
+    streams: tuple[str, str] = ("s", "s2")
+    join_form: str = ""
+
+    def sql(self) -> str:
+        left, right = self.streams
+        op = f"{self.op}{' ALL' if self.every else ''}"
+        return (f"{self.join_form} SELECT ex, k, v % 3 AS m FROM {left} {self.left.sql()} "
+                f"{op} SELECT ex, k, v % 3 FROM {right} {self.right.sql()}").strip()
+
+    def features(self) -> set[str]:
+        return super().features() | {f"{self.op}{' ALL' if self.every else ''}",
+                                     f"window {self.left.name}", f"window {self.right.name}"}
+
+    def relation(self, inputs: Inputs) -> Relation:
+        left, right = self.streams
+
+        def combined(snaps: list[list[dict]]) -> list[tuple]:
+            a, b = (Counter((r["ex"], r["k"], r["v"] % 3) for r in snap) for snap in snaps)
+            if self.op == "UNION":
+                return list(a | b)
+            if self.every:  # bags: the smaller count, or what is left of a's
+                return list(((a & b) if self.op == "INTERSECT" else (a - b)).elements())
+            return [v for v in a if (b[v] > 0) == (self.op == "INTERSECT")]
+
+        return per_snapshot([window(inputs[left], self.left), window(inputs[right], self.right)],
+                            ("ex", "k", "m"), combined)
+
+
+@dataclass(frozen=True)
 class FilterQuery(Shape):
     """SELECT ex, k, v, v * 10 + 1 AS w FROM s WHERE v > w: raw events in, instants out."""
 

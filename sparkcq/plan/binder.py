@@ -34,6 +34,7 @@ from sparkcq.model.windows import (
     UnboundedWindow,
 )
 from sparkcq.plan.calls import call_args, called_aggregate
+from sparkcq.plan.counting import copies, counts_per_input, distinct, quote
 from sparkcq.plan.nodes import (
     AggCall,
     Aggregate,
@@ -178,11 +179,6 @@ def _conjuncts(cond: exp.Expression) -> list[exp.Expression]:
     return [cond]
 
 
-def quote(name: str) -> str:
-    """Back-quote a column name for Spark SQL."""
-    return "`" + name.replace("`", "``") + "`"
-
-
 @dataclass(frozen=True)
 class BoundQuery:
     """A bound SELECT: the plan root and the period RSTREAM evaluates at, if any."""
@@ -276,8 +272,10 @@ class _Binder:
 
     # -- queries -------------------------------------------------------------------------
     def bind(self, node: Any) -> tuple[PlanNode, int | None]:
-        if isinstance(node, exp.Union):
+        if isinstance(node, exp.Union) and not node.args.get("distinct"):
             return self.bind_union(node)
+        if isinstance(node, exp.SetOperation):
+            return self.bind_set_operation(node)
         if isinstance(node, exp.Subquery):
             return self.bind(node.this)
         if isinstance(node, exp.Select):
@@ -285,49 +283,80 @@ class _Binder:
         msg = f"{node.key.upper()} is not supported here; expected SELECT or UNION ALL"
         raise self.error(msg, node)
 
-    def bind_union(self, node: exp.Union) -> tuple[PlanNode, int | None]:
-        if node.args.get("distinct") or not isinstance(node, exp.Union) or node.key != "union":
-            msg = "only UNION ALL is supported (UNION DISTINCT, INTERSECT and EXCEPT are not)"
-            raise self.error(msg, node)
+    def set_inputs(self, node: exp.SetOperation, what: str
+                   ) -> tuple[PlanNode, PlanNode, int | None]:
+        """Both inputs of a set operation, bound, their columns checked and named as the
+        left's; raw streams made relations (``[UNBOUNDED]``) unless ``what`` is UNION ALL.
+        """
         left, lp = self.bind(node.left)
         right, rp = self.bind(node.right)
         lf, rf = left.schema.fields, right.schema.fields
         if len(lf) != len(rf):
-            msg = f"UNION ALL inputs have {len(lf)} and {len(rf)} columns; they must match"
+            msg = f"{what} inputs have {len(lf)} and {len(rf)} columns; they must match"
             raise self.error(msg, node)
         for a, b in zip(lf, rf, strict=True):
             if a.dataType != b.dataType:
                 msg = (
-                    f"UNION ALL column {a.name!r} is {a.dataType.simpleString()} on the left "
+                    f"{what} column {a.name!r} is {a.dataType.simpleString()} on the left "
                     f"but {b.dataType.simpleString()} on the right; cast one side"
                 )
                 raise self.error(msg, node)
         kinds = {left.kind, right.kind}
-        if EdgeKind.STREAM in kinds and len(kinds) > 1:
+        if what != "UNION ALL":
+            left, right = (Window(p, UnboundedSpec()) if p.kind is EdgeKind.STREAM else p
+                           for p in (left, right))
+        elif EdgeKind.STREAM in kinds and len(kinds) > 1:
             msg = "UNION ALL of a raw stream and a windowed relation; add a window to both sides"
             raise self.error(msg, node)
         if [f.name for f in rf] != [f.name for f in lf]:
             right = self.project(
                 right, [(a.name, quote(b.name)) for a, b in zip(lf, rf, strict=True)], node
             )
+        periods = {p for p in (lp, rp) if p}
+        return left, right, (periods.pop() if len(periods) == 1 else None)
+
+    def bind_union(self, node: exp.Union) -> tuple[PlanNode, int | None]:
+        left, right, period = self.set_inputs(node, "UNION ALL")
         inputs: list[PlanNode] = []
         for side in (left, right):
             inputs.extend(side.inputs if isinstance(side, Union) else (side,))
-        periods = {p for p in (lp, rp) if p}
-        return Union(tuple(inputs)), (periods.pop() if len(periods) == 1 else None)
+        return Union(tuple(inputs)), period
+
+    def bind_set_operation(self, node: exp.SetOperation) -> tuple[PlanNode, int | None]:
+        """UNION, INTERSECT and EXCEPT (ALL or DISTINCT) on every snapshot, from how many
+        copies of each row each input holds (``plan/counting.py``).
+        """
+        every = not node.args.get("distinct")
+        what = f"{node.key.upper()}{' ALL' if every else ''}"
+        left, right, period = self.set_inputs(node, what)
+        if isinstance(node, exp.Union):
+            return distinct(Union((left, right))), period
+        counted = counts_per_input((left, right), ("_left", "_right"))
+        if isinstance(node, exp.Intersect):
+            how_many = "least(`_left`, `_right`)" if every else \
+                "CAST(`_left` > 0 AND `_right` > 0 AS BIGINT)"
+        else:
+            how_many = "greatest(`_left` - `_right`, CAST(0 AS BIGINT))" if every else \
+                "CAST(`_left` > 0 AND `_right` = 0 AS BIGINT)"
+        return copies(counted, how_many), period
 
     def bind_select(self, sel: exp.Select) -> tuple[PlanNode, int | None]:
-        for unsupported in ("with", "order", "limit", "distinct", "qualify", "windows"):
+        for unsupported in ("with", "order", "limit", "qualify", "windows"):
             if sel.args.get(unsupported):
                 word = unsupported.upper()
                 msg = f"{word} is not supported in a continuous query"
-                raise self.error(msg, sel.args[unsupported] if unsupported != "distinct" else sel)
+                raise self.error(msg, sel.args[unsupported])
+        if sel.args.get("distinct") is not None and sel.args["distinct"].args.get("on"):
+            msg = "DISTINCT ON is not supported; write SELECT DISTINCT or GROUP BY"
+            raise self.keyword_error(msg, sel.args["distinct"], r"\bDISTINCT\s+ON\s*\(\s*",
+                                     r"\s*\)")
         from_ = sel.args.get("from_") or sel.args.get("from")
         if from_ is None:
             msg = "a continuous query needs a FROM clause naming a stream"
             raise self.error(msg, sel)
         items = [from_.this, *[j.this for j in sel.args.get("joins") or []]]
-        needs_relation = bool(sel.args.get("joins")) or self.has_aggregates(sel)
+        needs_relation = (bool(sel.args.get("joins")) or self.has_aggregates(sel)
+                          or sel.args.get("distinct") is not None)
         scope = _Scope([self.bind_from_item(item, needs_relation, multi=len(items) > 1)
                         for item in items])
         plan = scope.sources[0].plan
@@ -351,6 +380,8 @@ class _Binder:
             plan = self.bind_aggregate(sel, plan, scope)
         else:
             plan = self.project(plan, self.select_list(sel, scope), sel)
+        if sel.args.get("distinct") is not None:
+            plan = distinct(plan)
         periods = {s.period for s in scope.sources if s.period}
         return plan, (periods.pop() if len(periods) == 1 else None)
 
@@ -516,13 +547,23 @@ class _Binder:
         own = set(src.columns.values())
         return bool(names & own) and bool(names - own)
 
+    def keyword_error(self, message: str, node: Any, before: str,
+                      after: str = "") -> AnalysisError:
+        """An error at ``node`` with the keywords around it underlined too: the text that
+        regular expression ``before`` finds right before it, and ``after`` right after.
+        """
+        at = self.loc(node)
+        lead = re.search(before + r"$", self.text[:at.start], re.IGNORECASE)
+        tail = re.match(after, self.text[at.end:]) if after else None
+        start = lead.start() if lead else at.start
+        end = at.end + (tail.end() if tail else 0)
+        return AnalysisError(message, self.text, Location.of_span(self.text, start, end))
+
     def join_error(self, message: str, join: exp.Join) -> AnalysisError:
         """An error at a join, its keywords (``LEFT ANTI JOIN``) underlined with it."""
-        at = self.loc(join)
-        before = re.search(r"(?:\b(?:NATURAL|LEFT|RIGHT|FULL|INNER|CROSS|OUTER|SEMI|ANTI)"
-                           r"\s+)*\bJOIN\s+$", self.text[:at.start], re.IGNORECASE)
-        start = before.start() if before else at.start
-        return AnalysisError(message, self.text, Location.of_span(self.text, start, at.end))
+        return self.keyword_error(
+            message, join,
+            r"(?:\b(?:NATURAL|LEFT|RIGHT|FULL|INNER|CROSS|OUTER|SEMI|ANTI)\s+)*\bJOIN\s+")
 
     def join_how(self, join: exp.Join) -> JoinHow:
         """Which join ``join`` is; the kinds sparkcq does not run are refused here, with

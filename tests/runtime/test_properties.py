@@ -26,10 +26,12 @@ from oracle import (
     BandJoinQuery,
     DerivedRelationQuery,
     DerivedStreamQuery,
+    DistinctQuery,
     FilterQuery,
     JoinQuery,
     OuterJoinQuery,
     ProjectQuery,
+    SetOperationQuery,
     TableAggQuery,
     UnionQuery,
     UnionStreamsQuery,
@@ -300,15 +302,21 @@ def test_apas_queries_next_to_sql(spark, scenario: Scenario, queries: dict[str, 
 @st.composite
 def relational_queries(draw) -> dict[str, Query]:
     """What a Flink or Spark SQL user expects beyond inner joins: LEFT, RIGHT, FULL, SEMI
-    and ANTI joins of windowed streams (equi and theta, a WHERE above some), in drawn
-    output forms."""
-    forms = draw(st.permutations(FORMS), label="forms")
+    and ANTI joins of windowed streams (equi and theta, a WHERE above some), SELECT
+    DISTINCT, UNION, INTERSECT and EXCEPT (ALL or not), in drawn output forms."""
+    forms = draw(st.permutations([*FORMS, *FORMS]), label="forms")
     queries = {}
     for i, how in enumerate(["LEFT", "RIGHT", "FULL", "SEMI", "ANTI"]):
         shape = OuterJoinQuery(draw(case_windows), draw(case_windows), how,
                                theta=draw(st.booleans()), where=draw(st.booleans()),
                                join_form=forms[i])
         queries[f"{how.lower()}_join"] = Query(shape, f"{how} JOIN")
+    queries["distinct"] = Query(DistinctQuery(draw(any_window), forms[5]), "SELECT DISTINCT")
+    for i, op in enumerate(["UNION", "INTERSECT", "EXCEPT"]):
+        shape = SetOperationQuery(draw(case_windows), draw(case_windows), op,
+                                  every=op != "UNION" and draw(st.booleans()),
+                                  join_form=forms[6 + i])
+        queries[f"set_{op.lower()}"] = Query(shape, op)
     return queries
 
 

@@ -1,4 +1,5 @@
-"""Hand-computed examples of the SQL a Flink or Spark user expects beyond inner joins.
+"""Hand-computed examples of the SQL a Flink or Spark user expects beyond inner joins:
+outer, semi and anti joins, DISTINCT, UNION, INTERSECT and EXCEPT.
 
 Input (numeric time), all in one engine:
     stream s: a:1@1, a:3@4, b:2@5, a:5@12, b:7@13   read [RANGE 10]
@@ -31,6 +32,15 @@ QUERIES = {
     # a relation (an aggregate) left-joined with a windowed stream
     "totals_left": ("SELECT x.k AS k, x.n AS n, r.w AS w FROM (SELECT k, count(*) AS n "
                     "FROM s [RANGE 10] GROUP BY k) AS x LEFT JOIN r [RANGE 5] ON x.k = r.k"),
+    # DISTINCT and set operations
+    "distinct": "SELECT DISTINCT k FROM s [RANGE 10]",
+    "first_seen": "ISTREAM SELECT DISTINCT k FROM s",
+    "distinct_counts": "SELECT DISTINCT count(*) AS n FROM s [RANGE 10] GROUP BY k",
+    "keys_union": "SELECT k FROM s [RANGE 10] UNION SELECT k FROM r [RANGE 5]",
+    "keys_both": "SELECT k FROM s [RANGE 10] INTERSECT SELECT k FROM r [RANGE 5]",
+    "keys_only_s": "SELECT k FROM s [RANGE 10] EXCEPT SELECT k FROM r [RANGE 5]",
+    "copies_only_s": "SELECT k FROM s [RANGE 10] EXCEPT ALL SELECT k FROM r [RANGE 5]",
+    "copies_both": "SELECT k FROM s [RANGE 10] INTERSECT ALL SELECT k FROM r [RANGE 5]",
 }
 
 
@@ -112,6 +122,35 @@ def test_a_relation_left_joined_with_a_stream(engine):
         ("b", 1, None, 19, 23), ("b", 2, 20, 14, 15), ("b", 2, None, 13, 14)]
 
 
+def test_distinct_keeps_one_copy_while_any_is_there(engine):
+    # a: a1 [1,11), a3 [4,14), a5 [12,22) overlap or meet: one element [1,22)
+    assert results(engine, "distinct", "k") == [("a", 1, 22), ("b", 5, 23)]
+    # over the raw stream (UNBOUNDED): the first time each key is seen
+    assert results(engine, "first_seen", "k") == [("a", 1, 1), ("b", 5, 5)]
+    # count per k: a 1 [1,4), 2 [4,11), 1 [11,12), 2 [12,14), 1 [14,22);
+    # b 1 [5,13), 2 [13,15), 1 [15,23): n = 1 while some group has one row
+    assert results(engine, "distinct_counts", "n") == [
+        (1, 1, 4), (1, 5, 13), (1, 14, 23), (2, 4, 11), (2, 12, 15)]
+
+
+def test_union_intersect_and_except_of_relations(engine):
+    # keys of s: a [1,22), b [5,23); of r: a [3,8), b [14,19)
+    assert results(engine, "keys_union", "k") == [("a", 1, 22), ("b", 5, 23)]
+    assert results(engine, "keys_both", "k") == [("a", 3, 8), ("b", 14, 19)]
+    assert results(engine, "keys_only_s", "k") == [
+        ("a", 1, 3), ("a", 8, 22), ("b", 5, 14), ("b", 19, 23)]
+
+
+def test_except_all_and_intersect_all_count_copies(engine):
+    # copies of a in s minus r: [1,3) 1, [3,4) 0, [4,8) 1, [8,11) 2, [11,12) 1, [12,14) 2,
+    # [14,22) 1; of b: [5,13) 1, [13,14) 2, [14,15) 1, [15,19) 0, [19,23) 1; coalesced
+    # into layers: a second copy is a second element
+    assert results(engine, "copies_only_s", "k") == [
+        ("a", 1, 3), ("a", 4, 22), ("a", 8, 11), ("a", 12, 14),
+        ("b", 5, 15), ("b", 13, 14), ("b", 19, 23)]
+    assert results(engine, "copies_both", "k") == [("a", 3, 8), ("b", 14, 19)]
+
+
 @pytest.mark.parametrize(("sql", "message", "fragment"), [
     ("SELECT s.k FROM s [RANGE 5] RIGHT SEMI JOIN r [RANGE 5] ON s.k = r.k",
      "RIGHT SEMI JOIN is not supported; write LEFT SEMI or LEFT ANTI JOIN with the inputs "
@@ -122,6 +161,8 @@ def test_a_relation_left_joined_with_a_stream(engine):
     ("SELECT k, r.w FROM s [RANGE 5] LEFT ANTI JOIN r [RANGE 5] ON s.k = r.k",
      "'r' is joined by a LEFT ANTI JOIN: it only decides which rows before it are kept",
      "r.w"),
+    ("SELECT DISTINCT ON (k) k, v FROM s [RANGE 5]",
+     "DISTINCT ON is not supported; write SELECT DISTINCT or GROUP BY", "DISTINCT ON (k)"),
 ])
 def test_refused_joins_say_what_to_write(engine, sql, message, fragment):
     with pytest.raises(AnalysisError) as err:

@@ -452,7 +452,7 @@ def cut_windows_and_parse(text: str, tokens: list[Token], form: OutputForm) -> S
     except TokenError as e:
         msg = f"cannot read the query text: {e}"
         raise QuerySyntaxError(msg, text, Location.of_span(text, start, end)) from None
-    if not isinstance(parsed, exp.Select | exp.Union):
+    if not isinstance(parsed, exp.Select | exp.SetOperation):
         msg = f"expected a SELECT query, found {parsed.key.upper()}"
         raise QuerySyntaxError(msg, text, Location.of_span(text, start, end))
     return SelectText(select_text, parsed, form, windows, start)
