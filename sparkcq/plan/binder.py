@@ -49,9 +49,12 @@ from sparkcq.plan.nodes import (
     PlanNode,
     Project,
     RangeSpec,
+    RankKind,
     ResolvedWindow,
     RowsSpec,
+    SortKey,
     StreamScan,
+    TopN,
     ToStream,
     UnboundedSpec,
     Union,
@@ -341,11 +344,22 @@ class _Binder:
         return copies(counted, how_many), period
 
     def bind_select(self, sel: exp.Select) -> tuple[PlanNode, int | None]:
-        for unsupported in ("with", "order", "limit", "qualify", "windows"):
+        for unsupported in ("with", "qualify", "windows", "offset"):
             if sel.args.get(unsupported):
                 word = unsupported.upper()
                 msg = f"{word} is not supported in a continuous query"
+                if unsupported == "offset":
+                    msg += "; a Top-N keeps the first n rows (ORDER BY ... LIMIT n)"
                 raise self.error(msg, sel.args[unsupported])
+        ranked = [e for e in sel.expressions if _ranking(e.unalias())]
+        if ranked:
+            return self.bind_ranking(sel, ranked)
+        for e in sel.expressions:
+            for w in e.find_all(exp.Window):
+                msg = (f"window function {w.this.sql(dialect='spark')} is not supported; "
+                       "ROW_NUMBER(), RANK() and DENSE_RANK() are, as a whole SELECT item "
+                       "(Top-N); for a windowed aggregate write a window clause in FROM")
+                raise self.keyword_error(msg, w, "", r"\s*\)")
         if sel.args.get("distinct") is not None and sel.args["distinct"].args.get("on"):
             msg = "DISTINCT ON is not supported; write SELECT DISTINCT or GROUP BY"
             raise self.keyword_error(msg, sel.args["distinct"], r"\bDISTINCT\s+ON\s*\(\s*",
@@ -356,7 +370,8 @@ class _Binder:
             raise self.error(msg, sel)
         items = [from_.this, *[j.this for j in sel.args.get("joins") or []]]
         needs_relation = (bool(sel.args.get("joins")) or self.has_aggregates(sel)
-                          or sel.args.get("distinct") is not None)
+                          or any(sel.args.get(a) is not None
+                                 for a in ("distinct", "order", "limit")))
         scope = _Scope([self.bind_from_item(item, needs_relation, multi=len(items) > 1)
                         for item in items])
         plan = scope.sources[0].plan
@@ -373,6 +388,12 @@ class _Binder:
             plan = self.bind_join(join, plan, src, scope, moved)
             if not how.keeps_right_columns:
                 src.filters_only = how
+        if len(scope.sources) == 1:  # WHERE rn <= n over a ranking: a Top-N of n rows
+            for c in list(rest):
+                folded = self.fold_rank_limit(plan, c, scope)
+                if folded is not None:
+                    plan = folded
+                    rest = [x for x in rest if x is not c]
         if rest:
             cond = exp.and_(*rest) if len(rest) > 1 else rest[0]
             plan = self.filter(plan, cond, scope, "WHERE")  # type: ignore[arg-type]
@@ -382,8 +403,143 @@ class _Binder:
             plan = self.project(plan, self.select_list(sel, scope), sel)
         if sel.args.get("distinct") is not None:
             plan = distinct(plan)
+        plan = self.bind_order_limit(sel, plan)
         periods = {s.period for s in scope.sources if s.period}
         return plan, (periods.pop() if len(periods) == 1 else None)
+
+    # -- Top-N ---------------------------------------------------------------------------
+    def output_column(self, item: exp.Expression, sel: exp.Select, plan: PlanNode,
+                      clause: str, ordinals: bool = False) -> str:
+        """The output column an ORDER BY or OVER item names: an output column's name, an
+        ordinal (ORDER BY only), or an expression written as a SELECT item is.
+        """
+        names = [f.name for f in plan.schema.fields]
+        if isinstance(item, exp.Column) and not item.table:
+            for n in names:
+                if n.lower() == item.name.lower():
+                    return n
+        if ordinals and isinstance(item, exp.Literal) and item.is_int:
+            i = int(item.this)
+            if not 1 <= i <= len(names):
+                msg = f"{clause} {i}: the SELECT list has {len(names)} items"
+                raise self.error(msg, item)
+            return names[i - 1]
+        written = self._canon(item)
+        items = [e for e in sel.expressions if not _ranking(e.unalias())]
+        for e in items:
+            if self._canon(e.unalias()) == written:
+                return output_name(e)
+        msg = (f"{clause} {item.sql(dialect='spark')}: a continuous query orders by a column "
+               f"of its SELECT list; add it there with an alias and name the alias; "
+               f"columns: {', '.join(names)}")
+        raise self.error(msg, item)
+
+    def sort_keys(self, order: exp.Order, sel: exp.Select, plan: PlanNode, clause: str,
+                  ordinals: bool = False) -> tuple[SortKey, ...]:
+        """The items of an ORDER BY as sort keys over ``plan``'s columns."""
+        return tuple(SortKey(self.output_column(o.this, sel, plan, clause, ordinals),
+                             bool(o.args.get("desc")), o.args.get("nulls_first"))
+                     for o in order.expressions)
+
+    def bind_order_limit(self, sel: exp.Select, plan: PlanNode) -> PlanNode:
+        """``ORDER BY ... LIMIT n``: a Top-N of every snapshot (a relation has no order of
+        its own, so ORDER BY alone and LIMIT alone are refused, saying why).
+        """
+        order, limit = sel.args.get("order"), sel.args.get("limit")
+        if order is None and limit is None:
+            return plan
+        if limit is None:
+            msg = ("ORDER BY needs LIMIT n in a continuous query: results are ordered by "
+                   "time; ORDER BY ... LIMIT n keeps the first n rows of every snapshot")
+            raise self.keyword_error(msg, order, r"\bORDER\s+BY\s+")
+        if order is None:
+            msg = ("LIMIT needs ORDER BY: which n rows a snapshot keeps must not depend "
+                   "on arrival order")
+            raise self.keyword_error(msg, limit, r"\bLIMIT\s+")
+        n = limit.expression
+        if not (isinstance(n, exp.Literal) and n.is_int and int(n.this) > 0):
+            msg = "LIMIT takes a whole number above 0"
+            raise self.keyword_error(msg, limit, r"\bLIMIT\s+")
+        return TopN(plan, (), self.sort_keys(order, sel, plan, "ORDER BY", ordinals=True),
+                    int(n.this))
+
+    def bind_ranking(self, sel: exp.Select, ranked: list[exp.Expression]
+                     ) -> tuple[PlanNode, int | None]:
+        """A SELECT with ``ROW_NUMBER()``, ``RANK()`` or ``DENSE_RANK() OVER (PARTITION BY
+        ... ORDER BY ...)``: the rest of the SELECT, numbered on every snapshot (a Top-N of
+        every row; an outer ``WHERE rn <= n`` keeps n, ``fold_rank_limit``).
+        """
+        if len(ranked) > 1:
+            msg = "one ranking function per SELECT; rank in a subquery to rank twice"
+            raise self.error(msg, ranked[1])
+        item = ranked[0]
+        window = item.unalias()
+        for clause in ("order", "limit", "distinct"):
+            if sel.args.get(clause) is not None:
+                msg = (f"{clause.upper()} beside a ranking function: rank in a subquery "
+                       "and write it in the outer SELECT")
+                raise self.error(msg, sel.args[clause])
+        if window.args.get("spec") is not None:
+            msg = "a ranking function takes no window frame (ROWS/RANGE BETWEEN)"
+            raise self.error(msg, window)
+        rest = sel.copy()
+        rest.set("expressions", [e.copy() for e in sel.expressions if e is not item])
+        plan, period = self.bind_select(rest)
+        order = window.args.get("order")
+        if order is None:
+            msg = f"{window.this.sql(dialect='spark')} needs ORDER BY in its OVER (...)"
+            raise self.error(msg, window)
+        partition = tuple(self.output_column(p, rest, plan, "PARTITION BY")
+                          for p in window.args.get("partition_by") or [])
+        keys = self.sort_keys(order, rest, plan, "ORDER BY")
+        name = output_name(item)
+        if name in {f.name for f in plan.schema.fields}:
+            msg = f"duplicate output column {name!r}; give the ranking another alias"
+            raise self.error(msg, item)
+        kind = {exp.RowNumber: RankKind.ROW_NUMBER, exp.Rank: RankKind.RANK,
+                exp.DenseRank: RankKind.DENSE_RANK}[type(window.this)]
+        top: PlanNode = TopN(plan, partition, keys, None, kind, name)
+        order_out = [output_name(e) for e in sel.expressions]
+        if [f.name for f in top.schema.fields] != order_out:
+            top = self.project(top, [(n, quote(n)) for n in order_out], sel)
+        return top, period
+
+    def fold_rank_limit(self, plan: PlanNode, cond: exp.Expression,
+                        scope: _Scope) -> PlanNode | None:
+        """``plan`` with a ranking below it keeping only the rows ``cond`` (``rn <= n``,
+        ``rn < n`` or ``rn = 1`` on its rank column) allows, or None when ``cond`` is no
+        such bound.
+        """
+        if not isinstance(cond, exp.LTE | exp.LT | exp.EQ):
+            return None
+        left, lit = cond.left, cond.args.get("expression")
+        if not (isinstance(left, exp.Column) and isinstance(lit, exp.Literal) and lit.is_int):
+            return None
+        n = int(lit.this) - (1 if isinstance(cond, exp.LT) else 0)
+        if isinstance(cond, exp.EQ) and n != 1:
+            return None
+        try:
+            column = scope.resolve(left, self)
+        except AnalysisError:
+            return None
+        above: list[Project] = []
+        node = plan
+        while isinstance(node, Project):
+            renamed = re.fullmatch(r"`([^`]+)`", dict(node.exprs).get(column, ""))
+            if renamed is None:
+                return None
+            column = renamed[1]
+            above.append(node)
+            node = node.child
+        if not (isinstance(node, TopN) and node.rank_column == column and node.n is None):
+            return None
+        if n < 1:
+            msg = f"{cond.sql(dialect='spark')} keeps no row"
+            raise self.error(msg, cond)
+        folded: PlanNode = replace(node, n=n)
+        for p in reversed(above):
+            folded = replace(p, child=folded)
+        return folded
 
     # -- FROM ----------------------------------------------------------------------------
     def bind_from_item(self, item: exp.Expression, needs_relation: bool, multi: bool) -> _Source:
@@ -553,7 +709,7 @@ class _Binder:
         regular expression ``before`` finds right before it, and ``after`` right after.
         """
         at = self.loc(node)
-        lead = re.search(before + r"$", self.text[:at.start], re.IGNORECASE)
+        lead = re.search(before + r"$", self.text[:at.start], re.IGNORECASE) if before else None
         tail = re.match(after, self.text[at.end:]) if after else None
         start = lead.start() if lead else at.start
         end = at.end + (tail.end() if tail else 0)
@@ -949,6 +1105,12 @@ def _original(node: exp.Expression, col: exp.Column) -> exp.Expression:
         if c.name == col.name:
             return c
     return node
+
+
+def _ranking(e: exp.Expression) -> bool:
+    """Whether ``e`` is ROW_NUMBER(), RANK() or DENSE_RANK() OVER (...)."""
+    return isinstance(e, exp.Window) and isinstance(e.this, exp.RowNumber | exp.Rank
+                                                    | exp.DenseRank)
 
 
 def output_name(e: exp.Expression) -> str:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, fields, replace
 from enum import Enum
 from functools import cached_property
 
-from pyspark.sql.types import StructField, StructType
+from pyspark.sql.types import LongType, StructField, StructType
 
 from sparkcq.aggregates.user import UserAggregate
 from sparkcq.language.sql.statements import OutputForm
@@ -573,6 +573,71 @@ class Union(PlanNode):
 
     def label(self) -> str:  # noqa: D102
         return "Union ALL"
+
+
+class RankKind(Enum):
+    """How a Top-N numbers the rows of a snapshot: every copy its own number
+    (``ROW_NUMBER``, ``ORDER BY ... LIMIT``), ties the same number with gaps after them
+    (``RANK``) or without (``DENSE_RANK``).
+    """
+
+    ROW_NUMBER = "row_number"
+    RANK = "rank"
+    DENSE_RANK = "dense_rank"
+
+
+@dataclass(frozen=True)
+class SortKey:
+    """One ORDER BY item: a column of the input, its direction and where NULLs go."""
+
+    column: str
+    descending: bool = False
+    nulls_first: bool | None = None  # None: Spark's default (first ascending, last desc)
+
+    def sql(self) -> str:
+        """The item as Spark SQL."""
+        nulls = "" if self.nulls_first is None else (
+            " NULLS FIRST" if self.nulls_first else " NULLS LAST")
+        return f"`{self.column}`{' DESC' if self.descending else ''}{nulls}"
+
+
+@dataclass(frozen=True)
+class TopN(UnaryNode):
+    """The first ``n`` rows of every snapshot of a relation, per partition, in ``order``
+    (all of them numbered, when ``n`` is None).
+
+    Rows equal in ``order`` are ordered by all their columns, so which of them are first
+    does not depend on arrival order. With ``rank_column`` the output has each row's
+    number under that name (BIGINT), as Flink's ``ROW_NUMBER() ... WHERE rn <= n``.
+    """
+
+    partition: tuple[str, ...]
+    order: tuple[SortKey, ...]
+    n: int | None  # None: every row, numbered (a ranking no WHERE bounds)
+    rank: RankKind = RankKind.ROW_NUMBER
+    rank_column: str | None = None
+
+    @property
+    def kind(self) -> EdgeKind:  # noqa: D102
+        return EdgeKind.RELATION
+
+    @cached_property
+    def _schema(self) -> StructType:
+        fields = list(self.child.schema.fields)
+        if self.rank_column is not None:
+            fields.append(StructField(self.rank_column, LongType(), False))
+        return StructType(fields)
+
+    @property
+    def schema(self) -> StructType:  # noqa: D102
+        return self._schema
+
+    def label(self) -> str:  # noqa: D102
+        part = f" PARTITION BY {', '.join(self.partition)}" if self.partition else ""
+        order = ", ".join(k.sql() for k in self.order)
+        shown = f" AS {self.rank_column}" if self.rank_column else ""
+        bound = f" <= {self.n}" if self.n is not None else ""
+        return f"TopN {self.rank.name}{shown}{bound}{part} ORDER BY {order}"
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """Hand-computed examples of the SQL a Flink or Spark user expects beyond inner joins:
-outer, semi and anti joins, DISTINCT, UNION, INTERSECT and EXCEPT.
+outer, semi and anti joins, DISTINCT, UNION, INTERSECT and EXCEPT, Top-N.
 
 Input (numeric time), all in one engine:
     stream s: a:1@1, a:3@4, b:2@5, a:5@12, b:7@13   read [RANGE 10]
@@ -41,6 +41,15 @@ QUERIES = {
     "keys_only_s": "SELECT k FROM s [RANGE 10] EXCEPT SELECT k FROM r [RANGE 5]",
     "copies_only_s": "SELECT k FROM s [RANGE 10] EXCEPT ALL SELECT k FROM r [RANGE 5]",
     "copies_both": "SELECT k FROM s [RANGE 10] INTERSECT ALL SELECT k FROM r [RANGE 5]",
+    # Top-N
+    "top2": "SELECT k, v FROM s [RANGE 10] ORDER BY v DESC LIMIT 2",
+    "hottest": ("SELECT k, count(*) AS n FROM s [RANGE 10] GROUP BY k "
+                "ORDER BY count(*) DESC LIMIT 1"),
+    "smallest": ("SELECT * FROM (SELECT k, v, ROW_NUMBER() OVER (PARTITION BY k ORDER BY v) "
+                 "AS rn FROM s [RANGE 10]) WHERE rn <= 1"),
+    "all_hottest": ("SELECT k, n FROM (SELECT k, count(*) AS n, RANK() OVER (ORDER BY "
+                    "count(*) DESC) AS r FROM s [RANGE 10] GROUP BY k) WHERE r = 1"),
+    "ranked": "SELECT k, v, DENSE_RANK() OVER (ORDER BY k) AS d FROM s [RANGE 10]",
 }
 
 
@@ -151,6 +160,36 @@ def test_except_all_and_intersect_all_count_copies(engine):
     assert results(engine, "copies_both", "k") == [("a", 3, 8), ("b", 14, 19)]
 
 
+def test_order_by_limit_keeps_the_first_rows_of_every_snapshot(engine):
+    # by v descending: [1,4) a1; [4,5) a3 a1; [5,12) a3 b2; [12,13) a5 a3;
+    # [13,22) b7 a5; [22,23) b7
+    assert results(engine, "top2", "k", "v") == [
+        ("a", 1, 1, 5), ("a", 3, 4, 13), ("a", 5, 12, 22), ("b", 2, 5, 12), ("b", 7, 13, 23)]
+
+
+def test_top_n_of_an_aggregate_breaks_ties_by_the_columns(engine):
+    # counts per k (see test_distinct_keeps_one_copy_while_any_is_there); where a and b
+    # tie ([11,12), [13,14), [15,22)) LIMIT 1 keeps a, the smaller row
+    assert results(engine, "hottest", "k", "n") == [
+        ("a", 1, 1, 4), ("a", 1, 11, 12), ("a", 1, 15, 22), ("a", 2, 4, 11), ("a", 2, 12, 14),
+        ("b", 1, 22, 23), ("b", 2, 14, 15)]
+    # RANK() ... = 1 keeps every tied group: NEXMark q5's "hot items"
+    assert results(engine, "all_hottest", "k", "n") == [
+        ("a", 1, 1, 4), ("a", 1, 11, 12), ("a", 1, 15, 22), ("a", 2, 4, 11), ("a", 2, 12, 14),
+        ("b", 1, 11, 12), ("b", 1, 15, 23), ("b", 2, 13, 15)]
+
+
+def test_ranking_functions_number_rows_per_partition(engine):
+    # the smallest v per k: a1 until a1 leaves at 11, then a3 until 14, then a5
+    assert results(engine, "smallest", "k", "v", "rn") == [
+        ("a", 1, 1, 1, 11), ("a", 3, 1, 11, 14), ("a", 5, 1, 14, 22), ("b", 2, 1, 5, 15),
+        ("b", 7, 1, 15, 23)]
+    # DENSE_RANK by k without a bound: b is 2 while some a lives (until 22), then 1
+    assert results(engine, "ranked", "k", "v", "d") == [
+        ("a", 1, 1, 1, 11), ("a", 3, 1, 4, 14), ("a", 5, 1, 12, 22), ("b", 2, 2, 5, 15),
+        ("b", 7, 1, 22, 23), ("b", 7, 2, 13, 22)]
+
+
 @pytest.mark.parametrize(("sql", "message", "fragment"), [
     ("SELECT s.k FROM s [RANGE 5] RIGHT SEMI JOIN r [RANGE 5] ON s.k = r.k",
      "RIGHT SEMI JOIN is not supported; write LEFT SEMI or LEFT ANTI JOIN with the inputs "
@@ -161,6 +200,13 @@ def test_except_all_and_intersect_all_count_copies(engine):
     ("SELECT k, r.w FROM s [RANGE 5] LEFT ANTI JOIN r [RANGE 5] ON s.k = r.k",
      "'r' is joined by a LEFT ANTI JOIN: it only decides which rows before it are kept",
      "r.w"),
+    ("SELECT k, v FROM s [RANGE 5] ORDER BY v",
+     "ORDER BY needs LIMIT n in a continuous query", "ORDER BY v"),
+    ("SELECT k, v FROM s [RANGE 5] LIMIT 3", "LIMIT needs ORDER BY", "LIMIT 3"),
+    ("SELECT k FROM s [RANGE 5] ORDER BY v LIMIT 3",
+     "ORDER BY v: a continuous query orders by a column of its SELECT list", "v"),
+    ("SELECT k, sum(v) OVER (PARTITION BY k) AS x FROM s [RANGE 5]",
+     "window function SUM(v) is not supported", "sum(v) OVER (PARTITION BY k)"),
     ("SELECT DISTINCT ON (k) k, v FROM s [RANGE 5]",
      "DISTINCT ON is not supported; write SELECT DISTINCT or GROUP BY", "DISTINCT ON (k)"),
 ])

@@ -18,7 +18,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
 from pyspark.sql.types import (
     DataType,
     DecimalType,
@@ -34,7 +33,7 @@ from sparkcq.model.types import INTEGRAL_TYPES
 from sparkcq.plan.nodes import AggCall, Aggregate
 from sparkcq.runtime.frames import Runtime, Slice, SqlViews, col, no_broadcast, q
 from sparkcq.runtime.operators.base import CycleContext, Operator, as_changes_at
-from sparkcq.runtime.operators.multiset import GroupKeys, Multiset
+from sparkcq.runtime.operators.multiset import GroupKeys, Multiset, group_hash
 from sparkcq.runtime.operators.user_aggregate import UserAggregateInstances, value_column
 
 EXACT_DOUBLE = DecimalType(38, 10)
@@ -320,12 +319,8 @@ class AggregateOperator(Operator):
         return Slice(run, inp.lo, inp.hi)
 
     def group_hash(self) -> Column:
-        """``_g``: a hash of the group keys; Spark's hash holds equal what GROUP BY holds
-        equal (``-0.0`` and ``0.0``, every NaN, also inside structs).
-        """
-        if not self.keys:
-            return F.lit(0).cast("long")
-        return F.xxhash64(*[col(k) for k in self.keys])
+        """``_g`` of this aggregate's group keys (``multiset.group_hash``)."""
+        return group_hash(self.keys)
 
     def contents(self, children: list[DataFrame | None], at: int) -> DataFrame | None:
         """Each live group's current row (the state keeps only groups with elements)."""

@@ -19,10 +19,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
 
 from sparkcq.model.columns import AID, FROM, GROUP_HASH, NEW, TO, D, N, T
-from sparkcq.runtime.frames import SqlViews, StateFrame, q
+from sparkcq.runtime.frames import SqlViews, StateFrame, col, q
+
+
+def group_hash(keys: list[str]) -> Column:
+    """``_g``: a hash of the group keys; Spark's hash holds equal what GROUP BY holds equal
+    (``-0.0`` and ``0.0``, every NaN, also inside structs).
+    """
+    if not keys:
+        return F.lit(0).cast("long")
+    return F.xxhash64(*[col(k) for k in keys])
 
 
 class GroupKeys:
