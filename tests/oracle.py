@@ -1029,6 +1029,84 @@ class SetOperationQuery(JoinShape):
                             ("ex", "k", "m"), combined)
 
 
+def ranked(rows: list[tuple], kind: str, n: int | None, better: Callable[[tuple], object],
+           ties: Callable[[tuple], object]) -> list[tuple]:
+    """SQL's ranking of one partition's rows (each copy a row): (row, number) for those
+    numbered at most ``n``; ``better`` orders them, ``ties`` orders equals (ROW_NUMBER)."""
+    order = sorted(rows, key=lambda r: (better(r), ties(r)))
+    out = []
+    for i, r in enumerate(order):
+        if kind == "ROW_NUMBER":
+            number = i + 1
+        elif kind == "RANK":
+            number = 1 + sum(1 for x in order if better(x) < better(r))
+        else:
+            number = 1 + len({better(x) for x in order if better(x) < better(r)})
+        if n is None or number <= n:
+            out.append((r, number))
+    return out
+
+
+@dataclass(frozen=True)
+class TopNQuery(WindowedAggregate):
+    """Top-N of s [win] per snapshot: ``LIMIT``: SELECT ex, k, v ... ORDER BY v [DESC]
+    LIMIT n over all cases; a ranking function: SELECT * FROM (SELECT ex, k, v, KIND() OVER
+    (PARTITION BY ex[, k] ORDER BY v [DESC]) AS r ...) WHERE r <= n; ``counts``: the ranking
+    over count(*) per (ex, k), partitioned by ex (NEXMark q5's shape)."""
+
+    win: Win
+    kind: str  # LIMIT, ROW_NUMBER, RANK, DENSE_RANK
+    n: int
+    desc: bool = True
+    by_k: bool = False
+    counts: bool = False
+    agg_form: str = ""
+
+    def sql(self) -> str:
+        desc = " DESC" if self.desc else ""
+        if self.kind == "LIMIT":
+            return (f"{self.agg_form} SELECT ex, k, v FROM s {self.win.sql()} ORDER BY v{desc}"
+                    f" LIMIT {self.n}").strip()
+        if self.counts:
+            inner = (f"SELECT ex, k, count(*) AS c, {self.kind}() OVER (PARTITION BY ex "
+                     f"ORDER BY count(*){desc}) AS r FROM s {self.win.sql()} GROUP BY ex, k")
+        else:
+            part = "ex, k" if self.by_k else "ex"
+            inner = (f"SELECT ex, k, v, {self.kind}() OVER (PARTITION BY {part} ORDER BY "
+                     f"v{desc}) AS r FROM s {self.win.sql()}")
+        return f"{self.agg_form} SELECT * FROM ({inner}) WHERE r <= {self.n}".strip()
+
+    def features(self) -> set[str]:
+        what = "ORDER BY LIMIT" if self.kind == "LIMIT" else f"{self.kind} <= n"
+        return super().features() | {f"Top-N: {what}" + (" over counts" if self.counts
+                                                          else ""),
+                                      f"window {self.win.name}"}
+
+    def relation(self, inputs: Inputs) -> Relation:
+        rel = window(inputs["s"], self.win)
+        sign = -1 if self.desc else 1
+        if self.counts:
+            rel = aggregate(rel, ("ex", "k"), [("c", AGGS["count(*)"])])
+            cols: tuple[str, ...] = ("ex", "k", "c")
+        else:
+            cols = ("ex", "k", "v")
+
+        def top(snaps: list[list[dict]]) -> list[tuple]:
+            rows = [tuple(r[c] for c in cols) for r in snaps[0]]
+            if self.kind == "LIMIT":
+                return [r for r, _ in ranked(rows, "ROW_NUMBER", self.n,
+                                             lambda r: sign * r[2], lambda r: r)]
+            parts: dict[tuple, list[tuple]] = {}
+            for r in rows:
+                parts.setdefault(r[:2] if self.by_k and not self.counts else r[:1], []).append(r)
+            return [(*r, number) for part in parts.values()
+                    for r, number in ranked(part, self.kind, self.n, lambda r: sign * r[2],
+                                            lambda r: r)]
+
+        out_cols = cols if self.kind == "LIMIT" else (*cols, "r")
+        return per_snapshot([rel], out_cols, top)
+
+
 @dataclass(frozen=True)
 class FilterQuery(Shape):
     """SELECT ex, k, v, v * 10 + 1 AS w FROM s WHERE v > w: raw events in, instants out."""

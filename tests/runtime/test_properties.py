@@ -33,6 +33,7 @@ from oracle import (
     ProjectQuery,
     SetOperationQuery,
     TableAggQuery,
+    TopNQuery,
     UnionQuery,
     UnionStreamsQuery,
     Win,
@@ -303,8 +304,9 @@ def test_apas_queries_next_to_sql(spark, scenario: Scenario, queries: dict[str, 
 def relational_queries(draw) -> dict[str, Query]:
     """What a Flink or Spark SQL user expects beyond inner joins: LEFT, RIGHT, FULL, SEMI
     and ANTI joins of windowed streams (equi and theta, a WHERE above some), SELECT
-    DISTINCT, UNION, INTERSECT and EXCEPT (ALL or not), in drawn output forms."""
-    forms = draw(st.permutations([*FORMS, *FORMS]), label="forms")
+    DISTINCT, UNION, INTERSECT and EXCEPT (ALL or not), Top-N as ORDER BY ... LIMIT and as
+    ranking functions (over rows or over counts), in drawn output forms."""
+    forms = draw(st.permutations([*FORMS, *FORMS, "", ""]), label="forms")
     queries = {}
     for i, how in enumerate(["LEFT", "RIGHT", "FULL", "SEMI", "ANTI"]):
         shape = OuterJoinQuery(draw(case_windows), draw(case_windows), how,
@@ -317,6 +319,12 @@ def relational_queries(draw) -> dict[str, Query]:
                                   every=op != "UNION" and draw(st.booleans()),
                                   join_form=forms[6 + i])
         queries[f"set_{op.lower()}"] = Query(shape, op)
+    for i, kind in enumerate(["LIMIT", "ROW_NUMBER", "RANK", "DENSE_RANK"]):
+        shape = TopNQuery(draw(any_window if kind != "LIMIT" else case_windows), kind,
+                          draw(st.integers(1, 3)), desc=draw(st.booleans()),
+                          by_k=draw(st.booleans()), counts=kind != "LIMIT" and draw(
+                              st.booleans()), agg_form=forms[9 + i])
+        queries[f"top_{kind.lower()}"] = Query(shape, f"Top-N {kind}")
     return queries
 
 
