@@ -101,9 +101,10 @@ def arrivals(batches: Iterable[Batch], lateness: int, measured: bool = False) ->
 # -- windows ---------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Win:
-    """A window: kind in range/slide/now/unbounded/rows/cut, with its parameters.
+    """A window: kind in range/slide/now/unbounded/rows/cut/session, with its parameters.
 
-    ``size``: range length, row count or chunk length; ``slide``: the hop, or for a cut the
+    ``size``: range length, row count, chunk length or session gap; ``slide``: the hop, or
+    for a cut the
     number of chunks an element stays valid; ``partition``: the columns ROWS counts within
     (none: one sequence over all cases), or a keyed stream's key (kind ``keyed``: not a
     window clause, how a keyed stream is read).
@@ -126,6 +127,8 @@ class Win:
             "cut": f"[CUT ON t BY {self.size}{chunks}]",
             "cutrows": f"[CUT EVERY {self.size} ROWS{self.chunks_sql()}]",
             "cutkey": f"[CUT ON {', '.join(self.partition)}{self.chunks_sql()}]",
+            "session": (f"[PARTITION BY {', '.join(self.partition)} SESSION {self.size}]"
+                        if self.partition else f"[SESSION {self.size}]"),
             "keyed": "",
         }[self.kind]
 
@@ -152,6 +155,8 @@ class Win:
         if self.kind in ("cutrows", "cutkey"):
             what = "CUT EVERY n ROWS" if self.kind == "cutrows" else "CUT ON key"
             return what + (" WINDOW m CHUNKS" if self.slide > 1 else "")
+        if self.kind == "session":
+            return "PARTITION BY SESSION" if self.partition else "SESSION"
         return {"range": "RANGE", "slide": "RANGE SLIDE", "now": "NOW",
                 "unbounded": "UNBOUNDED", "keyed": "keyed stream"}[self.kind]
 
@@ -167,6 +172,8 @@ class Win:
             return self.chunk_elements(events, columns)
         if self.kind == "keyed":
             return self.keyed_elements(events, columns)
+        if self.kind == "session":
+            return self.session_elements(events, columns)
         if self.kind == "rows":
             parts: dict[tuple, list[Event]] = {}
             for e in sorted(events, key=lambda e: (e["t"], *[e[c] for c in columns])):
@@ -209,6 +216,26 @@ class Win:
                     end = rows[i + 1]["t"] if i + 1 < len(rows) else INF
                     out.append((tuple(e[c] for c in columns), e["t"], end))
         return [x for x in out if x[1] < x[2]]
+
+    def session_elements(self, events: list[Event], columns: tuple[str, ...]) -> list[Element]:
+        """Sessions: a partition's events in time order, a new session where one comes more
+        than the gap after the one before; each event lives until the gap after its
+        session's last event."""
+        parts: dict[tuple, list[Event]] = {}
+        for e in sorted(events, key=lambda e: e["t"]):
+            parts.setdefault(tuple(e[c] for c in self.partition), []).append(e)
+        out = []
+        for rows in parts.values():
+            sessions: list[list[Event]] = []
+            for e in rows:
+                if sessions and e["t"] - sessions[-1][-1]["t"] <= self.size:
+                    sessions[-1].append(e)
+                else:
+                    sessions.append([e])
+            for session in sessions:
+                end = session[-1]["t"] + self.size
+                out += [(tuple(e[c] for c in columns), e["t"], end) for e in session]
+        return out
 
     def chunk_elements(self, events: list[Event], columns: tuple[str, ...]) -> list[Element]:
         """Count or key chunks in (t, values) order: chunk j's rows are valid from the first

@@ -58,5 +58,15 @@ class KeyCutWindow:
     chunks: int = 1
 
 
+@dataclass(frozen=True)
+class SessionWindow:
+    """``[SESSION g]`` / ``[PARTITION BY k SESSION g]``: an element lives from its event
+    until ``g`` after the last event of its session (of its partition).
+    """
+
+    gap: Duration
+    partition_by: tuple[str, ...] = ()
+
+
 WindowSpec = (RangeWindow | NowWindow | UnboundedWindow | RowsWindow | CutWindow
-              | CountCutWindow | KeyCutWindow)
+              | CountCutWindow | KeyCutWindow | SessionWindow)

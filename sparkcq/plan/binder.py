@@ -31,6 +31,7 @@ from sparkcq.model.windows import (
     NowWindow,
     RangeWindow,
     RowsWindow,
+    SessionWindow,
     UnboundedWindow,
 )
 from sparkcq.plan.calls import call_args, called_aggregate
@@ -52,6 +53,7 @@ from sparkcq.plan.nodes import (
     RankKind,
     ResolvedWindow,
     RowsSpec,
+    SessionSpec,
     SortKey,
     StreamScan,
     TopN,
@@ -629,6 +631,9 @@ class _Binder:
             if isinstance(spec, KeyCutWindow):
                 keys = self.window_columns(spec.keys, plan, window, "CUT ON")
                 return KeyCutSpec(keys, spec.chunks)
+            if isinstance(spec, SessionWindow):
+                part = self.window_columns(spec.partition_by, plan, window, "partition")
+                return SessionSpec(spec.gap.to_units(kind, unit), part)
         except ValueError as e:
             raise AnalysisError(str(e), self.text, window.loc) from None
         msg = f"unsupported window {spec}"

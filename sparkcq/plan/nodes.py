@@ -229,9 +229,23 @@ class KeyCutSpec:
             f" WINDOW {self.chunks} CHUNKS" if self.chunks > 1 else "")
 
 
+@dataclass(frozen=True)
+class SessionSpec:
+    """Events of a partition at most ``gap`` after the one before are one session; each
+    lives from its time until ``gap`` after the session's last event.
+    """
+
+    gap: int
+    partition_by: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        part = f"PARTITION BY {', '.join(self.partition_by)} " if self.partition_by else ""
+        return f"{part}SESSION {self.gap}"
+
+
 ChunkCutSpec = CountCutSpec | KeyCutSpec
 ResolvedWindow = (RangeSpec | UnboundedSpec | RowsSpec | KeyedSpec | CutSpec | CountCutSpec
-                  | KeyCutSpec)
+                  | KeyCutSpec | SessionSpec)
 
 
 def window_reach(spec: ResolvedWindow) -> int | None:
@@ -259,7 +273,7 @@ class Window(UnaryNode):
     def label(self) -> str:  # noqa: D102
         text = str(self.spec)
         if self.child.time_kind is TimeKind.TIMESTAMP:
-            text = re.sub(r"(RANGE |SLIDE |CUT BY )(\d+)",
+            text = re.sub(r"(RANGE |SLIDE |CUT BY |SESSION )(\d+)",
                           lambda m: m[1] + show_micros(int(m[2])), text)
         return f"Window [{text}]"
 

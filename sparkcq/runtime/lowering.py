@@ -16,6 +16,7 @@ from sparkcq.plan.nodes import (
     PlanNode,
     Project,
     RowsSpec,
+    SessionSpec,
     SlicedAggregate,
     StreamScan,
     TableScan,
@@ -40,6 +41,7 @@ from sparkcq.runtime.operators.union import UnionOperator
 from sparkcq.runtime.operators.window import (
     KeyedWindowOperator,
     RowsWindowOperator,
+    SessionWindowOperator,
     TimeWindowOperator,
 )
 from sparkcq.runtime.sliced_family import sliced_operator
@@ -60,6 +62,8 @@ def lower(node: PlanNode, rt: Runtime, *, lateness: int = 0,
             return KeyedWindowOperator(node, rt)
         if isinstance(node.spec, CountCutSpec | KeyCutSpec):
             return ChunkCutOperator(node, rt)
+        if isinstance(node.spec, SessionSpec):
+            return SessionWindowOperator(node, rt)
         return TimeWindowOperator(node, rt)
     if isinstance(node, Filter):
         return FilterOperator(node, rt)

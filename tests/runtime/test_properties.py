@@ -58,6 +58,10 @@ WINDOWS = {
                                   st.integers(1, 3)),
     "CUT ON key": st.builds(lambda m, keys: Win("cutkey", 0, m, partition=keys),
                             st.integers(1, 3), st.sampled_from([("k",), ("ex", "k")])),
+    "SESSION": st.builds(lambda gap: Win("session", gap), st.integers(1, 4)),
+    "PARTITION BY SESSION": st.builds(
+        lambda gap, by_k: Win("session", gap, partition=("ex", "k")[:1 + by_k]),
+        st.integers(1, 5), st.booleans()),
 }
 any_window = st.one_of(*WINDOWS.values())
 # windows whose elements' ends are known on arrival: the joins that can shed
@@ -72,7 +76,7 @@ shedding_below_one = st.builds(
     st.sampled_from(["0.2", "0.5", "0.8"]))
 # windows within one case (ROWS over all cases would let one case's rows end another's)
 case_windows = st.one_of(*[w for kind, w in WINDOWS.items()
-                           if kind not in ("ROWS", "CUT EVERY n ROWS", "CUT ON key")])
+                           if kind not in ("ROWS", "CUT EVERY n ROWS", "CUT ON key", "SESSION")])
 
 
 def agg_query(win: Win, aggs: list[str], form: str | None = None, stream: str = "s",
@@ -97,7 +101,8 @@ def aggregate_queries(draw) -> dict[str, Query]:
     wins = {}
     # every output form and every built-in aggregate in every scenario, over windows that
     # differ from scenario to scenario
-    forms = draw(st.permutations([*FORMS, "", "", "ISTREAM", "RSTREAM"]), label="forms")
+    forms = draw(st.permutations([*FORMS, "", "", "ISTREAM", "RSTREAM", "", "CHANGELOG"]),
+                 label="forms")
     calls = draw(st.permutations(sorted(AGGS)), label="calls")
     for i, (kind, strategy) in enumerate(WINDOWS.items()):
         wins[kind] = draw(strategy)

@@ -1,5 +1,5 @@
 """Hand-computed examples of the SQL a Flink or Spark user expects beyond inner joins:
-outer, semi and anti joins, DISTINCT, UNION, INTERSECT and EXCEPT, Top-N.
+outer, semi and anti joins, DISTINCT, UNION, INTERSECT and EXCEPT, Top-N, session windows.
 
 Input (numeric time), all in one engine:
     stream s: a:1@1, a:3@4, b:2@5, a:5@12, b:7@13   read [RANGE 10]
@@ -14,11 +14,16 @@ import pandas as pd
 import pytest
 
 from sparkcq import Engine
-from sparkcq.errors import AnalysisError
+from sparkcq.errors import QueryTextError
 
 S_EVENTS = [dict(k="a", v=1, t=1), dict(k="a", v=3, t=4), dict(k="b", v=2, t=5),
             dict(k="a", v=5, t=12), dict(k="b", v=7, t=13)]
 R_EVENTS = [dict(k="a", w=10, t=3), dict(k="b", w=20, t=14)]
+# stream e (lateness 5): the first cycle brings a:1@1, a:2@2, b:4@4, b:9@9 (watermark 4),
+# the second a:10@10, b:7@7 (late but allowed), a:12@12
+E_EVENTS = [dict(k="a", v=1, t=1), dict(k="a", v=2, t=2), dict(k="b", v=4, t=4),
+            dict(k="b", v=9, t=9), dict(k="a", v=10, t=10), dict(k="b", v=7, t=7),
+            dict(k="a", v=12, t=12)]
 ON = "FROM s [RANGE 10] {how} JOIN r [RANGE 5] ON s.k = r.k"
 
 QUERIES = {
@@ -50,6 +55,11 @@ QUERIES = {
     "all_hottest": ("SELECT k, n FROM (SELECT k, count(*) AS n, RANK() OVER (ORDER BY "
                     "count(*) DESC) AS r FROM s [RANGE 10] GROUP BY k) WHERE r = 1"),
     "ranked": "SELECT k, v, DENSE_RANK() OVER (ORDER BY k) AS d FROM s [RANGE 10]",
+    # session windows over e
+    "sessions": "SELECT k, v FROM e [PARTITION BY k SESSION 3]",
+    "session_totals": ("SELECT k, count(*) AS n, sum(v) AS total "
+                       "FROM e [PARTITION BY k SESSION 3] GROUP BY k"),
+    "one_session": "SELECT k, v FROM e [SESSION 3]",
 }
 
 
@@ -70,15 +80,18 @@ def engine(spark):
         CREATE STREAM s (k STRING, v BIGINT, t BIGINT) WITH (event_time='t');
         CREATE STREAM r (k STRING, w BIGINT, t BIGINT) WITH (event_time='t');
         CREATE TABLE h (k STRING, region STRING);
+        CREATE STREAM e (k STRING, v BIGINT, t BIGINT) WITH (event_time='t', lateness='5');
     """)
     eng.load_table("h", [{"k": "a", "region": "north"}])
     for name, sql in QUERIES.items():
         eng.execute(f"CREATE QUERY {name} AS {sql}")
     eng.push("s", S_EVENTS[:3], watermark=6)
     eng.push("r", R_EVENTS[:1], watermark=6)
+    eng.push("e", E_EVENTS[:4])
     eng.run_cycle()
     eng.push("s", S_EVENTS[3:], end=True)
     eng.push("r", R_EVENTS[1:], end=True)
+    eng.push("e", E_EVENTS[4:], end=True)
     eng.run_until_idle()
     yield eng
     eng.stop()
@@ -190,6 +203,22 @@ def test_ranking_functions_number_rows_per_partition(engine):
         ("b", 7, 1, 22, 23), ("b", 7, 2, 13, 22)]
 
 
+def test_session_windows_merge_when_a_late_event_bridges_two_sessions(engine):
+    # gap 3. a: 1, 2 (session ends 2 + 3 = 5), then 10, 12 (ends 15). b: 4 and 9 were two
+    # sessions until b7 came (7 - 4 <= 3, 9 - 7 <= 3): one session 4, 7, 9 ending at 12
+    assert results(engine, "sessions", "k", "v") == [
+        ("a", 1, 1, 5), ("a", 2, 2, 5), ("a", 10, 10, 15), ("a", 12, 12, 15),
+        ("b", 4, 4, 12), ("b", 7, 7, 12), ("b", 9, 9, 12)]
+    assert results(engine, "session_totals", "k", "n", "total") == [
+        ("a", 1, 1, 1, 2), ("a", 1, 10, 10, 12), ("a", 2, 3, 2, 5), ("a", 2, 22, 12, 15),
+        ("b", 1, 4, 4, 7), ("b", 2, 11, 7, 9), ("b", 3, 20, 9, 12)]
+    # without PARTITION BY all events are one sequence: 1 2 4 7 9 10 12, no gap above 3
+    assert results(engine, "one_session", "k", "v") == [
+        ("a", 1, 1, 15), ("a", 2, 2, 15), ("a", 10, 10, 15), ("a", 12, 12, 15),
+        ("b", 4, 4, 15), ("b", 7, 7, 15), ("b", 9, 9, 15)]
+    assert engine.dead_letters("e").empty
+
+
 @pytest.mark.parametrize(("sql", "message", "fragment"), [
     ("SELECT s.k FROM s [RANGE 5] RIGHT SEMI JOIN r [RANGE 5] ON s.k = r.k",
      "RIGHT SEMI JOIN is not supported; write LEFT SEMI or LEFT ANTI JOIN with the inputs "
@@ -207,11 +236,15 @@ def test_ranking_functions_number_rows_per_partition(engine):
      "ORDER BY v: a continuous query orders by a column of its SELECT list", "v"),
     ("SELECT k, sum(v) OVER (PARTITION BY k) AS x FROM s [RANGE 5]",
      "window function SUM(v) is not supported", "sum(v) OVER (PARTITION BY k)"),
+    ("SELECT k FROM e [PARTITION BY k SESSION 0]",
+     "expected a positive whole number after SESSION, found '0'", "0"),
+    ("SELECT k FROM e [PARTITION BY kk SESSION 3]", "unknown partition column 'kk'",
+     "[PARTITION BY kk SESSION 3]"),
     ("SELECT DISTINCT ON (k) k, v FROM s [RANGE 5]",
      "DISTINCT ON is not supported; write SELECT DISTINCT or GROUP BY", "DISTINCT ON (k)"),
 ])
 def test_refused_joins_say_what_to_write(engine, sql, message, fragment):
-    with pytest.raises(AnalysisError) as err:
+    with pytest.raises(QueryTextError) as err:
         engine.execute(f"CREATE QUERY refused AS {sql}")
     assert message in str(err.value)
     loc, text = err.value.loc, err.value.text

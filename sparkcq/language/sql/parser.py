@@ -49,12 +49,14 @@ from sparkcq.model.windows import (
     NowWindow,
     RangeWindow,
     RowsWindow,
+    SessionWindow,
     UnboundedWindow,
     WindowSpec,
 )
 
 _DIALECT = sqlglot.Dialect.get_or_raise("spark")
-_WINDOW_WORDS = {"RANGE", "ROWS", "NOW", "UNBOUNDED", "PARTITION", "PARTITION BY", "CUT"}
+_WINDOW_WORDS = {"RANGE", "ROWS", "NOW", "UNBOUNDED", "PARTITION", "PARTITION BY", "CUT",
+                 "SESSION"}
 _FORM_WORDS = {form.name: form for form in OutputForm if form is not OutputForm.INTERVALS}
 _FROM_ITEM_LEADS = {TokenType.FROM, TokenType.JOIN, TokenType.COMMA}
 
@@ -535,7 +537,7 @@ class _WindowParser:
     def parse(self, outer: tuple[str, Token] | None = None) -> WindowSpec:
         self.outer = outer
         if not self.tokens:
-            self.fail("empty window clause; expected RANGE, ROWS, NOW, UNBOUNDED or CUT")
+            self.fail("empty window clause; expected RANGE, ROWS, NOW, UNBOUNDED, CUT or SESSION")
         head = self.next_word()
         spec: WindowSpec
         if head == "RANGE":
@@ -558,12 +560,18 @@ class _WindowParser:
             cols = [self.next_token("a partition column").text]
             while self.accept(","):
                 cols.append(self.next_token("a partition column").text)
-            self.expect("ROWS")
-            spec = RowsWindow(self.count("ROWS"), tuple(cols))
+            if self.accept("SESSION"):
+                spec = SessionWindow(self.duration("SESSION"), tuple(cols))
+            else:
+                self.expect("ROWS", "SESSION")
+                spec = RowsWindow(self.count("ROWS"), tuple(cols))
         elif head == "CUT":
             spec = self.cut()
+        elif head == "SESSION":
+            spec = SessionWindow(self.duration("SESSION"))
         else:
-            self.fail(f"unknown window {head!r}; expected RANGE, ROWS, NOW, UNBOUNDED or CUT")
+            self.fail(f"unknown window {head!r}; expected RANGE, ROWS, NOW, UNBOUNDED, CUT "
+                      "or SESSION")
         if self.pos < len(self.tokens):
             self.fail(f"unexpected {self.tokens[self.pos].text!r} in window clause")
         return spec

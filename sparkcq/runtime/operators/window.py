@@ -13,10 +13,11 @@ from sparkcq.plan.nodes import (
     RangeSpec,
     ResolvedWindow,
     RowsSpec,
+    SessionSpec,
     UnboundedSpec,
 )
 from sparkcq.plan.nodes import Window as WindowNode
-from sparkcq.runtime.frames import Runtime, Slice, ceil_to, col, floor_to, union_all
+from sparkcq.runtime.frames import Runtime, Slice, bound, ceil_to, col, floor_to, union_all
 from sparkcq.runtime.operators.base import CycleContext, FutureBuffer, Operator, as_changes_at
 
 
@@ -230,3 +231,61 @@ class KeyedWindowOperator(Operator):
         """Each key's current row is a live element."""
         current = self.current.get()
         return None if current is None else as_changes_at(current, self.names, None, at)
+
+
+class SessionWindowOperator(Operator):
+    """``[SESSION g]`` and ``[PARTITION BY k SESSION g]``: an event's element lives from its
+    time until ``g`` after the last event of its session, the events of its partition each
+    at most ``g`` after the one before (as Spark's ``session_window`` and Flink's
+    ``SESSION`` merge windows that touch).
+
+    An element starts at its event, known on arrival: its +1 is emitted at once. Its end is
+    known once no event can still extend the session, when the session's end ``last + g``
+    is below the watermark ``hi`` (every event before ``hi`` has arrived): then every
+    element of the session gets its -1 there. A late but allowed event that bridges two
+    sessions arrives before the watermark passes it, so both are still open and merge
+    exactly. State: the events of the open sessions (ordered by time, then values).
+    """
+
+    def __init__(self, node: WindowNode, rt: Runtime):
+        super().__init__(node, rt)
+        assert isinstance(node.spec, SessionSpec)
+        self.spec = node.spec
+        self.names = [f.name for f in node.schema.fields]
+        self.open = self.state(StructType([*node.schema.fields, StructField(T, LongType())]),
+                               "open-sessions")
+
+    def step(self, inputs: list[Slice], cycle: CycleContext) -> Slice:  # noqa: D102
+        (inp,) = inputs
+        old = self.open.get()
+        earliest_end = None if self.open.min_t is None else self.open.min_t + self.spec.gap
+        if inp.df is None and (old is None or (earliest_end is not None
+                                               and earliest_end >= inp.hi)):
+            return Slice(None, inp.lo, inp.hi)  # nothing new, no session can end yet
+        names = [col(n) for n in self.names]
+        rows = union_all([
+            old.withColumn(NEW, F.lit(False).cast(BooleanType())) if old is not None else None,
+            _events(inp.df).withColumn(NEW, F.lit(True)) if inp.df is not None else None,
+        ])
+        assert rows is not None
+        part = [col(c) for c in self.spec.partition_by]
+        w = Window.partitionBy(*part).orderBy(col(T).asc())
+        starts = F.when(F.lag(col(T)).over(w).isNull()
+                        | (col(T) - F.lag(col(T)).over(w) > F.lit(self.spec.gap)), 1
+                        ).otherwise(0)
+        session = F.sum(starts).over(w.rowsBetween(Window.unboundedPreceding,
+                                                   Window.currentRow))
+        rows = rows.withColumn("_session", session)
+        end = F.max(col(T)).over(Window.partitionBy(*part, col("_session"))) + F.lit(
+            self.spec.gap)
+        ended = self.rt.cache_for_cycle(rows.withColumn("_end", end))
+        plus = ended.where(col(NEW)).select(*names, col(T), F.lit(1).cast("long").alias(D))
+        minus = ended.where(col("_end") < bound(inp.hi)).select(
+            *names, col("_end").alias(T), F.lit(-1).cast("long").alias(D))
+        self.open.set(ended.where(col("_end") >= bound(inp.hi)).select(*names, col(T)))
+        return Slice(plus.unionByName(minus), inp.lo, inp.hi)
+
+    def contents(self, children: list[DataFrame | None], at: int) -> DataFrame | None:
+        """The events of the open sessions are the live elements."""
+        live = self.open.get()
+        return None if live is None else as_changes_at(live, self.names, None, at)
