@@ -353,6 +353,7 @@ class _Binder:
                 if unsupported == "offset":
                     msg += "; a Top-N keeps the first n rows (ORDER BY ... LIMIT n)"
                 raise self.error(msg, sel.args[unsupported])
+        self.refuse_subquery_predicates(sel)
         ranked = [e for e in sel.expressions if _ranking(e.unalias())]
         if ranked:
             return self.bind_ranking(sel, ranked)
@@ -408,6 +409,45 @@ class _Binder:
         plan = self.bind_order_limit(sel, plan)
         periods = {s.period for s in scope.sources if s.period}
         return plan, (periods.pop() if len(periods) == 1 else None)
+
+    def refuse_subquery_predicates(self, sel: exp.Select) -> None:
+        """``[NOT] EXISTS (SELECT ...)`` and ``x [NOT] IN (SELECT ...)`` are refused with the
+        join that says the same (a continuous query reads what its FROM clause names).
+        """
+        parts = [sel.args.get("where"), sel.args.get("having"), *sel.expressions]
+        for part in [p for p in parts if p is not None]:
+            for node in part.find_all(exp.Exists, exp.In):
+                if isinstance(node, exp.In) and node.args.get("query") is None:
+                    continue
+                negated = isinstance(node.parent, exp.Not)
+                join = "LEFT ANTI JOIN" if negated else "LEFT SEMI JOIN"
+                what = "EXISTS (SELECT ...)" if isinstance(node, exp.Exists) else \
+                    "IN (SELECT ...)"
+                msg = (f"{'NOT ' if negated else ''}{what} is not supported; write the "
+                       f"subquery's stream as a {join} ... ON the condition that relates "
+                       "them (FROM s [RANGE 5] LEFT SEMI JOIN r [RANGE 5] ON s.k = r.k)")
+                raise self.subquery_error(msg, node)
+
+    def subquery_error(self, message: str, node: exp.Exists | exp.In) -> AnalysisError:
+        """An error underlining ``[NOT] EXISTS (...)`` or ``x [NOT] IN (...)`` whole: from
+        its first word to the parenthesis that closes its subquery.
+        """
+        at = self.loc(node)
+        words = r"\b(?:NOT\s+)?EXISTS\s*\(" if isinstance(node, exp.Exists) else \
+            r"\b(?:NOT\s+)?IN\s*\("
+        opened = None
+        for m in re.finditer(words, self.text[:at.end], re.IGNORECASE):
+            opened = m
+        if opened is None:
+            return self.error(message, node)
+        start = min(opened.start(), at.start)
+        depth, end = 0, len(self.text)
+        for i in range(opened.end() - 1, len(self.text)):
+            depth += {"(": 1, ")": -1}.get(self.text[i], 0)
+            if depth == 0:
+                end = i + 1
+                break
+        return AnalysisError(message, self.text, Location.of_span(self.text, start, end))
 
     # -- Top-N ---------------------------------------------------------------------------
     def output_column(self, item: exp.Expression, sel: exp.Select, plan: PlanNode,
@@ -761,6 +801,10 @@ class _Binder:
                 and src.plan.kind is not EdgeKind.TABLE):
             msg = (f"LEFT {how.name} JOIN of a table with a {src.plan.kind.value} is not "
                    "supported; join the stream's side first")
+            raise self.join_error(msg, join)
+        if join.args.get("method"):
+            msg = (f"{join.args['method'].upper()} JOIN is not supported; name the columns: "
+                   "JOIN ... ON a.k = b.k")
             raise self.join_error(msg, join)
         if join.args.get("using"):
             msg = "JOIN ... USING is not supported; write JOIN ... ON a.k = b.k"

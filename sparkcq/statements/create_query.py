@@ -17,7 +17,7 @@ from sparkcq.io.sinks import FilesSink, QueryOutput, Retention
 from sparkcq.language.sql.statements import ApasText, CreateQuery
 from sparkcq.model.time import TimeKind
 from sparkcq.plan.binder import bind_query
-from sparkcq.plan.nodes import PlanNode
+from sparkcq.plan.nodes import EdgeKind, Join, JoinHow, PlanNode, walk
 from sparkcq.plan.options import QueryOptions, Shedding, SinkKind, assignment_location
 from sparkcq.plan.rules import optimize
 from sparkcq.plan.rules.shed_window_joins import ShedWhere, shed_window_joins
@@ -35,6 +35,11 @@ def create_query(stmt: CreateQuery, text: str, ctx: StatementContext) -> str:
     bound = bind_query(stmt.select, text, ctx.catalog, ctx.spark, trusted=ctx.policy.trusted)
     plan = optimize(bound.plan, running=ctx.queries.plan.ops)
     if options.shedding is not None:
+        if any(isinstance(n, Join) and n.how is not JoinHow.INNER
+               and EdgeKind.TABLE not in {c.kind for c in n.children} for n in walk(bound.plan)):
+            msg = ("shedding drops pairs of a join, and an outer, semi or anti join would "
+                   "then keep rows as unmatched that have partners; shed inner joins only")
+            raise AnalysisError(msg, text, assignment_location(text, stmt.loc, "shedding"))
         plan = shed(plan, options.shedding, text, stmt)
     bound = replace(bound, plan=plan)
     output = QueryOutput(name, [f.name for f in bound.plan.schema.fields],

@@ -240,6 +240,15 @@ def test_session_windows_merge_when_a_late_event_bridges_two_sessions(engine):
      "expected a positive whole number after SESSION, found '0'", "0"),
     ("SELECT k FROM e [PARTITION BY kk SESSION 3]", "unknown partition column 'kk'",
      "[PARTITION BY kk SESSION 3]"),
+    ("SELECT k FROM s [RANGE 5] WHERE NOT EXISTS (SELECT 1 FROM r [RANGE 5] "
+     "WHERE r.k = s.k)",
+     "NOT EXISTS (SELECT ...) is not supported; write the subquery's stream as a LEFT ANTI "
+     "JOIN", "NOT EXISTS (SELECT 1 FROM r [RANGE 5] WHERE r.k = s.k)"),
+    ("SELECT k FROM s [RANGE 5] WHERE k IN (SELECT k FROM r [RANGE 5])",
+     "IN (SELECT ...) is not supported; write the subquery's stream as a LEFT SEMI JOIN",
+     "k IN (SELECT k FROM r [RANGE 5])"),
+    ("SELECT s.k FROM s [RANGE 5] NATURAL JOIN r [RANGE 5]",
+     "NATURAL JOIN is not supported; name the columns", "NATURAL JOIN r"),
     ("SELECT DISTINCT ON (k) k, v FROM s [RANGE 5]",
      "DISTINCT ON is not supported; write SELECT DISTINCT or GROUP BY", "DISTINCT ON (k)"),
 ])
@@ -250,3 +259,15 @@ def test_refused_joins_say_what_to_write(engine, sql, message, fragment):
     loc, text = err.value.loc, err.value.text
     assert loc is not None and text is not None
     assert text[loc.start:loc.end] == fragment
+
+
+def test_an_outer_join_does_not_shed(engine):
+    """Shedding drops pairs; an outer join would keep their rows as unmatched."""
+    text = ("CREATE QUERY shed WITH (shedding='adaptive', throttle='0.5') AS "
+            "SELECT s.k AS k, r.w AS w " + ON.format(how="LEFT"))
+    with pytest.raises(QueryTextError) as err:
+        engine.execute(text)
+    assert "an outer, semi or anti join would then keep rows as unmatched" in str(err.value)
+    loc = err.value.loc
+    assert loc is not None and text[loc.start:loc.end] == "shedding='adaptive'"
+    assert "shed" not in set(engine.show("QUERIES")["name"])
