@@ -527,6 +527,8 @@ class _Binder:
         rest = sel.copy()
         rest.set("expressions", [e.copy() for e in sel.expressions if e is not item])
         plan, period = self.bind_select(rest)
+        if plan.kind is EdgeKind.STREAM:  # ranked like any relation: [UNBOUNDED] by default
+            plan = Window(plan, UnboundedSpec())
         order = window.args.get("order")
         if order is None:
             msg = f"{window.this.sql(dialect='spark')} needs ORDER BY in its OVER (...)"

@@ -8,6 +8,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
+from sparkcq.errors import PlanError
 from sparkcq.model.columns import SIGN, TE, TS, D, T
 from sparkcq.plan.nodes import EdgeKind, Join, JoinHow
 from sparkcq.runtime.frames import Runtime, Slice, StateFrame, col, union_all
@@ -119,8 +120,9 @@ class JoinOperator(Operator):
         self.static_how = {JoinHow.INNER: "inner", JoinHow.SEMI: "left_semi",
                            JoinHow.ANTI: "left_anti"}.get(node.how, "left")
         if node.how is not JoinHow.INNER and not any(self.static):
-            msg = f"{node.label()}: an outer join of two relations runs as inner joins"
-            raise AssertionError(msg)
+            msg = (f"{node.label()}: an outer join of two relations runs as inner joins "
+                   "and counts (plan/rules/outer_joins_from_inner.py); plan it with optimize()")
+            raise PlanError(msg)
         # with a table, contents come from the dynamic input; else from the open elements
         self.contents_from_inputs = any(self.static)
         self.progress: JoinProgress = JoinProgress()
