@@ -55,10 +55,11 @@ from sparkcq.runtime.driver import CycleDriver, CycleReport
 from sparkcq.runtime.frames import RowCounting, Runtime
 from sparkcq.runtime.functions import ensure_data_type
 from sparkcq.runtime.global_plan import GlobalPlan
+from sparkcq.runtime.partitioning import SmallCycles
 from sparkcq.runtime.queries import RunningQueries
 from sparkcq.runtime.scans import StreamScans
 from sparkcq.runtime.state import SavedState, restore_state, save_state
-from sparkcq.session import make_session
+from sparkcq.session import configured_partitions, make_session
 from sparkcq.statements import run_statement
 from sparkcq.statements.context import Policy, StatementContext
 from sparkcq.statements.create_aggregate import add_aggregate
@@ -87,11 +88,10 @@ class Engine:
                  checkpoint_dir: str | None = None, checkpoint_every: int = 1,
                  sinks: Mapping[str, Sink] | None = None, feed_dir: str | None = None,
                  max_spool_bytes: int = 1 << 30, clock: Clock | None = None,
-                 shedding: ShedMode = ShedMode.OFF):
+                 shedding: ShedMode = ShedMode.OFF, small_cycles: SmallCycles | None = None):
         self.owns_session = spark is None and SparkSession.getActiveSession() is None
         self.spark = spark or make_session(master, shuffle_partitions=shuffle_partitions)
-        partitions = int(self.spark.conf.get("spark.sql.shuffle.partitions") or 4)
-        self.rt = Runtime(self.spark, partitions=partitions)
+        self.rt = Runtime(self.spark, partitions=configured_partitions(self.spark))
         self.clock = clock or SystemClock()
         self.catalog = Catalog()
         self.plan = GlobalPlan(self.rt, fuse=fuse)  # fuse=False: one operator per query
@@ -124,7 +124,9 @@ class Engine:
         self.recovery = (Recovery(store, self.sources, checkpoint_every)
                          if store is not None else None)
         self.driver = CycleDriver(self.rt, self.queries, self.sources, RowCounting(count_rows),
-                                  self.recovery, self.clock)
+                                  self.recovery, self.clock,
+                                  small_cycles or SmallCycles.parse(
+                                      os.environ.get("SPARKCQ_SMALL_CYCLES", "auto")))
         self.trusted = trusted  # statements may use everything (docs/sandbox.md)
         self.scans: StreamScans = self.queries.scans  # each source stream's scan, by name
         self.reports: list[CycleReport] = self.driver.reports  # what each cycle did

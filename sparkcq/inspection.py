@@ -173,6 +173,8 @@ class SystemView:
         return {
             "cycles": cycle,
             "last_cycle_seconds": last.seconds if last else None,
+            # 1: the last cycle was small and ran in one partition (runtime/partitioning.py)
+            "last_cycle_partitions": last.partitions if last else None,
             "state_rows": {f"#{i} {n.label()}": op.state_rows
                            for i, (n, op) in enumerate(plan.ops.items())},
             "total_state_rows": sum(op.state_rows for op in plan.state_holders())

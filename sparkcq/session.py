@@ -31,6 +31,23 @@ def jdbc_jars() -> list[str]:
     return list(dict.fromkeys([*found, *extra]))
 
 
+# the Spark conf holding the number of partitions of a large cycle: the session's
+# ``spark.sql.shuffle.partitions`` changes from cycle to cycle (1 in a small one), so it
+# cannot tell it again (``runtime/partitioning.py``)
+CONFIGURED_PARTITIONS = "spark.sparkcq.partitions"
+
+
+def configured_partitions(spark: SparkSession) -> int:
+    """The partitions of a large cycle on ``spark``: as the session was made, or its
+    shuffle partitions when sparkcq first sees a session made elsewhere.
+    """
+    value = spark.conf.get(CONFIGURED_PARTITIONS, None)
+    if value is None:
+        value = spark.conf.get("spark.sql.shuffle.partitions") or "4"
+        spark.conf.set(CONFIGURED_PARTITIONS, value)
+    return int(value)
+
+
 def make_session(master: str | None = None, app_name: str = "sparkcq",
                  shuffle_partitions: int = 4, conf: dict[str, str] | None = None) -> SparkSession:
     """Get or create the Spark session: quiet logs, few shuffle partitions, Arrow on, UI off.
@@ -53,6 +70,7 @@ def make_session(master: str | None = None, app_name: str = "sparkcq",
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+        .config(CONFIGURED_PARTITIONS, str(shuffle_partitions))
         .config("spark.default.parallelism", str(shuffle_partitions))
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.sql.adaptive.enabled", "false")
@@ -71,6 +89,11 @@ def make_session(master: str | None = None, app_name: str = "sparkcq",
         .config("spark.sql.optimizer.excludedRules",
                 "org.apache.spark.sql.execution.planmerging.MergeSubplans")
         .config("spark.driver.memory", os.environ.get("SPARKCQ_DRIVER_MEMORY", "2g"))
+        # a small cycle runs in one task (runtime/partitioning.py) that holds every sort and
+        # hash table of its plan until it ends, those a join stopped reading included; each
+        # takes at least a page, by default 1/16 of a core's share of memory (32 MB with 2 GB
+        # on 2 cores): thirty of them exhausted the memory of a cycle over a few rows
+        .config("spark.buffer.pageSize", "2m")
         # PySpark 4 records the Python call site of every DataFrame and Column call for
         # Spark's error messages: three to four extra JVM round trips per call, a few hundred
         # per cycle; sparkcq's errors name the query and operator themselves

@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from oracle import UDA_DEFINITIONS, Arrivals, Batch, Shape, arrivals, why_not_whole_elements
 
 from sparkcq import Engine
+from sparkcq.runtime.partitioning import SmallCycles
 from sparkcq.testing import Delete, EndOfCycle, EndOfInput, ListSource, Watermark
 
 T_MAX = 30  # event times are drawn in [0, T_MAX]
@@ -275,9 +276,12 @@ class Outcome:
 
 
 def run_scenario(spark, scenario: Scenario, queries: dict[str, Query],
-                 udas: bool = False) -> Outcome:
-    """Play ``scenario`` on a new engine: queries are submitted before their start cycle."""
-    eng = Engine(spark=spark, fuse=scenario.fuse, allow_udf_modules=["udas"])
+                 udas: bool = False, layout: str = "auto") -> Outcome:
+    """Play ``scenario`` on a new engine: queries are submitted before their start cycle;
+    its cycles run in the ``layout`` given (``SmallCycles.parse``).
+    """
+    eng = Engine(spark=spark, fuse=scenario.fuse, allow_udf_modules=["udas"],
+                 small_cycles=SmallCycles.parse(layout))
     if udas:
         eng.execute(UDA_DEFINITIONS)
     for name, plan in scenario.streams.items():
@@ -310,11 +314,11 @@ def run_scenario(spark, scenario: Scenario, queries: dict[str, Query],
 
 
 def check_scenario(spark, scenario: Scenario, queries: dict[str, Query],
-                   udas: bool = False) -> Outcome:
+                   udas: bool = False, layout: str = "auto") -> Outcome:
     """Run ``scenario`` and assert every query equals the reference, case by case, and every
     stream's dead letters are exactly its late events.
     """
-    outcome = run_scenario(spark, scenario, queries, udas)
+    outcome = run_scenario(spark, scenario, queries, udas, layout)
     arrived = scenario.arrivals()
     accepted = {s: a.accepted for s, a in arrived.items()}
     for name, query in queries.items():

@@ -25,6 +25,7 @@ from sparkcq.plan.nodes import PlanNode, TableScan
 from sparkcq.runtime.cycle import CycleEngine, CycleResult, QueriesFailedError
 from sparkcq.runtime.cycle_input import CycleInput, SourceBatch, idle
 from sparkcq.runtime.frames import RowCounting, Runtime
+from sparkcq.runtime.partitioning import SmallCycles
 from sparkcq.runtime.queries import RunningQueries
 from sparkcq.runtime.state import fingerprint
 from sparkcq.runtime.throttles import JOURNAL_KEY, Throttles
@@ -41,6 +42,7 @@ class CycleReport:
     watermarks: dict[str, int] = field(default_factory=dict)
     tables: dict[str, int] = field(default_factory=dict)  # the version of each table it read
     rows_out: dict[str, int] = field(default_factory=dict)  # records committed, by query
+    partitions: int = 0  # the partitions it ran in: 1 for a small cycle
 
 
 class InputSource(Protocol):
@@ -101,8 +103,10 @@ class CycleDriver:
     def __init__(self, rt: Runtime, queries: RunningQueries,
                  sources: Mapping[str, InputSource],
                  count_rows: RowCounting = RowCounting.CACHED,
-                 journal: CycleJournal | None = None, clock: Clock | None = None):
+                 journal: CycleJournal | None = None, clock: Clock | None = None,
+                 small_cycles: SmallCycles | None = None):
         self.rt = rt
+        self.small_cycles = small_cycles or SmallCycles()
         self.queries = queries
         self.sources = sources
         self.engine = CycleEngine(rt, queries.plan, queries.intervals, count_rows)
@@ -167,6 +171,8 @@ class CycleDriver:
         plan = self.queries.plan
         served = plan.table_versions()
         taken = replace(self.pending, number=self.cycle, throttles=throttles)
+        self.rt.run_in_one_partition(self.small_cycles.single(self.rows_taken(taken),
+                                                              self.rt.single))
 
         delivered: dict[str, int] = {}
 
@@ -192,7 +198,7 @@ class CycleDriver:
             self.rt.jobs - jobs_before,
             {k: s.watermark for k, s in scans.items()},
             {n.name: v for n, v in plan.table_versions().items()
-             if isinstance(n, TableScan)}, delivered)
+             if isinstance(n, TableScan)}, delivered, self.rt.cycle_partitions)
         self.reports.append(report)
         self.cycle += 1
         if self.journal is not None:
@@ -201,6 +207,14 @@ class CycleDriver:
             for source in self.sources.values():
                 source.release_before(source.position())
         return report
+
+    def rows_taken(self, taken: CycleInput) -> int:
+        """The rows a cycle takes: counted where the driver holds them (pushed rows), else
+        (files, generators: only Spark knows) as many as the last cycle took.
+        """
+        last = self.reports[-1].rows_in if self.reports else 0
+        counts = [taken.rows_of(scan) for scan in taken.batches]
+        return sum(last if n is None else n for n in counts)
 
     def decide_throttles(self) -> dict[PlanNode, float]:
         """The z of each adapting shedding join for the coming cycle: as logged for a

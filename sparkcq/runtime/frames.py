@@ -169,7 +169,8 @@ class Runtime:
     """
 
     spark: SparkSession
-    partitions: int = 2
+    partitions: int = 2  # hash partitions of a large cycle
+    single: bool = False  # this cycle runs in one partition (``runtime/partitioning.py``)
     cycle_frames: list[DataFrame] = field(default_factory=list)
     kept: list[DataFrame] = field(default_factory=list)  # cycle frames to keep if committed
     released: list[DataFrame] = field(default_factory=list)
@@ -182,12 +183,36 @@ class Runtime:
         default_factory=list)
     jobs: int = 0
 
+    @property
+    def cycle_partitions(self) -> int:
+        """The partitions of this cycle's frames: 1 in a small cycle."""
+        return 1 if self.single else self.partitions
+
+    def run_in_one_partition(self, single: bool) -> None:
+        """Run the coming cycle in one partition (``single``) or hash-partitioned.
+
+        Sets the session's shuffle partitions every time: engines sharing a session (tests)
+        each set it for their own cycles.
+        """
+        self.single = single
+        self.spark.conf.set("spark.sql.shuffle.partitions", str(self.cycle_partitions))
+
+    def partition_by(self, df: DataFrame, *columns: Column) -> DataFrame:
+        """``df`` hash-partitioned by ``columns`` into the cycle's partitions; in a small
+        cycle, coalesced into one (a repartition into one would still shuffle).
+        """
+        if self.single:
+            return df.coalesce(1)
+        return df.repartition(self.partitions, *columns)
+
     def cache_for_cycle(self, df: DataFrame) -> DataFrame:
         """Keep ``df`` until the end of the cycle: read twice, computed once.
 
         A lazy local checkpoint rather than ``persist``: plans built on it start from a
         leaf instead of the whole cycle's lineage, so Spark analyses and plans them quickly.
         """
+        if self.single:
+            df = df.coalesce(1)
         df = df.localCheckpoint(eager=False)
         self.cycle_frames.append(df)
         return df
@@ -288,10 +313,21 @@ class Runtime:
                 F.count(F.lit(1)).alias("_n"), F.min("_m").alias("_m"),
                 F.max("_x").alias("_x"), F.sum("_f").alias("_f")))
         names = list(outputs)
+        # queries whose records have one schema share a struct column: their parts union
+        # by position, and the union's schema does not grow with every query
+        shapes: dict[str, str] = {}  # schema -> its column
+        column_of: dict[str, str] = {}  # query -> its shape's column
+        same_shape: dict[str, list[DataFrame]] = {}
         for j, name in enumerate(names):
             df = outputs[name]
-            parts.append(df.select(F.lit(-1 - j).alias("_sid"),
-                                   F.struct(*[col(c) for c in df.columns]).alias(f"_q{j}")))
+            shape = column_of[name] = shapes.setdefault(df.schema.json(), f"_q{len(shapes)}")
+            same_shape.setdefault(shape, []).append(df.select(
+                F.lit(-1 - j).alias("_sid"), F.struct(*[col(c) for c in df.columns]).alias(shape)))
+        for frames in same_shape.values():
+            together = frames[0]
+            for frame in frames[1:]:
+                together = together.union(frame)
+            parts.append(together)
         if bundle is not None:
             parts.append(bundle.select(F.lit(_BUNDLE_SID).alias("_sid"),
                                        *[col(c) for c in bundle.columns]))
@@ -301,6 +337,9 @@ class Runtime:
         merged = parts[0]
         for part in parts[1:]:
             merged = merged.unionByName(part, allowMissingColumns=True)
+        # a union has a partition per partition of every part: fifty queries' records made
+        # a last stage of hundreds of tiny tasks
+        merged = merged.coalesce(self.cycle_partitions)
         self.jobs += 1
         # the raw Arrow batches: toArrow() would re-cast them to the Spark schema, which
         # rejects the null structs the union pads other parts with
@@ -332,7 +371,7 @@ class Runtime:
                                  strict=True)))
         out: dict[str, pa.Table] = {}
         for j, name in enumerate(names):
-            rows = table.filter(pc.equal(sid, -1 - j)).column(f"_q{j}").combine_chunks()
+            rows = table.filter(pc.equal(sid, -1 - j)).column(column_of[name]).combine_chunks()
             out[name] = pa.Table.from_arrays(rows.flatten(), names=[f.name for f in rows.type])
         if bundle is not None:
             rows_of = table.filter(pc.equal(sid, _BUNDLE_SID))
@@ -446,8 +485,8 @@ class StateFrame:
         if df is None:
             self.df, self.rows, self.min_t = None, 0, None
         else:
-            if self.partition_by is None:
-                df = df.coalesce(self.rt.partitions)
+            if self.partition_by is None or self.rt.single:
+                df = df.coalesce(self.rt.cycle_partitions)
             elif not hash_partitioned(df, self.partition_by, self.rt.partitions):
                 df = df.repartition(self.rt.partitions, col(self.partition_by))
             self.df = df.localCheckpoint(eager=False)

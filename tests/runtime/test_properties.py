@@ -42,6 +42,10 @@ from scenarios import Query, Scenario, check_scenario, scenarios
 
 FORMS = ["", "", "ISTREAM", "DSTREAM", "RSTREAM", "CHANGELOG"]
 
+# every property in both layouts of a cycle: one partition (a small cycle: no exchange at
+# all) and hash-partitioned (a large cycle); the results must not differ
+LAYOUTS = pytest.mark.parametrize("layout", ["single", "partitioned"])
+
 WINDOWS = {
     "RANGE": st.builds(Win, st.just("range"), st.integers(1, 12)),
     "RANGE SLIDE": st.builds(lambda size, slide: Win("slide", size, slide),
@@ -120,9 +124,11 @@ def aggregate_queries(draw) -> dict[str, Query]:
 
 
 @pytest.mark.slow
+@LAYOUTS
 @given(scenario=scenarios(("s",), cases=80), queries=aggregate_queries())
-def test_aggregates_over_every_window(spark, scenario: Scenario, queries: dict[str, Query]):
-    check_scenario(spark, scenario, queries, udas=True)
+def test_aggregates_over_every_window(spark, layout: str, scenario: Scenario,
+        queries: dict[str, Query]):
+    check_scenario(spark, scenario, queries, udas=True, layout=layout)
 
 
 @st.composite
@@ -198,20 +204,23 @@ def keyed_queries(draw, key: tuple[str, ...]) -> dict[str, Query]:
 
 
 @pytest.mark.slow
+@LAYOUTS
 @given(data=st.data())
-def test_keyed_streams_in_aggregates_and_joins(spark, data):
+def test_keyed_streams_in_aggregates_and_joins(spark, layout, data):
     """A keyed stream's rows, replaced and deleted, arrive out of order within the lateness
     and in cycles cut anywhere; aggregates and joins over it equal the reference."""
     scenario = data.draw(scenarios(("ks", "s2"), cases=100, max_cycles=6, keyed=("ks",)),
                          label="scenario")
     queries = data.draw(keyed_queries(scenario.streams["ks"].key), label="queries")
-    check_scenario(spark, scenario, queries)
+    check_scenario(spark, scenario, queries, layout=layout)
 
 
 @pytest.mark.slow
+@LAYOUTS
 @given(scenario=scenarios(("s", "s2"), cases=90), queries=two_stream_queries())
-def test_joins_unions_and_derived_streams(spark, scenario: Scenario, queries: dict[str, Query]):
-    check_scenario(spark, scenario, queries)
+def test_joins_unions_and_derived_streams(spark, layout: str, scenario: Scenario,
+        queries: dict[str, Query]):
+    check_scenario(spark, scenario, queries, layout=layout)
 
 
 def same_aggregate(a: AggQuery, b: AggQuery) -> bool:
@@ -256,13 +265,14 @@ def late_queries(draw, cycles: int) -> dict[str, Query]:
 
 
 @pytest.mark.slow
+@LAYOUTS
 @given(data=st.data())
-def test_late_queries_start_from_shared_state(spark, data):
+def test_late_queries_start_from_shared_state(spark, layout, data):
     scenario = data.draw(scenarios(("s",), cases=120), label="scenario")
     # submitted while the stream still delivers, so there is state to start from
     queries = data.draw(late_queries(max(2, len(scenario.streams["s"].batches))),
                         label="queries")
-    check_scenario(spark, scenario, queries)
+    check_scenario(spark, scenario, queries, layout=layout)
 
 
 # windows the StreamAPAS language has (window.range, .now, .unbounded, .rows)
@@ -300,9 +310,11 @@ def apas_queries(draw) -> dict[str, Query]:
 
 
 @pytest.mark.slow
+@LAYOUTS
 @given(scenario=scenarios(("s", "s2"), cases=80), queries=apas_queries())
-def test_apas_queries_next_to_sql(spark, scenario: Scenario, queries: dict[str, Query]):
-    check_scenario(spark, scenario, queries)
+def test_apas_queries_next_to_sql(spark, layout: str, scenario: Scenario,
+        queries: dict[str, Query]):
+    check_scenario(spark, scenario, queries, layout=layout)
 
 
 @st.composite
@@ -334,6 +346,8 @@ def relational_queries(draw) -> dict[str, Query]:
 
 
 @pytest.mark.slow
+@LAYOUTS
 @given(scenario=scenarios(("s", "s2"), cases=80), queries=relational_queries())
-def test_outer_joins_distinct_top_n(spark, scenario: Scenario, queries: dict[str, Query]):
-    check_scenario(spark, scenario, queries)
+def test_outer_joins_distinct_top_n(spark, layout: str, scenario: Scenario,
+        queries: dict[str, Query]):
+    check_scenario(spark, scenario, queries, layout=layout)

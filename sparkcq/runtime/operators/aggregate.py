@@ -286,8 +286,8 @@ class AggregateOperator(Operator):
         if inp.df is None:
             return inp
         sql = self.views.sql
-        src = self.rt.cache_for_cycle(inp.df.withColumn(GROUP_HASH, self.group_hash())
-                                      .repartition(self.rt.partitions, col(GROUP_HASH)))
+        src = self.rt.cache_for_cycle(self.rt.partition_by(
+            inp.df.withColumn(GROUP_HASH, self.group_hash()), col(GROUP_HASH)))
         d = sql(self.deltas_sql(), inp=src)
         changes = {name: self.rt.cache_for_cycle(ms.changes(self.views, src))
                    for name, ms in self.multisets.items()}

@@ -241,7 +241,7 @@ class IntervalJoinOperator(Operator):
             return kept
         keys = [col(k) for k in self.keys[i]]
         if keys:
-            new = new.repartition(self.rt.partitions, *keys)
+            new = self.rt.partition_by(new, *keys)
         side = new if kept is None else kept.unionByName(new)
         if self.shedding is not None:  # sorted by sub-window and slot: the +1 probes join on them
             return side.sortWithinPartitions(*keys, col(SLICES[i]), col(SLOT_COLUMNS[i]))

@@ -151,8 +151,8 @@ class TopNOperator(Operator):
         if inp.df is None:
             return Slice(None, inp.lo, inp.hi)
         sql, cache = self.views.sql, self.rt.cache_for_cycle
-        src = cache(inp.df.withColumn(GROUP_HASH, group_hash(self.partition))
-                    .repartition(self.rt.partitions, col(GROUP_HASH)))
+        src = cache(self.rt.partition_by(
+            inp.df.withColumn(GROUP_HASH, group_hash(self.partition)), col(GROUP_HASH)))
         ch = cache(self.rows.changes(self.views, src))
         live = self.rows.frame.get()
         views = {"ch": ch} if live is None else {"ch": ch, "ms": live}

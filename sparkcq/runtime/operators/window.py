@@ -191,9 +191,8 @@ class KeyedWindowOperator(Operator):
             return Slice(None, inp.lo, inp.hi)
         rows = _events(inp.df).withColumn(DELETED, F.lit(False))
         deletes = inp.df.where(col(D) < 0).drop(D).withColumn(DELETED, F.lit(True))
-        new = rows.unionByName(deletes).withColumn(
-            KEY_HASH, F.hash(*[col(k) for k in self.key])).repartition(
-            self.rt.partitions, col(KEY_HASH))
+        new = self.rt.partition_by(rows.unionByName(deletes).withColumn(
+            KEY_HASH, F.hash(*[col(k) for k in self.key])), col(KEY_HASH))
         order = [col(T).asc(), col(DELETED).desc(),
                  *[col(c).asc_nulls_first() for c in self.order_cols]]
         w = Window.partitionBy(col(KEY_HASH), *[col(k) for k in self.key]).orderBy(*order)

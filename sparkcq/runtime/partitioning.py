@@ -1,0 +1,68 @@
+"""How many partitions a cycle runs in: one for a small cycle, the configured number else.
+
+A cycle of a few thousand rows costs what its plan is, not what its data is: every
+exchange is a stage, every partition of every frame a task. In one partition Spark plans
+no exchange at all (a single partition satisfies every distribution an operator requires),
+so such a cycle is a handful of tasks. A large cycle needs every core, so above a row
+threshold a cycle runs hash-partitioned as before. Results are the same either way; only
+the cost differs.
+
+The threshold has hysteresis, so input hovering around it does not switch the layout of
+every state frame each cycle:
+
+    SmallCycles(enter=20_000, leave=50_000)
+    rows per cycle:   1,000  30,000  60,000  30,000  10,000
+    one partition:    yes    yes     no      no      yes
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sparkcq.errors import PlanError
+
+
+@dataclass(frozen=True)
+class SmallCycles:
+    """Which cycles run in one partition, by the rows of input they take."""
+
+    enter: int = 20_000  # a cycle taking at most this many rows runs in one partition ...
+    leave: int = 50_000  # ... and so does every next one, until one takes more than this
+
+    @classmethod
+    def never(cls) -> SmallCycles:
+        """Every cycle hash-partitioned (tests of the partitioned layout)."""
+        return cls(-1, -1)
+
+    @classmethod
+    def always(cls) -> SmallCycles:
+        """Every cycle in one partition."""
+        big = 1 << 62
+        return cls(big, big)
+
+    def single(self, rows: int, was_single: bool) -> bool:
+        """Whether a cycle taking ``rows`` rows runs in one partition, after a cycle that
+        did (``was_single``) or did not.
+        """
+        return rows <= self.enter or (was_single and rows <= self.leave)
+
+    @classmethod
+    def parse(cls, text: str) -> SmallCycles:
+        """``auto``, ``single``, ``partitioned`` or ``ENTER[,LEAVE]`` rows (an environment
+        variable's or a command line's value).
+        """
+        word = text.strip().lower()
+        if word in ("", "auto"):
+            return cls()
+        if word == "single":
+            return cls.always()
+        if word == "partitioned":
+            return cls.never()
+        enter, _, leave = word.partition(",")
+        try:
+            low = int(enter)
+            return cls(low, int(leave) if leave else max(low, 2 * low))
+        except ValueError:
+            msg = (f"small cycles {text!r}: expected 'auto', 'single', 'partitioned' or "
+                   "a row count ENTER[,LEAVE]")
+            raise PlanError(msg) from None

@@ -1,0 +1,79 @@
+"""Small cycles run in one partition, large ones hash-partitioned, with the same results."""
+
+from __future__ import annotations
+
+import pytest
+
+from sparkcq import Engine
+from sparkcq.errors import PlanError
+from sparkcq.runtime.partitioning import SmallCycles
+
+
+def test_the_threshold_has_hysteresis():
+    small = SmallCycles(enter=10, leave=30)
+    single, seen = False, []
+    for rows in [5, 20, 31, 20, 10, 0, 40]:
+        single = small.single(rows, single)
+        seen.append(single)
+    # in at <= 10, stays in up to 30, out above 30, back in only at <= 10
+    assert seen == [True, True, False, False, True, True, False]
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("auto", SmallCycles()),
+    ("single", SmallCycles.always()),
+    ("partitioned", SmallCycles.never()),
+    ("100", SmallCycles(100, 200)),
+    ("100,150", SmallCycles(100, 150)),
+])
+def test_layouts_by_name(text, expected):
+    assert SmallCycles.parse(text) == expected
+
+
+def test_a_bad_layout_says_what_it_takes():
+    with pytest.raises(PlanError, match="'sometimes'.*'auto', 'single', 'partitioned'"):
+        SmallCycles.parse("sometimes")
+
+
+QUERIES = """
+CREATE STREAM s (k STRING, v BIGINT, t BIGINT) WITH (event_time='t', lateness='2');
+CREATE QUERY agg AS SELECT k, sum(v) AS total, count(*) AS n FROM s [RANGE 4] GROUP BY k;
+CREATE QUERY tumble AS RSTREAM SELECT k, max(v) AS top FROM s [CUT ON t BY 3] GROUP BY k;
+CREATE QUERY big AS SELECT k, v FROM s WHERE v > 5;
+CREATE QUERY pairs AS SELECT a.k AS k, a.v AS av, b.v AS bv
+  FROM s [RANGE 2] AS a JOIN s [RANGE 3] AS b ON a.k = b.k;
+"""
+
+
+def run(spark, small_cycles: SmallCycles, rows_per_cycle: list[int]):
+    eng = Engine(spark=spark, small_cycles=small_cycles)
+    eng.execute(QUERIES)
+    t = 0
+    for n in rows_per_cycle:
+        rows = [{"k": "ab"[i % 2], "v": (i * 7) % 11, "t": t + i // 3} for i in range(n)]
+        t += n // 3 + 1
+        eng.push("s", rows, watermark=t - 2)
+        eng.run_cycle()
+    eng.end_input("s")
+    eng.run_until_idle()
+    out = {q: eng.results(q).sort_values(list(eng.results(q).columns)).reset_index(drop=True)
+           for q in ("agg", "tumble", "big", "pairs")}
+    return out, [r.partitions for r in eng.reports]
+
+
+def test_results_do_not_depend_on_the_layout(spark):
+    """The same input in one partition, hash-partitioned, and switching as its cycles
+    grow and shrink past the threshold: equal results, each cycle in the layout chosen.
+    """
+    sizes = [3, 12, 40, 9, 2, 30, 5]
+    single, in_one = run(spark, SmallCycles.always(), sizes)
+    partitioned, in_many = run(spark, SmallCycles.never(), sizes)
+    switching, layouts = run(spark, SmallCycles(enter=10, leave=20), sizes)
+    assert set(in_one) == {1}
+    assert set(in_many) == {2}  # the test session's shuffle partitions
+    # the last cycles end the input (no rows: small)
+    assert layouts[:len(sizes)] == [1, 1, 2, 1, 1, 2, 1]
+    for name, frame in single.items():
+        assert len(frame) > 0, name
+        assert frame.equals(partitioned[name]), name
+        assert frame.equals(switching[name]), name
