@@ -271,3 +271,33 @@ def test_an_outer_join_does_not_shed(engine):
     loc = err.value.loc
     assert loc is not None and text[loc.start:loc.end] == "shedding='adaptive'"
     assert "shed" not in set(engine.show("QUERIES")["name"])
+
+
+def test_rstream_of_an_outer_join_stops_before_its_last_change(spark):
+    """RSTREAM of a relation that holds forever after its last change gives its snapshots
+    before that change only (else it would repeat without end), and cycles after the end
+    of input give nothing (they overflowed at +inf). Found by the property suite.
+
+    a: x:6@12, x:0@18 read [UNBOUNDED]: [12, inf), [18, inf)
+    b: y:8@12, x:0@11 read [CUT ON t BY 5]: the chunk [10, 15) is valid over [15, 20)
+    full join on k:  [12, 15) (x 6 -, -)   [15, 18) (x 6 x 0), (- - y 8)
+                     [18, 20) (x 6 x 0), (x 0 x 0), (- - y 8)   [20, inf) (x 6 -), (x 0 -)
+    last change at 20: the snapshot at the multiples of 5 before it, 15
+    """
+    eng = Engine(spark=spark)
+    eng.execute("""
+      CREATE STREAM a (k STRING, v BIGINT, t BIGINT) WITH (event_time='t');
+      CREATE STREAM b (k STRING, v BIGINT, t BIGINT) WITH (event_time='t');
+      CREATE QUERY fj AS RSTREAM SELECT a.k AS ak, a.v AS av, b.k AS bk, b.v AS bv
+        FROM a [UNBOUNDED] FULL JOIN b [CUT ON t BY 5] ON a.k = b.k;
+    """)
+    eng.push("a", [dict(k="x", v=6, t=12), dict(k="x", v=0, t=18)])
+    eng.push("b", [dict(k="y", v=8, t=12), dict(k="x", v=0, t=11)])
+    eng.end_input("a")
+    eng.end_input("b")
+    eng.run_until_idle()
+    for _ in range(2):  # past the end: lo = hi = +inf
+        eng.run_cycle()
+    assert dict(eng.show("QUERIES")[["name", "status"]].values)["fj"] == "running"
+    assert rows(eng.results("fj"), "ak", "av", "bk", "bv") == [
+        ("x", 6, "x", 0, 15, 15), (None, None, "y", 8, 15, 15)]

@@ -110,12 +110,15 @@ class ToStreamOperator(Operator):
             return self.rstream_segments(inp, inp.segments, self.period)
         names = [col(n) for n in self.names]
         base = self.live.get()
-        if inp.df is None and (self.period is None or base is None):
+        # after the end of input (lo = hi = +inf) nothing is left to evaluate
+        if (inp.df is None and (self.period is None or base is None)) or inp.lo >= inp.hi:
             return Slice(None, inp.lo, inp.hi)
         d = net(inp.df, self.names) if inp.df is not None else None
         if d is not None:
             d = self.rt.cache_for_cycle(d)
-        # Once input has ended (hi = +inf) evaluation stops at the relation's last change.
+        # Once input has ended (hi = +inf) evaluation stops at the relation's last change:
+        # its snapshots before it, none at it or after (it then holds forever, and RSTREAM
+        # would repeat it without end).
         # Earlier changes all lie before lo, which bounds nothing more than lo does, so
         # only the last cycle's changes need this Spark action (not one every cycle).
         last_change = None
@@ -158,7 +161,7 @@ class ToStreamOperator(Operator):
         seg = self.rt.cache_for_cycle(seg.where(col("_cnt") > 0))
         hi = inp.hi
         if hi == TIME_MAX:
-            hi = (last_change + 1) if last_change is not None else inp.lo
+            hi = last_change if last_change is not None else inp.lo
         if self.period is None:
             if d is None:
                 out = None
