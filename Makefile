@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 FLINK_VENV := .venv-flink
 FLINK_STAMP := $(FLINK_VENV)/.installed
 
-.PHONY: demo test lint check-java postgres-deps browser-deps clean bench bench-quick bench-feed bench-shedding
+.PHONY: demo test lint check-java postgres-deps browser-deps clean bench bench-quick bench-feed bench-shedding bench-latency
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -59,6 +59,10 @@ bench-shedding: $(STAMP) check-java
 
 bench-quick: $(STAMP) $(FLINK_STAMP) check-java
 	$(BIN)/python -m benchmarks.suite --quick $(ARGS)
+
+# small cycles (1,000 events each): cycle p50/p99 of sparkcq against Spark SS's micro-batch
+bench-latency: $(STAMP) check-java
+	$(BIN)/python -m benchmarks.suite.latency $(ARGS)
 
 # the feed over loopback (accepted rows/s, send-to-result latency); ARGS=--quick to try it
 bench-feed: $(STAMP) check-java
