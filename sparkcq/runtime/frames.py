@@ -438,6 +438,7 @@ class FrameState:
     df: DataFrame | None
     rows: int
     min_t: int | None
+    one_partition: bool = False
 
 
 class StateFrame:
@@ -462,6 +463,8 @@ class StateFrame:
         self.df: DataFrame | None = None
         self.rows = 0
         self.min_t: int | None = None
+        # the frame was made in a small cycle, in one partition (runtime/partitioning.py)
+        self.one_partition = False
 
     def get(self) -> DataFrame | None:
         """The current state, or None when it holds no rows."""
@@ -469,11 +472,12 @@ class StateFrame:
 
     def snapshot(self) -> FrameState:
         """What the frame holds now, for a cycle's transaction."""
-        return FrameState(self.df, self.rows, self.min_t)
+        return FrameState(self.df, self.rows, self.min_t, self.one_partition)
 
     def restore(self, state: FrameState) -> None:
         """Hold ``state`` again (a failed cycle is rolled back)."""
         self.df, self.rows, self.min_t = state.df, state.rows, state.min_t
+        self.one_partition = state.one_partition
 
     def get_or_empty(self) -> DataFrame:
         """The current state, or an empty frame of its schema."""
@@ -490,6 +494,7 @@ class StateFrame:
             elif not hash_partitioned(df, self.partition_by, self.rt.partitions):
                 df = df.repartition(self.rt.partitions, col(self.partition_by))
             self.df = df.localCheckpoint(eager=False)
+            self.one_partition = self.rt.single
             self.rt.changed_states.append(self)
         if old is not None:
             self.rt.release_at_cycle_end(old)
@@ -504,6 +509,7 @@ class StateFrame:
         old = self.df
         self.rt.keep_after_cycle(cached)
         self.df = cached
+        self.one_partition = self.rt.single
         self.rt.changed_states.append(self)
         if old is not None:
             self.rt.release_at_cycle_end(old)

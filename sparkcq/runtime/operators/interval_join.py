@@ -56,7 +56,7 @@ from sparkcq.plan.nodes import (
 )
 from sparkcq.plan.options import Shedding
 from sparkcq.runtime.cycle_input import CycleInput
-from sparkcq.runtime.frames import Runtime, Slice, SqlViews, bound, col, q
+from sparkcq.runtime.frames import Runtime, Slice, SqlViews, bound, col, q, union_all
 from sparkcq.runtime.operators.base import CycleContext, Operator, Progress, as_changes_at
 from sparkcq.runtime.operators.shedding import (
     SLOTS,
@@ -218,7 +218,7 @@ class IntervalJoinOperator(Operator):
             share.alias(HASHES[i]), F.floor(share * SLOTS).cast("long").alias(SLOT_COLUMNS[i]))
 
     def side(self, i: int, old: DataFrame | None, new: DataFrame | None,
-             lo: int) -> DataFrame | None:  # noqa: C901 - shedding or not, one frame
+             lo: int, moved: bool = False) -> DataFrame | None:  # noqa: C901 - one frame
         """Side ``i``'s elements that may still start or end a pair at or after ``lo``: the
         kept ones (``old``) and the ``new`` ones (``elements``), hash-partitioned by the equi-join
         keys and sorted by them within each partition, so the probes merge-join the frames
@@ -228,6 +228,8 @@ class IntervalJoinOperator(Operator):
         Built with DataFrame calls, not SQL text: a subquery's name on the columns makes
         Spark 4.3 forget the partitioning of a copy of the cached frame (the four probes
         read it in one plan) or of a union with it, and every probe shuffled again.
+        A side ``moved`` from a cycle of the other layout (one partition or hash-partitioned)
+        is partitioned again with the new elements: else every later probe shuffled it.
         """
         names = [*self.names[i], STARTS[i], ENDS[i]]
         if self.shedding is not None:
@@ -237,12 +239,15 @@ class IntervalJoinOperator(Operator):
             kept = old.select(*[col(n).alias(n) for n in names])
             if lo != TIME_MIN:
                 kept = kept.where(col(ENDS[i]) >= bound(lo))
-        if new is None:
-            return kept
         keys = [col(k) for k in self.keys[i]]
-        if keys:
+        if new is None and not (moved and kept is not None):
+            return kept
+        if new is not None and keys:
             new = self.rt.partition_by(new, *keys)
-        side = new if kept is None else kept.unionByName(new)
+        if moved and kept is not None and keys:
+            kept = self.rt.partition_by(kept, *keys)
+        side = union_all([kept, new])
+        assert side is not None
         if self.shedding is not None:  # sorted by sub-window and slot: the +1 probes join on them
             return side.sortWithinPartitions(*keys, col(SLICES[i]), col(SLOT_COLUMNS[i]))
         return side.sortWithinPartitions(*keys) if keys else side
@@ -351,8 +356,10 @@ class IntervalJoinOperator(Operator):
             events = inp.arrivals if self.reads_arrivals[i] else inp.df
             new = None if events is None else self.elements(i, events)
             news.append(new)
-            side = self.side(i, self.sides[i].get(), new, lo)
-            if new is not None and side is not None:
+            # a side kept from a cycle of the other layout is partitioned again, once
+            moved = self.sides[i].one_partition != self.rt.single
+            side = self.side(i, self.sides[i].get(), new, lo, moved)
+            if side is not None and (new is not None or moved):
                 side = self.rt.cache_for_cycle(side)
                 if hi != TIME_MAX:
                     self.sides[i].adopt(side)
