@@ -492,7 +492,7 @@ class StateFrame:
             if self.partition_by is None or self.rt.single:
                 df = df.coalesce(self.rt.cycle_partitions)
             elif not hash_partitioned(df, self.partition_by, self.rt.partitions):
-                df = df.repartition(self.rt.partitions, col(self.partition_by))
+                df = self.rt.partition_by(df, col(self.partition_by))
             self.df = df.localCheckpoint(eager=False)
             self.one_partition = self.rt.single
             self.rt.changed_states.append(self)
