@@ -239,9 +239,10 @@ class GlobalPlan:
                    ) -> tuple[ScanOperator, int] | None:
         """The scan of ``stream`` and how far back before its position a new ``consumer``
         of its arrivals (``Slice.arrivals``) starts from the events it holds
-        (``ScanOperator.history``): a sliced aggregate from the window's reach when the
-        scan kept it, otherwise (and an interval join always) from the events that arrived
-        ahead of the watermark, which the consumer would never see as arrivals. A new time
+        (``ScanOperator.history``): a sliced aggregate over a window that already runs
+        (``computes``) from the window's reach when the scan kept it, otherwise (and an
+        interval join always) from the events that arrived ahead of the watermark, which
+        the consumer would never see as arrivals. A new time
         window that a running sliced aggregate computes from panes (so there is no window
         operator to share) starts from the window's reach, which the scan keeps for that
         aggregate: its elements still live at the position, so a query added later over
@@ -252,18 +253,28 @@ class GlobalPlan:
         if position is None or not isinstance(op, ScanOperator):
             return None
         if isinstance(consumer, Window):
-            # the window's relation runs, as the panes of a sliced aggregate over it; a
-            # window no one computes is a new relation: it sees the events after its start
-            computed = any(isinstance(n, SlicedAggregate) and n.window == consumer
-                           for n in self.ops)
             reach = window_reach(consumer.spec)
-            return (op, reach) if (computed and reach is not None
+            return (op, reach) if (self.computes(consumer, consumer) and reach is not None
                                    and op.covers(position, reach)) else None
         if not isinstance(consumer, SlicedAggregate | IntervalJoin):
             return None
-        reach = (window_reach(consumer.window.spec) if isinstance(consumer, SlicedAggregate)
-                 else None)
+        reach = (window_reach(consumer.window.spec)
+                 if isinstance(consumer, SlicedAggregate)
+                 and self.computes(consumer.window, consumer) else None)
         return (op, reach) if reach is not None and op.covers(position, reach) else (op, 0)
+
+    def computes(self, window: Window, consumer: PlanNode) -> bool:
+        """Whether ``window``'s relation already runs for someone other than ``consumer``:
+        as a window operator, or as the panes of a sliced aggregate that has stepped. A
+        window no one computes yet is a new relation, so a new consumer of it sees only the
+        events after its start, as every query added with it in the same cycle does.
+        """
+        for node, op in self.ops.items():
+            if node == consumer or op.position is None:
+                continue
+            if node == window or (isinstance(node, SlicedAggregate) and node.window == window):
+                return True
+        return False
 
     def contents(self, node: PlanNode, at: int) -> DataFrame | None:
         """The current contents of a running relation node as +n changes at ``at``."""

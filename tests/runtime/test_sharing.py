@@ -7,6 +7,7 @@ import pytest
 from oracle import INF, Relation, Win, aggregate, join, output, window
 from scenarios import engine_records, per_case
 
+from sparkcq import Engine
 from sparkcq.plan.nodes import Filter
 from sparkcq.runtime.frames import rdd_id
 
@@ -146,6 +147,39 @@ def test_late_query_over_a_window_computed_from_panes_starts_complete(engine, sp
     want = aggregate(rel, ("k",), [("m", median)])
     assert engine_output(engine, "late") == reference(want, added_at["t"])
     assert engine_output(engine, "late")
+
+
+@pytest.mark.parametrize("fuse", [True, False], ids=["fused", "unfused"])
+def test_late_aggregate_over_a_window_no_one_computes_sees_only_later_events(spark, fuse):
+    """The stream keeps recent events for a running sliced aggregate (over a chunk window
+    here); a later aggregate over another window, which no one computes, is a new relation
+    and must not start from them. Unfused, it started from the events of its window's
+    reach before its start (found by the property suite).
+
+    Events 19 and 20 arrive ahead of the watermark; the query is added at watermark 23 and
+    then sees 24 and 29 alone.
+    """
+    eng = Engine(spark=spark, fuse=fuse)
+    eng.execute("""
+        CREATE STREAM s (k STRING, v DOUBLE, t BIGINT) WITH (event_time='t');
+        CREATE QUERY early AS SELECT k, count(*) AS n FROM s [CUT ON t BY 6 WINDOW 3 CHUNKS]
+            GROUP BY k;
+    """)
+    eng.push("s", rows([("x", 0.0, 19), ("x", 0.0, 20)]), watermark=0)
+    eng.run_until_idle()
+    eng.push("s", [], watermark=23)
+    eng.run_until_idle()
+    eng.execute("CREATE QUERY late AS RSTREAM SELECT k, count(*) AS n FROM s [RANGE 7] "
+                "GROUP BY k HAVING count(*) > 0")
+    eng.push("s", rows([("x", 0.0, 24), ("x", 0.0, 29)]), end=True)
+    eng.run_until_idle()
+    late = eng.results("late")
+    # the snapshot at each instant it changes: 24 enters, 29 enters, 24 leaves
+    assert late[["k", "n", "_ts"]].values.tolist() == [["x", 1, 24], ["x", 2, 29],
+                                                       ["x", 1, 31]]
+    # the chunk [18, 24) holds 19 and 20 for the running query
+    assert ["x", 2] in eng.results("early")[["k", "n"]].values.tolist()
+    eng.stop()
 
 
 def test_late_aggregate_over_unbounded_window_starts_from_its_start(engine):
