@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from sparkcq.model.clock import Clock, SystemClock
 from sparkcq.model.time import show_instant
-from sparkcq.plan.nodes import PlanNode, TableScan
+from sparkcq.plan.nodes import PlanNode, StreamScan, TableScan
 from sparkcq.runtime.cycle import CycleEngine, CycleResult, QueriesFailedError
 from sparkcq.runtime.cycle_input import CycleInput, SourceBatch, idle
 from sparkcq.runtime.frames import RowCounting, Runtime
@@ -114,6 +114,8 @@ class CycleDriver:
         self.clock = clock or SystemClock()  # times the cycles (shedding adapts to them)
         self.cycle = 0  # the number of the next cycle
         self.reports: list[CycleReport] = []
+        # the rows each stream's scan took in the last cycle (``rows_taken``)
+        self.last_rows: dict[StreamScan, int] = {}
         self.pending = CycleInput()  # taken from the sources, not yet in a committed cycle
         self.throttles = Throttles()
         self.logged_throttles: dict[PlanNode, float] | None = None  # of a redone cycle
@@ -162,7 +164,7 @@ class CycleDriver:
         start = self.clock.monotonic()
         scans = self.queries.scans
         jobs_before = self.rt.jobs
-        rows_before = sum(s.rows_in for s in scans.values())
+        before = {s.scan: s.rows_in for s in scans.values()}
         throttles = self.decide_throttles()
         if self.journal is not None:
             if throttles:
@@ -192,9 +194,9 @@ class CycleDriver:
         finally:
             self.rt.end_cycle()
         self.log_table_switches(served)
+        self.last_rows = {s.scan: s.rows_in - before.get(s.scan, 0) for s in scans.values()}
         report = CycleReport(
-            self.cycle, self.clock.monotonic() - start,
-            sum(s.rows_in for s in scans.values()) - rows_before,
+            self.cycle, self.clock.monotonic() - start, sum(self.last_rows.values()),
             self.rt.jobs - jobs_before,
             {k: s.watermark for k, s in scans.items()},
             {n.name: v for n, v in plan.table_versions().items()
@@ -210,11 +212,11 @@ class CycleDriver:
 
     def rows_taken(self, taken: CycleInput) -> int:
         """The rows a cycle takes: counted where the driver holds them (pushed rows), else
-        (files, generators: only Spark knows) as many as the last cycle took.
+        (files, generators: only Spark knows) as many as that stream took last cycle.
         """
-        last = self.reports[-1].rows_in if self.reports else 0
-        counts = [taken.rows_of(scan) for scan in taken.batches]
-        return sum(last if n is None else n for n in counts)
+        counts = {scan: taken.rows_of(scan) for scan in taken.batches}
+        return sum(self.last_rows.get(scan, 0) if n is None else n
+                   for scan, n in counts.items())
 
     def decide_throttles(self) -> dict[PlanNode, float]:
         """The z of each adapting shedding join for the coming cycle: as logged for a

@@ -8,6 +8,7 @@ from sparkcq import Engine
 from sparkcq.errors import PlanError
 from sparkcq.runtime.partitioning import SmallCycles
 from sparkcq.session import configured_partitions
+from sparkcq.testing import ListSource
 
 
 def test_the_threshold_has_hysteresis():
@@ -80,3 +81,22 @@ def test_results_do_not_depend_on_the_layout(spark):
         assert len(frame) > 0, name
         assert frame.equals(partitioned[name]), name
         assert frame.equals(switching[name]), name
+
+
+def test_streams_counted_only_by_spark_are_estimated_each_from_its_own_last_cycle(spark):
+    """Rows of files and generators are counted by the cycle's commit: a cycle expects
+    each such stream to bring what it brought last cycle. Two streams of 8 rows a cycle
+    are 16 rows, a small cycle; the estimate was once the last cycle's total per stream
+    (32), which kept the demo's cycles partitioned.
+    """
+    eng = Engine(spark=spark, small_cycles=SmallCycles(enter=20, leave=20))
+    for name in ("a", "b"):
+        eng.execute(f"CREATE STREAM {name} (v BIGINT, t BIGINT) WITH (event_time='t'); "
+                    f"CREATE QUERY q_{name} AS SELECT v FROM {name} WHERE v > 3")
+        items = [{"v": i, "t": c} for c in range(4) for i in range(8)]
+        eng.attach_source(name, ListSource(items, rows_per_cycle=8, on_driver=False))
+    for _ in range(4):
+        eng.run_cycle()
+    assert [r.rows_in for r in eng.reports] == [16] * 4
+    assert [r.partitions for r in eng.reports] == [1] * 4
+    assert set(eng.results("q_a")["v"]) == set(eng.results("q_b")["v"]) == {4, 5, 6, 7}
