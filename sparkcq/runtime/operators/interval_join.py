@@ -56,7 +56,7 @@ from sparkcq.plan.nodes import (
 )
 from sparkcq.plan.options import Shedding
 from sparkcq.runtime.cycle_input import CycleInput
-from sparkcq.runtime.frames import Runtime, Slice, SqlViews, bound, col, q, union_all
+from sparkcq.runtime.frames import Runtime, Slice, SqlViews, bound, bound_sql, col, q, union_all
 from sparkcq.runtime.operators.base import CycleContext, Operator, Progress, as_changes_at
 from sparkcq.runtime.operators.shedding import (
     SLOTS,
@@ -123,6 +123,15 @@ def within(column: str, lo: int, hi: int) -> str:
     """SQL: ``column`` lies in the cycle ``[lo, hi)`` (open ends left out)."""
     bounds = [f"{column} >= {lo}" if lo != TIME_MIN else "",
               f"{column} < {hi}" if hi != TIME_MAX else ""]
+    return " AND ".join(b for b in bounds if b) or "TRUE"
+
+
+def within_bounds(column: str, lo: int, hi: int) -> str:
+    """``within`` with bounds that are not literals (``bound_sql``): for filters, not for a
+    join condition.
+    """
+    bounds = [f"{column} >= {bound_sql(lo)}" if lo != TIME_MIN else "",
+              f"{column} < {bound_sql(hi)}" if hi != TIME_MAX else ""]
     return " AND ".join(b for b in bounds if b) or "TRUE"
 
 
@@ -259,17 +268,26 @@ class IntervalJoinOperator(Operator):
         ls, rs = STARTS
         le, re_ = ENDS
         cols = ", ".join(map(q, [*self.names[0], *self.names[1]]))
-        probes = [  # (instant, change, band of the pair)
-            (ls, 1, starts_band(0, lo, hi)),
-            (rs, 1, starts_band(1, lo, hi)),
-            (le, -1, f"{within(le, lo, hi)} AND {re_} >= {le} AND {rs} < {le}"),
-            (re_, -1, f"{within(re_, lo, hi)} AND {le} > {re_} AND {ls} < {re_}"),
+        probes = [  # (instant, change, the side it is a column of, band of the pair)
+            (ls, 1, 0, f"{rs} <= {ls} AND {re_} > {ls}"),  # as ``starts_band``
+            (rs, 1, 1, f"{ls} < {rs} AND {le} > {rs}"),
+            (le, -1, 0, f"{re_} >= {le} AND {rs} < {le}"),
+            (re_, -1, 1, f"{le} > {re_} AND {ls} < {re_}"),
         ]
         hint = "/*+ MERGE(r) */"  # both sides are frames of the cycle: no broadcast
+
+        def side(i: int, at: str) -> str:
+            # the instant's cycle filtered on its own side, where the bounds need not be
+            # literals (a join condition takes only literals, which code generation
+            # compiles afresh every cycle)
+            view = ("{left}", "{right}")[i]
+            return f"(SELECT * FROM {view} WHERE {within_bounds(at, lo, hi)})"
+
         return " UNION ALL ".join(
             f"SELECT {hint} {cols}, {at} AS {q(T)}, CAST({sign} AS BIGINT) AS {q(D)} "
-            f"FROM {{left}} AS l JOIN {{right}} AS r ON ({self.condition}) AND {band}"
-            for at, sign, band in probes)
+            f"FROM {side(0, at) if i == 0 else '{left}'} AS l "
+            f"JOIN {side(1, at) if i == 1 else '{right}'} AS r ON ({self.condition}) AND {band}"
+            for at, sign, i, band in probes)
 
     def found_sql(self, lo: int, hi: int, plan: CycleShedding) -> str | None:
         """The pairs a shedding join finds in the cycle ``[lo, hi)``: the two +1 probes,
@@ -396,7 +414,7 @@ class IntervalJoinOperator(Operator):
         if not pairs:
             return None
         every = pairs[0] if len(pairs) == 1 else pairs[0].unionByName(pairs[1])
-        ending = every.where(within(PAIR_END, lo, hi))
+        ending = every.where(within_bounds(PAIR_END, lo, hi))
         self.pairs.set(None if hi == TIME_MAX else every.where(col(PAIR_END) >= bound(hi)))
         ends = ending.select(*[col(c) for c in cols], col(PAIR_END).alias(T),
                              F.lit(-1).cast("long").alias(D))
