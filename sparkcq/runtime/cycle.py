@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
+from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -29,12 +30,19 @@ from sparkcq.model.columns import TE, TS
 from sparkcq.plan.nodes import PlanNode, TableScan, walk
 from sparkcq.runtime.cycle_input import CycleInput
 from sparkcq.runtime.failures import describe_failure
-from sparkcq.runtime.frames import RowCounting, Runtime, Slice
+from sparkcq.runtime.frames import RowCounting, Runtime, Slice, TaggedRecords
 from sparkcq.runtime.fused_outputs import (
     QueryTail,
     find_tail,
     sliced_tail_changes,
     tail_changes,
+)
+from sparkcq.runtime.fused_streams import (
+    STREAMED_SID_BASE,
+    StreamedQuery,
+    find_stream_tail,
+    shape_columns,
+    stream_records,
 )
 from sparkcq.runtime.fusion import AggregateFamily
 from sparkcq.runtime.global_plan import GlobalPlan
@@ -97,6 +105,10 @@ class CompiledPlan:
     unread: frozenset[PlanNode] = frozenset()
     # nodes whose change edge nothing reads (``CycleContext.edges_unread``)
     edges_unread: frozenset[PlanNode] = frozenset()
+    # stream queries whose records come out of one projection of their edge
+    # (``fused_streams.py``), and the commit column of each one's records
+    streamed: Mapping[str, StreamedQuery] = field(default_factory=dict)
+    stream_columns: Mapping[str, str] = field(default_factory=dict)
 
     def participants(self, plan: GlobalPlan,
                      intervals: SharedIntervalFormatter) -> list[CycleParticipant]:
@@ -113,9 +125,7 @@ class CompiledPlan:
         if not waiting:
             return self.fused, self.unread
         fused = {n: t for n, t in self.fused.items() if n not in waiting}
-        return fused, plan.unread(
-            {n for t in fused.values() for n in (*t.steps, t.member.node)},
-            {q.plan for q in self.queries if q.name not in fused}, self.nodes)
+        return fused, unread_steps(plan, self.queries, fused, self.streamed, self.nodes)
 
 
 def compile_plan(plan: GlobalPlan, queries: Iterable[CompiledQuery],
@@ -137,12 +147,39 @@ def compile_plan(plan: GlobalPlan, queries: Iterable[CompiledQuery],
         n: tables[n.name.lower()] for n in nodes
         if isinstance(n, TableScan) and n.name.lower() in tables}
     fused = {q.name: q.tail for q in queries if q.tail is not None}
-    unread = plan.unread({n for t in fused.values() for n in (*t.steps, t.member.node)},
-                         {q.plan for q in queries if q.name not in fused}, nodes)
+    streamed = streamed_queries(queries) if plan.fuse else {}
+    unread = unread_steps(plan, queries, fused, streamed, nodes)
     readers = plan.consumers() + Counter(q.plan for q in queries)
     edges = plan.edges_unread(nodes, {q.plan for q in queries})
     return CompiledPlan(queries, nodes, stepped, idle, shapes, readers, rows, fused, unread,
-                        edges)
+                        edges, streamed, shape_columns(streamed.values()))
+
+
+def streamed_queries(queries: Iterable[CompiledQuery]) -> dict[str, StreamedQuery]:
+    """The stream queries whose records come out of one projection of their edge: those
+    reaching an edge through Filter and Project steps only, where the edge has two or more.
+    """
+    found: dict[PlanNode, list[StreamedQuery]] = {}
+    for query in queries:
+        if query.qid is not None or query.formatter.relation:
+            continue
+        tail = find_stream_tail(query.plan)
+        if tail is not None:
+            found.setdefault(tail.base, []).append(
+                StreamedQuery(query.name, tail, query.plan.schema, query.timestamps))
+    return {s.name: s for group in found.values() if len(group) > 1 for s in group}
+
+
+def unread_steps(plan: GlobalPlan, queries: Iterable[CompiledQuery],
+                 fused: Mapping[str, QueryTail], streamed: Mapping[str, StreamedQuery],
+                 nodes: frozenset[PlanNode]) -> frozenset[PlanNode]:
+    """The steps of fused and streamed queries that nothing else reads (see
+    ``GlobalPlan.unread``).
+    """
+    steps = {n for t in fused.values() for n in (*t.steps, t.member.node)}
+    steps |= {n for s in streamed.values() for n in s.tail.steps}
+    return plan.unread(steps, {q.plan for q in queries
+                               if q.name not in fused and q.name not in streamed}, nodes)
 
 
 @dataclass(frozen=True)
@@ -260,7 +297,14 @@ class CycleEngine:
         encoded: list[DataFrame] = []
         tails: dict[int, list[QueryTail]] = {}  # by family, see runtime/fused_outputs.py
         families: dict[int, AggregateFamily | SlicedFamily] = {}
+        streamed: dict[PlanNode, list[CompiledQuery]] = {}  # by the edge they read
         for query in queries:
+            if query.name in compiled.streamed:
+                query.formatter.advance([slices[query.plan]], cycle, starts.inputs,
+                                        unread=True)
+                base = compiled.streamed[query.name].tail.base
+                streamed.setdefault(base, []).append(query)
+                continue
             changes = query.formatter.with_start(slices[query.plan], 0, starts.inputs)
             tail = fused.get(query.name)
             if tail is not None:
@@ -275,10 +319,8 @@ class CycleEngine:
                     encoded.append(encode(changes.df, query.plan.schema, query.qid))
             elif (records := query.formatter.advance([slices[query.plan]], cycle,
                                                      starts.inputs).df) is not None:
-                if query.timestamps:
-                    records = records.withColumn(TS, F.timestamp_micros(records[TS])) \
-                        .withColumn(TE, F.timestamp_micros(records[TE]))
-                outputs[query.name] = records
+                outputs[query.name] = timestamps_of(records) if query.timestamps else records
+        tagged = self._stream_records(compiled, streamed, slices, cycle, outputs)
         counted = {i: df for i, op in enumerate(compiled.stepped)
                    if (df := slices[op.node].df) is not None and self._counts(df)}
         for key, family in families.items():
@@ -292,7 +334,7 @@ class CycleEngine:
         shapes = list(compiled.shapes)
         shared = self.intervals.step(encoded, [q for shape in shapes for q in shape.names])
         bundle = None if shared is None else decode(shared, shapes)
-        tables, counts = self.rt.commit_cycle(outputs, counted, bundle)
+        tables, counts = self.rt.commit_cycle(outputs, counted, bundle, tagged)
         split_by_query(tables, shapes)
         rows: dict[PlanNode, int | None] = {}
         if self.count_rows is not RowCounting.OFF:
@@ -302,10 +344,44 @@ class CycleEngine:
                 rows[op.node] = None if inline else counts.get(i, 0)
         return CycleResult(tables, seconds, rows, unread)
 
+    def _stream_records(self, compiled: CompiledPlan,
+                        streamed: Mapping[PlanNode, list[CompiledQuery]],
+                        slices: Mapping[PlanNode, Slice], cycle: CycleContext,
+                        outputs: dict[str, DataFrame]) -> list[TaggedRecords]:
+        """The records of the streamed queries, one projection per edge (and output
+        schema). An edge whose projection Spark cannot analyse (a function it cannot run
+        in a generator) gives its queries' records their own way, through their steps.
+        """
+        tagged: list[TaggedRecords] = []
+        sids = {name: STREAMED_SID_BASE - i for i, name in enumerate(compiled.streamed)}
+        for base, group in streamed.items():
+            edge = slices[base].df
+            if edge is None:
+                continue
+            try:
+                tagged += stream_records(edge, [compiled.streamed[q.name] for q in group],
+                                         sids, dict(compiled.stream_columns))
+            except AnalysisException:
+                for query in group:
+                    step = slices[base]
+                    for node in compiled.streamed[query.name].tail.steps:
+                        step = self.plan.ops[node].step([step], cycle)
+                    records = query.formatter.step([step], cycle).df
+                    if records is not None:
+                        outputs[query.name] = timestamps_of(records) if query.timestamps \
+                            else records
+        return tagged
+
     def _counts(self, df: DataFrame) -> bool:
         """Whether the commit counts an operator output's rows (see ``RowCounting``)."""
         return self.count_rows is RowCounting.ALL or (
             self.count_rows is RowCounting.CACHED and self.rt.is_cycle_frame(df))
+
+
+def timestamps_of(records: DataFrame) -> DataFrame:
+    """Sink records with ``_ts`` and ``_te`` as timestamps (a timestamp stream's query)."""
+    return records.withColumn(TS, F.timestamp_micros(records[TS])) \
+        .withColumn(TE, F.timestamp_micros(records[TE]))
 
 
 __all__ = ["CompiledPlan", "CompiledQuery", "CycleEngine", "CycleResult", "QueriesFailedError",

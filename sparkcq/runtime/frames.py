@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import lru_cache
@@ -148,6 +148,17 @@ class Slice:
 
 
 @dataclass(frozen=True)
+class TaggedRecords:
+    """Records of several queries in one frame, for the commit: column ``_sid`` holds a
+    query's id, and each query's records are a struct column (NULL on other rows):
+    ``queries`` maps its name to (id, column).
+    """
+
+    df: DataFrame
+    queries: Mapping[str, tuple[int, str]]
+
+
+@dataclass(frozen=True)
 class Summary:
     """What the commit found in a measured frame (``Runtime.measure``)."""
 
@@ -268,6 +279,7 @@ class Runtime:
     def commit_cycle(self, outputs: dict[str, DataFrame],
                      counted: dict[int, DataFrame] | None = None,
                      bundle: DataFrame | None = None,
+                     by_id: Sequence[TaggedRecords] = (),
                      ) -> tuple[dict[str, pa.Table], dict[int, int]]:
         """Run the cycle's one Spark action: materialise changed states, collect records.
 
@@ -275,7 +287,8 @@ class Runtime:
         counted by the same action; their counts come back by key. ``bundle`` holds the
         records of several queries in one frame, struct columns (NULL on the rows of
         queries they do not hold), each a row struct ``_r`` and the record's own columns;
-        each comes back as one table under its column's name.
+        each comes back as one table under its column's name. Other frames hold
+        the records of queries by id (``by_id``, ``TaggedRecords``).
         """
         parts: list[DataFrame] = []
         counted = counted or {}
@@ -331,6 +344,7 @@ class Runtime:
         if bundle is not None:
             parts.append(bundle.select(F.lit(_BUNDLE_SID).alias("_sid"),
                                        *[col(c) for c in bundle.columns]))
+        parts += [records.df for records in by_id]
         self.changed_states.clear()
         if not parts:
             return {}, {}
@@ -378,6 +392,11 @@ class Runtime:
             for name in bundle.columns:
                 column = rows_of.column(name).combine_chunks()
                 out[name] = _flatten_record(column.filter(column.is_valid()))
+        for records in by_id:
+            for name, (query_id, column) in records.queries.items():
+                rows = table.filter(pc.equal(sid, query_id)).column(column).combine_chunks()
+                out[name] = pa.Table.from_arrays(rows.flatten(),
+                                                 names=[f.name for f in rows.type])
         counts = {key: summary(i)["_n"] or 0 for key, i in count_ids.items()}
         return out, counts
 
