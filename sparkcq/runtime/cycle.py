@@ -37,6 +37,11 @@ from sparkcq.runtime.fused_outputs import (
     sliced_tail_changes,
     tail_changes,
 )
+from sparkcq.runtime.fused_snapshots import (
+    SnapshotQuery,
+    find_snapshot_tail,
+    snapshot_records,
+)
 from sparkcq.runtime.fused_streams import (
     STREAMED_SID_BASE,
     StreamedQuery,
@@ -108,7 +113,16 @@ class CompiledPlan:
     # stream queries whose records come out of one projection of their edge
     # (``fused_streams.py``), and the commit column of each one's records
     streamed: Mapping[str, StreamedQuery] = field(default_factory=dict)
-    stream_columns: Mapping[str, str] = field(default_factory=dict)
+    # RSTREAM queries whose records come out of one generator over their sliced family's
+    # segments (``fused_snapshots.py``)
+    snapshots: Mapping[str, SnapshotQuery] = field(default_factory=dict)
+    tagged_columns: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def tagged_ids(self) -> dict[str, int]:
+        """The commit id of each streamed or snapshot query's records."""
+        return {name: STREAMED_SID_BASE - i
+                for i, name in enumerate([*self.streamed, *self.snapshots])}
 
     def participants(self, plan: GlobalPlan,
                      intervals: SharedIntervalFormatter) -> list[CycleParticipant]:
@@ -125,7 +139,8 @@ class CompiledPlan:
         if not waiting:
             return self.fused, self.unread
         fused = {n: t for n, t in self.fused.items() if n not in waiting}
-        return fused, unread_steps(plan, self.queries, fused, self.streamed, self.nodes)
+        return fused, unread_steps(plan, self.queries, fused, self.streamed, self.snapshots,
+                                   self.nodes)
 
 
 def compile_plan(plan: GlobalPlan, queries: Iterable[CompiledQuery],
@@ -148,11 +163,14 @@ def compile_plan(plan: GlobalPlan, queries: Iterable[CompiledQuery],
         if isinstance(n, TableScan) and n.name.lower() in tables}
     fused = {q.name: q.tail for q in queries if q.tail is not None}
     streamed = streamed_queries(queries) if plan.fuse else {}
-    unread = unread_steps(plan, queries, fused, streamed, nodes)
+    snapshots = snapshot_queries(queries, plan) if plan.fuse else {}
+    unread = unread_steps(plan, queries, fused, streamed, snapshots, nodes)
     readers = plan.consumers() + Counter(q.plan for q in queries)
     edges = plan.edges_unread(nodes, {q.plan for q in queries})
+    columns = shape_columns([(s.name, s.schema, s.timestamps) for s in streamed.values()]
+                            + [(s.name, s.schema, s.timestamps) for s in snapshots.values()])
     return CompiledPlan(queries, nodes, stepped, idle, shapes, readers, rows, fused, unread,
-                        edges, streamed, shape_columns(streamed.values()))
+                        edges, streamed, snapshots, columns)
 
 
 def streamed_queries(queries: Iterable[CompiledQuery]) -> dict[str, StreamedQuery]:
@@ -170,16 +188,36 @@ def streamed_queries(queries: Iterable[CompiledQuery]) -> dict[str, StreamedQuer
     return {s.name: s for group in found.values() if len(group) > 1 for s in group}
 
 
+def snapshot_queries(queries: Iterable[CompiledQuery],
+                     plan: GlobalPlan) -> dict[str, SnapshotQuery]:
+    """The RSTREAM queries whose records come out of one generator over their sliced
+    family's segments: those with a period above a member through Filter and Project
+    steps only, where the family has two or more.
+    """
+    found: dict[int, list[SnapshotQuery]] = {}
+    for query in queries:
+        if query.qid is not None:
+            continue
+        tail = find_snapshot_tail(query.plan, plan.ops)
+        if tail is not None:
+            found.setdefault(id(tail.member.family), []).append(
+                SnapshotQuery(query.name, tail, query.plan.schema, query.timestamps))
+    return {s.name: s for group in found.values() if len(group) > 1 for s in group}
+
+
 def unread_steps(plan: GlobalPlan, queries: Iterable[CompiledQuery],
                  fused: Mapping[str, QueryTail], streamed: Mapping[str, StreamedQuery],
+                 snapshots: Mapping[str, SnapshotQuery],
                  nodes: frozenset[PlanNode]) -> frozenset[PlanNode]:
-    """The steps of fused and streamed queries that nothing else reads (see
+    """The steps of fused, streamed and snapshot queries that nothing else reads (see
     ``GlobalPlan.unread``).
     """
     steps = {n for t in fused.values() for n in (*t.steps, t.member.node)}
     steps |= {n for s in streamed.values() for n in s.tail.steps}
-    return plan.unread(steps, {q.plan for q in queries
-                               if q.name not in fused and q.name not in streamed}, nodes)
+    steps |= {n for s in snapshots.values() for n in s.tail.nodes}
+    own = [q.plan for q in queries
+           if q.name not in fused and q.name not in streamed and q.name not in snapshots]
+    return plan.unread(steps, set(own), nodes)
 
 
 @dataclass(frozen=True)
@@ -298,7 +336,14 @@ class CycleEngine:
         tails: dict[int, list[QueryTail]] = {}  # by family, see runtime/fused_outputs.py
         families: dict[int, AggregateFamily | SlicedFamily] = {}
         streamed: dict[PlanNode, list[CompiledQuery]] = {}  # by the edge they read
+        snapshots: dict[int, list[SnapshotQuery]] = {}  # by family
         for query in queries:
+            if query.name in compiled.snapshots:
+                query.formatter.advance([slices[query.plan]], cycle, starts.inputs,
+                                        unread=True)
+                snapshot = compiled.snapshots[query.name]
+                snapshots.setdefault(id(snapshot.tail.member.family), []).append(snapshot)
+                continue
             if query.name in compiled.streamed:
                 query.formatter.advance([slices[query.plan]], cycle, starts.inputs,
                                         unread=True)
@@ -321,6 +366,7 @@ class CycleEngine:
                                                      starts.inputs).df) is not None:
                 outputs[query.name] = timestamps_of(records) if query.timestamps else records
         tagged = self._stream_records(compiled, streamed, slices, cycle, outputs)
+        tagged += self._snapshot_records(compiled, snapshots, slices, cycle, outputs)
         counted = {i: df for i, op in enumerate(compiled.stepped)
                    if (df := slices[op.node].df) is not None and self._counts(df)}
         for key, family in families.items():
@@ -353,19 +399,47 @@ class CycleEngine:
         in a generator) gives its queries' records their own way, through their steps.
         """
         tagged: list[TaggedRecords] = []
-        sids = {name: STREAMED_SID_BASE - i for i, name in enumerate(compiled.streamed)}
+        sids = compiled.tagged_ids
         for base, group in streamed.items():
             edge = slices[base].df
             if edge is None:
                 continue
             try:
                 tagged += stream_records(edge, [compiled.streamed[q.name] for q in group],
-                                         sids, dict(compiled.stream_columns))
+                                         sids, dict(compiled.tagged_columns))
             except AnalysisException:
                 for query in group:
                     step = slices[base]
                     for node in compiled.streamed[query.name].tail.steps:
                         step = self.plan.ops[node].step([step], cycle)
+                    records = query.formatter.step([step], cycle).df
+                    if records is not None:
+                        outputs[query.name] = timestamps_of(records) if query.timestamps \
+                            else records
+        return tagged
+
+    def _snapshot_records(self, compiled: CompiledPlan,
+                          snapshots: Mapping[int, list[SnapshotQuery]],
+                          slices: Mapping[PlanNode, Slice], cycle: CycleContext,
+                          outputs: dict[str, DataFrame]) -> list[TaggedRecords]:
+        """The records of the snapshot queries, one generator per family (and output
+        schema); as ``_stream_records``, a family's generator Spark cannot analyse gives
+        its queries' records their own way.
+        """
+        tagged: list[TaggedRecords] = []
+        for group in snapshots.values():
+            family = group[0].tail.member.family
+            run = cycle.evaluations.get(id(family))
+            try:
+                tagged += snapshot_records(family, run, group, compiled.tagged_ids,
+                                           dict(compiled.tagged_columns))
+            except AnalysisException:
+                for snapshot in group:
+                    member = self.plan.ops[snapshot.tail.member.node]
+                    step = member.step([slices[c] for c in member.input_nodes()], cycle)
+                    for node in (*snapshot.tail.steps, snapshot.tail.root):
+                        step = self.plan.ops[node].step([step], cycle)
+                    query = next(q for q in compiled.queries if q.name == snapshot.name)
                     records = query.formatter.step([step], cycle).df
                     if records is not None:
                         outputs[query.name] = timestamps_of(records) if query.timestamps \

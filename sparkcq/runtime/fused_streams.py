@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from pyspark.sql import DataFrame
 from pyspark.sql.types import StructType
@@ -33,6 +34,8 @@ from sparkcq.runtime.fused_outputs import substitute
 
 #: the commit ids of streamed queries' records: apart from every other part of the commit
 STREAMED_SID_BASE = -(1 << 20)
+
+Tail = TypeVar("Tail")
 
 
 @dataclass(frozen=True)
@@ -56,16 +59,22 @@ def find_stream_tail(root: PlanNode) -> StreamTail | None:
 
 
 @dataclass(frozen=True)
-class StreamedQuery:
-    """A stream query whose records come out of its edge's one projection."""
+class FusedQuery(Generic[Tail]):
+    """A query whose records come out of one generator with others', tagged by query:
+    over its stream edge (``StreamTail``) or its sliced family (``fused_snapshots.py``).
+    """
 
     name: str
-    tail: StreamTail
+    tail: Tail
     schema: StructType  # its records' user columns
     timestamps: bool  # its ``_ts`` / ``_te`` are timestamps
 
 
-def _literal(text: str) -> str:
+StreamedQuery = FusedQuery[StreamTail]
+
+
+def sql_literal(text: str) -> str:
+    """A Spark SQL string literal."""
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
@@ -79,18 +88,20 @@ def record_sql(query: StreamedQuery, edge: StructType, sid: int, column: str) ->
         else:
             mapping = {name: substitute(e, mapping) for name, e in step.exprs}
     t = f"timestamp_micros({q(T)})" if query.timestamps else q(T)
-    fields = [f"{_literal(f.name)}, {mapping[f.name]}" for f in query.schema.fields]
-    fields += [f"{_literal(TS)}, {t}", f"{_literal(TE)}, {t}", f"{_literal(OP)}, 'I'"]
+    fields = [f"{sql_literal(f.name)}, {mapping[f.name]}" for f in query.schema.fields]
+    fields += [f"{sql_literal(TS)}, {t}", f"{sql_literal(TE)}, {t}", f"{sql_literal(OP)}, 'I'"]
     record = (f"named_struct('_sid', CAST({sid} AS BIGINT), "
-              f"{_literal(column)}, named_struct({', '.join(fields)}))")
+              f"{sql_literal(column)}, named_struct({', '.join(fields)}))")
     return f"CASE WHEN {' AND '.join(conds)} THEN {record} END"
 
 
-def shape_columns(queries: Iterable[StreamedQuery]) -> dict[str, str]:
-    """The commit column of each query's records: one per output schema (``_e0``, ...)."""
+def shape_columns(queries: Iterable[tuple[str, StructType, bool]]) -> dict[str, str]:
+    """The commit column of the records of each query (name, schema, timestamps): one
+    per output schema (``_e0``, ...).
+    """
     shapes: dict[tuple[str, bool], str] = {}
-    return {s.name: shapes.setdefault((s.schema.json(), s.timestamps), f"_e{len(shapes)}")
-            for s in queries}
+    return {name: shapes.setdefault((schema.json(), timestamps), f"_e{len(shapes)}")
+            for name, schema, timestamps in queries}
 
 
 def stream_records(edge: DataFrame, queries: list[StreamedQuery], sids: dict[str, int],

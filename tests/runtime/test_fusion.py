@@ -293,3 +293,35 @@ def test_stream_queries_of_a_timestamp_stream_keep_timestamps(spark):
     assert (odd["_ts"] == odd["_te"]).all()
     assert naive(even["t"]) == naive(even["_ts"]) == [at[0], at[2], at[4]]
     eng.stop()
+
+
+SNAPSHOTS = {q: f"RSTREAM {sql}" for q, sql in SLICED.items()}
+
+
+def test_rstream_queries_over_one_family_come_out_of_one_generator(spark):
+    """RSTREAM with a slide over a sliced family: every such query is one expression over
+    the family's segments (its HAVING and SELECT list composed in), all of them one
+    generator; each gives the reference's snapshot every 2 and what its own operators
+    give, through a rebuild (c), a drop (d) and a late query with a HAVING (e).
+    """
+    results, explains = {}, {}
+    for fuse in (True, False):
+        eng = run_steps(spark, fuse, SNAPSHOTS, "ad")
+        results[fuse] = {q: sorted_frame(eng.results(q)) for q in "ace"}
+        explains[fuse] = eng.explain_global()
+        eng.stop()
+    rstreams = [line for line in explains[True].splitlines() if " RSTREAM every 2 " in line]
+    assert len(rstreams) == 3 and all("rows/cycle=fused" in line for line in rstreams), \
+        explains[True]
+    assert "rows/cycle=fused" not in explains[False]
+    for q in "ace":
+        calls, having, start = SLICED_REFERENCE[q]
+        rel = aggregate(window(EVENTS, Win("slide", 10, 2), ("k", "v", "w", "t")), ("k",),
+                        calls, having)
+        want = output(rel if start is None else rel.clip(start), "RSTREAM", 2)
+        got = results[True][q]
+        assert len(got) > 5, q
+        assert sorted(engine_records(got, "RSTREAM")) == sorted(
+            (tuple(round(v, 9) if isinstance(v, float) else v for v in row), t)
+            for row, t in want), q
+        pd.testing.assert_frame_equal(got, results[False][q], check_dtype=False)

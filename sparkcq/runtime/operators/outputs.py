@@ -76,11 +76,20 @@ class ToStreamOperator(Operator):
         if self.form is OutputForm.RSTREAM:
             self.live = self.state(StructType([*node.schema.fields,
                                                StructField(N, LongType())]), "snapshot")
+        # RSTREAM with a period over an input that gives segments reads them alone: no
+        # state, so a cycle no one reads its output (``fused_snapshots.py``) reads nothing
+        self.from_segments_only = (self.form is OutputForm.RSTREAM and self.period is not None
+                                   and gives_segments(node.children[0]))
+        self.reads_inputs_unread = not self.from_segments_only
 
     def reads_edge(self, i: int, own_edge_read: bool) -> bool:
         """RSTREAM with a period reads an input that gives segments through them alone."""
-        return not (self.form is OutputForm.RSTREAM and self.period is not None
-                    and gives_segments(self.node.children[0]))
+        return not self.from_segments_only
+
+    def pass_unread(self, inputs: list[Slice], cycle: CycleContext) -> Slice:  # noqa: D102
+        if self.from_segments_only:
+            return Slice(None, inputs[0].lo, inputs[0].hi)
+        return self.step(inputs, cycle)
 
     def step(self, inputs: list[Slice], cycle: CycleContext) -> Slice:  # noqa: D102
         (inp,) = inputs
