@@ -162,8 +162,9 @@ def compile_plan(plan: GlobalPlan, queries: Iterable[CompiledQuery],
         n: tables[n.name.lower()] for n in nodes
         if isinstance(n, TableScan) and n.name.lower() in tables}
     fused = {q.name: q.tail for q in queries if q.tail is not None}
-    streamed = streamed_queries(queries) if plan.fuse else {}
     snapshots = snapshot_queries(queries, plan) if plan.fuse else {}
+    streamed = streamed_queries(q for q in queries
+                                if q.name not in snapshots) if plan.fuse else {}
     unread = unread_steps(plan, queries, fused, streamed, snapshots, nodes)
     readers = plan.consumers() + Counter(q.plan for q in queries)
     edges = plan.edges_unread(nodes, {q.plan for q in queries})
