@@ -57,11 +57,7 @@ def find_tail(root: PlanNode, ops: Mapping[PlanNode, object], qid: int) -> Query
 def _record(tail: QueryTail, mapping: dict[str, str], conds: list[str], t: str,
             sign: int) -> str:
     """One encoded change of ``tail``'s query (see ``tail_changes_sql``), or NULL."""
-    for step in tail.steps:
-        if isinstance(step, Filter):
-            conds.append(f"coalesce({substitute(step.predicate, mapping)}, false)")
-        else:
-            mapping = {name: substitute(e, mapping) for name, e in step.exprs}
+    mapping = compose_steps(tail.steps, mapping, conds)
     row = ", ".join(f"{normalised_sql(mapping[f.name], f.dataType)} AS {q(f.name)}"
                     for f in tail.schema.fields)
     record = (f"named_struct('{QID}', {tail.qid}, '{ROW}', "
@@ -94,6 +90,20 @@ def sliced_tail_changes(family: SlicedFamily, run: SlicedRun | None,
         parts.append(_record(tail, mapping, ends, q(TO), -1))
     text = f"inline(filter(array({', '.join(parts)}), x -> x IS NOT NULL))"
     return run.segments.segments.selectExpr(text)
+
+
+def compose_steps(steps: tuple[Filter | Project, ...], mapping: dict[str, str],
+                  conds: list[str]) -> dict[str, str]:
+    """Filter and Project steps (bottom up) composed over the columns ``mapping`` names:
+    each filter's condition is appended to ``conds``, and the returned mapping gives the
+    top step's columns as expressions over the bottom's.
+    """
+    for step in steps:
+        if isinstance(step, Filter):
+            conds.append(f"coalesce({substitute(step.predicate, mapping)}, false)")
+        else:
+            mapping = {name: substitute(e, mapping) for name, e in step.exprs}
+    return mapping
 
 
 def substitute(sql: str, mapping: dict[str, str]) -> str:

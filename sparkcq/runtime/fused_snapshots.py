@@ -27,7 +27,7 @@ from sparkcq.language.sql.statements import OutputForm
 from sparkcq.model.columns import FROM, OP, TE, TO, TS
 from sparkcq.plan.nodes import Filter, PlanNode, Project, SlicedAggregate, ToStream
 from sparkcq.runtime.frames import TaggedRecords, bound_sql, q
-from sparkcq.runtime.fused_outputs import substitute
+from sparkcq.runtime.fused_outputs import compose_steps
 from sparkcq.runtime.fused_streams import FusedQuery, sql_literal
 from sparkcq.runtime.sliced_family import SlicedFamily, SlicedMemberOperator, SlicedRun
 
@@ -76,12 +76,8 @@ def snapshot_sql(query: SnapshotQuery, family: SlicedFamily, lo: int, hi: int,
     member = query.tail.member.node
     assert isinstance(member, SlicedAggregate) and query.tail.root.period is not None
     mapping = {out: q(src) for out, src in family.members[member]}
-    conds = []
-    for step in query.tail.steps:
-        if isinstance(step, Filter):
-            conds.append(f"coalesce({substitute(step.predicate, mapping)}, false)")
-        else:
-            mapping = {name: substitute(e, mapping) for name, e in step.exprs}
+    conds: list[str] = []
+    mapping = compose_steps(query.tail.steps, mapping, conds)
     period = query.tail.root.period
     start = f"greatest({q(FROM)}, {bound_sql(lo)})"
     end = f"least(coalesce({q(TO)}, {bound_sql(hi)}), {bound_sql(hi)})"

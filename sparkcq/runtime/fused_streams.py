@@ -30,7 +30,7 @@ from pyspark.sql.types import StructType
 from sparkcq.model.columns import OP, TE, TS, T
 from sparkcq.plan.nodes import EdgeKind, Filter, PlanNode, Project
 from sparkcq.runtime.frames import TaggedRecords, q
-from sparkcq.runtime.fused_outputs import substitute
+from sparkcq.runtime.fused_outputs import compose_steps
 
 #: the commit ids of streamed queries' records: apart from every other part of the commit
 STREAMED_SID_BASE = -(1 << 20)
@@ -82,11 +82,7 @@ def record_sql(query: StreamedQuery, edge: StructType, sid: int, column: str) ->
     """The query's record from one row of its edge (columns of ``edge``), or NULL."""
     mapping = {f.name: q(f.name) for f in edge.fields}
     conds = ["true"]
-    for step in query.tail.steps:
-        if isinstance(step, Filter):
-            conds.append(f"coalesce({substitute(step.predicate, mapping)}, false)")
-        else:
-            mapping = {name: substitute(e, mapping) for name, e in step.exprs}
+    mapping = compose_steps(query.tail.steps, mapping, conds)
     t = f"timestamp_micros({q(T)})" if query.timestamps else q(T)
     fields = [f"{sql_literal(f.name)}, {mapping[f.name]}" for f in query.schema.fields]
     fields += [f"{sql_literal(TS)}, {t}", f"{sql_literal(TE)}, {t}", f"{sql_literal(OP)}, 'I'"]
