@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
 from pyspark.sql.types import StructType
 
 from sparkcq.model.columns import T
@@ -60,6 +61,11 @@ class SqlViews:
     """
 
     _numbers = itertools.count(1)  # a prefix per instance, never reused
+    # every view's frame, and the view of each frame bound to one (by session and frame):
+    # binding a view is a command Spark plans and runs, as costly as analysing a query,
+    # and operators reading one frame (a stream's batch read by five windows) share one
+    _bound: dict[str, DataFrame] = {}
+    _views: dict[tuple[int, int], str] = {}
 
     def __init__(self, spark: SparkSession, kind: str):
         self.spark = spark
@@ -69,10 +75,23 @@ class SqlViews:
         """Run ``template`` with each ``{name}`` replaced by a view bound to ``views[name]``."""
         text = template
         for key, df in views.items():
-            name = f"{self.prefix}_{key}"
-            df.createOrReplaceTempView(name)
-            text = text.replace("{" + key + "}", name)
+            text = text.replace("{" + key + "}", self.view_of(df, key))
         return self.spark.sql(text)
+
+    def view_of(self, df: DataFrame, key: str) -> str:
+        """A view bound to ``df``: one already bound to it, or this operator's ``key``."""
+        bound, views = SqlViews._bound, SqlViews._views
+        name = views.get((id(self.spark), id(df)))
+        if name is not None and bound.get(name) is df:
+            return name
+        name = f"{self.prefix}_{key}"
+        old = bound.get(name)
+        if old is not None:
+            views.pop((id(self.spark), id(old)), None)
+        df.createOrReplaceTempView(name)
+        bound[name] = df
+        views[(id(self.spark), id(df))] = name
+        return name
 
 
 class RowCounting(StrEnum):
@@ -302,22 +321,22 @@ class Runtime:
         # it was for every other cycle
         tallied, self.tallied = self.tallied, []
         keyed = [none.alias("_k")] if tallied else []
-        tagged = [df.select(F.lit(count_ids[key]).alias("_sid"), none.alias("_m"),
+        tagged = [df.select(sid_of(count_ids[key]), none.alias("_m"),
                             none.alias("_x"), no.alias("_f"), *keyed)
                   for key, df in counted.items()]
         for i, st in enumerate(states):
             assert st.df is not None
             least = col(T) if T in st.df.columns else none
-            tagged.append(st.df.select(F.lit(i).alias("_sid"), least.alias("_m"),
+            tagged.append(st.df.select(sid_of(i), least.alias("_m"),
                                        none.alias("_x"), no.alias("_f"), *keyed))
         measured, self.measured = self.measured, []
         for j, (df, flag, value, _then) in enumerate(measured):
-            tagged.append(df.select(F.lit(_MEASURED_BASE + j).alias("_sid"), none.alias("_m"),
+            tagged.append(df.select(sid_of(_MEASURED_BASE + j), none.alias("_m"),
                                     value.cast("long").alias("_x"),
                                     F.when(flag, 1).otherwise(0).cast("long").alias("_f"),
                                     *keyed))
         for j, (df, key, _counts) in enumerate(tallied):
-            tagged.append(df.select(F.lit(_TALLIED_BASE + j).alias("_sid"), none.alias("_m"),
+            tagged.append(df.select(sid_of(_TALLIED_BASE + j), none.alias("_m"),
                                     none.alias("_x"), no.alias("_f"),
                                     key.cast("long").alias("_k")))
         summaries = union_all(tagged)
@@ -326,31 +345,23 @@ class Runtime:
                 F.count(F.lit(1)).alias("_n"), F.min("_m").alias("_m"),
                 F.max("_x").alias("_x"), F.sum("_f").alias("_f")))
         names = list(outputs)
-        # queries whose records have one schema share a struct column: their parts union
-        # by position, and the union's schema does not grow with every query
+        # queries whose records have one schema share a struct column: the union's schema
+        # does not grow with every query
         shapes: dict[str, str] = {}  # schema -> its column
         column_of: dict[str, str] = {}  # query -> its shape's column
-        same_shape: dict[str, list[DataFrame]] = {}
         for j, name in enumerate(names):
             df = outputs[name]
             shape = column_of[name] = shapes.setdefault(df.schema.json(), f"_q{len(shapes)}")
-            same_shape.setdefault(shape, []).append(df.select(
-                F.lit(-1 - j).alias("_sid"), F.struct(*[col(c) for c in df.columns]).alias(shape)))
-        for frames in same_shape.values():
-            together = frames[0]
-            for frame in frames[1:]:
-                together = together.union(frame)
-            parts.append(together)
+            parts.append(df.select(sid_of(-1 - j),
+                                   F.struct(*[col(c) for c in df.columns]).alias(shape)))
         if bundle is not None:
-            parts.append(bundle.select(F.lit(_BUNDLE_SID).alias("_sid"),
+            parts.append(bundle.select(sid_of(_BUNDLE_SID),
                                        *[col(c) for c in bundle.columns]))
         parts += [records.df for records in by_id]
         self.changed_states.clear()
         if not parts:
             return {}, {}
-        merged = parts[0]
-        for part in parts[1:]:
-            merged = merged.unionByName(part, allowMissingColumns=True)
+        merged = union_by_name(parts, allow_missing=True)
         # a union has a partition per partition of every part: fifty queries' records made
         # a last stage of hundreds of tiny tasks
         merged = merged.coalesce(self.cycle_partitions)
@@ -566,15 +577,57 @@ def hash_partitioned(df: DataFrame, column: str, partitions: int) -> bool:
             and exprs.apply(0).name() == column)
 
 
+def sid_of(number: int) -> Column:
+    """A part's id in the commit's union: a BIGINT in every part, as a union by name
+    merges the types of its parts' columns without widening them.
+    """
+    return F.lit(number).cast("long").alias("_sid")
+
+
+def same_column_types(frames: Sequence[DataFrame]) -> bool:
+    """Whether every column name has one type (nullability apart) in all ``frames``."""
+    types: dict[str, str] = {}
+    for df in frames:
+        for f in df.schema.fields:
+            if types.setdefault(f.name, f.dataType.simpleString()) != f.dataType.simpleString():
+                return False
+    return True
+
+
 def union_all(frames: Sequence[DataFrame | None]) -> DataFrame | None:
     """Union by name of the frames that are not None; None if all are."""
     present = [f for f in frames if f is not None]
     if not present:
         return None
-    out = present[0]
-    for f in present[1:]:
-        out = out.unionByName(f)
-    return out
+    return union_by_name(present)
+
+
+def union_by_name(frames: Sequence[DataFrame], allow_missing: bool = False) -> DataFrame:
+    """One union by name of all ``frames`` (``allow_missing``: a column some lack is NULL
+    on their rows), as one n-ary plan node.
+
+    Chained ``unionByName`` calls analyse a new plan at every step; building a cycle's
+    commit of twenty parts that way cost about as much as analysing twenty queries. One
+    ``Union`` node of all of them is analysed once. Spark's n-ary union by name does not
+    widen a column's types, so frames whose types differ take the chain.
+    """
+    if len(frames) == 1:
+        return frames[0]
+    if not same_column_types(frames):  # only a chain widens them (an INT and a BIGINT)
+        out = frames[0]
+        for df in frames[1:]:
+            out = out.unionByName(df, allowMissingColumns=allow_missing)
+        return out
+    spark = frames[0].sparkSession
+    jvm = spark._jvm
+    assert jvm is not None
+    plans = jvm.java.util.ArrayList()
+    for df in frames:
+        plans.add(df._jdf.logicalPlan())
+    union = jvm.org.apache.spark.sql.catalyst.plans.logical.Union(
+        jvm.org.apache.spark.api.python.PythonUtils.toSeq(plans), True, allow_missing)
+    plan = jvm.org.apache.spark.sql.classic.Dataset.ofRows(spark._jsparkSession, union)
+    return ClassicDataFrame(plan, spark)
 
 
 def split_at(df: DataFrame, hi: int) -> tuple[DataFrame, DataFrame]:

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
+from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
 from sparkcq.language.sql.statements import OutputForm
 from sparkcq.model.columns import FROM, OP, TE, TO, TS
@@ -30,6 +31,8 @@ from sparkcq.runtime.frames import TaggedRecords, bound_sql, q
 from sparkcq.runtime.fused_outputs import compose_steps
 from sparkcq.runtime.fused_streams import FusedQuery, sql_literal
 from sparkcq.runtime.sliced_family import SlicedFamily, SlicedMemberOperator, SlicedRun
+
+AT = "`_sparkcq_at`"  # the evaluation instant, a lambda variable no column name shadows
 
 
 @dataclass(frozen=True)
@@ -69,9 +72,11 @@ SnapshotQuery = FusedQuery[SnapshotTail]
 
 
 def snapshot_sql(query: SnapshotQuery, family: SlicedFamily, lo: int, hi: int,
-                 sid: int) -> str:
-    """The query's row values and evaluation instants from one family segment, or NULL:
-    as ``rstream_segments`` over the member's segments through the query's steps.
+                 sid: int, own: str, nulls: Mapping[str, str]) -> str:
+    """The query's records from one family segment, an array with one per evaluation
+    instant (as ``rstream_segments`` over the member's segments through the query's steps),
+    or NULL; each record a struct of ``_sid`` and one field per commit column of ``nulls``
+    (column -> the typed NULL of its records), the query's ``own`` one filled.
     """
     member = query.tail.member.node
     assert isinstance(member, SlicedAggregate) and query.tail.root.period is not None
@@ -83,36 +88,52 @@ def snapshot_sql(query: SnapshotQuery, family: SlicedFamily, lo: int, hi: int,
     end = f"least(coalesce({q(TO)}, {bound_sql(hi)}), {bound_sql(hi)})"
     first = f"({start} + pmod(-{start}, {period}))"
     conds.append(f"{first} < {end}")
-    values = ", ".join(f"{sql_literal(f.name)}, {mapping[f.name]}"
-                       for f in query.schema.fields)
-    record = (f"named_struct('_sid', CAST({sid} AS BIGINT), '_v', named_struct({values}), "
-              f"'_at', sequence({first}, {end} - 1, {period}))")
-    return f"CASE WHEN {' AND '.join(conds)} THEN {record} END"
+    at = f"timestamp_micros({AT})" if query.timestamps else AT
+    fields = [f"{sql_literal(f.name)}, {mapping[f.name]}" for f in query.schema.fields]
+    fields += [f"{sql_literal(TS)}, {at}", f"{sql_literal(TE)}, {at}", f"{sql_literal(OP)}, 'I'"]
+    columns = ", ".join(
+        f"{sql_literal(column)}, "
+        + (f"named_struct({', '.join(fields)})" if column == own else null)
+        for column, null in nulls.items())
+    record = f"named_struct('_sid', CAST({sid} AS BIGINT), {columns})"
+    return (f"CASE WHEN {' AND '.join(conds)} THEN "
+            f"transform(sequence({first}, {end} - 1, {period}), {AT} -> {record}) END")
 
 
 def snapshot_records(family: SlicedFamily, run: SlicedRun | None,
                      queries: Iterable[SnapshotQuery], sids: dict[str, int],
                      columns: dict[str, str]) -> list[TaggedRecords]:
     """The records of ``queries`` (all over ``family``) this cycle, from the family's
-    evaluation ``run``: one generator per output schema.
+    evaluation ``run``: one generator, each query's records in its output schema's column.
     """
     if run is None or run.segments.segments is None:
         return []
     segments: DataFrame = run.segments.segments
     lo, hi = run.segments.lo, run.segments.hi
-    by_column: dict[str, list[SnapshotQuery]] = {}
-    for s in queries:
-        by_column.setdefault(columns[s.name], []).append(s)
-    out = []
-    for column, group in by_column.items():
-        parts = [snapshot_sql(s, family, lo, hi, sids[s.name]) for s in group]
-        rows = segments.selectExpr(
-            f"inline(filter(array({', '.join(parts)}), x -> x IS NOT NULL))")
-        at = "timestamp_micros(`_t`)" if group[0].timestamps else "`_t`"
-        fields = [f"{sql_literal(f.name)}, `_v`.{q(f.name)}" for f in group[0].schema.fields]
-        fields += [f"{sql_literal(TS)}, {at}", f"{sql_literal(TE)}, {at}",
-                   f"{sql_literal(OP)}, 'I'"]
-        records = rows.selectExpr("_sid", "_v", "explode(_at) AS _t").selectExpr(
-            "_sid", f"named_struct({', '.join(fields)}) AS {q(column)}")
-        out.append(TaggedRecords(records, {s.name: (sids[s.name], column) for s in group}))
-    return out
+    group = list(queries)
+    nulls: dict[str, str] = {}
+    for s in group:
+        nulls.setdefault(columns[s.name], typed_null(record_schema(s)))
+    parts = [snapshot_sql(s, family, lo, hi, sids[s.name], columns[s.name], nulls)
+             for s in group]
+    rows = segments.selectExpr(
+        f"inline(flatten(filter(array({', '.join(parts)}), x -> x IS NOT NULL)))")
+    return [TaggedRecords(rows, {s.name: (sids[s.name], columns[s.name]) for s in group})]
+
+
+def record_schema(query: SnapshotQuery) -> StructType:
+    """The schema of the query's records: its columns, ``_ts``, ``_te`` and ``_op``."""
+    at = TimestampType() if query.timestamps else LongType()
+    return StructType([*query.schema.fields, StructField(TS, at), StructField(TE, at),
+                       StructField(OP, StringType())])
+
+
+_TYPED_NULLS: dict[str, str] = {}
+
+
+def typed_null(schema: StructType) -> str:
+    """SQL for a NULL struct of ``schema`` (memoised: the DDL is a call into the JVM)."""
+    key = schema.json()
+    if key not in _TYPED_NULLS:
+        _TYPED_NULLS[key] = f"CAST(NULL AS STRUCT<{schema.toDDL()}>)"
+    return _TYPED_NULLS[key]

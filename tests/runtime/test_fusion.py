@@ -325,3 +325,35 @@ def test_rstream_queries_over_one_family_come_out_of_one_generator(spark):
             (tuple(round(v, 9) if isinstance(v, float) else v for v in row), t)
             for row, t in want), q
         pd.testing.assert_frame_equal(got, results[False][q], check_dtype=False)
+
+
+def test_rstream_queries_of_a_timestamp_stream_keep_timestamps(spark):
+    """Two RSTREAM dashboards of two output schemas over one family of a timestamp stream:
+    one generator gives each its own records, with timestamps, as its own operators do.
+    """
+    at = [dt.datetime(2026, 1, 1, 0, 0, i) for i in range(0, 12, 3)]
+    results = {}
+    for fuse in (True, False):
+        eng = Engine(spark=spark, fuse=fuse)
+        eng.execute("CREATE STREAM p (id BIGINT, k STRING, t TIMESTAMP) WITH (event_time='t'); "
+                    "CREATE QUERY n AS RSTREAM SELECT k, count(*) AS n "
+                    "FROM p [RANGE 4 SECONDS SLIDE 2 SECONDS] GROUP BY k; "
+                    "CREATE QUERY top AS RSTREAM SELECT k, max(id) AS top "
+                    "FROM p [RANGE 4 SECONDS SLIDE 2 SECONDS] GROUP BY k")
+        eng.push("p", [{"id": i, "k": "ab"[i % 2], "t": t} for i, t in enumerate(at)],
+                 end=True)
+        eng.run_until_idle()
+        results[fuse] = {q: sorted_frame(eng.results(q)) for q in ("n", "top")}
+        fused = [line for line in eng.explain_global().splitlines()
+                 if " RSTREAM every " in line and "rows/cycle=fused" in line]
+        assert len(fused) == (2 if fuse else 0)
+        eng.stop()
+    top = results[True]["top"]
+    # ids 0 and 2 (key a) at 0 and 6 s, 1 and 3 (key b) at 3 and 9 s; the snapshot of
+    # (t - 4 s, t] at every even second t
+    assert str(top["_ts"].dtype).startswith("datetime64")
+    assert sorted(zip(top["k"], top["top"], top["_ts"].dt.second, strict=True)) == [
+        ("a", 0, 0), ("a", 0, 2), ("a", 2, 6), ("a", 2, 8),
+        ("b", 1, 4), ("b", 1, 6), ("b", 3, 10), ("b", 3, 12)]
+    for q in ("n", "top"):
+        pd.testing.assert_frame_equal(results[True][q], results[False][q])
