@@ -18,6 +18,7 @@ data passes through Python. Options (``CREATE STREAM ... WITH (source='generator
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from typing import Any
@@ -125,8 +126,14 @@ class GeneratorSource(Source):
 
     def rows(self, first: int, end: int) -> DataFrame:
         """Rows ``first`` to ``end - 1`` of the stream."""
-        return ids(self.spark, first, end).select(
-            *[self.column(f.name, f.dataType).alias(f.name) for f in self.schema.fields])
+        return ids(self.spark, first, end).select(*self.columns)
+
+    @functools.cached_property
+    def columns(self) -> list[Column]:
+        """The expressions of the stream's columns from ``id``: the same every cycle, built
+        once (each function of a Column expression is a call into the JVM).
+        """
+        return [self.column(f.name, f.dataType).alias(f.name) for f in self.schema.fields]
 
     def _time_at(self, i: int) -> int | None:
         if self.own_time:

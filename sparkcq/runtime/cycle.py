@@ -30,7 +30,7 @@ from sparkcq.model.columns import TE, TS
 from sparkcq.plan.nodes import PlanNode, TableScan, walk
 from sparkcq.runtime.cycle_input import CycleInput
 from sparkcq.runtime.failures import describe_failure
-from sparkcq.runtime.frames import RowCounting, Runtime, Slice, TaggedRecords
+from sparkcq.runtime.frames import RowCounting, Runtime, Slice, TaggedRecords, col
 from sparkcq.runtime.fused_outputs import (
     QueryTail,
     find_tail,
@@ -455,8 +455,8 @@ class CycleEngine:
 
 def timestamps_of(records: DataFrame) -> DataFrame:
     """Sink records with ``_ts`` and ``_te`` as timestamps (a timestamp stream's query)."""
-    return records.withColumn(TS, F.timestamp_micros(records[TS])) \
-        .withColumn(TE, F.timestamp_micros(records[TE]))
+    return records.select(*[F.timestamp_micros(col(c)).alias(c) if c in (TS, TE) else col(c)
+                            for c in records.columns])
 
 
 __all__ = ["CompiledPlan", "CompiledQuery", "CycleEngine", "CycleResult", "QueriesFailedError",

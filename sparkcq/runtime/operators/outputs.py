@@ -99,10 +99,14 @@ class ToStreamOperator(Operator):
             return inp
         if inp.coalesced and inp.segments is not None:
             return self.from_segments(inp, inp.segments)
-        d = net(inp.df, self.names)
+        # the net change of each row and instant, its entries (ISTREAM) or departures
+        # (DSTREAM) one element each: three DataFrames, not six (each one is analysed)
+        names = [col(n) for n in self.names]
         sign = 1 if self.form is OutputForm.ISTREAM else -1
-        rows = units(d.where(col(D) * sign > 0), col(D) * sign)
-        return Slice(rows.withColumn(D, F.lit(1).cast("long")), inp.lo, inp.hi)
+        d = inp.df.groupBy(*names, col(T)).agg((F.sum(col(D)) * sign).alias(D))
+        one = F.explode(F.array_repeat(F.lit(1).cast("long"), col(D).cast("int")))
+        rows = d.where(col(D) > 0).select(*names, col(T), one.alias(D))
+        return Slice(rows, inp.lo, inp.hi)
 
     def from_segments(self, inp: Slice, segments: DataFrame) -> Slice:
         """ISTREAM / DSTREAM of coalesced segments (``Slice.coalesced``): a row enters where

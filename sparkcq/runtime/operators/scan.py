@@ -300,7 +300,8 @@ class ScanOperator(Operator):
             self.rt.measure(frame, col(REASON).isNotNull(),
                             F.when(col(REASON).isNull(), col(T)),
                             lambda summary: self.measured(frame, summary))
-        return frame.where(col(REASON).isNull()).drop(REASON)
+        # its consumers select their columns (``emit``): no projection of its own
+        return frame.where(col(REASON).isNull())
 
     def measured(self, frame: DataFrame, summary: Summary) -> None:
         """The commit measured a batch: count it, raise the largest event time seen, and
