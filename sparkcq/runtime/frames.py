@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark.errors.exceptions.captured import capture_sql_exception
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
@@ -606,9 +607,10 @@ def union_by_name(frames: Sequence[DataFrame], allow_missing: bool = False) -> D
     """One union by name of all ``frames`` (``allow_missing``: a column some lack is NULL
     on their rows), as one n-ary plan node.
 
-    Chained ``unionByName`` calls analyse a new plan at every step; building a cycle's
-    commit of twenty parts that way cost about as much as analysing twenty queries. One
-    ``Union`` node of all of them is analysed once. Spark's n-ary union by name does not
+    Chained ``unionByName`` calls analyse the whole union built so far again at every step
+    (Spark flattens it into one node each time); building a cycle's commit of twenty parts
+    that way cost about as much as analysing twenty queries. One ``Union`` node of all of
+    them is analysed once. Spark's n-ary union by name does not
     widen a column's types, so frames whose types differ take the chain.
     """
     if len(frames) == 1:
@@ -626,7 +628,10 @@ def union_by_name(frames: Sequence[DataFrame], allow_missing: bool = False) -> D
         plans.add(df._jdf.logicalPlan())
     union = jvm.org.apache.spark.sql.catalyst.plans.logical.Union(
         jvm.org.apache.spark.api.python.PythonUtils.toSeq(plans), True, allow_missing)
-    plan = jvm.org.apache.spark.sql.classic.Dataset.ofRows(spark._jsparkSession, union)
+    # called straight into the JVM: its errors become PySpark's (an AnalysisException with
+    # Spark's message), as those of ``unionByName`` do
+    of_rows = capture_sql_exception(jvm.org.apache.spark.sql.classic.Dataset.ofRows)
+    plan = of_rows(spark._jsparkSession, union)
     return ClassicDataFrame(plan, spark)
 
 

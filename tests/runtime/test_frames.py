@@ -1,0 +1,33 @@
+"""The cycle's frame helpers: an n-ary union by name gives what chained ``unionByName``
+calls give (names matched, types widened, missing columns padded or named).
+"""
+
+from __future__ import annotations
+
+import pytest
+from pyspark.errors import AnalysisException
+
+from sparkcq.runtime.frames import union_by_name
+
+
+def test_a_union_by_name_of_many_frames_matches_names_and_widens_types(spark):
+    a = spark.range(3).selectExpr("id AS x", "'a' AS s")
+    b = spark.range(2).selectExpr("'b' AS s", "id * 10 AS x")  # other column order
+    c = spark.range(1).selectExpr("CAST(id + 7 AS INT) AS x", "'c' AS s")  # INT, not BIGINT
+    same = union_by_name([a, b, a])
+    assert sorted(tuple(r) for r in same.collect()) == [
+        (0, "a"), (0, "a"), (0, "b"), (1, "a"), (1, "a"), (2, "a"), (2, "a"), (10, "b")]
+    widened = union_by_name([a, b, c])
+    assert dict(widened.dtypes)["x"] == "bigint"
+    assert sorted(r.x for r in widened.collect()) == [0, 0, 1, 2, 7, 10]
+
+
+def test_a_union_with_missing_columns_pads_them_or_names_what_is_missing(spark):
+    a = spark.range(2).selectExpr("id AS x")
+    b = spark.range(1).selectExpr("id + 5 AS y")
+    padded = union_by_name([a, b, a], allow_missing=True)
+    assert sorted((r.x, r.y) for r in padded.collect() if r.y is None) == [
+        (0, None), (0, None), (1, None), (1, None)]
+    assert [(r.x, r.y) for r in padded.collect() if r.y is not None] == [(None, 5)]
+    with pytest.raises(AnalysisException, match='"x"'):
+        union_by_name([a, b, a])
