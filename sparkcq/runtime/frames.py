@@ -610,8 +610,8 @@ def union_by_name(frames: Sequence[DataFrame], allow_missing: bool = False) -> D
     Chained ``unionByName`` calls analyse the whole union built so far again at every step
     (Spark flattens it into one node each time); building a cycle's commit of twenty parts
     that way cost about as much as analysing twenty queries. One ``Union`` node of all of
-    them is analysed once. Spark's n-ary union by name does not
-    widen a column's types, so frames whose types differ take the chain.
+    them is analysed once. Spark's n-ary union by name does not widen a column's types, so
+    frames whose types differ take the chain.
     """
     if len(frames) == 1:
         return frames[0]
