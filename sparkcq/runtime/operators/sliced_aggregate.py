@@ -190,12 +190,15 @@ class SlicedAggregateOperator(Operator):
                 f"{q(GROUP_HASH)} FROM {self.events_sql}) WHERE {q(D)} > 0")
 
     def panes_sql(self, with_old: bool, lo: int) -> str:
-        """The cycle's events summed per (group, pane) map-side, before the shuffle, then
-        merged with the panes kept from earlier cycles that may still be in a window at or
-        after ``lo``. The kept panes are partitioned by the group hash already: only the
-        new sums are redistributed (each kept column renamed to itself, so that the union
-        keeps the partitioning, as in ``interval_join``). A tumbling window's panes are
-        read by no per-group sort: kept panes and events share one shuffle.
+        """The cycle's events summed per (group, pane), then merged with the panes kept
+        from earlier cycles that may still be in a window at or after ``lo``. The kept
+        panes are partitioned by the group hash (a sliding window's) or by the whole
+        (group, pane) key (a tumbling one's) already: only the new sums are redistributed,
+        and the union keeps that partitioning (each kept column renamed to itself, as in
+        ``interval_join``). A tumbling window's panes are read by no per-group sort, so
+        its new sums are shuffled by their grouping key itself: one exchange, of the
+        cycle's sums alone (reshuffling the kept panes with them doubled an output-heavy
+        cycle's shuffled records).
         """
         by = self.key_list(q(PANE_END))
         names = [f.name for f in self.panes.schema.fields]
@@ -203,22 +206,13 @@ class SlicedAggregateOperator(Operator):
                          for m in self.measures.values())
         live = (f" WHERE {q(PANE_END)} >= {bound_sql(lo - self.length)}" if lo != TIME_MIN
                 else "")
-        if self.tumbling:
-            # no later frame groups by the group hash alone: the kept panes and the
-            # events go through one shuffle by (group, pane), the events summed map-side
-            # by Spark's partial aggregation (one stage fewer than redistributing)
-            each = "".join(f", {m.sql} AS {q(m.name)}" for m in self.measures.values())
-            events = f"SELECT {by}, {q(D)} AS `{N}`{each} FROM {self.placed_events_sql()}"
-            if with_old:
-                kept = ", ".join(map(q, names))
-                events = f"SELECT {kept} FROM {{old}}{live} UNION ALL {events}"
-            return f"SELECT {by}, sum(`{N}`) AS `{N}`{merged} FROM ({events}) GROUP BY {by}"
         measures = "".join(f", {m.combine}({m.sql}) AS {q(m.name)}"
                            for m in self.measures.values())
         partial = (f"SELECT {by}, sum({q(D)}) AS `{N}`{measures} "
                    f"FROM {self.placed_events_sql()} GROUP BY {by}")
-        merging = (f"SELECT {', '.join(map(q, names))} FROM ({partial}) "
-                   f"DISTRIBUTE BY {q(GROUP_HASH)}")
+        merging = f"SELECT {', '.join(map(q, names))} FROM ({partial})"
+        if not self.tumbling:
+            merging += f" DISTRIBUTE BY {q(GROUP_HASH)}"
         if with_old:
             kept = ", ".join(f"{q(n)} AS {q(n)}" for n in names)
             merging = f"SELECT {kept} FROM {{old}}{live} UNION ALL ({merging})"
