@@ -267,29 +267,30 @@ class ScanOperator(Operator):
         # late: before the watermark of the cycle, or of the row's arrival if later
         lowest = (F.greatest(bound(lo), col(ARRIVAL_WATERMARK))
                   if ARRIVAL_WATERMARK in raw.columns else bound(lo))
-        extra = []
+        # one projection of the raw batch (each further one is a plan Spark analyses): the
+        # event time and the bound are written out wherever a column reads them
+        t = self.time_expr(self.scan.time_col)
+        delete = None
         if self.scan.key:  # deletes of a keyed stream: the scan's edge carries them
-            extra.append((F.coalesce(col(DELETE), F.lit(False)) if DELETE in raw.columns
-                          else F.lit(False)).alias(DELETE))
-        df = raw.select(*[col(n) for n in self.names], *extra,
-                        lowest.alias("_bound")).withColumn(T, self.time_expr(self.scan.time_col))
-        what = (F.when(col(DELETE), F.lit(" (a delete)")).otherwise(F.lit(""))
-                if self.scan.key else F.lit(""))
+            delete = (F.coalesce(col(DELETE), F.lit(False)) if DELETE in raw.columns
+                      else F.lit(False))
+        what = (F.when(delete, F.lit(" (a delete)")).otherwise(F.lit(""))
+                if delete is not None else F.lit(""))
         reason = (
-            F.when(col(T).isNull(), F.concat(
+            F.when(t.isNull(), F.concat(
                 F.lit(f"null event time in column {self.scan.time_col!r}"), what))
-            .when(col(T) < col("_bound"), F.concat(
-                F.lit("late: event time "), col(T).cast("string"),
-                F.lit(" is before the watermark "), col("_bound").cast("string"), what))
+            .when(t < lowest, F.concat(
+                F.lit("late: event time "), t.cast("string"),
+                F.lit(" is before the watermark "), lowest.cast("string"), what))
         )
-        columns = [*[col(n) for n in self.names], col(T),
-                   *([col(DELETE)] if self.scan.key else [])]
+        columns = [*[col(n) for n in self.names], t.alias(T),
+                   *([delete.alias(DELETE)] if delete is not None else [])]
         if self.scan.end_col:
-            df = df.withColumn(TE, self.time_expr(self.scan.end_col))
-            reason = reason.when(col(TE).isNull() | (col(TE) < col(T)), F.lit(
+            te = self.time_expr(self.scan.end_col)
+            reason = reason.when(te.isNull() | (te < t), F.lit(
                 f"end time {self.scan.end_col!r} is null or before the event time"))
-            columns.append(col(TE))
-        frame = self.rt.cache_for_cycle(df.select(*columns, reason.alias(REASON)))
+            columns.append(te.alias(TE))
+        frame = self.rt.cache_for_cycle(raw.select(*columns, reason.alias(REASON)))
         self.rt.keep_after_cycle(frame)
         if arrow is not None and not self.scan.end_col:
             total, bad, largest = self.check_on_driver(arrow, lo)
