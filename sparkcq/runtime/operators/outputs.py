@@ -211,9 +211,12 @@ class ToStreamOperator(Operator):
         start = f"greatest({q(FROM)}, {lo})"
         end = f"least(coalesce({q(TO)}, {hi}), {hi})"
         first = f"({start} + pmod(-{start}, {period}))"
-        out = segments.where(f"{first} < {end}").selectExpr(
-            *map(q, self.names), f"explode(sequence({first}, {end} - 1, {period})) AS {q(T)}",
-            f"CAST(1 AS BIGINT) AS {q(D)}")
+        # one projection (a filter before it is one more plan to analyse): a segment with
+        # no multiple of the period in it explodes an empty array
+        times = (f"IF({first} < {end}, sequence({first}, {end} - 1, {period}), "
+                 f"CAST(array() AS ARRAY<BIGINT>))")
+        out = segments.selectExpr(*map(q, self.names), f"explode({times}) AS {q(T)}",
+                                  f"CAST(1 AS BIGINT) AS {q(D)}")
         return Slice(out, inp.lo, inp.hi)
 
 
