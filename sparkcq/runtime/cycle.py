@@ -23,14 +23,12 @@ from dataclasses import dataclass, field, replace
 import pyarrow as pa
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
 from sparkcq.errors import ExecutionError, SinkError, SparkDiedError
-from sparkcq.model.columns import TE, TS
 from sparkcq.plan.nodes import PlanNode, TableScan, walk
 from sparkcq.runtime.cycle_input import CycleInput
 from sparkcq.runtime.failures import describe_failure
-from sparkcq.runtime.frames import RowCounting, Runtime, Slice, TaggedRecords, col
+from sparkcq.runtime.frames import RowCounting, Runtime, Slice, TaggedRecords
 from sparkcq.runtime.fused_outputs import (
     QueryTail,
     find_tail,
@@ -365,7 +363,7 @@ class CycleEngine:
                     encoded.append(encode(changes.df, query.plan.schema, query.qid))
             elif (records := query.formatter.advance([slices[query.plan]], cycle,
                                                      starts.inputs).df) is not None:
-                outputs[query.name] = timestamps_of(records) if query.timestamps else records
+                outputs[query.name] = records
         tagged = self._stream_records(compiled, streamed, slices, cycle, outputs)
         tagged += self._snapshot_records(compiled, snapshots, slices, cycle, outputs)
         counted = {i: df for i, op in enumerate(compiled.stepped)
@@ -381,7 +379,8 @@ class CycleEngine:
         shapes = list(compiled.shapes)
         shared = self.intervals.step(encoded, [q for shape in shapes for q in shape.names])
         bundle = None if shared is None else decode(shared, shapes)
-        tables, counts = self.rt.commit_cycle(outputs, counted, bundle, tagged)
+        timestamped = frozenset(q.name for q in queries if q.timestamps)
+        tables, counts = self.rt.commit_cycle(outputs, counted, bundle, tagged, timestamped)
         split_by_query(tables, shapes)
         rows: dict[PlanNode, int | None] = {}
         if self.count_rows is not RowCounting.OFF:
@@ -415,8 +414,7 @@ class CycleEngine:
                         step = self.plan.ops[node].step([step], cycle)
                     records = query.formatter.step([step], cycle).df
                     if records is not None:
-                        outputs[query.name] = timestamps_of(records) if query.timestamps \
-                            else records
+                        outputs[query.name] = records
         return tagged
 
     def _snapshot_records(self, compiled: CompiledPlan,
@@ -443,20 +441,13 @@ class CycleEngine:
                     query = next(q for q in compiled.queries if q.name == snapshot.name)
                     records = query.formatter.step([step], cycle).df
                     if records is not None:
-                        outputs[query.name] = timestamps_of(records) if query.timestamps \
-                            else records
+                        outputs[query.name] = records
         return tagged
 
     def _counts(self, df: DataFrame) -> bool:
         """Whether the commit counts an operator output's rows (see ``RowCounting``)."""
         return self.count_rows is RowCounting.ALL or (
             self.count_rows is RowCounting.CACHED and self.rt.is_cycle_frame(df))
-
-
-def timestamps_of(records: DataFrame) -> DataFrame:
-    """Sink records with ``_ts`` and ``_te`` as timestamps (a timestamp stream's query)."""
-    return records.select(*[F.timestamp_micros(col(c)).alias(c) if c in (TS, TE) else col(c)
-                            for c in records.columns])
 
 
 __all__ = ["CompiledPlan", "CompiledQuery", "CycleEngine", "CycleResult", "QueriesFailedError",

@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
 from pyspark.sql.types import StructType
 
-from sparkcq.model.columns import T
+from sparkcq.model.columns import TE, TS, T
 
 if TYPE_CHECKING:
     from sparkcq.runtime.saved_frames import FrameReader, FrameWriter
@@ -300,6 +300,7 @@ class Runtime:
                      counted: dict[int, DataFrame] | None = None,
                      bundle: DataFrame | None = None,
                      by_id: Sequence[TaggedRecords] = (),
+                     timestamped: frozenset[str] = frozenset(),
                      ) -> tuple[dict[str, pa.Table], dict[int, int]]:
         """Run the cycle's one Spark action: materialise changed states, collect records.
 
@@ -308,7 +309,8 @@ class Runtime:
         records of several queries in one frame, struct columns (NULL on the rows of
         queries they do not hold), each a row struct ``_r`` and the record's own columns;
         each comes back as one table under its column's name. Other frames hold
-        the records of queries by id (``by_id``, ``TaggedRecords``).
+        the records of queries by id (``by_id``, ``TaggedRecords``). The ``timestamped``
+        outputs' ``_ts`` and ``_te`` (microseconds) come back as timestamps.
         """
         parts: list[DataFrame] = []
         counted = counted or {}
@@ -352,9 +354,12 @@ class Runtime:
         column_of: dict[str, str] = {}  # query -> its shape's column
         for j, name in enumerate(names):
             df = outputs[name]
-            shape = column_of[name] = shapes.setdefault(df.schema.json(), f"_q{len(shapes)}")
-            parts.append(df.select(sid_of(-1 - j),
-                                   F.struct(*[col(c) for c in df.columns]).alias(shape)))
+            stamped = name in timestamped
+            shape = column_of[name] = shapes.setdefault(f"{stamped}{df.schema.json()}",
+                                                        f"_q{len(shapes)}")
+            fields = [F.timestamp_micros(col(c)).alias(c) if stamped and c in (TS, TE)
+                      else col(c) for c in df.columns]
+            parts.append(df.select(sid_of(-1 - j), F.struct(*fields).alias(shape)))
         if bundle is not None:
             parts.append(bundle.select(sid_of(_BUNDLE_SID),
                                        *[col(c) for c in bundle.columns]))
