@@ -36,6 +36,9 @@ _COUNT_BASE = 1 << 30  # ids of counted frames in the commit's union, apart from
 _MEASURED_BASE = 1 << 40  # ids of measured frames (``Runtime.measure``)
 _TALLIED_BASE = 1 << 41  # ids of tallied frames (``Runtime.tally``)
 _BUNDLE_SID = -(1 << 30)  # id of the bundled records of several queries
+# the commit's summary of each counted frame, state and measured batch: (SQL, name)
+_SUMMARY_AGGREGATES = (("count(1)", "_n"), ("min(`_m`)", "_m"), ("max(`_x`)", "_x"),
+                       ("sum(`_f`)", "_f"))
 
 
 def q(name: str) -> str:
@@ -318,35 +321,32 @@ class Runtime:
         states = [st for st in dict.fromkeys(self.changed_states) if st.df is not None]
         # every count (and earliest instant) in one grouping: one small shuffle, not one
         # stage per frame
-        none = F.lit(None).cast("long")
-        no = F.lit(0).cast("long")
+        none_sql = "CAST(NULL AS BIGINT)"
+        null_m, null_x = sql_column(f"{none_sql} AS `_m`"), sql_column(f"{none_sql} AS `_x`")
+        zero_f = sql_column("CAST(0 AS BIGINT) AS `_f`")
         # a key column only in a cycle that tallies: the summaries' plan stays as small as
         # it was for every other cycle
         tallied, self.tallied = self.tallied, []
-        keyed = [none.alias("_k")] if tallied else []
-        tagged = [df.select(sid_of(count_ids[key]), none.alias("_m"),
-                            none.alias("_x"), no.alias("_f"), *keyed)
+        keyed = [sql_column(f"{none_sql} AS `_k`")] if tallied else []
+        tagged = [df.select(sid_of(count_ids[key]), null_m, null_x, zero_f, *keyed)
                   for key, df in counted.items()]
         for i, st in enumerate(states):
             assert st.df is not None
-            least = col(T) if T in st.df.columns else none
-            tagged.append(st.df.select(sid_of(i), least.alias("_m"),
-                                       none.alias("_x"), no.alias("_f"), *keyed))
+            least = sql_column(f"{q(T)} AS `_m`") if T in st.df.columns else null_m
+            tagged.append(st.df.select(sid_of(i), least, null_x, zero_f, *keyed))
         measured, self.measured = self.measured, []
         for j, (df, flag, value, _then) in enumerate(measured):
-            tagged.append(df.select(sid_of(_MEASURED_BASE + j), none.alias("_m"),
+            tagged.append(df.select(sid_of(_MEASURED_BASE + j), null_m,
                                     value.cast("long").alias("_x"),
                                     F.when(flag, 1).otherwise(0).cast("long").alias("_f"),
                                     *keyed))
         for j, (df, key, _counts) in enumerate(tallied):
-            tagged.append(df.select(sid_of(_TALLIED_BASE + j), none.alias("_m"),
-                                    none.alias("_x"), no.alias("_f"),
+            tagged.append(df.select(sid_of(_TALLIED_BASE + j), null_m, null_x, zero_f,
                                     key.cast("long").alias("_k")))
         summaries = union_all(tagged)
         if summaries is not None:
             parts.append(summaries.groupBy("_sid", *(["_k"] if tallied else [])).agg(
-                F.count(F.lit(1)).alias("_n"), F.min("_m").alias("_m"),
-                F.max("_x").alias("_x"), F.sum("_f").alias("_f")))
+                *[sql_column(f"{agg} AS `{name}`") for agg, name in _SUMMARY_AGGREGATES]))
         names = list(outputs)
         # queries whose records have one schema share a struct column: the union's schema
         # does not grow with every query
@@ -357,9 +357,8 @@ class Runtime:
             stamped = name in timestamped
             shape = column_of[name] = shapes.setdefault(f"{stamped}{df.schema.json()}",
                                                         f"_q{len(shapes)}")
-            fields = [F.timestamp_micros(col(c)).alias(c) if stamped and c in (TS, TE)
-                      else col(c) for c in df.columns]
-            parts.append(df.select(sid_of(-1 - j), F.struct(*fields).alias(shape)))
+            parts.append(df.select(sid_of(-1 - j),
+                                   record_struct(tuple(df.columns), stamped, shape)))
         if bundle is not None:
             parts.append(bundle.select(sid_of(_BUNDLE_SID),
                                        *[col(c) for c in bundle.columns]))
@@ -587,7 +586,26 @@ def sid_of(number: int) -> Column:
     """A part's id in the commit's union: a BIGINT in every part, as a union by name
     merges the types of its parts' columns without widening them.
     """
-    return F.lit(number).cast("long").alias("_sid")
+    return sql_column(f"CAST({number} AS BIGINT) AS `_sid`")
+
+
+@lru_cache(maxsize=4096)
+def sql_column(text: str) -> Column:
+    """The Column of SQL expression ``text``, built once: each Column built is a call into
+    the JVM (about 0.5 ms), and the commit's ids, NULL paddings and summaries are the same
+    expressions every cycle.
+    """
+    return F.expr(text)
+
+
+@lru_cache(maxsize=1024)
+def record_struct(columns: tuple[str, ...], stamped: bool, shape: str) -> Column:
+    """A query's records as struct column ``shape`` of the commit's union (``_ts`` and
+    ``_te`` as timestamps when ``stamped``), built once per query shape.
+    """
+    fields = [F.timestamp_micros(col(c)).alias(c) if stamped and c in (TS, TE) else col(c)
+              for c in columns]
+    return F.struct(*fields).alias(shape)
 
 
 def same_column_types(frames: Sequence[DataFrame]) -> bool:
