@@ -27,6 +27,7 @@ from pyspark.sql.types import DataType, StructType
 
 from sparkcq.catalog import Catalog, TableSource
 from sparkcq.errors import QueryTextError, SourceError, UnknownNameError
+from sparkcq.gateway import fewer_round_trips
 from sparkcq.io import push as pushing
 from sparkcq.io.delivery import Sinks
 from sparkcq.io.feed_source import FeedSource
@@ -91,6 +92,7 @@ class Engine:
                  shedding: ShedMode = ShedMode.OFF, small_cycles: SmallCycles | None = None):
         self.owns_session = spark is None and SparkSession.getActiveSession() is None
         self.spark = spark or make_session(master, shuffle_partitions=shuffle_partitions)
+        fewer_round_trips(self.spark)  # a session made elsewhere too
         self.rt = Runtime(self.spark, partitions=configured_partitions(self.spark))
         self.clock = clock or SystemClock()
         self.catalog = Catalog()

@@ -9,6 +9,7 @@ from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 from sparkcq.errors import ExecutionError
+from sparkcq.gateway import fewer_round_trips
 
 
 def default_master() -> str:
@@ -113,6 +114,7 @@ def make_session(master: str | None = None, app_name: str = "sparkcq",
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     _quiet_metric_updates(spark)
+    fewer_round_trips(spark)
     return spark
 
 
