@@ -56,7 +56,7 @@ from sparkcq.runtime.driver import CycleDriver, CycleReport
 from sparkcq.runtime.frames import RowCounting, Runtime
 from sparkcq.runtime.functions import ensure_data_type
 from sparkcq.runtime.global_plan import GlobalPlan
-from sparkcq.runtime.partitioning import SmallCycles
+from sparkcq.runtime.partitioning import SmallCycles, large_cycle_conf
 from sparkcq.runtime.queries import RunningQueries
 from sparkcq.runtime.scans import StreamScans
 from sparkcq.runtime.state import SavedState, restore_state, save_state
@@ -93,7 +93,8 @@ class Engine:
         self.owns_session = spark is None and SparkSession.getActiveSession() is None
         self.spark = spark or make_session(master, shuffle_partitions=shuffle_partitions)
         fewer_round_trips(self.spark)  # a session made elsewhere too
-        self.rt = Runtime(self.spark, partitions=configured_partitions(self.spark))
+        self.rt = Runtime(self.spark, partitions=configured_partitions(self.spark),
+                          large_conf=large_cycle_conf(self.spark))
         self.clock = clock or SystemClock()
         self.catalog = Catalog()
         self.plan = GlobalPlan(self.rt, fuse=fuse)  # fuse=False: one operator per query

@@ -28,6 +28,7 @@ from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
 from pyspark.sql.types import StructType
 
 from sparkcq.model.columns import TE, TS, T
+from sparkcq.runtime.partitioning import SMALL_CYCLE_CONF
 
 if TYPE_CHECKING:
     from sparkcq.runtime.saved_frames import FrameReader, FrameWriter
@@ -204,6 +205,8 @@ class Runtime:
 
     spark: SparkSession
     partitions: int = 2  # hash partitions of a large cycle
+    # the session's own values of what a small cycle changes (``SMALL_CYCLE_CONF``)
+    large_conf: dict[str, str] = field(default_factory=dict)
     single: bool = False  # this cycle runs in one partition (``runtime/partitioning.py``)
     cycle_frames: list[DataFrame] = field(default_factory=list)
     kept: list[DataFrame] = field(default_factory=list)  # cycle frames to keep if committed
@@ -229,7 +232,14 @@ class Runtime:
         each set it for their own cycles.
         """
         self.single = single
-        self.spark.conf.set("spark.sql.shuffle.partitions", str(self.cycle_partitions))
+        conf = self.spark.conf
+        conf.set("spark.sql.shuffle.partitions", str(self.cycle_partitions))
+        for key, small in SMALL_CYCLE_CONF.items():
+            value = small if single else self.large_conf.get(key)
+            if value is None:
+                conf.unset(key)
+            else:
+                conf.set(key, value)
 
     def partition_by(self, df: DataFrame, *columns: Column) -> DataFrame:
         """``df`` hash-partitioned by ``columns`` into the cycle's partitions; in a small

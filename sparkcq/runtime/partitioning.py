@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pyspark.sql import SparkSession
+
 from sparkcq.errors import PlanError
 
 
@@ -66,3 +68,34 @@ class SmallCycles:
             msg = (f"small cycles {text!r}: expected 'auto', 'single', 'partitioned' or "
                    "a row count ENTER[,LEAVE]")
             raise PlanError(msg) from None
+
+
+# What a small cycle changes in the session besides its shuffle partitions. Its plans are new
+# more often than its data is large: whole-stage code generation writes and compiles a Java
+# class per stage of every plan it has not seen (a cycle of thirteen new queries compiled
+# 200-900 classes, 5-10 ms each, and each new class is compiled again by the JVM's JIT),
+# which a few thousand rows never pay back; and a broadcast join computes its small side in
+# a Spark job of its own before the cycle's job, while in one partition a shuffled join
+# needs no exchange at all.
+SMALL_CYCLE_CONF = {
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.autoBroadcastJoinThreshold": "-1",
+}
+
+
+def large_cycle_conf(spark: SparkSession) -> dict[str, str]:
+    """The session's own values of what a small cycle changes (``SMALL_CYCLE_CONF``), for
+    large cycles to put back: remembered in the session the first time sparkcq sees it, so
+    an engine made while another's small cycle holds the session does not take that
+    cycle's values for the session's.
+    """
+    values = {}
+    for key in SMALL_CYCLE_CONF:
+        kept = f"spark.sparkcq.large.{key}"
+        value = spark.conf.get(kept, None)
+        if value is None:
+            value = spark.conf.get(key)
+            assert value is not None
+            spark.conf.set(kept, value)
+        values[key] = value
+    return values

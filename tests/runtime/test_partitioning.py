@@ -6,7 +6,7 @@ import pytest
 
 from sparkcq import Engine
 from sparkcq.errors import PlanError
-from sparkcq.runtime.partitioning import SmallCycles
+from sparkcq.runtime.partitioning import SMALL_CYCLE_CONF, SmallCycles, large_cycle_conf
 from sparkcq.session import configured_partitions
 from sparkcq.testing import ListSource
 
@@ -100,3 +100,23 @@ def test_streams_counted_only_by_spark_are_estimated_each_from_its_own_last_cycl
     assert [r.rows_in for r in eng.reports] == [16] * 4
     assert [r.partitions for r in eng.reports] == [1] * 4
     assert set(eng.results("q_a")["v"]) == set(eng.results("q_b")["v"]) == {4, 5, 6, 7}
+
+
+def test_a_small_cycle_plans_without_whole_stage_code_or_broadcasts(spark):
+    """A small cycle's plans skip whole-stage code generation and broadcast joins; a large
+    cycle's plan as the session was configured, its own values put back.
+    """
+    eng = Engine(spark=spark, small_cycles=SmallCycles(enter=10, leave=10))
+    eng.execute("CREATE STREAM s (v BIGINT, t BIGINT) WITH (event_time='t'); "
+                "CREATE QUERY q AS SELECT v FROM s WHERE v > 3")
+    seen, t = [], 0
+    for n in (3, 30, 3):
+        eng.push("s", [{"v": i, "t": t + i} for i in range(n)], watermark=t + n)
+        t += n
+        eng.run_cycle()
+        seen.append({key: spark.conf.get(key) for key in SMALL_CYCLE_CONF})
+    own = large_cycle_conf(spark)
+    assert own["spark.sql.codegen.wholeStage"] == "true"  # as the test session was made
+    assert seen == [SMALL_CYCLE_CONF, own, SMALL_CYCLE_CONF]
+    assert [r.partitions for r in eng.reports] == [1, configured_partitions(spark), 1]
+    assert sorted(eng.results("q")["v"]) == list(range(4, 30))
