@@ -39,9 +39,7 @@ class _RememberedClass(JavaClass):
     """A Java class whose static methods and nested classes are looked up once."""
 
     def __getattr__(self, name: str) -> Any:
-        value = JavaClass.__getattr__(self, name)
-        if isinstance(value, JavaClass) and not isinstance(value, _RememberedClass):
-            value = _RememberedClass(value._fqn, self._gateway_client)
+        value = _remembered(JavaClass.__getattr__(self, name))
         if isinstance(value, (JavaMember, JavaClass)):  # a static field's value may change
             self.__dict__[name] = value
         return value
