@@ -602,8 +602,8 @@ def sid_of(number: int) -> Column:
 @lru_cache(maxsize=4096)
 def sql_column(text: str) -> Column:
     """The Column of SQL expression ``text``, built once: each Column built is a call into
-    the JVM (about 0.5 ms), and the commit's ids, NULL paddings and summaries are the same
-    expressions every cycle.
+    the JVM, and its Java object one more call when Python drops it; the commit's ids, NULL
+    paddings and summaries are the same expressions every cycle.
     """
     return F.expr(text)
 
