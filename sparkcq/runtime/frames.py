@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -33,13 +34,9 @@ from sparkcq.runtime.partitioning import SMALL_CYCLE_CONF
 if TYPE_CHECKING:
     from sparkcq.runtime.saved_frames import FrameReader, FrameWriter
 
-_COUNT_BASE = 1 << 30  # ids of counted frames in the commit's union, apart from states
-_MEASURED_BASE = 1 << 40  # ids of measured frames (``Runtime.measure``)
 _TALLIED_BASE = 1 << 41  # ids of tallied frames (``Runtime.tally``)
 _BUNDLE_SID = -(1 << 30)  # id of the bundled records of several queries
-# the commit's summary of each counted frame, state and measured batch: (SQL, name)
-_SUMMARY_AGGREGATES = (("count(1)", "_n"), ("min(`_m`)", "_m"), ("max(`_x`)", "_x"),
-                       ("sum(`_f`)", "_f"))
+_OBSERVED_SID = -(1 << 31)  # id of the observed parts (which give no rows)
 
 
 def q(name: str) -> str:
@@ -196,11 +193,11 @@ class Runtime:
     """Shared per-engine services: the Spark session, the cycle's caches and its commit.
 
     A cycle builds lazy plans only. Every state an operator replaced and every query's sink
-    records are then computed by one Spark action (``commit_cycle``): a union of small
-    per-state summaries (row count, earliest instant) and of the records, each query's in
-    its own struct column. That action also materialises the new states, whose lineage is
-    cut by their local checkpoints, so the number of Spark jobs per cycle does not grow
-    with the number of operators or queries.
+    records are then computed by one Spark action (``commit_cycle``): a union of the
+    records, each query's in its own struct column, whose tasks also observe each state's
+    row count and earliest instant. That action also materialises the new states, whose
+    lineage is cut by their local checkpoints, so the number of Spark jobs per cycle does
+    not grow with the number of operators or queries.
     """
 
     spark: SparkSession
@@ -327,36 +324,28 @@ class Runtime:
         """
         parts: list[DataFrame] = []
         counted = counted or {}
-        count_ids = {key: _COUNT_BASE + i for i, key in enumerate(counted)}
         states = [st for st in dict.fromkeys(self.changed_states) if st.df is not None]
-        # every count (and earliest instant) in one grouping: one small shuffle, not one
-        # stage per frame
-        none_sql = "CAST(NULL AS BIGINT)"
-        null_m, null_x = sql_column(f"{none_sql} AS `_m`"), sql_column(f"{none_sql} AS `_x`")
-        zero_f = sql_column("CAST(0 AS BIGINT) AS `_f`")
-        # a key column only in a cycle that tallies: the summaries' plan stays as small as
-        # it was for every other cycle
+        measured, self.measured = self.measured, []
         tallied, self.tallied = self.tallied, []
-        keyed = [sql_column(f"{none_sql} AS `_k`")] if tallied else []
-        tagged = [df.select(sid_of(count_ids[key]), null_m, null_x, zero_f, *keyed)
-                  for key, df in counted.items()]
+        # counts, earliest instants and largest values as observed metrics: gathered by the
+        # tasks that compute the frames anyway, with no shuffle and no stage of their own
+        observed: list[DataFrame] = []
+        for i, df in enumerate(counted.values()):
+            observed.append(_observed(df, f"c{i}", "count(1)"))
         for i, st in enumerate(states):
             assert st.df is not None
-            least = sql_column(f"{q(T)} AS `_m`") if T in st.df.columns else null_m
-            tagged.append(st.df.select(sid_of(i), least, null_x, zero_f, *keyed))
-        measured, self.measured = self.measured, []
+            least = f"min({q(T)})" if T in st.df.columns else "CAST(NULL AS BIGINT)"
+            observed.append(_observed(st.df, f"s{i}", "count(1)", least))
         for j, (df, flag, value, _then) in enumerate(measured):
-            tagged.append(df.select(sid_of(_MEASURED_BASE + j), null_m,
-                                    value.cast("long").alias("_x"),
-                                    F.when(flag, 1).otherwise(0).cast("long").alias("_f"),
-                                    *keyed))
-        for j, (df, key, _counts) in enumerate(tallied):
-            tagged.append(df.select(sid_of(_TALLIED_BASE + j), null_m, null_x, zero_f,
-                                    key.cast("long").alias("_k")))
-        summaries = union_all(tagged)
-        if summaries is not None:
-            parts.append(summaries.groupBy("_sid", *(["_k"] if tallied else [])).agg(
-                *[sql_column(f"{agg} AS `{name}`") for agg, name in _SUMMARY_AGGREGATES]))
+            observed.append(_observed(df, f"m{j}", F.count(F.lit(1)),
+                                      F.sum(F.when(flag, 1).otherwise(0)).cast("long"),
+                                      F.max(value.cast("long"))))
+        parts += observed
+        if tallied:  # counts by key: a grouping (only shedding joins tally)
+            keyed = union_all([df.select(sid_of(_TALLIED_BASE + j), key.cast("long").alias("_k"))
+                               for j, (df, key, _counts) in enumerate(tallied)])
+            assert keyed is not None
+            parts.append(keyed.groupBy("_sid", "_k").agg(sql_column("count(1) AS `_n`")))
         names = list(outputs)
         # queries whose records have one schema share a struct column: the union's schema
         # does not grow with every query
@@ -384,31 +373,25 @@ class Runtime:
         # the raw Arrow batches: toArrow() would re-cast them to the Spark schema, which
         # rejects the null structs the union pads other parts with
         batches = merged._collect_as_arrow()  # type: ignore[operator]
-        if not batches:
-            for st in states:
-                st.committed(0, None)
-            for _df, _flag, _value, then in measured:
-                then(Summary(0, 0, None))
-            for _df, _key, then_counts in tallied:
-                then_counts({})
-            return {}, dict.fromkeys(counted, 0)
-        table = pa.Table.from_batches(batches)
-        sid = table.column("_sid")
-        def summary(key: int) -> dict[str, int | None]:  # one row of the grouping
-            row = table.filter(pc.equal(sid, key))
-            return {c: row.column(c)[0].as_py() if row.num_rows else None
-                    for c in ("_n", "_m", "_x", "_f")}
-
+        metrics = observed_metrics(merged) if observed else {}
         for j, (_df, _flag, _value, then) in enumerate(measured):
-            got = summary(_MEASURED_BASE + j)
-            then(Summary(got["_n"] or 0, got["_f"] or 0, got["_x"]))
+            rows, flagged, largest = metrics[f"m{j}"]
+            then(Summary(rows or 0, flagged or 0, largest))
         for i, st in enumerate(states):
-            got = summary(i)
-            st.committed(got["_n"] or 0, got["_m"])
+            rows, earliest = metrics[f"s{i}"]
+            st.committed(rows or 0, earliest)
+        counts = {key: metrics[f"c{i}"][0] or 0 for i, key in enumerate(counted)}
+        table = pa.Table.from_batches(batches) if batches else None
+        sid = table.column("_sid") if table is not None else None
         for j, (_df, _key, then_counts) in enumerate(tallied):
-            rows = table.filter(pc.equal(sid, _TALLIED_BASE + j))
-            then_counts(dict(zip(rows.column("_k").to_pylist(), rows.column("_n").to_pylist(),
-                                 strict=True)))
+            if table is None:
+                then_counts({})
+                continue
+            rows_of = table.filter(pc.equal(sid, _TALLIED_BASE + j))
+            then_counts(dict(zip(rows_of.column("_k").to_pylist(),
+                                 rows_of.column("_n").to_pylist(), strict=True)))
+        if table is None:
+            return {}, counts
         out: dict[str, pa.Table] = {}
         for j, name in enumerate(names):
             rows = table.filter(pc.equal(sid, -1 - j)).column(column_of[name]).combine_chunks()
@@ -423,7 +406,6 @@ class Runtime:
                 rows = table.filter(pc.equal(sid, query_id)).column(column).combine_chunks()
                 out[name] = pa.Table.from_arrays(rows.flatten(),
                                                  names=[f.name for f in rows.type])
-        counts = {key: summary(i)["_n"] or 0 for key, i in count_ids.items()}
         return out, counts
 
     def end_cycle(self) -> None:
@@ -597,6 +579,35 @@ def sid_of(number: int) -> Column:
     merges the types of its parts' columns without widening them.
     """
     return sql_column(f"CAST({number} AS BIGINT) AS `_sid`")
+
+
+def _observed(df: DataFrame, name: str, *metrics: str | Column) -> DataFrame:
+    """A commit part that gives no row but has the tasks reading ``df`` compute ``metrics``
+    (aggregates, read back by ``observed_metrics`` under ``name``).
+
+    The filter that drops every row is one Spark cannot fold away (a partition id is never
+    negative, but Spark does not know it): folded, it would prune the observation with it.
+    """
+    exprs = [sql_column(m) if isinstance(m, str) else m for m in metrics]
+    aliased = [e.alias(f"v{i}") for i, e in enumerate(exprs)]
+    return (df.observe(name, *aliased).where(F.spark_partition_id() < 0)
+            .select(sid_of(_OBSERVED_SID)))
+
+
+_METRIC = re.compile(r"(\w+) -> \[([^\]]*)\]")
+
+
+def observed_metrics(merged: DataFrame) -> dict[str, list[int | None]]:
+    """The metrics (whole numbers) observed by the last action on ``merged``, by name.
+
+    Read as the text of Spark's map of metric rows, in one call into the JVM rather than
+    three per metric: each row prints as ``[12,null]``, and whole numbers print exactly.
+    """
+    text = merged._jdf.queryExecution().observedMetrics().mkString("|")  # type: ignore[operator]
+    found: dict[str, list[int | None]] = {}
+    for name, values in _METRIC.findall(text):
+        found[name] = [None if v == "null" else int(v) for v in values.split(",")]
+    return found
 
 
 @lru_cache(maxsize=4096)
