@@ -342,7 +342,8 @@ class AggregateOperator(Operator):
         st = self.groups.get()
         if st is not None:
             rows = self.k.distributed(
-                f"{rows} UNION ALL SELECT {names}, CAST(NULL AS BIGINT) FROM {{st}}")
+                f"{rows} UNION ALL SELECT {names}, CAST(NULL AS BIGINT) FROM {{st}}",
+                self.rt.single)
             views["st"] = st
         self.groups.set(self.views.sql(
             f"SELECT {names} FROM (SELECT *, row_number() OVER ({self.k.partition()}"

@@ -70,11 +70,15 @@ class GroupKeys:
         return ", ".join([*[pre + q(k) for k in [GROUP_HASH, *self.keys]], *extra])
 
     @staticmethod
-    def distributed(union: str) -> str:
+    def distributed(union: str, single: bool) -> str:
         """``union`` (a UNION ALL of frames partitioned by the hash) shuffled by the hash:
         Spark 4.3 does not carry the children's partitioning through a union of frames read
-        from views, so steps above it would shuffle by all their keys instead.
+        from views, so steps above it would shuffle by all their keys instead. In a cycle
+        run in one partition (``single``) it stays as it is: there every frame is one
+        partition, and a repartition would still be an exchange.
         """
+        if single:
+            return f"SELECT * FROM ({union})"
         return f"SELECT * FROM ({union}) DISTRIBUTE BY {q(GROUP_HASH)}"
 
 
@@ -143,7 +147,7 @@ class Multiset:
         counts = f"SELECT {ident.cols()}{q(T)}, `_na` AS `_cnt` FROM {{ch}}"
         if self.frame.get() is not None:
             counts += f" UNION ALL SELECT {ident.cols()}CAST(NULL AS BIGINT), {q(N)} FROM {{ms}}"
-            counts = ident.distributed(counts)
+            counts = ident.distributed(counts, self.frame.rt.single)
         return (f"SELECT {ident.cols()}{q(T)} AS {q(FROM)}, lead({q(T)}) OVER ({ident.partition()}"
                 f"ORDER BY {q(T)} NULLS FIRST) AS {q(TO)}, `_cnt` FROM ({counts})")
 
@@ -161,7 +165,8 @@ class Multiset:
         bound = {"ch": ch}
         if base is not None:
             counts = ident.distributed(
-                f"{counts} UNION ALL SELECT {ident.cols()}{q(N)}, 0 FROM {{ms}}")
+                f"{counts} UNION ALL SELECT {ident.cols()}{q(N)}, 0 FROM {{ms}}",
+                self.frame.rt.single)
             bound["ms"] = base
         self.frame.set(views.sql(
             f"SELECT {ident.cols()}max_by({q(N)}, {q(NEW)}) AS {q(N)} FROM ({counts}) "

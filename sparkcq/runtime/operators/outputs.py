@@ -280,16 +280,24 @@ def coalesce_changes(rt: Runtime, open_state: StateFrame, changes: DataFrame,
     base = open_state.get()
     if base is not None and keep is not None:
         base = base.where(keep)
+    none = F.lit(None).cast("long")
     if base is not None:
-        counts = base.groupBy(*cols).agg(F.max(col(LAYER)).alias("_c0"))
-        d = join_on_values(d, counts, names)
+        # each value's open layers beside its changes, in one window over the value: the
+        # state's rows (no instant, no change) sort first and give the highest open layer;
+        # a join would do it too, but Spark estimates a join's size as the product of its
+        # sides', which then grew with every cycle's state until it planned shuffles into
+        # cycles run in one partition
+        d = d.select(*cols, col(T), col(D), none.alias(LAYER)).unionByName(
+            base.select(*cols, none.alias(T), F.lit(0).cast("long").alias(D), col(LAYER)))
     else:
-        d = d.withColumn("_c0", F.lit(None).cast("long"))
-    w = Window.partitionBy(*cols).orderBy(col(T)).rowsBetween(Window.unboundedPreceding,
-                                                              Window.currentRow)
-    run = d.withColumn("_after", F.coalesce(col("_c0"), F.lit(0).cast("long"))
-                       + F.sum(col(D)).over(w))
-    run = run.withColumn("_before", col("_after") - col(D))
+        d = d.select(*cols, col(T), col(D), none.alias(LAYER))
+    by_time = Window.partitionBy(*cols).orderBy(col(T))
+    w = by_time.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    whole = by_time.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    run = d.select(*cols, col(T), col(D), col(LAYER),
+                   (F.coalesce(F.max(col(LAYER)).over(whole), F.lit(0).cast("long"))
+                    + F.sum(col(D)).over(w)).alias("_after"))
+    run = run.where(col(LAYER).isNull()).withColumn("_before", col("_after") - col(D))
     opens = run.where(col(D) > 0).select(
         *cols, F.explode(F.sequence(col("_before") + 1, col("_after"))).alias(LAYER),
         col(T), F.lit(True).alias("_isopen"), F.lit(True).alias(NEW))

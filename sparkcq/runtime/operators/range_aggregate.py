@@ -58,7 +58,7 @@ class RangeAggregateOperator(SlicedAggregateOperator):
             StructField(SINCE, LongType())]), "window-values", GROUP_HASH)
 
     # -- SQL text ----------------------------------------------------------------------------
-    def log_sql(self, with_old: bool, fold_from: int) -> str:
+    def log_sql(self, with_old: bool, fold_from: int, single: bool) -> str:
         """The cycle's events redistributed by the group hash and summed per (group,
         instant), after the logged events whose departure is still to be folded (the log is
         partitioned by the group hash already; as ``panes_sql``).
@@ -69,10 +69,12 @@ class RangeAggregateOperator(SlicedAggregateOperator):
         names = [f.name for f in self.panes.schema.fields]
         # redistributed first: the sums per (group, instant) then need no shuffle of their
         # own (events rarely share an instant, so summing before would not shrink them)
+        # (not in a cycle run in one partition: a repartition would still be an exchange)
+        spread = "" if single else f" DISTRIBUTE BY {q(GROUP_HASH)}"
         new = (f"SELECT {', '.join(map(q, names))} FROM (SELECT {by}, sum({q(D)}) AS `{N}`"
                f"{measures} FROM (SELECT *, {self.pane_end} AS {q(PANE_END)}, "
                f"{self.group_hash()} AS {q(GROUP_HASH)} FROM {self.events_sql} "
-               f"WHERE {q(D)} > 0 DISTRIBUTE BY {q(GROUP_HASH)}) GROUP BY {by})")
+               f"WHERE {q(D)} > 0{spread}) GROUP BY {by})")
         if not with_old:
             return new
         kept = ", ".join(f"{q(n)} AS {q(n)}" for n in names)
@@ -179,7 +181,7 @@ class RangeAggregateOperator(SlicedAggregateOperator):
             log = old
         else:
             views = {"inp": events} if old is None else {"inp": events, "old": old}
-            text = self.log_sql(old is not None, fold_from)
+            text = self.log_sql(old is not None, fold_from, self.rt.single)
             if blank:
                 text = text.replace(self.events_sql, self.build_events_sql(self.sliced, blank))
             log = self.rt.cache_for_cycle(sql(text, **views))

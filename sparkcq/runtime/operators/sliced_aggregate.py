@@ -189,7 +189,7 @@ class SlicedAggregateOperator(Operator):
         return (f"(SELECT *, {self.pane_end} AS {q(PANE_END)}, {self.group_hash()} AS "
                 f"{q(GROUP_HASH)} FROM {self.events_sql}) WHERE {q(D)} > 0")
 
-    def panes_sql(self, with_old: bool, lo: int) -> str:
+    def panes_sql(self, with_old: bool, lo: int, single: bool) -> str:
         """The cycle's events summed per (group, pane), then merged with the panes kept
         from earlier cycles that may still be in a window at or after ``lo``. The kept
         panes are partitioned by the group hash (a sliding window's) or by the whole
@@ -198,7 +198,8 @@ class SlicedAggregateOperator(Operator):
         ``interval_join``). A tumbling window's panes are read by no per-group sort, so
         its new sums are shuffled by their grouping key itself: one exchange, of the
         cycle's sums alone (reshuffling the kept panes with them doubled an output-heavy
-        cycle's shuffled records).
+        cycle's shuffled records). In a cycle run in one partition (``single``) nothing is
+        redistributed: a repartition would still be an exchange, and a stage.
         """
         by = self.key_list(q(PANE_END))
         names = [f.name for f in self.panes.schema.fields]
@@ -211,7 +212,7 @@ class SlicedAggregateOperator(Operator):
         partial = (f"SELECT {by}, sum({q(D)}) AS `{N}`{measures} "
                    f"FROM {self.placed_events_sql()} GROUP BY {by}")
         merging = f"SELECT {', '.join(map(q, names))} FROM ({partial})"
-        if not self.tumbling:
+        if not self.tumbling and not single:
             merging += f" DISTRIBUTE BY {q(GROUP_HASH)}"
         if with_old:
             kept = ", ".join(f"{q(n)} AS {q(n)}" for n in names)
@@ -334,7 +335,7 @@ class SlicedAggregateOperator(Operator):
             panes = old  # panes that left before lo change nothing at or after it
         else:
             views = {"inp": events} if old is None else {"inp": events, "old": old}
-            text = self.panes_sql(old is not None, lo)
+            text = self.panes_sql(old is not None, lo, self.rt.single)
             if blank:
                 text = text.replace(self.events_sql, self.build_events_sql(self.sliced, blank))
             panes = self.rt.cache_for_cycle(sql(text, **views))

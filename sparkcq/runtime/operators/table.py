@@ -53,6 +53,7 @@ class TableOperator(Operator):
     def __init__(self, node: TableScan, rt: Runtime, rows: TableRows):
         super().__init__(node, rt)
         self.progress: TableProgress = TableProgress(served=_cached(rows))
+        self._single: tuple[DataFrame, DataFrame] | None = None  # see ``one_partition``
 
     @property
     def rows(self) -> TableRows:
@@ -76,7 +77,16 @@ class TableOperator(Operator):
         return None if self.progress.retired is None else self.progress.retired.df
 
     def step(self, inputs: list[Slice], cycle: CycleContext) -> Slice:  # noqa: D102
-        return Slice(self.df, TIME_MIN, TIME_MAX)
+        return Slice(self.one_partition() if self.rt.single else self.df, TIME_MIN, TIME_MAX)
+
+    def one_partition(self) -> DataFrame:
+        """The rows in one partition, for a cycle run in one: a join of a one-partition
+        stream with them then needs no exchange (Spark reshuffles both sides of a join
+        unless both are in one partition). Built once per version of the rows.
+        """
+        if self._single is None or self._single[0] is not self.df:
+            self._single = (self.df, self.df.coalesce(1))
+        return self._single[1]
 
     def serves(self, rows: TableRows) -> bool:
         """Whether it serves ``rows`` already (no switch due)."""

@@ -106,7 +106,8 @@ class UserAggregateInstances:
         bound = {"out": out}
         st = self.frame.get()
         if st is not None:
-            rows = k.distributed(f"{rows} UNION ALL SELECT {k.cols()}{cols}, 0 FROM {{st}}")
+            rows = k.distributed(f"{rows} UNION ALL SELECT {k.cols()}{cols}, 0 FROM {{st}}",
+                                 self.rt.single)
             bound["st"] = st
         picked = ", ".join(f"max_by({q(c)}, {q(NEW)}) AS {q(c)}" for c in kept)
         self.frame.set(views.sql(
