@@ -588,9 +588,9 @@ def _observed(df: DataFrame, name: str, *metrics: str | Column) -> DataFrame:
     The filter that drops every row is one Spark cannot fold away (a partition id is never
     negative, but Spark does not know it): folded, it would prune the observation with it.
     """
-    exprs = [sql_column(m) if isinstance(m, str) else m for m in metrics]
-    aliased = [e.alias(f"v{i}") for i, e in enumerate(exprs)]
-    return (df.observe(name, *aliased).where(F.spark_partition_id() < 0)
+    named = [sql_column(f"{m} AS `v{i}`") if isinstance(m, str) else m.alias(f"v{i}")
+             for i, m in enumerate(metrics)]
+    return (df.observe(name, *named).where(sql_column("spark_partition_id() < 0"))
             .select(sid_of(_OBSERVED_SID)))
 
 

@@ -71,12 +71,18 @@ def find_snapshot_tail(root: PlanNode, ops: Mapping[PlanNode, object]) -> Snapsh
 SnapshotQuery = FusedQuery[SnapshotTail]
 
 
-def snapshot_sql(query: SnapshotQuery, family: SlicedFamily, lo: int, hi: int,
+# a segment's part of the cycle's slice, computed once for all the family's queries: each
+# bound is written where it is used, and Spark analyses every copy
+START, END = "_sparkcq_start", "_sparkcq_end"
+
+
+def snapshot_sql(query: SnapshotQuery, family: SlicedFamily,
                  sid: int, own: str, nulls: Mapping[str, str]) -> str:
     """The query's records from one family segment, an array with one per evaluation
     instant (as ``rstream_segments`` over the member's segments through the query's steps),
     or NULL; each record a struct of ``_sid`` and one field per commit column of ``nulls``
-    (column -> the typed NULL of its records), the query's ``own`` one filled.
+    (column -> the typed NULL of its records), the query's ``own`` one filled. The segment's
+    part of the slice is in columns ``START`` and ``END`` (``snapshot_records``).
     """
     member = query.tail.member.node
     assert isinstance(member, SlicedAggregate) and query.tail.root.period is not None
@@ -84,8 +90,7 @@ def snapshot_sql(query: SnapshotQuery, family: SlicedFamily, lo: int, hi: int,
     conds: list[str] = []
     mapping = compose_steps(query.tail.steps, mapping, conds)
     period = query.tail.root.period
-    start = f"greatest({q(FROM)}, {bound_sql(lo)})"
-    end = f"least(coalesce({q(TO)}, {bound_sql(hi)}), {bound_sql(hi)})"
+    start, end = q(START), q(END)
     first = f"({start} + pmod(-{start}, {period}))"
     conds.append(f"{first} < {end}")
     at = f"timestamp_micros({AT})" if query.timestamps else AT
@@ -114,8 +119,10 @@ def snapshot_records(family: SlicedFamily, run: SlicedRun | None,
     nulls: dict[str, str] = {}
     for s in group:
         nulls.setdefault(columns[s.name], typed_null(record_schema(s)))
-    parts = [snapshot_sql(s, family, lo, hi, sids[s.name], columns[s.name], nulls)
-             for s in group]
+    parts = [snapshot_sql(s, family, sids[s.name], columns[s.name], nulls) for s in group]
+    segments = segments.selectExpr(
+        "*", f"greatest({q(FROM)}, {bound_sql(lo)}) AS {q(START)}",
+        f"least(coalesce({q(TO)}, {bound_sql(hi)}), {bound_sql(hi)}) AS {q(END)}")
     rows = segments.selectExpr(
         f"inline(flatten(filter(array({', '.join(parts)}), x -> x IS NOT NULL)))")
     return [TaggedRecords(rows, {s.name: (sids[s.name], columns[s.name]) for s in group})]
