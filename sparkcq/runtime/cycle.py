@@ -25,7 +25,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame
 
 from sparkcq.errors import ExecutionError, SinkError, SparkDiedError
-from sparkcq.plan.nodes import PlanNode, TableScan, walk
+from sparkcq.plan.nodes import PlanNode, SlicedAggregate, StreamScan, TableScan, walk
 from sparkcq.runtime.cycle_input import CycleInput
 from sparkcq.runtime.failures import describe_failure
 from sparkcq.runtime.frames import RowCounting, Runtime, Slice, TaggedRecords
@@ -115,6 +115,8 @@ class CompiledPlan:
     # segments (``fused_snapshots.py``)
     snapshots: Mapping[str, SnapshotQuery] = field(default_factory=dict)
     tagged_columns: Mapping[str, str] = field(default_factory=dict)
+    # scans whose batch one operator reads once (``CycleContext.read_once``)
+    read_once: frozenset[PlanNode] = frozenset()
 
     @property
     def tagged_ids(self) -> dict[str, int]:
@@ -168,8 +170,15 @@ def compile_plan(plan: GlobalPlan, queries: Iterable[CompiledQuery],
     edges = plan.edges_unread(nodes, {q.plan for q in queries})
     columns = shape_columns([(s.name, s.schema, s.timestamps) for s in streamed.values()]
                             + [(s.name, s.schema, s.timestamps) for s in snapshots.values()])
+    # a stream's batch read by one window aggregate, through its arrivals (its edge
+    # unread): the aggregate's plan reads them once (an interval join's shedding reads
+    # its new elements twice)
+    by_window = {child for node in plan.ops if isinstance(node, SlicedAggregate)
+                 for child in node.children}
+    once = frozenset(n for n in nodes if isinstance(n, StreamScan) and n in edges
+                     and readers[n] == 1 and n in by_window)
     return CompiledPlan(queries, nodes, stepped, idle, shapes, readers, rows, fused, unread,
-                        edges, streamed, snapshots, columns)
+                        edges, streamed, snapshots, columns, read_once=once)
 
 
 def streamed_queries(queries: Iterable[CompiledQuery]) -> dict[str, StreamedQuery]:
@@ -309,7 +318,8 @@ class CycleEngine:
         """
         tx = CycleTransaction.begin(self.rt, compiled.participants(self.plan, self.intervals))
         try:
-            cycle = CycleContext(cycle_input, compiled.nodes, edges_unread=compiled.edges_unread)
+            cycle = CycleContext(cycle_input, compiled.nodes, edges_unread=compiled.edges_unread,
+                                 read_once=compiled.read_once)
             result = self._evaluate(compiled, cycle, full)
             if deliver is not None:
                 deliver(result.tables)

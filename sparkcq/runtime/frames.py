@@ -215,6 +215,12 @@ class Runtime:
     # frames whose rows the commit counts by a small whole-number key: see ``tally``
     tallied: list[tuple[DataFrame, Column, Callable[[dict[int, int]], None]]] = field(
         default_factory=list)
+    # frames measured where their one reader reads them: see ``measure_in_place``
+    measured_in_place: list[tuple[DataFrame, Column, Column, Callable[[Summary], None]]] = (
+        field(default_factory=list))
+    # the frames this cycle's caches were checkpointed from: their plans hold the
+    # observations made inside them
+    cached_from: list[DataFrame] = field(default_factory=list)
     jobs: int = 0
 
     @property
@@ -254,6 +260,7 @@ class Runtime:
         """
         if self.single:
             df = df.coalesce(1)
+        self.cached_from.append(df)
         df = df.localCheckpoint(eager=False)
         self.cycle_frames.append(df)
         return df
@@ -267,6 +274,19 @@ class Runtime:
         the cycle's one action rather than a Spark job of its own.
         """
         self.measured.append((df, flag, value, then))
+
+    def measure_in_place(self, df: DataFrame, flag: Column, value: Column,
+                         then: Callable[[Summary], None]) -> DataFrame:
+        """``measure`` for a frame that exactly one plan of the cycle reads once: returns
+        ``df`` observed, to be read instead of it, so the reader's tasks count it as they
+        go and it need not be cached for a second reading by the commit.
+        """
+        name = f"p{len(self.measured_in_place)}"
+        observed = df.observe(name, F.count(F.lit(1)).alias("v0"),
+                              F.sum(F.when(flag, 1).otherwise(0)).cast("long").alias("v1"),
+                              F.max(value.cast("long")).alias("v2"))
+        self.measured_in_place.append((df, flag, value, then))
+        return observed
 
     def tally(self, df: DataFrame, key: Column,
               then: Callable[[dict[int, int]], None]) -> None:
@@ -363,7 +383,9 @@ class Runtime:
                                        *[col(c) for c in bundle.columns]))
         parts += [records.df for records in by_id]
         self.changed_states.clear()
+        in_place, self.measured_in_place = self.measured_in_place, []
         if not parts:
+            self.measured_where_read(in_place, {})
             return {}, {}
         merged = union_by_name(parts, allow_missing=True)
         # a union has a partition per partition of every part: fifty queries' records made
@@ -373,7 +395,8 @@ class Runtime:
         # the raw Arrow batches: toArrow() would re-cast them to the Spark schema, which
         # rejects the null structs the union pads other parts with
         batches = merged._collect_as_arrow()  # type: ignore[operator]
-        metrics = observed_metrics(merged) if observed else {}
+        metrics = observed_metrics(merged) if observed or in_place else {}
+        self.measured_where_read(in_place, metrics)
         for j, (_df, _flag, _value, then) in enumerate(measured):
             rows, flagged, largest = metrics[f"m{j}"]
             then(Summary(rows or 0, flagged or 0, largest))
@@ -408,6 +431,30 @@ class Runtime:
                                                  names=[f.name for f in rows.type])
         return out, counts
 
+    def measured_where_read(self, in_place: list[tuple[DataFrame, Column, Column,
+                                                      Callable[[Summary], None]]],
+                            metrics: dict[str, list[int | None]]) -> None:
+        """Hand each frame measured in place its summary: found in the commit's plan or in
+        the plan of the cycle cache its reader was checkpointed from (one call into the JVM
+        per plan looked in), or, if no plan read it, counted by a Spark job of its own.
+        """
+        sources = iter(self.cached_from)
+        for j, (df, flag, value, then) in enumerate(in_place):
+            name = f"p{j}"
+            while name not in metrics:
+                source = next(sources, None)
+                if source is None:
+                    break
+                metrics.update(observed_metrics(source))
+            if name not in metrics:  # nothing read it (a reader that took no rows)
+                self.jobs += 1
+                row = df.agg(F.count(F.lit(1)), F.sum(F.when(flag, 1).otherwise(0)),
+                             F.max(value.cast("long"))).first()
+                assert row is not None
+                metrics[name] = [None if v is None else int(v) for v in row]
+            rows, flagged, largest = metrics[name]
+            then(Summary(rows or 0, flagged or 0, largest))
+
     def end_cycle(self) -> None:
         """Drop the cycle's caches and the state frames replaced during the cycle."""
         kept = {id(df) for df in self.kept}
@@ -417,6 +464,7 @@ class Runtime:
         for df in self.released:
             unpersist_checkpoint(df)
         self.cycle_frames.clear()
+        self.cached_from.clear()
         self.released.clear()
         self.kept.clear()
 
@@ -429,6 +477,8 @@ class Runtime:
         self.kept.clear()
         self.changed_states.clear()
         self.measured.clear()
+        self.measured_in_place.clear()
+        self.cached_from.clear()
         self.tallied.clear()
 
     def empty(self, schema: StructType) -> DataFrame:

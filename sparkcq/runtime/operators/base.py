@@ -64,6 +64,9 @@ class CycleContext:
     # nodes whose change edge (``Slice.df``) nothing reads in this attempt: an operator
     # that can gives only its segments or arrivals, and spends no driver time on the edge
     edges_unread: frozenset[PlanNode] = frozenset()
+    # scans whose batch one operator reads once, through its arrivals, and nothing else:
+    # the batch need not be cached (``ScanOperator.accept``)
+    read_once: frozenset[PlanNode] = frozenset()
 
 
 @dataclass(frozen=True)

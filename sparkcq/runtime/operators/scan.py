@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, replace
+from functools import partial
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -43,6 +44,10 @@ class HeldBatch:
     measured: bool
     largest: int | None = None
     rows: int = 0
+    # False for a batch its one reader read straight from the source (``accept``): a
+    # later reading (held events in a checkpoint, a consumer added later, dead letters)
+    # reads the source again, and there are no blocks to free
+    cached: bool = True
 
 
 @dataclass(frozen=True)
@@ -136,7 +141,7 @@ class ScanOperator(Operator):
         """The cached frames of the batches held, and of those let go this cycle (freed
         when the next one starts).
         """
-        return [*(b.frame for b in self.progress.held), *self.progress.let_go]
+        return [*(b.frame for b in self.progress.held if b.cached), *self.progress.let_go]
 
     def resume(self, watermark: int, max_seen: int | None, ended: bool) -> None:
         """Carry on from a checkpoint's watermark (between cycles)."""
@@ -167,7 +172,7 @@ class ScanOperator(Operator):
             self.refuse(batch.rejected)
         arrived = None
         if batch.df is not None:
-            arrived = self.accept(batch.df, lo, batch.arrow)
+            arrived = self.accept(batch.df, lo, batch.arrow, self.node in cycle.read_once)
         wm = lo
         if self.progress.max_seen is not None:
             wm = max(wm, self.progress.max_seen - self.lateness)
@@ -201,7 +206,7 @@ class ScanOperator(Operator):
             (gone if done else keep).append(b)
         if gone:
             self.progress = replace(self.progress, held=tuple(keep),
-                                    let_go=tuple(b.frame for b in gone))
+                                    let_go=tuple(b.frame for b in gone if b.cached))
 
     def held_between(self, lo: int, hi: int) -> DataFrame | None:
         """The on-time events of ``[lo, hi)`` from the batches that may hold some."""
@@ -258,11 +263,17 @@ class ScanOperator(Operator):
             unpersist_checkpoint(frame)
         self.progress = replace(self.progress, held=(), let_go=())
 
-    def accept(self, raw: DataFrame, lo: int, arrow: pa.Table | None = None) -> DataFrame:
+    def accept(self, raw: DataFrame, lo: int, arrow: pa.Table | None = None,
+               once: bool = False) -> DataFrame:
         """Add time columns and the reason a row is refused (null, late or malformed event
         time); cache the batch and hold it. The rows are counted, and the largest on-time
         event time found, on the driver when ``arrow`` holds them there, otherwise by the
         cycle's commit (``Runtime.measure``). Returns the batch's on-time events.
+
+        A batch that one operator reads once (``once``: its arrivals, nothing reading the
+        edge) is not cached: its reader's plan reads it straight from the source and counts
+        it as it goes (``Runtime.measure_in_place``), which saves a local checkpoint (its
+        planning on the driver) and a copy of the batch in memory.
         """
         # late: before the watermark of the cycle, or of the row's arrival if later
         lowest = (F.greatest(bound(lo), col(ARRIVAL_WATERMARK))
@@ -290,19 +301,28 @@ class ScanOperator(Operator):
             reason = reason.when(te.isNull() | (te < t), F.lit(
                 f"end time {self.scan.end_col!r} is null or before the event time"))
             columns.append(te.alias(TE))
-        frame = self.rt.cache_for_cycle(raw.select(*columns, reason.alias(REASON)))
-        self.rt.keep_after_cycle(frame)
+        frame = raw.select(*columns, reason.alias(REASON))
+        if not once:
+            frame = self.rt.cache_for_cycle(frame)
+            self.rt.keep_after_cycle(frame)
+        elif self.rt.single:  # as a cache would be: one partition needs no exchange
+            frame = frame.coalesce(1)
+        read = frame
         if arrow is not None and not self.scan.end_col:
             total, bad, largest = self.check_on_driver(arrow, lo)
-            self.hold(HeldBatch(frame, True, largest, total - bad))
+            self.hold(HeldBatch(frame, True, largest, total - bad, cached=not once))
             self.counted_batch(frame, total, bad, largest)
         else:
-            self.hold(HeldBatch(frame, False))
-            self.rt.measure(frame, col(REASON).isNotNull(),
-                            F.when(col(REASON).isNull(), col(T)),
-                            lambda summary: self.measured(frame, summary))
+            self.hold(HeldBatch(frame, False, cached=not once))
+            flag = col(REASON).isNotNull()
+            value = F.when(col(REASON).isNull(), col(T))
+            then = partial(self.measured, frame)
+            if once:
+                read = self.rt.measure_in_place(frame, flag, value, then)
+            else:
+                self.rt.measure(frame, flag, value, then)
         # its consumers select their columns (``emit``): no projection of its own
-        return frame.where(col(REASON).isNull())
+        return read.where(col(REASON).isNull())
 
     def measured(self, frame: DataFrame, summary: Summary) -> None:
         """The commit measured a batch: count it, raise the largest event time seen, and
@@ -311,8 +331,8 @@ class ScanOperator(Operator):
         """
         good = summary.rows - summary.flagged
         self.progress = replace(self.progress, held=tuple(
-            HeldBatch(b.frame, True, summary.largest, good) if b.frame is frame else b
-            for b in self.progress.held))
+            replace(b, measured=True, largest=summary.largest, rows=good)
+            if b.frame is frame else b for b in self.progress.held))
         self.counted_batch(frame, summary.rows, summary.flagged, summary.largest)
         if summary.flagged:
             self.rt.materialize(self.dead)

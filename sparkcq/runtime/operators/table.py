@@ -43,6 +43,9 @@ class TableProgress(Progress):
     # the rows a switch replaced; freed when the next cycle starts (the switch is then
     # committed: nothing reads them any more)
     retired: TableRows | None = None
+    # the served rows coalesced into one partition, built the first time a cycle run in
+    # one partition reads them (see ``TableOperator.step``)
+    one_partition: DataFrame | None = None
 
 
 class TableOperator(Operator):
@@ -53,7 +56,6 @@ class TableOperator(Operator):
     def __init__(self, node: TableScan, rt: Runtime, rows: TableRows):
         super().__init__(node, rt)
         self.progress: TableProgress = TableProgress(served=_cached(rows))
-        self._single: tuple[DataFrame, DataFrame] | None = None  # see ``one_partition``
 
     @property
     def rows(self) -> TableRows:
@@ -76,17 +78,18 @@ class TableOperator(Operator):
         """The rows the last switch replaced, until they are freed."""
         return None if self.progress.retired is None else self.progress.retired.df
 
-    def step(self, inputs: list[Slice], cycle: CycleContext) -> Slice:  # noqa: D102
-        return Slice(self.one_partition() if self.rt.single else self.df, TIME_MIN, TIME_MAX)
-
-    def one_partition(self) -> DataFrame:
-        """The rows in one partition, for a cycle run in one: a join of a one-partition
-        stream with them then needs no exchange (Spark reshuffles both sides of a join
-        unless both are in one partition). Built once per version of the rows.
+    def step(self, inputs: list[Slice], cycle: CycleContext) -> Slice:
+        """The rows it serves; in a cycle run in one partition, coalesced into one: a join
+        of a one-partition stream with them then needs no exchange (Spark reshuffles both
+        sides of a join unless both are in one partition). Coalesced once per version.
         """
-        if self._single is None or self._single[0] is not self.df:
-            self._single = (self.df, self.df.coalesce(1))
-        return self._single[1]
+        if not self.rt.single:
+            return Slice(self.df, TIME_MIN, TIME_MAX)
+        single = self.progress.one_partition
+        if single is None:
+            single = self.df.coalesce(1)
+            self.progress = replace(self.progress, one_partition=single)
+        return Slice(single, TIME_MIN, TIME_MAX)
 
     def serves(self, rows: TableRows) -> bool:
         """Whether it serves ``rows`` already (no switch due)."""
@@ -95,7 +98,8 @@ class TableOperator(Operator):
     def switch(self, rows: TableRows) -> None:
         """Serve ``rows`` from this cycle on (the old ones are freed once it committed)."""
         self.retire()
-        self.progress = replace(self.progress, served=_cached(rows), retired=self.rows)
+        self.progress = replace(self.progress, served=_cached(rows), retired=self.rows,
+                                one_partition=None)
 
     def retire(self) -> None:
         """Free the rows an earlier, committed switch replaced."""
