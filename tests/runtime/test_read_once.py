@@ -1,0 +1,52 @@
+"""A stream batch that one window aggregate reads is read where the aggregate reads it, not
+cached: its rows, late rows and largest event time are still counted (the watermark moves,
+late rows become dead letters), and a consumer added later still finds the held events.
+"""
+
+from __future__ import annotations
+
+from sparkcq import Engine
+
+STREAM = ("CREATE STREAM s (k STRING, v BIGINT, t BIGINT) WITH (event_time='t', "
+          "source='files', path='{data}', files_per_cycle='1', bounded='true', lateness='0');")
+PER_CHUNK = ("CREATE QUERY {name} INTO memory AS RSTREAM SELECT k, sum(v) AS v "
+             "FROM s [CUT ON t BY 10] GROUP BY k;")
+
+
+def write_files(data) -> None:
+    data.mkdir()
+    rows = [["a,1,1", "a,2,5", "b,4,12"],  # chunks [0, 10) and [10, 20)
+            ["a,16,15", "b,32,20"],
+            ["a,100,3", "b,64,24"]]  # t=3 is late: the watermark is 12 by then
+    for i, part in enumerate(rows):
+        (data / f"part-{i}.csv").write_text("k,v,t\n" + "\n".join(part) + "\n")
+
+
+def test_a_batch_one_window_reads_is_counted_where_it_is_read(spark, tmp_path):
+    data = tmp_path / "in"
+    write_files(data)
+    eng = Engine(spark=spark, data_roots=[str(tmp_path)])
+    eng.execute(STREAM.format(data=data) + PER_CHUNK.format(name="sums"))
+    eng.run_cycle()
+    # not cached: the batch is held as the files' reading itself
+    assert [b.cached for b in eng.scans["s"].progress.held] == [False]
+    eng.run_until_idle()
+    got = sorted(eng.results("sums")[["k", "v", "_ts"]].itertuples(index=False, name=None))
+    assert got == [("a", 3, 10), ("a", 16, 20), ("b", 4, 20), ("b", 96, 30)]
+    dead = eng.dead_letters("s")
+    assert list(dead["v"]) == [100]
+    assert "late" in dead["_reason"].iloc[0]
+
+
+def test_a_second_reader_makes_the_batch_cached_and_both_see_every_event(spark, tmp_path):
+    data = tmp_path / "in"
+    write_files(data)
+    eng = Engine(spark=spark, data_roots=[str(tmp_path)])
+    eng.execute(STREAM.format(data=data) + PER_CHUNK.format(name="sums")
+                + "CREATE QUERY big INTO memory AS SELECT k, v FROM s WHERE v > 10;")
+    eng.run_cycle()
+    assert [b.cached for b in eng.scans["s"].progress.held] == [True]
+    eng.run_until_idle()
+    got = sorted(eng.results("sums")[["k", "v", "_ts"]].itertuples(index=False, name=None))
+    assert got == [("a", 3, 10), ("a", 16, 20), ("b", 4, 20), ("b", 96, 30)]
+    assert sorted(eng.results("big")["v"]) == [16, 32, 64]
