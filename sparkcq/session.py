@@ -84,9 +84,10 @@ def make_session(master: str | None = None, app_name: str = "sparkcq",
         # it plus null-safe keys (operators/multiset.py): co-partitioned on that hash alone,
         # its joins need no shuffle
         .config("spark.sql.requireAllClusterKeysForCoPartition", "false")
-        # the commit's per-state summaries (row count, earliest instant) are aggregates
-        # over different frames; Spark 4.3 merges such subplans into scalar subqueries that
-        # run as Spark jobs of their own before the commit's: a cycle is one job without it
+        # a cycle's plan can hold aggregates over different frames (a shedding join's
+        # tally in the commit; the per-state summaries it grouped before they were observed
+        # metrics); Spark 4.3 merges such subplans into scalar subqueries that run as Spark
+        # jobs of their own before the commit's: a cycle is one job without it
         .config("spark.sql.optimizer.excludedRules",
                 "org.apache.spark.sql.execution.planmerging.MergeSubplans")
         .config("spark.driver.memory", os.environ.get("SPARKCQ_DRIVER_MEMORY", "2g"))
