@@ -282,9 +282,8 @@ class Runtime:
         go and it need not be cached for a second reading by the commit.
         """
         name = f"p{len(self.measured_in_place)}"
-        observed = df.observe(name, F.count(F.lit(1)).alias("v0"),
-                              F.sum(F.when(flag, 1).otherwise(0)).cast("long").alias("v1"),
-                              F.max(value.cast("long")).alias("v2"))
+        observed = df.observe(name, *[m.alias(f"v{i}")
+                                      for i, m in enumerate(summary_metrics(flag, value))])
         self.measured_in_place.append((df, flag, value, then))
         return observed
 
@@ -357,9 +356,7 @@ class Runtime:
             least = f"min({q(T)})" if T in st.df.columns else "CAST(NULL AS BIGINT)"
             observed.append(_observed(st.df, f"s{i}", "count(1)", least))
         for j, (df, flag, value, _then) in enumerate(measured):
-            observed.append(_observed(df, f"m{j}", F.count(F.lit(1)),
-                                      F.sum(F.when(flag, 1).otherwise(0)).cast("long"),
-                                      F.max(value.cast("long"))))
+            observed.append(_observed(df, f"m{j}", *summary_metrics(flag, value)))
         parts += observed
         if tallied:  # counts by key: a grouping (only shedding joins tally)
             keyed = union_all([df.select(sid_of(_TALLIED_BASE + j), key.cast("long").alias("_k"))
@@ -448,8 +445,7 @@ class Runtime:
                 metrics.update(observed_metrics(source))
             if name not in metrics:  # nothing read it (a reader that took no rows)
                 self.jobs += 1
-                row = df.agg(F.count(F.lit(1)), F.sum(F.when(flag, 1).otherwise(0)),
-                             F.max(value.cast("long"))).first()
+                row = df.agg(*summary_metrics(flag, value)).first()
                 assert row is not None
                 metrics[name] = [None if v is None else int(v) for v in row]
             rows, flagged, largest = metrics[name]
@@ -629,6 +625,14 @@ def sid_of(number: int) -> Column:
     merges the types of its parts' columns without widening them.
     """
     return sql_column(f"CAST({number} AS BIGINT) AS `_sid`")
+
+
+def summary_metrics(flag: Column, value: Column) -> list[Column]:
+    """A measured frame's ``Summary`` as aggregates: its rows, those where ``flag`` holds,
+    the largest ``value``.
+    """
+    return [F.count(F.lit(1)), F.sum(F.when(flag, 1).otherwise(0)).cast("long"),
+            F.max(value.cast("long"))]
 
 
 def _observed(df: DataFrame, name: str, *metrics: str | Column) -> DataFrame:
