@@ -1,5 +1,6 @@
 """The cycle's frame helpers: an n-ary union by name gives what chained ``unionByName``
-calls give (names matched, types widened, missing columns padded or named).
+calls give (names matched, types widened, missing columns padded or named); a view bound
+again reads its new frame, and frames analysed before keep reading the old one.
 """
 
 from __future__ import annotations
@@ -7,7 +8,7 @@ from __future__ import annotations
 import pytest
 from pyspark.errors import AnalysisException
 
-from sparkcq.runtime.frames import union_by_name
+from sparkcq.runtime.frames import rebind_view, union_by_name
 
 
 def test_a_union_by_name_of_many_frames_matches_names_and_widens_types(spark):
@@ -31,3 +32,21 @@ def test_a_union_with_missing_columns_pads_them_or_names_what_is_missing(spark):
     assert [(r.x, r.y) for r in padded.collect() if r.y is not None] == [(None, 5)]
     with pytest.raises(AnalysisException, match='"x"'):
         union_by_name([a, b, a])
+
+
+def test_a_view_bound_again_reads_its_new_frame_and_older_frames_keep_theirs(spark):
+    name = "sparkcq_test_rebound_view"
+    rebind_view(name, spark.range(3).selectExpr("id AS x", "'first' AS s"))
+    first = spark.sql(f"SELECT x, s FROM {name}")  # analysed now: bound to the first frame
+    rebind_view(name, spark.range(10, 12).selectExpr("id AS x", "'second' AS s"))
+    second = spark.sql(f"SELECT x, s FROM {name}")
+    assert sorted(tuple(r) for r in first.collect()) == [(0, "first"), (1, "first"),
+                                                         (2, "first")]
+    assert sorted(tuple(r) for r in second.collect()) == [(10, "second"), (11, "second")]
+    # another schema: bound again by Spark's own command
+    rebind_view(name, spark.range(1).selectExpr("'third' AS t"))
+    assert [tuple(r) for r in spark.sql(f"SELECT * FROM {name}").collect()] == [("third",)]
+    rebind_view(name, spark.range(2).selectExpr("'fourth' AS t"))
+    assert [tuple(r) for r in spark.sql(f"SELECT * FROM {name}").collect()] == [
+        ("fourth",), ("fourth",)]
+    spark.catalog.dropTempView(name)
