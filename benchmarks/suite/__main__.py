@@ -242,9 +242,10 @@ def main() -> None:
             if sizes:
                 extra = [*marginal_table([sized], list(BACKLOG_ENGINES)), "", *extra]
             continue
-        if sizes and not warmed:  # the JVM warmed up before the first timed run, once
-            warm_up(spark, name, sizes[0], [e for e in engines if e != "flink"], data_dir,
-                    hosts, flink_python)
+        if not warmed:  # the JVM warmed up before the first timed run, once: a quick
+            # run's first workload was otherwise timed on a cold JVM, sparkcq first
+            warm_up(spark, name, sizes[0] if sizes else events,
+                    [e for e in engines if e != "flink"], data_dir, hosts, flink_python)
             warmed = True
         sized = SizedRuns(name, name)
         for size in sizes or [events]:
