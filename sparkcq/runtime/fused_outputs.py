@@ -22,7 +22,7 @@ import sqlglot.expressions as exp
 from pyspark.sql import DataFrame
 from pyspark.sql.types import StructType
 
-from sparkcq.model.columns import FROM, QID, ROW, TO, D, N, T
+from sparkcq.model.columns import FROM, QID, ROW, TO, WINDOW_TAG, D, N, T
 from sparkcq.model.time import TIME_MIN
 from sparkcq.plan.nodes import Aggregate, Filter, PlanNode, Project, SlicedAggregate
 from sparkcq.runtime.frames import bound_sql, q
@@ -84,8 +84,10 @@ def sliced_tail_changes(family: SlicedFamily, run: SlicedRun | None,
         fresh = member in family.fresh and lo != TIME_MIN
         low, high = bound_sql(lo), bound_sql(hi)
         start = f"greatest({q(FROM)}, {low})" if fresh else q(FROM)
-        begins = [f"{q(TO)} > {low}" if fresh else f"{q(FROM)} >= {low}"]
-        ends = [f"{q(TO)} IS NOT NULL", f"{q(TO)} < {high}",
+        tag = family.window_tag(member)
+        own = [] if tag is None else [f"{q(WINDOW_TAG)} = {tag}"]
+        begins = [*own, f"{q(TO)} > {low}" if fresh else f"{q(FROM)} >= {low}"]
+        ends = [*own, f"{q(TO)} IS NOT NULL", f"{q(TO)} < {high}",
                 *([f"{q(TO)} > {low}"] if fresh else [])]
         parts.append(_record(tail, mapping, begins, start, 1))
         parts.append(_record(tail, mapping, ends, q(TO), -1))

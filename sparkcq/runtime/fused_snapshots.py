@@ -25,7 +25,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
 from sparkcq.language.sql.statements import OutputForm
-from sparkcq.model.columns import FROM, OP, TE, TO, TS
+from sparkcq.model.columns import FROM, OP, TE, TO, TS, WINDOW_TAG
 from sparkcq.plan.nodes import Filter, PlanNode, Project, SlicedAggregate, ToStream
 from sparkcq.runtime.frames import TaggedRecords, bound_sql, q
 from sparkcq.runtime.fused_outputs import compose_steps
@@ -87,7 +87,8 @@ def snapshot_sql(query: SnapshotQuery, family: SlicedFamily,
     member = query.tail.member.node
     assert isinstance(member, SlicedAggregate) and query.tail.root.period is not None
     mapping = {out: q(src) for out, src in family.members[member]}
-    conds: list[str] = []
+    tag = family.window_tag(member)
+    conds: list[str] = [] if tag is None else [f"{q(WINDOW_TAG)} = {tag}"]
     mapping = compose_steps(query.tail.steps, mapping, conds)
     period = query.tail.root.period
     start, end = q(START), q(END)

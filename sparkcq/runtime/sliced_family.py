@@ -25,18 +25,34 @@ query stopped because its expression failed cannot fail the others.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from math import gcd
 
 from pyspark.sql import DataFrame
 from pyspark.sql.types import StructField, StructType
 
-from sparkcq.model.columns import FROM, TO, D, T
-from sparkcq.plan.nodes import AggCall, Aggregate, PlanNode, Project, RangeSpec, SlicedAggregate
+from sparkcq.model.columns import FROM, TO, WINDOW_TAG, D, T
+from sparkcq.plan.nodes import (
+    AggCall,
+    Aggregate,
+    CutSpec,
+    Filter,
+    PlanNode,
+    Project,
+    RangeSpec,
+    SlicedAggregate,
+    Window,
+    window_reach,
+)
 from sparkcq.runtime.frames import Runtime, Slice, SqlViews, q
 from sparkcq.runtime.fusion import StableNames, split_aggregate
 from sparkcq.runtime.operators.base import CycleContext, Operator
 from sparkcq.runtime.operators.range_aggregate import RangeAggregateOperator
 from sparkcq.runtime.operators.scan import ScanOperator
-from sparkcq.runtime.operators.sliced_aggregate import SlicedAggregateOperator
+from sparkcq.runtime.operators.sliced_aggregate import (
+    SlicedAggregateOperator,
+    is_tumbling,
+    tumbling_span,
+)
 from sparkcq.runtime.transaction import CycleParticipant
 
 SlicedKey = tuple[PlanNode, tuple[str, ...]]
@@ -45,10 +61,28 @@ CallKey = tuple[str, str | None]  # function, argument expression
 
 def sliced_key(node: SlicedAggregate) -> SlicedKey:
     """What sliced aggregates must share to be one family: the window input below the
-    argument projection, and the group-key expressions.
+    argument projection, and the group-key expressions. Tumbling windows of one kind
+    (``CUT BY s``, ``RANGE s SLIDE s``) count as one window whatever their length: their
+    family keeps panes of a step dividing every length, and regroups them per window.
     """
     base, exprs, _schema = split_aggregate(node.aggregate)
+    spec = node.window.spec
+    if isinstance(spec, CutSpec | RangeSpec) and is_tumbling(spec):
+        base = with_window(base, tumbling_like(spec, 1))
     return base, tuple(exprs[k] for k in node.aggregate.keys)
+
+
+def tumbling_like(spec: CutSpec | RangeSpec, span: int) -> CutSpec | RangeSpec:
+    """A tumbling window of ``spec``'s kind, ``span`` long."""
+    return CutSpec(span) if isinstance(spec, CutSpec) else RangeSpec(span, span)
+
+
+def with_window(node: PlanNode, spec: CutSpec | RangeSpec) -> PlanNode:
+    """``node`` (filters and projections over a window) with the window's spec ``spec``."""
+    if isinstance(node, Window):
+        return replace(node, spec=spec)
+    assert isinstance(node, Filter | Project), node
+    return replace(node, child=with_window(node.child, spec))
 
 
 def sliced_operator(node: SlicedAggregate, rt: Runtime) -> SlicedAggregateOperator:
@@ -110,10 +144,25 @@ class SlicedFamily(CycleParticipant):
 
     # -- membership (between cycles) ---------------------------------------------------------
     def new_calls(self, node: SlicedAggregate) -> bool:
-        """Whether ``node`` calls anything the family does not compute yet."""
+        """Whether ``node`` calls anything the family does not compute yet, or over a
+        window it does not compute.
+        """
         _base, exprs, _schema = split_aggregate(node.aggregate)
-        return any((a.func, exprs[a.arg] if a.arg else None) not in self.calls
-                   for a in node.aggregate.aggs)
+        return (any((a.func, exprs[a.arg] if a.arg else None) not in self.calls
+                    for a in node.aggregate.aggs)
+                or (self.op is not None and node.window.spec not in self.windows))
+
+    @property
+    def windows(self) -> tuple[CutSpec | RangeSpec, ...]:
+        """The windows the family's operator computes."""
+        if self.op is None:
+            return ()
+        return self.op.windows or (self.op.sliced.window.spec,)  # type: ignore[return-value]
+
+    def window_tag(self, node: SlicedAggregate) -> int | None:
+        """The tag of a member's rows in the family's segments (None: untagged)."""
+        assert self.op is not None
+        return self.op.tag_of(node.window.spec)  # type: ignore[arg-type]
 
     def can_take(self, node: SlicedAggregate) -> bool:
         """Whether ``node`` can join: the family has not run, computes its calls already,
@@ -121,7 +170,7 @@ class SlicedFamily(CycleParticipant):
         """
         if self.op is None or self.op.position is None or not self.new_calls(node):
             return True
-        reach = self.op.history_length
+        reach = max(self.op.history_length, window_reach(node.window.spec) or 0)
         return isinstance(self.scan, ScanOperator) and self.scan.covers(self.op.position, reach)
 
     def add(self, node: SlicedAggregate) -> None:
@@ -176,12 +225,25 @@ class SlicedFamily(CycleParticipant):
                 self.calls[(call.func, arg_sql)] = name
                 calls[name] = AggCall(call.func, arg_col, False, name)
                 out_fields[name] = StructField(name, out_types[call.name])
-        project = Project(self.base, tuple(exprs.items()), StructType(list(fields.values())))
+        # the members' windows: one, or several tumbling ones over panes of a step
+        # dividing each (the old operator's too, so a window of a dropped member stays)
+        windows = tuple(dict.fromkeys([*(m.window.spec for m in self.members),
+                                       *self.windows]))
+        base = self.base
+        if len(windows) > 1 or is_tumbling(windows[0]):
+            step = 0
+            for w in windows:
+                step = gcd(step, tumbling_span(w))  # type: ignore[arg-type]
+            base = with_window(base, tumbling_like(windows[0], step)  # type: ignore[arg-type]
+                               if len(windows) > 1 else windows[0])  # type: ignore[arg-type]
+        project = Project(base, tuple(exprs.items()), StructType(list(fields.values())))
         aggregate = Aggregate(project, tuple(key_cols), tuple(calls.values()),
                               StructType([*[out_fields[k] for k in key_cols],
                                           *[out_fields[c] for c in calls]]))
         old = self.op
-        self.op = sliced_operator(SlicedAggregate(self.stream, aggregate), self.rt)
+        node = SlicedAggregate(self.stream, aggregate)
+        self.op = (SlicedAggregateOperator(node, self.rt, windows)  # type: ignore[arg-type]
+                   if len(windows) > 1 else sliced_operator(node, self.rt))
         if old is not None and old.position is not None:
             self.progress = replace(self.progress, previous=old, reseed_at=old.position)
             self.reseed_length = self.op.history_length
@@ -303,18 +365,25 @@ class SlicedMemberOperator(Operator):
         if seg.segments is None:
             return Slice(None, seg.lo, seg.hi)
         assert isinstance(self.node, SlicedAggregate)
-        # a projection of the family's frames (selectExpr: no view to bind)
+        # a projection of the family's frames (selectExpr: no view to bind), of its own
+        # window's rows when the family computes several
         pick = [f"{q(src)} AS {q(out)}" for out, src in fam.members[self.node]]
+        tag = fam.window_tag(self.node)
         edge = None
         if self.node not in cycle.edges_unread:
             changes = fam.changes(run, self.node in fam.fresh, cycle)
+            if tag is not None:
+                changes = changes.where(f"{q(WINDOW_TAG)} = {tag}")
             edge = changes.selectExpr(*pick, q(T), q(D))
         # a member reading every column of the family's rows has its segments as they are
         op = fam.op
         assert op is not None
         whole = {src for _out, src in fam.members[self.node]} == set(op.names)
+        segments = seg.segments
+        if tag is not None:
+            segments = segments.where(f"{q(WINDOW_TAG)} = {tag}")
         return Slice(edge, seg.lo, seg.hi,
-                     seg.segments.selectExpr(*pick, q(FROM), q(TO)),
+                     segments.selectExpr(*pick, q(FROM), q(TO)),
                      coalesced=(op.coalesced_segments and whole
                                 and self.node not in fam.fresh))
 
@@ -330,7 +399,8 @@ class SlicedMemberOperator(Operator):
         fam = self.family
         op = fam.previous if fam.previous is not None else fam.op
         assert op is not None and isinstance(self.node, SlicedAggregate)
-        rows = op.contents([], at)
+        rows = (op.contents([], at, self.node.window.spec)  # type: ignore[arg-type]
+                if op.windows else op.contents([], at))
         if rows is None:
             return None
         pick = ", ".join(f"{q(src)} AS {q(out)}" for out, src in fam.members[self.node])

@@ -7,14 +7,17 @@ from __future__ import annotations
 import datetime as dt
 import math
 import random
+import re
 from decimal import Decimal
 
 import pandas as pd
+import pytest
 from oracle import Win, aggregate, output, window
 from scenarios import engine_records, per_case
 
 from sparkcq import Engine
 from sparkcq.plan.nodes import SlicedAggregate, walk
+from sparkcq.runtime.operators.sliced_aggregate import tumbling_span
 
 STREAM = "CREATE STREAM s (k STRING, v DOUBLE, w BIGINT, t BIGINT) WITH (event_time='t')"
 QUERIES = {
@@ -357,3 +360,56 @@ def test_rstream_queries_of_a_timestamp_stream_keep_timestamps(spark):
         ("b", 1, 4), ("b", 1, 6), ("b", 3, 10), ("b", 3, 12)]
     for q in ("n", "top"):
         pd.testing.assert_frame_equal(results[True][q], results[False][q])
+
+
+# -- tumbling windows of several lengths: one family, one set of panes ---------------------
+TUMBLING = {
+    "a": "SELECT k, sum(v) AS x, min(v) AS lo FROM s [CUT ON t BY 8] GROUP BY k",
+    "d": "SELECT k, max(v) AS hi, min(w) AS lw FROM s [CUT ON t BY 6] GROUP BY k",
+    # added at 10 while a and d run: a new length and a new call, the family is rebuilt
+    # from the stream's history (kept for the longest window) with panes of 2
+    "c": "ISTREAM SELECT k, avg(v) AS m, min(v) AS lo FROM s [CUT ON t BY 2] GROUP BY k",
+    # added at 30 after d is dropped: d's length (kept until the family empties) and
+    # calls the family computes, so it joins without a rebuild
+    "e": "RSTREAM SELECT k, min(w) AS lw, sum(v) + 1 AS x1 FROM s [CUT ON t BY 6] GROUP BY k "
+         "HAVING min(w) > 0",
+}
+# late queries start from the family's panes: their first chunk is whole (alone, a query
+# over a window no other query reads sees only the events after its start)
+TUMBLING_REFERENCE = {"a": (8, ""), "c": (2, "ISTREAM"), "e": (6, "RSTREAM")}
+
+
+@pytest.mark.parametrize("kind", ["cut", "slide"])
+def test_tumbling_windows_of_several_lengths_share_one_family(spark, kind):
+    """Tumbling aggregates over one stream and key list with different lengths are one
+    family over panes of a step dividing every length, each query's rows regrouped from
+    them: each query gives the reference's records and what its own operators give,
+    through a rebuild for a new length (c), a drop (d) and a late query (e), in the
+    intervals form, ISTREAM and RSTREAM; the query running from the start gives what its
+    own operators give. Chunks (``CUT ON t BY s``) and hopping windows hopping by their
+    length (``RANGE s SLIDE s``) alike.
+    """
+    queries = TUMBLING if kind == "cut" else {
+        q: re.sub(r"CUT ON t BY (\d+)", r"RANGE \1 SLIDE \1", sql) for q, sql in TUMBLING.items()}
+    results = {}
+    for fuse in (True, False):
+        eng = run_steps(spark, fuse, queries, "ad")
+        if fuse:
+            (family,) = eng.plan.all_sliced_families()
+            assert family.op is not None
+            assert {tumbling_span(w) for w in family.op.windows} == {2, 6, 8}
+            assert family.op.step_len == 2
+        results[fuse] = {q: sorted_frame(eng.results(q)) for q in "ace"}
+        eng.stop()
+    for q, (span, form) in TUMBLING_REFERENCE.items():
+        calls, having, start = SLICED_REFERENCE[q]
+        win = Win("cut", span, 1) if kind == "cut" else Win("slide", span, span)
+        rel = aggregate(window(EVENTS, win, ("k", "v", "w", "t")), ("k",), calls, having)
+        want = output(rel if start is None else rel.clip(start), form, span)
+        got = results[True][q]
+        assert len(got) > 3, q
+        records = engine_records(got, "intervals" if form == "" else form)
+        assert sorted(records) == sorted(
+            (tuple(round(v, 9) if isinstance(v, float) else v for v in rec[0]), *rec[1:])
+            for rec in want), q
+    pd.testing.assert_frame_equal(results[True]["a"], results[False]["a"], check_dtype=False)

@@ -15,6 +15,8 @@ cases each, so every query shape is checked on hundreds of cases; ``slow`` runs 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -100,7 +102,8 @@ def agg_query(win: Win, aggs: list[str], form: str | None = None, stream: str = 
 @st.composite
 def aggregate_queries(draw) -> dict[str, Query]:
     """One grouped aggregate per window kind, a second over one of those windows (fused
-    with it into a family), and a user aggregate."""
+    with it into a family), a third over a tumbling window of another length, and a user
+    aggregate."""
     queries = {}
     wins = {}
     # every output form and every built-in aggregate in every scenario, over windows that
@@ -114,6 +117,14 @@ def aggregate_queries(draw) -> dict[str, Query]:
         queries[f"agg{i}"] = Query(shape, "aggregate")
     kind = draw(st.sampled_from(sorted(WINDOWS)), label="family window")
     queries["family"] = Query(draw(agg_query(wins[kind], list(AGGS))), "aggregate family")
+    # the CUT query over a tumbling window of another length, with its own calls and form:
+    # one family over panes of a step dividing both lengths, each window's rows regrouped
+    length = draw(st.integers(2, 10).filter(lambda d: d != wins["CUT"].size), label="length")
+    cut = queries[f"agg{list(WINDOWS).index('CUT')}"].shape
+    other = draw(agg_query(Win("cut", length, 1), list(AGGS)))
+    queries["lengths"] = Query(replace(cut, win=other.win, aggs=other.aggs,
+                                       agg_form=other.agg_form),
+                               "tumbling windows of several lengths")
     queries["uda"] = Query(draw(agg_query(draw(case_windows), list(UDAS))), "user aggregate")
     queries["table"] = Query(draw(st.builds(
         TableAggQuery, case_windows,

@@ -29,7 +29,7 @@ from pyspark.sql.types import BooleanType, LongType, StructField, StructType
 
 from sparkcq.model.columns import AT, CHANGED, GROUP_HASH, LAST, NEXT, PANE_END, SINCE, D, N
 from sparkcq.model.time import TIME_MAX, TIME_MIN
-from sparkcq.plan.nodes import RangeSpec, SlicedAggregate
+from sparkcq.plan.nodes import CutSpec, RangeSpec, SlicedAggregate
 from sparkcq.runtime.frames import Runtime, Slice, bound_sql, q
 from sparkcq.runtime.operators.base import as_changes_at
 from sparkcq.runtime.operators.sliced_aggregate import SlicedAggregateOperator
@@ -197,7 +197,8 @@ class RangeAggregateOperator(SlicedAggregateOperator):
         # not cached: a filter and a lead over the cached run, in its order already
         return Slice(None, lo, hi, sql(self.range_segments_sql(lo, hi), run=run))
 
-    def contents(self, children: list[DataFrame | None], at: int) -> DataFrame | None:
+    def contents(self, children: list[DataFrame | None], at: int,
+                 window: CutSpec | RangeSpec | None = None) -> DataFrame | None:
         """Each group's row at the operator's position ``at``, from the base."""
         base = self.base.get()
         if base is None:

@@ -35,7 +35,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from sparkcq.model.columns import AT, FROM, GROUP_HASH, NEXT, PANE_END, TO, D, N, T
+from sparkcq.model.columns import AT, FROM, GROUP_HASH, NEXT, PANE_END, TO, WINDOW_TAG, D, N, T
 from sparkcq.model.time import TIME_MAX, TIME_MIN, shift
 from sparkcq.plan.nodes import (
     CutSpec,
@@ -76,7 +76,8 @@ class SlicedAggregateOperator(Operator):
     # whether consecutive segments of a group always differ (``Slice.coalesced``)
     coalesced_segments = False
 
-    def __init__(self, node: SlicedAggregate, rt: Runtime):
+    def __init__(self, node: SlicedAggregate, rt: Runtime,
+                 windows: tuple[CutSpec | RangeSpec, ...] = ()):
         super().__init__(node, rt)
         self.sliced = node
         self.views = SqlViews(rt.spark, "sliced")
@@ -141,6 +142,19 @@ class SlicedAggregateOperator(Operator):
         reach = window_reach(spec)
         assert reach is not None
         self.history_length = reach
+        # how far before a cycle's start the kept panes must reach
+        self.kept_length = self.length
+        # Several tumbling windows of one kind over one set of panes (``windows``; the
+        # node's own window gives the panes, a step that divides every window's): each
+        # window's rows are its panes regrouped, tagged with the window's index
+        # (``WINDOW_TAG``) in one frame of segments for all of them.
+        self.windows = windows if len(windows) > 1 else ()
+        if self.windows:
+            spans = [tumbling_span(w) for w in self.windows]
+            assert all(s % self.step_len == 0 for s in spans), (spans, self.step_len)
+            self.kept_length = 2 * max(spans)
+            self.history_length = max(r for w in self.windows
+                                      if (r := window_reach(w)) is not None)
 
     def reads_edge(self, i: int, own_edge_read: bool) -> bool:  # noqa: D102
         return not self.reads_arrivals
@@ -205,8 +219,8 @@ class SlicedAggregateOperator(Operator):
         names = [f.name for f in self.panes.schema.fields]
         merged = "".join(f", {m.combine}({q(m.name)}) AS {q(m.name)}"
                          for m in self.measures.values())
-        live = (f" WHERE {q(PANE_END)} >= {bound_sql(lo - self.length)}" if lo != TIME_MIN
-                else "")
+        live = (f" WHERE {q(PANE_END)} >= {bound_sql(lo - self.kept_length)}"
+                if lo != TIME_MIN else "")
         measures = "".join(f", {m.combine}({m.sql}) AS {q(m.name)}"
                            for m in self.measures.values())
         partial = (f"SELECT {by}, sum({q(D)}) AS `{N}`{measures} "
@@ -243,6 +257,9 @@ class SlicedAggregateOperator(Operator):
         """
         out = ", ".join(q(n) if n in self.keys else f"{self.values[n]} AS {q(n)}"
                         for n in self.names)
+        if self.windows:
+            return self.due_segments_sql(f"{q(WINDOW_TAG)}, {out}",
+                                         self.windows_sql("{panes}"), lo, hi)
         if self.tumbling:  # each pane is a window: a projection of the panes
             one = (f"SELECT *, {q(PANE_END)} AS {q(AT)}, {q(PANE_END)} + {self.length} "
                    f"AS {q(NEXT)} FROM {{panes}}")
@@ -258,6 +275,31 @@ class SlicedAggregateOperator(Operator):
         run = (f"SELECT {self.key_list(q(AT))}, lead({q(AT)}) OVER {order}) AS {q(NEXT)}, "
                f"{', '.join(cols)} FROM ({self.points_sql()})")
         return self.due_segments_sql(out, run, lo, hi)
+
+    def windows_sql(self, panes: str) -> str:
+        """Each tumbling window's rows regrouped from the panes of ``panes``: per (window,
+        group, window end), the window's tag, ``AT`` (its end) and ``NEXT`` (one window
+        length later), merged measures. A pane ending at p lies in the window of length S
+        ending at the next multiple of S from p on (p itself when it is one).
+        """
+        spans = ", ".join(f"named_struct('tag', {i}, 'span', {tumbling_span(w)})"
+                          for i, w in enumerate(self.windows))
+        merged = "".join(f", {m.combine}({q(m.name)}) AS {q(m.name)}"
+                         for m in self.measures.values())
+        end = f"{q(PANE_END)} + pmod(-{q(PANE_END)}, win.span)"
+        kept = "".join(f", {q(m.name)}" for m in self.measures.values())
+        regrouped = (f"SELECT win.tag AS {q(WINDOW_TAG)}, {self.key_list()}, {end} AS {q(AT)}, "
+                     f"win.span AS _span, `{N}`{kept} "
+                     f"FROM {panes} LATERAL VIEW inline(array({spans})) win")
+        by = f"{q(WINDOW_TAG)}, {self.key_list(q(AT))}, _span"
+        return (f"SELECT {by}, {q(AT)} + _span AS {q(NEXT)}, sum(`{N}`) AS `{N}`{merged} "
+                f"FROM ({regrouped}) GROUP BY {by}")
+
+    def tag_of(self, window: CutSpec | RangeSpec) -> int | None:
+        """The tag of ``window``'s rows in the segments; None: the operator computes one
+        window, its rows carry no tag.
+        """
+        return self.windows.index(window) if self.windows else None
 
     @staticmethod
     def due_segments_sql(out: str, points: str, lo: int, hi: int) -> str:
@@ -278,7 +320,7 @@ class SlicedAggregateOperator(Operator):
         ``fresh``: nothing was emitted yet, so a segment that began before ``lo`` (from
         seeded events) starts at ``lo``, and one that ended at ``lo`` does not exist.
         """
-        names = ", ".join(map(q, self.names))
+        names = ", ".join(map(q, [*([WINDOW_TAG] if self.windows else []), *self.names]))
         start = q(FROM)
         low, high = bound_sql(lo), bound_sql(hi)
         starts = f" WHERE {q(FROM)} >= {low}" if lo != TIME_MIN else ""
@@ -355,17 +397,26 @@ class SlicedAggregateOperator(Operator):
         assert run.segments is not None
         return self.views.sql(self.changes_sql(run.lo, run.hi, fresh), seg=run.segments)
 
-    def contents(self, children: list[DataFrame | None], at: int) -> DataFrame | None:
+    def contents(self, children: list[DataFrame | None], at: int,
+                 window: CutSpec | RangeSpec | None = None) -> DataFrame | None:
         """Each group's row once every change before ``at`` (the operator's position) is
-        applied: the panes that entered before ``at`` and have not left before it.
+        applied: the panes that entered before ``at`` and have not left before it (of
+        ``window``'s rows, when the operator computes several windows).
         """
         panes = self.panes.get()
         if panes is None:
             return None
         out = ", ".join(q(n) if n in self.keys else f"{self.values[n]} AS {q(n)}"
                         for n in self.names)
-        inside = f"(SELECT * FROM {{p}} WHERE {q(PANE_END)} < {at} " \
-                 f"AND {q(PANE_END)} >= {shift(at, -self.length)})"
+        if self.windows:
+            assert window is not None
+            span = tumbling_span(window)
+            end = f"{q(PANE_END)} + pmod(-{q(PANE_END)}, {span})"
+            inside = (f"(SELECT * FROM {{p}} WHERE {end} < {at} "
+                      f"AND {end} >= {shift(at, -span)})")
+        else:
+            inside = (f"(SELECT * FROM {{p}} WHERE {q(PANE_END)} < {at} "
+                      f"AND {q(PANE_END)} >= {shift(at, -self.length)})")
         df = self.views.sql(f"SELECT {out} FROM ({self.group_sql(inside)}) WHERE `{N}` > 0",
                             p=panes)
         return as_changes_at(df, self.names, None, at)
@@ -377,3 +428,21 @@ class SlicedAggregateOperator(Operator):
         return (f"SELECT {self.key_list()}, sum(`{N}`) AS `{N}`{measures} FROM {source} "
                 f"GROUP BY {self.key_list()}")
 
+
+
+def tumbling_span(window: CutSpec | RangeSpec) -> int:
+    """The length of a tumbling window (its step as well)."""
+    if isinstance(window, CutSpec):
+        assert window.chunks == 1
+        return window.by
+    assert window.slide == window.size
+    return window.size
+
+
+def is_tumbling(window: object) -> bool:
+    """Whether ``window`` is tumbling (``CUT BY s`` of one chunk, ``RANGE s SLIDE s``):
+    several such windows of one kind can share one set of panes.
+    """
+    if isinstance(window, CutSpec):
+        return window.chunks == 1
+    return isinstance(window, RangeSpec) and window.slide == window.size
