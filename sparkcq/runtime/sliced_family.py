@@ -20,6 +20,12 @@ as complete as the others. If the stream does not hold them (a derived stream, o
 kept since too recently), the member starts a family of its own. A dropped member's calls
 stay in the operator until the family empties, with their arguments read as NULL, so a
 query stopped because its expression failed cannot fail the others.
+
+Tumbling windows of one kind (``CUT BY s``, ``RANGE s SLIDE s``) are one family whatever
+their lengths: five dashboards over ``CUT ON ts BY 5, 10, 20, 30, 60 SECONDS`` keep one set
+of panes of 5 seconds, and each window's rows are those panes regrouped, tagged with the
+window in one frame of segments (``SlicedAggregateOperator.windows``). A member with a new
+length rebuilds the operator as one with new calls does.
 """
 
 from __future__ import annotations

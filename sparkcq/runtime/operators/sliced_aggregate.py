@@ -20,6 +20,15 @@ The output slice carries those segments (``Slice.segments``: the relation's whol
 over the slice, which RSTREAM expands to its evaluation instants with no state of its own)
 and the usual change edge derived from them (+1 where a segment starts, -1 where it ends),
 for every other consumer.
+
+Several tumbling windows whose lengths are multiples of the pane step can be computed from
+one set of panes (``windows``, a family over several lengths): a pane ending at p lies in
+the window of length S ending at the next multiple of S from p on, so each window's rows
+are the panes regrouped by that end, all windows' rows in one frame tagged by window
+(``WINDOW_TAG``):
+
+    CUT BY 4 and CUT BY 6 over panes of 2; panes of key a ending at 2, 4, 6, 8 (sums 1 2 3 4)
+    tag 0 (4): [4, 8) sum 3, [8, 12) sum 7      tag 1 (6): [6, 12) sum 6, [12, 18) sum 4
 """
 
 from __future__ import annotations
