@@ -21,11 +21,12 @@ kept since too recently), the member starts a family of its own. A dropped membe
 stay in the operator until the family empties, with their arguments read as NULL, so a
 query stopped because its expression failed cannot fail the others.
 
-Tumbling windows of one kind (``CUT BY s``, ``RANGE s SLIDE s``) are one family whatever
-their lengths: five dashboards over ``CUT ON ts BY 5, 10, 20, 30, 60 SECONDS`` keep one set
-of panes of 5 seconds, and each window's rows are those panes regrouped, tagged with the
-window in one frame of segments (``SlicedAggregateOperator.windows``). A member with a new
-length rebuilds the operator as one with new calls does.
+Windows of steps of one kind (``CUT BY s [WINDOW c CHUNKS]``, ``RANGE w SLIDE s``) are
+one family whatever their lengths and steps: five dashboards over ``CUT ON ts BY 5, 10, 20,
+30, 60 SECONDS`` keep one set of panes of 5 seconds, and each window's rows come from those
+panes regrouped, tagged with the window in one frame of segments
+(``SlicedAggregateOperator.windows``). A member with a new window rebuilds the operator as
+one with new calls does.
 """
 
 from __future__ import annotations
@@ -56,8 +57,8 @@ from sparkcq.runtime.operators.range_aggregate import RangeAggregateOperator
 from sparkcq.runtime.operators.scan import ScanOperator
 from sparkcq.runtime.operators.sliced_aggregate import (
     SlicedAggregateOperator,
-    is_tumbling,
-    tumbling_span,
+    shares_panes,
+    window_step,
 )
 from sparkcq.runtime.transaction import CycleParticipant
 
@@ -67,14 +68,15 @@ CallKey = tuple[str, str | None]  # function, argument expression
 
 def sliced_key(node: SlicedAggregate) -> SlicedKey:
     """What sliced aggregates must share to be one family: the window input below the
-    argument projection, and the group-key expressions. Tumbling windows of one kind
-    (``CUT BY s``, ``RANGE s SLIDE s``) count as one window whatever their length: their
-    family keeps panes of a step dividing every length, and regroups them per window.
+    argument projection, and the group-key expressions. Windows of steps of one kind
+    (``CUT BY s [WINDOW c CHUNKS]``, ``RANGE w SLIDE s``) count as one window whatever their
+    length and step: their family keeps panes of a step dividing every step, and regroups
+    them per window.
     """
     base, exprs, _schema = split_aggregate(node.aggregate)
     spec = node.window.spec
-    if isinstance(spec, CutSpec | RangeSpec) and is_tumbling(spec):
-        base = with_window(base, tumbling_like(spec, 1))
+    if shares_panes(spec):
+        base = with_window(base, tumbling_like(spec, 1))  # type: ignore[arg-type]
     return base, tuple(exprs[k] for k in node.aggregate.keys)
 
 
@@ -231,15 +233,15 @@ class SlicedFamily(CycleParticipant):
                 self.calls[(call.func, arg_sql)] = name
                 calls[name] = AggCall(call.func, arg_col, False, name)
                 out_fields[name] = StructField(name, out_types[call.name])
-        # the members' windows: one, or several tumbling ones over panes of a step
-        # dividing each (the old operator's too, so a window of a dropped member stays)
+        # the members' windows: one, or several over panes of a step dividing each one's
+        # step (the old operator's too, so a window of a dropped member stays)
         windows = tuple(dict.fromkeys([*(m.window.spec for m in self.members),
                                        *self.windows]))
         base = self.base
-        if len(windows) > 1 or is_tumbling(windows[0]):
+        if len(windows) > 1 or shares_panes(windows[0]):
             step = 0
             for w in windows:
-                step = gcd(step, tumbling_span(w))  # type: ignore[arg-type]
+                step = gcd(step, window_step(w))  # type: ignore[arg-type]
             base = with_window(base, tumbling_like(windows[0], step)  # type: ignore[arg-type]
                                if len(windows) > 1 else windows[0])  # type: ignore[arg-type]
         project = Project(base, tuple(exprs.items()), StructType(list(fields.values())))

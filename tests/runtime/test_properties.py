@@ -102,8 +102,8 @@ def agg_query(win: Win, aggs: list[str], form: str | None = None, stream: str = 
 @st.composite
 def aggregate_queries(draw) -> dict[str, Query]:
     """One grouped aggregate per window kind, a second over one of those windows (fused
-    with it into a family), a third over a tumbling window of another length, and a user
-    aggregate."""
+    with it into a family), the CUT or RANGE SLIDE one again over another window of its kind
+    (one family over panes of both windows), and a user aggregate."""
     queries = {}
     wins = {}
     # every output form and every built-in aggregate in every scenario, over windows that
@@ -117,14 +117,18 @@ def aggregate_queries(draw) -> dict[str, Query]:
         queries[f"agg{i}"] = Query(shape, "aggregate")
     kind = draw(st.sampled_from(sorted(WINDOWS)), label="family window")
     queries["family"] = Query(draw(agg_query(wins[kind], list(AGGS))), "aggregate family")
-    # the CUT query over a tumbling window of another length, with its own calls and form:
-    # one family over panes of a step dividing both lengths, each window's rows regrouped
-    length = draw(st.integers(2, 10).filter(lambda d: d != wins["CUT"].size), label="length")
-    cut = queries[f"agg{list(WINDOWS).index('CUT')}"].shape
-    other = draw(agg_query(Win("cut", length, 1), list(AGGS)))
-    queries["lengths"] = Query(replace(cut, win=other.win, aggs=other.aggs,
+    # the CUT or RANGE SLIDE query again over another window of its kind, with its own
+    # calls and form: one family over panes of a step dividing both windows' steps, each
+    # window's rows from them regrouped
+    again = draw(st.sampled_from(["CUT", "CUT WINDOW n CHUNKS", "RANGE SLIDE"]),
+                 label="window again")
+    first = queries[f"agg{list(WINDOWS).index(again)}"].shape
+    other_win = draw(st.one_of(WINDOWS["CUT"], WINDOWS["CUT WINDOW n CHUNKS"])
+                     if again.startswith("CUT") else WINDOWS["RANGE SLIDE"])
+    other = draw(agg_query(other_win, list(AGGS)))
+    queries["lengths"] = Query(replace(first, win=other.win, aggs=other.aggs,
                                        agg_form=other.agg_form),
-                               "tumbling windows of several lengths")
+                               "windows of several lengths")
     queries["uda"] = Query(draw(agg_query(draw(case_windows), list(UDAS))), "user aggregate")
     queries["table"] = Query(draw(st.builds(
         TableAggQuery, case_windows,

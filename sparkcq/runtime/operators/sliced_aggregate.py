@@ -21,11 +21,12 @@ over the slice, which RSTREAM expands to its evaluation instants with no state o
 and the usual change edge derived from them (+1 where a segment starts, -1 where it ends),
 for every other consumer.
 
-Several tumbling windows whose lengths are multiples of the pane step can be computed from
-one set of panes (``windows``, a family over several lengths): a pane ending at p lies in
-the window of length S ending at the next multiple of S from p on, so each window's rows
-are the panes regrouped by that end, all windows' rows in one frame tagged by window
-(``WINDOW_TAG``):
+Several windows whose steps are multiples of the pane step can be computed from one set of
+panes (``windows``, a family over several windows): a pane ending at p lies in the window's
+own pane (of its step S) ending at the next multiple of S from p on, so each window's panes
+are the panes regrouped by that end; a tumbling window's rows are those, a hopping one's
+come from points and running sums over them as above, per window; all windows' rows are in
+one frame tagged by window (``WINDOW_TAG``):
 
     CUT BY 4 and CUT BY 6 over panes of 2; panes of key a ending at 2, 4, 6, 8 (sums 1 2 3 4)
     tag 0 (4): [4, 8) sum 3, [8, 12) sum 7      tag 1 (6): [6, 12) sum 6, [12, 18) sum 4
@@ -153,15 +154,16 @@ class SlicedAggregateOperator(Operator):
         self.history_length = reach
         # how far before a cycle's start the kept panes must reach
         self.kept_length = self.length
-        # Several tumbling windows of one kind over one set of panes (``windows``; the
-        # node's own window gives the panes, a step that divides every window's): each
-        # window's rows are its panes regrouped, tagged with the window's index
+        # Several windows of one kind over one set of panes (``windows``; the node's own
+        # window gives the panes, a step that divides every window's step): each window's
+        # rows come from its panes regrouped, tagged with the window's index
         # (``WINDOW_TAG``) in one frame of segments for all of them.
         self.windows = windows if len(windows) > 1 else ()
+        self.hopping = any(window_length(w) != window_step(w) for w in self.windows)
         if self.windows:
-            spans = [tumbling_span(w) for w in self.windows]
-            assert all(s % self.step_len == 0 for s in spans), (spans, self.step_len)
-            self.kept_length = 2 * max(spans)
+            assert all(window_step(w) % self.step_len == 0 for w in self.windows)
+            # a window's first pane may end one step after its earliest event
+            self.kept_length = max(window_length(w) + window_step(w) for w in self.windows)
             self.history_length = max(r for w in self.windows
                                       if (r := window_reach(w)) is not None)
 
@@ -267,8 +269,10 @@ class SlicedAggregateOperator(Operator):
         out = ", ".join(q(n) if n in self.keys else f"{self.values[n]} AS {q(n)}"
                         for n in self.names)
         if self.windows:
-            return self.due_segments_sql(f"{q(WINDOW_TAG)}, {out}",
-                                         self.windows_sql("{panes}"), lo, hi)
+            run = self.windows_sql("{panes}")
+            if self.hopping:
+                run = self.windows_run_sql(run)
+            return self.due_segments_sql(f"{q(WINDOW_TAG)}, {out}", run, lo, hi)
         if self.tumbling:  # each pane is a window: a projection of the panes
             one = (f"SELECT *, {q(PANE_END)} AS {q(AT)}, {q(PANE_END)} + {self.length} "
                    f"AS {q(NEXT)} FROM {{panes}}")
@@ -286,23 +290,57 @@ class SlicedAggregateOperator(Operator):
         return self.due_segments_sql(out, run, lo, hi)
 
     def windows_sql(self, panes: str) -> str:
-        """Each tumbling window's rows regrouped from the panes of ``panes``: per (window,
-        group, window end), the window's tag, ``AT`` (its end) and ``NEXT`` (one window
-        length later), merged measures. A pane ending at p lies in the window of length S
-        ending at the next multiple of S from p on (p itself when it is one).
+        """Each window's panes regrouped from the panes of ``panes``: per (window, group,
+        pane end), the window's tag, ``AT`` (where the pane enters the window: its end),
+        ``NEXT`` (where it leaves, one window length later), ``_len`` (the window's length)
+        and merged measures. A pane ending at p lies in the window's pane ending at the
+        next multiple of the window's step from p on (p itself when it is one). For a
+        tumbling window each such pane is a row of the window.
         """
-        spans = ", ".join(f"named_struct('tag', {i}, 'span', {tumbling_span(w)})"
-                          for i, w in enumerate(self.windows))
+        spans = ", ".join(f"named_struct('tag', {i}, 'step', {window_step(w)}, "
+                          f"'len', {window_length(w)})" for i, w in enumerate(self.windows))
         merged = "".join(f", {m.combine}({q(m.name)}) AS {q(m.name)}"
                          for m in self.measures.values())
-        end = f"{q(PANE_END)} + pmod(-{q(PANE_END)}, win.span)"
+        end = f"{q(PANE_END)} + pmod(-{q(PANE_END)}, win.step)"
         kept = "".join(f", {q(m.name)}" for m in self.measures.values())
         regrouped = (f"SELECT win.tag AS {q(WINDOW_TAG)}, {self.key_list()}, {end} AS {q(AT)}, "
-                     f"win.span AS _span, `{N}`{kept} "
+                     f"win.len AS _len, `{N}`{kept} "
                      f"FROM {panes} LATERAL VIEW inline(array({spans})) win")
-        by = f"{q(WINDOW_TAG)}, {self.key_list(q(AT))}, _span"
-        return (f"SELECT {by}, {q(AT)} + _span AS {q(NEXT)}, sum(`{N}`) AS `{N}`{merged} "
+        by = f"{q(WINDOW_TAG)}, {self.key_list(q(AT))}, _len"
+        return (f"SELECT {by}, {q(AT)} + _len AS {q(NEXT)}, sum(`{N}`) AS `{N}`{merged} "
                 f"FROM ({regrouped}) GROUP BY {by}")
+
+    def windows_run_sql(self, panes: str) -> str:
+        """The windows' rows when some hop (length above step): as ``segments_sql`` for one
+        window, per (window, group) — each pane of ``windows_sql`` enters at ``AT`` and
+        leaves at ``NEXT``, running sums over those points, ``min`` and ``max`` over the
+        panes of the window's own last length (one frame per distinct length).
+        """
+        enter = [q(m.name) for m in self.measures.values()]
+        leave = [f"-{q(m.name)}" if m.combine == "sum"
+                 else f"CAST(NULL AS {m.dtype.simpleString()})"
+                 for m in self.measures.values()]
+        names = ", ".join([q(AT), q(N), *(q(m.name) for m in self.measures.values())])
+        both = ", ".join([q(AT), q(N), *enter, q(NEXT), f"-{q(N)}", *leave])
+        merged = "".join(f", {m.combine}({q(m.name)}) AS {q(m.name)}"
+                         for m in self.measures.values())
+        keys = f"{q(WINDOW_TAG)}, {self.key_list()}"
+        points = (f"SELECT {keys}, {q(AT)}, sum(`{N}`) AS `{N}`{merged} FROM (SELECT {keys}, "
+                  f"stack(2, {both}) AS ({names}) FROM ({panes})) GROUP BY {keys}, {q(AT)}")
+        order = f"(PARTITION BY {keys} ORDER BY {q(AT)}"
+        running = f"{order} ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)"
+        lengths = {i: window_length(w) for i, w in enumerate(self.windows)}
+        cols = [f"sum(`{N}`) OVER {running} AS `{N}`"]
+        for m in self.measures.values():
+            if m.combine == "sum":
+                cols.append(f"sum({q(m.name)}) OVER {running} AS {q(m.name)}")
+                continue
+            cases = " ".join(
+                f"WHEN {i} THEN {m.combine}({q(m.name)}) OVER {order} RANGE BETWEEN "
+                f"{length - 1} PRECEDING AND CURRENT ROW)" for i, length in lengths.items())
+            cols.append(f"CASE {q(WINDOW_TAG)} {cases} END AS {q(m.name)}")
+        return (f"SELECT {keys}, {q(AT)}, lead({q(AT)}) OVER {order}) AS {q(NEXT)}, "
+                f"{', '.join(cols)} FROM ({points})")
 
     def tag_of(self, window: CutSpec | RangeSpec) -> int | None:
         """The tag of ``window``'s rows in the segments; None: the operator computes one
@@ -397,7 +435,8 @@ class SlicedAggregateOperator(Operator):
         if hi == TIME_MAX:
             self.panes.set(None)
         segments = sql(self.segments_sql(lo, hi), panes=panes)
-        if not self.tumbling:  # read by several consumers; a tumbling one is a projection
+        if not self.tumbling or self.hopping:  # read by several consumers; a tumbling
+            # one is a projection (or a regrouping) of the panes
             segments = self.rt.cache_for_cycle(segments)
         return Slice(None, lo, hi, segments)
 
@@ -419,10 +458,9 @@ class SlicedAggregateOperator(Operator):
                         for n in self.names)
         if self.windows:
             assert window is not None
-            span = tumbling_span(window)
-            end = f"{q(PANE_END)} + pmod(-{q(PANE_END)}, {span})"
+            end = f"{q(PANE_END)} + pmod(-{q(PANE_END)}, {window_step(window)})"
             inside = (f"(SELECT * FROM {{p}} WHERE {end} < {at} "
-                      f"AND {end} >= {shift(at, -span)})")
+                      f"AND {end} >= {shift(at, -window_length(window))})")
         else:
             inside = (f"(SELECT * FROM {{p}} WHERE {q(PANE_END)} < {at} "
                       f"AND {q(PANE_END)} >= {shift(at, -self.length)})")
@@ -439,19 +477,24 @@ class SlicedAggregateOperator(Operator):
 
 
 
-def tumbling_span(window: CutSpec | RangeSpec) -> int:
-    """The length of a tumbling window (its step as well)."""
+def window_step(window: CutSpec | RangeSpec) -> int:
+    """The step of a window computed from panes: its slide, or its chunks' length."""
     if isinstance(window, CutSpec):
-        assert window.chunks == 1
         return window.by
-    assert window.slide == window.size
+    assert window.slide is not None
+    return window.slide
+
+
+def window_length(window: CutSpec | RangeSpec) -> int:
+    """The length of a window computed from panes."""
+    if isinstance(window, CutSpec):
+        return window.by * window.chunks
     return window.size
 
 
-def is_tumbling(window: object) -> bool:
-    """Whether ``window`` is tumbling (``CUT BY s`` of one chunk, ``RANGE s SLIDE s``):
-    several such windows of one kind can share one set of panes.
+def shares_panes(window: object) -> bool:
+    """Whether ``window`` is a window of steps (``CUT BY s [WINDOW c CHUNKS]``, ``RANGE w
+    SLIDE s``): several such windows of one kind can share one set of panes.
     """
-    if isinstance(window, CutSpec):
-        return window.chunks == 1
-    return isinstance(window, RangeSpec) and window.slide == window.size
+    return isinstance(window, CutSpec) or (isinstance(window, RangeSpec)
+                                           and window.slide is not None)
