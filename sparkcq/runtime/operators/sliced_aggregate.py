@@ -244,23 +244,52 @@ class SlicedAggregateOperator(Operator):
             merging = f"SELECT {kept} FROM {{old}}{live} UNION ALL ({merging})"
         return f"SELECT {by}, sum(`{N}`) AS `{N}`{merged} FROM ({merging}) GROUP BY {by}"
 
-    def points_sql(self) -> str:
+    def points_sql(self, panes: str = "{panes}", keys: str | None = None,
+                   enters: str = q(PANE_END), leaves: str | None = None) -> str:
         """Each pane enters the window at its end and leaves ``length`` later: the points
         where a group's value may change, with the change in count and sums (and the
-        pane's own min and max where it enters).
+        pane's own min and max where it enters). ``panes`` the source, ``keys`` what a
+        group is (several windows: the window's tag too), ``enters`` and ``leaves`` where a
+        pane enters and leaves.
         """
+        keys = keys or self.key_list()
+        leaves = leaves or f"{q(PANE_END)} + {self.length}"
         enter = [q(m.name) for m in self.measures.values()]
         leave = [f"-{q(m.name)}" if m.combine == "sum"
                  else f"CAST(NULL AS {m.dtype.simpleString()})"
                  for m in self.measures.values()]
         names = ", ".join([q(AT), q(N), *(q(m.name) for m in self.measures.values())])
-        both = ", ".join([q(PANE_END), q(N), *enter,
-                          f"{q(PANE_END)} + {self.length}", f"-{q(N)}", *leave])
+        both = ", ".join([enters, q(N), *enter, leaves, f"-{q(N)}", *leave])
         merged = "".join(f", {m.combine}({q(m.name)}) AS {q(m.name)}"
                          for m in self.measures.values())
-        by = self.key_list(q(AT))
-        return (f"SELECT {by}, sum(`{N}`) AS `{N}`{merged} FROM (SELECT {self.key_list()}, "
-                f"stack(2, {both}) AS ({names}) FROM {{panes}}) GROUP BY {by}")
+        by = f"{keys}, {q(AT)}"
+        return (f"SELECT {by}, sum(`{N}`) AS `{N}`{merged} FROM (SELECT {keys}, "
+                f"stack(2, {both}) AS ({names}) FROM {panes}) GROUP BY {by}")
+
+    def running_sql(self, points: str, keys: str, lengths: dict[int | None, int]) -> str:
+        """Each point's row: the next point, running sums, ``min`` and ``max`` over the
+        points of the window's last length (``lengths``: {None: length} for one window,
+        else each window's tag and length, one frame per window).
+        """
+        order = f"(PARTITION BY {keys} ORDER BY {q(AT)}"
+        running = f"{order} ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)"
+
+        def frame(length: int) -> str:
+            return f"{order} RANGE BETWEEN {length - 1} PRECEDING AND CURRENT ROW)"
+
+        cols = [f"sum(`{N}`) OVER {running} AS `{N}`"]
+        for m in self.measures.values():
+            if m.combine == "sum":
+                value = f"sum({q(m.name)}) OVER {running}"
+            elif None in lengths:
+                value = f"{m.combine}({q(m.name)}) OVER {frame(lengths[None])}"
+            else:
+                cases = " ".join(f"WHEN {tag} THEN {m.combine}({q(m.name)}) OVER {frame(n)}"
+                                 for tag, n in lengths.items())
+                value = f"CASE {q(WINDOW_TAG)} {cases} END"
+            cols.append(f"{value} AS {q(m.name)}")
+        return (f"SELECT {keys}, {q(AT)}, lead({q(AT)}) OVER {order}) AS {q(NEXT)}, "
+                f"{', '.join(cols)} FROM ({points})")
 
     def segments_sql(self, lo: int, hi: int) -> str:
         """Each group's row over [point, next point) where its window is not empty, for the
@@ -277,16 +306,7 @@ class SlicedAggregateOperator(Operator):
             one = (f"SELECT *, {q(PANE_END)} AS {q(AT)}, {q(PANE_END)} + {self.length} "
                    f"AS {q(NEXT)} FROM {{panes}}")
             return self.due_segments_sql(out, one, lo, hi)
-        part = f"PARTITION BY {self.key_list()} "
-        order = f"({part}ORDER BY {q(AT)}"
-        running = f"{order} ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)"
-        frame = f"{order} RANGE BETWEEN {self.length - 1} PRECEDING AND CURRENT ROW)"
-        cols = [f"sum(`{N}`) OVER {running} AS `{N}`"]
-        for m in self.measures.values():
-            over = running if m.combine == "sum" else frame
-            cols.append(f"{m.combine}({q(m.name)}) OVER {over} AS {q(m.name)}")
-        run = (f"SELECT {self.key_list(q(AT))}, lead({q(AT)}) OVER {order}) AS {q(NEXT)}, "
-               f"{', '.join(cols)} FROM ({self.points_sql()})")
+        run = self.running_sql(self.points_sql(), self.key_list(), {None: self.length})
         return self.due_segments_sql(out, run, lo, hi)
 
     def windows_sql(self, panes: str) -> str:
@@ -311,36 +331,14 @@ class SlicedAggregateOperator(Operator):
                 f"FROM ({regrouped}) GROUP BY {by}")
 
     def windows_run_sql(self, panes: str) -> str:
-        """The windows' rows when some hop (length above step): as ``segments_sql`` for one
-        window, per (window, group) — each pane of ``windows_sql`` enters at ``AT`` and
-        leaves at ``NEXT``, running sums over those points, ``min`` and ``max`` over the
-        panes of the window's own last length (one frame per distinct length).
+        """The windows' rows when some hop (length above step): as for one window, per
+        (window, group) — each pane of ``windows_sql`` enters at ``AT`` and leaves at
+        ``NEXT`` — with ``min`` and ``max`` over each window's own last length.
         """
-        enter = [q(m.name) for m in self.measures.values()]
-        leave = [f"-{q(m.name)}" if m.combine == "sum"
-                 else f"CAST(NULL AS {m.dtype.simpleString()})"
-                 for m in self.measures.values()]
-        names = ", ".join([q(AT), q(N), *(q(m.name) for m in self.measures.values())])
-        both = ", ".join([q(AT), q(N), *enter, q(NEXT), f"-{q(N)}", *leave])
-        merged = "".join(f", {m.combine}({q(m.name)}) AS {q(m.name)}"
-                         for m in self.measures.values())
         keys = f"{q(WINDOW_TAG)}, {self.key_list()}"
-        points = (f"SELECT {keys}, {q(AT)}, sum(`{N}`) AS `{N}`{merged} FROM (SELECT {keys}, "
-                  f"stack(2, {both}) AS ({names}) FROM ({panes})) GROUP BY {keys}, {q(AT)}")
-        order = f"(PARTITION BY {keys} ORDER BY {q(AT)}"
-        running = f"{order} ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)"
-        lengths = {i: window_length(w) for i, w in enumerate(self.windows)}
-        cols = [f"sum(`{N}`) OVER {running} AS `{N}`"]
-        for m in self.measures.values():
-            if m.combine == "sum":
-                cols.append(f"sum({q(m.name)}) OVER {running} AS {q(m.name)}")
-                continue
-            cases = " ".join(
-                f"WHEN {i} THEN {m.combine}({q(m.name)}) OVER {order} RANGE BETWEEN "
-                f"{length - 1} PRECEDING AND CURRENT ROW)" for i, length in lengths.items())
-            cols.append(f"CASE {q(WINDOW_TAG)} {cases} END AS {q(m.name)}")
-        return (f"SELECT {keys}, {q(AT)}, lead({q(AT)}) OVER {order}) AS {q(NEXT)}, "
-                f"{', '.join(cols)} FROM ({points})")
+        points = self.points_sql(f"({panes})", keys, q(AT), q(NEXT))
+        lengths: dict[int | None, int] = {i: window_length(w) for i, w in enumerate(self.windows)}
+        return self.running_sql(points, keys, lengths)
 
     def tag_of(self, window: CutSpec | RangeSpec) -> int | None:
         """The tag of ``window``'s rows in the segments; None: the operator computes one
@@ -474,7 +472,6 @@ class SlicedAggregateOperator(Operator):
                            for m in self.measures.values())
         return (f"SELECT {self.key_list()}, sum(`{N}`) AS `{N}`{measures} FROM {source} "
                 f"GROUP BY {self.key_list()}")
-
 
 
 def window_step(window: CutSpec | RangeSpec) -> int:
