@@ -175,6 +175,7 @@ class CycleDriver:
         taken = replace(self.pending, number=self.cycle, throttles=throttles)
         self.rt.run_in_one_partition(self.small_cycles.single(self.rows_taken(taken),
                                                               self.rt.single))
+        self.rt.label_jobs(taken.number)
 
         delivered: dict[str, int] = {}
 
