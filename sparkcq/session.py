@@ -104,7 +104,7 @@ def make_session(master: str | None = None, app_name: str = "sparkcq",
         # of a dozen queries: constraint propagation (the filters Spark infers from the
         # predicates and aliases below each operator) made each optimisation about 1.5x
         # dearer and pruned or inferred nothing in these plans (measured: the demo's cycle
-        # 13% faster without it, the same results)
+        # 8-13% faster without it, the same results)
         .config("spark.sql.constraintPropagation.enabled", "false")
     )
     if (master or default_master()).startswith("local"):

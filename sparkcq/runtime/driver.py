@@ -194,6 +194,7 @@ class CycleDriver:
             self.pending = CycleInput()
         finally:
             self.rt.end_cycle()
+            self.rt.label_jobs(None)
         self.log_table_switches(served)
         self.last_rows = {s.scan: s.rows_in - before.get(s.scan, 0) for s in scans.values()}
         report = CycleReport(

@@ -271,17 +271,19 @@ class Runtime:
         """The partitions of this cycle's frames: 1 in a small cycle."""
         return 1 if self.single else self.partitions
 
-    def label_jobs(self, cycle: int) -> None:
-        """Name the Spark jobs and frames of this thread's coming cycle after it.
+    def label_jobs(self, cycle: int | None) -> None:
+        """Name the Spark jobs and frames of this thread's coming cycle after it (None: the
+        cycle ended; the thread's own jobs are named by Spark again).
 
         Spark gives every RDD it builds (several per operator each time a frame is planned)
         the call site of its creation, found by walking the JVM thread's stack unless the
-        thread carries one (measured: 2.5% of a demo cycle's driver time in that walk). The
-        Spark UI then also shows which cycle a job belongs to.
+        thread carries one (measured: 2.5% of the JVM's samples on a demo cycle's driver
+        thread in that walk). The Spark UI then also shows which cycle a job belongs to.
         """
+        label = None if cycle is None else f"sparkcq cycle {cycle}"
         sc = self.spark.sparkContext
-        sc.setLocalProperty("callSite.short", f"sparkcq cycle {cycle}")
-        sc.setLocalProperty("callSite.long", f"sparkcq cycle {cycle}")
+        sc.setLocalProperty("callSite.short", label)  # type: ignore[arg-type]
+        sc.setLocalProperty("callSite.long", label)  # type: ignore[arg-type]
 
     def run_in_one_partition(self, single: bool) -> None:
         """Run the coming cycle in one partition (``single``) or hash-partitioned.
