@@ -309,13 +309,16 @@ class Runtime:
             return df.coalesce(1)
         return df.repartition(self.partitions, *columns)
 
-    def cache_for_cycle(self, df: DataFrame) -> DataFrame:
+    def cache_for_cycle(self, df: DataFrame, ordered: bool = False) -> DataFrame:
         """Keep ``df`` until the end of the cycle: read twice, computed once.
 
         A lazy local checkpoint rather than ``persist``: plans built on it start from a
         leaf instead of the whole cycle's lineage, so Spark analyses and plans them quickly.
+        The checkpoint keeps the order of ``df``'s partitions for the plans that read it (a
+        merge join sorts nothing again); an ``ordered`` frame is in one partition already in
+        a small cycle, where coalescing it would lose its order.
         """
-        if self.single:
+        if self.single and not ordered:
             df = df.coalesce(1)
         self.cached_from.append(df)
         df = df.localCheckpoint(eager=False)

@@ -257,6 +257,8 @@ class IntervalJoinOperator(Operator):
             kept = self.rt.partition_by(kept, *keys)
         side = union_all([kept, new])
         assert side is not None
+        if self.rt.single:  # sorted after the union: a coalesce after the sort loses its order
+            side = side.coalesce(1)
         if self.shedding is not None:  # sorted by sub-window and slot: the +1 probes join on them
             return side.sortWithinPartitions(*keys, col(SLICES[i]), col(SLOT_COLUMNS[i]))
         return side.sortWithinPartitions(*keys) if keys else side
@@ -378,7 +380,7 @@ class IntervalJoinOperator(Operator):
             moved = self.sides[i].one_partition != self.rt.single
             side = self.side(i, self.sides[i].get(), new, lo, moved)
             if side is not None and (new is not None or moved):
-                side = self.rt.cache_for_cycle(side)
+                side = self.rt.cache_for_cycle(side, ordered=True)
                 if hi != TIME_MAX:
                     self.sides[i].adopt(side)
             frames.append(side)
