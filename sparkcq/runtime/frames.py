@@ -31,6 +31,7 @@ from pyspark.sql.types import StructType
 
 from sparkcq.model.columns import TE, TS, T
 from sparkcq.runtime.partitioning import SMALL_CYCLE_CONF
+from sparkcq.runtime.templates import PlanTemplates, bound_text
 
 if TYPE_CHECKING:
     from sparkcq.runtime.saved_frames import FrameReader, FrameWriter
@@ -45,6 +46,11 @@ def q(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
+def sql_literal(text: str) -> str:
+    """A Spark SQL string literal."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
 def no_broadcast(alias: str) -> str:
     """A join hint that shuffles relation ``alias`` instead of broadcasting it.
 
@@ -57,10 +63,12 @@ def no_broadcast(alias: str) -> str:
 class SqlViews:
     """Runs one operator's SQL over temporary views named uniquely for that operator.
 
-    Operators compile to Spark SQL text built once; each cycle only re-binds the views to
-    that cycle's DataFrames, so building a cycle's plan costs a few calls into the JVM per
-    operator instead of one per expression. Spark resolves a view when a query is analysed
-    (at once), so re-binding a view later does not change frames already built.
+    Operators compile to Spark SQL text built once; each cycle only re-binds it to that
+    cycle's DataFrames, so building a cycle's plan costs a few calls into the JVM per
+    operator instead of one per expression. A text is analysed once over views
+    (``PlanTemplates``: later cycles put their frames in place of the views in the analysed
+    plan); Spark resolves a view when a query is analysed (at once), so re-binding a view
+    later does not change frames already built.
     """
 
     _numbers = itertools.count(1)  # a prefix per instance, never reused
@@ -70,16 +78,26 @@ class SqlViews:
     _bound: dict[str, DataFrame] = {}
     _views: dict[tuple[int, int], str] = {}
 
-    def __init__(self, spark: SparkSession, kind: str):
+    def __init__(self, spark: SparkSession, kind: str, texts: int = 16):
         self.spark = spark
         self.prefix = f"sparkcq_{kind.lower()}_{next(SqlViews._numbers)}"
+        self.templates = PlanTemplates(spark, texts)
 
     def sql(self, template: str, **views: DataFrame) -> DataFrame:
         """Run ``template`` with each ``{name}`` replaced by a view bound to ``views[name]``."""
-        text = template
+        return self.templates.sql(template, views, self.analyse)
+
+    def analyse(self, template: str, views: Mapping[str, DataFrame],
+                ) -> tuple[DataFrame, dict[str, str]]:
+        """Run ``template`` over views bound to ``views``: the frame, and the key of each
+        view name.
+        """
+        text, keys = template, {}
         for key, df in views.items():
-            text = text.replace("{" + key + "}", self.view_of(df, key))
-        return self.spark.sql(text)
+            name = self.view_of(df, key)
+            text = text.replace("{" + key + "}", name)
+            keys[name] = key
+        return self.spark.sql(text), keys
 
     def view_of(self, df: DataFrame, key: str) -> str:
         """A view bound to ``df``: one already bound to it, or this operator's ``key``."""
@@ -95,6 +113,23 @@ class SqlViews:
         bound[name] = df
         views[(id(self.spark), id(df))] = name
         return name
+
+
+_PROJECTIONS: dict[int, SqlViews] = {}  # ``project``'s views and templates, per session
+
+
+def project(df: DataFrame, *exprs: str) -> DataFrame:
+    """``df.selectExpr(*exprs)``, its text analysed once and re-bound to later frames.
+
+    For the projections operators build every cycle from SQL text over a frame of the
+    cycle (generators of query records, a member's columns of its family's rows): Spark
+    parses and analyses a long text afresh each time otherwise (see ``PlanTemplates``).
+    """
+    spark = df.sparkSession
+    views = _PROJECTIONS.get(id(spark))
+    if views is None:
+        views = _PROJECTIONS[id(spark)] = SqlViews(spark, "project", texts=256)
+    return views.sql(f"SELECT {', '.join(exprs)} FROM {{inp}}", inp=df)
 
 
 _SOME: dict[int, JavaObject] = {}  # Scala's ``Some`` of each session's JVM
@@ -167,7 +202,7 @@ def bound_sql(value: int) -> str:
     Allowed where Spark allows a non-deterministic expression (Project, Filter, Generate,
     Aggregate), not in a join condition.
     """
-    return f"element_at(array(CAST({value} AS BIGINT)), 1 + 0 * spark_partition_id())"
+    return bound_text(value)
 
 
 def bound(value: int) -> Column:

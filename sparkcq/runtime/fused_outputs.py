@@ -25,7 +25,7 @@ from pyspark.sql.types import StructType
 from sparkcq.model.columns import FROM, QID, ROW, TO, WINDOW_TAG, D, N, T
 from sparkcq.model.time import TIME_MIN
 from sparkcq.plan.nodes import Aggregate, Filter, PlanNode, Project, SlicedAggregate
-from sparkcq.runtime.frames import bound_sql, q
+from sparkcq.runtime.frames import bound_sql, project, q
 from sparkcq.runtime.fusion import AggregateFamily, FamilyMemberOperator, FamilyRun
 from sparkcq.runtime.operators.aggregate import seed_time_sql
 from sparkcq.runtime.operators.shared_output import json_options_sql, normalised_sql
@@ -92,7 +92,7 @@ def sliced_tail_changes(family: SlicedFamily, run: SlicedRun | None,
         parts.append(_record(tail, mapping, begins, start, 1))
         parts.append(_record(tail, mapping, ends, q(TO), -1))
     text = f"inline(filter(array({', '.join(parts)}), x -> x IS NOT NULL))"
-    return run.segments.segments.selectExpr(text)
+    return project(run.segments.segments, text)
 
 
 def compose_steps(steps: tuple[Filter | Project, ...], mapping: dict[str, str],
@@ -164,4 +164,4 @@ def tail_changes(family: AggregateFamily, run: FamilyRun,
     """All ``tails``' encoded changes of this cycle from the family's evaluation ``run``."""
     if run.run.df is None:
         return None
-    return run.run.df.selectExpr(tail_changes_sql(family, run.seed_at, tails))
+    return project(run.run.df, tail_changes_sql(family, run.seed_at, tails))

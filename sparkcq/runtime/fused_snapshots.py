@@ -27,9 +27,9 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType, Tim
 from sparkcq.language.sql.statements import OutputForm
 from sparkcq.model.columns import FROM, OP, TE, TO, TS, WINDOW_TAG
 from sparkcq.plan.nodes import Filter, PlanNode, Project, SlicedAggregate, ToStream
-from sparkcq.runtime.frames import TaggedRecords, bound_sql, q
+from sparkcq.runtime.frames import TaggedRecords, bound_sql, project, q, sql_literal
 from sparkcq.runtime.fused_outputs import compose_steps
-from sparkcq.runtime.fused_streams import FusedQuery, sql_literal
+from sparkcq.runtime.fused_streams import FusedQuery
 from sparkcq.runtime.sliced_family import SlicedFamily, SlicedMemberOperator, SlicedRun
 
 AT = "`_sparkcq_at`"  # the evaluation instant, a lambda variable no column name shadows
@@ -121,10 +121,12 @@ def snapshot_records(family: SlicedFamily, run: SlicedRun | None,
     for s in group:
         nulls.setdefault(columns[s.name], typed_null(record_schema(s)))
     parts = [snapshot_sql(s, family, sids[s.name], columns[s.name], nulls) for s in group]
-    segments = segments.selectExpr(
+    segments = project(
+        segments,
         "*", f"greatest({q(FROM)}, {bound_sql(lo)}) AS {q(START)}",
         f"least(coalesce({q(TO)}, {bound_sql(hi)}), {bound_sql(hi)}) AS {q(END)}")
-    rows = segments.selectExpr(
+    rows = project(
+        segments,
         f"inline(flatten(filter(array({', '.join(parts)}), x -> x IS NOT NULL)))")
     return [TaggedRecords(rows, {s.name: (sids[s.name], columns[s.name]) for s in group})]
 

@@ -29,7 +29,7 @@ from pyspark.sql.types import StructType
 
 from sparkcq.model.columns import OP, TE, TS, T
 from sparkcq.plan.nodes import EdgeKind, Filter, PlanNode, Project
-from sparkcq.runtime.frames import TaggedRecords, q
+from sparkcq.runtime.frames import TaggedRecords, project, q, sql_literal
 from sparkcq.runtime.fused_outputs import compose_steps
 
 #: the commit ids of streamed queries' records: apart from every other part of the commit
@@ -73,11 +73,6 @@ class FusedQuery(Generic[Tail]):
 StreamedQuery = FusedQuery[StreamTail]
 
 
-def sql_literal(text: str) -> str:
-    """A Spark SQL string literal."""
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
 def record_sql(query: StreamedQuery, edge: StructType, sid: int, column: str) -> str:
     """The query's record from one row of its edge (columns of ``edge``), or NULL."""
     mapping = {f.name: q(f.name) for f in edge.fields}
@@ -112,6 +107,6 @@ def stream_records(edge: DataFrame, queries: list[StreamedQuery], sids: dict[str
     for column, group in by_column.items():
         parts = [record_sql(s, edge.schema, sids[s.name], column) for s in group]
         text = f"inline(filter(array({', '.join(parts)}), x -> x IS NOT NULL))"
-        out.append(TaggedRecords(edge.selectExpr(text),
+        out.append(TaggedRecords(project(edge, text),
                                  {s.name: (sids[s.name], column) for s in group}))
     return out

@@ -50,7 +50,7 @@ from sparkcq.plan.nodes import (
     Window,
     window_reach,
 )
-from sparkcq.runtime.frames import Runtime, Slice, SqlViews, q
+from sparkcq.runtime.frames import Runtime, Slice, SqlViews, project, q
 from sparkcq.runtime.fusion import StableNames, split_aggregate
 from sparkcq.runtime.operators.base import CycleContext, Operator
 from sparkcq.runtime.operators.range_aggregate import RangeAggregateOperator
@@ -373,7 +373,7 @@ class SlicedMemberOperator(Operator):
         if seg.segments is None:
             return Slice(None, seg.lo, seg.hi)
         assert isinstance(self.node, SlicedAggregate)
-        # a projection of the family's frames (selectExpr: no view to bind), of its own
+        # a projection of the family's frames, of its own
         # window's rows when the family computes several
         pick = [f"{q(src)} AS {q(out)}" for out, src in fam.members[self.node]]
         tag = fam.window_tag(self.node)
@@ -382,7 +382,7 @@ class SlicedMemberOperator(Operator):
             changes = fam.changes(run, self.node in fam.fresh, cycle)
             if tag is not None:
                 changes = changes.where(f"{q(WINDOW_TAG)} = {tag}")
-            edge = changes.selectExpr(*pick, q(T), q(D))
+            edge = project(changes, *pick, q(T), q(D))
         # a member reading every column of the family's rows has its segments as they are
         op = fam.op
         assert op is not None
@@ -391,7 +391,7 @@ class SlicedMemberOperator(Operator):
         if tag is not None:
             segments = segments.where(f"{q(WINDOW_TAG)} = {tag}")
         return Slice(edge, seg.lo, seg.hi,
-                     segments.selectExpr(*pick, q(FROM), q(TO)),
+                     project(segments, *pick, q(FROM), q(TO)),
                      coalesced=(op.coalesced_segments and whole
                                 and self.node not in fam.fresh))
 

@@ -31,6 +31,7 @@ from sparkcq.runtime.frames import (
     bound,
     bound_sql,
     col,
+    project,
     q,
     union_all,
 )
@@ -215,8 +216,8 @@ class ToStreamOperator(Operator):
         # no multiple of the period in it explodes an empty array
         times = (f"IF({first} < {end}, sequence({first}, {end} - 1, {period}), "
                  f"CAST(array() AS ARRAY<BIGINT>))")
-        out = segments.selectExpr(*map(q, self.names), f"explode({times}) AS {q(T)}",
-                                  f"CAST(1 AS BIGINT) AS {q(D)}")
+        out = project(segments, *map(q, self.names), f"explode({times}) AS {q(T)}",
+                      f"CAST(1 AS BIGINT) AS {q(D)}")
         return Slice(out, inp.lo, inp.hi)
 
 

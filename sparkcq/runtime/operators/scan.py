@@ -21,7 +21,11 @@ from sparkcq.runtime.frames import (
     Slice,
     Summary,
     bound,
+    bound_sql,
     col,
+    project,
+    q,
+    sql_literal,
     union_all,
     unpersist_checkpoint,
 )
@@ -153,11 +157,11 @@ class ScanOperator(Operator):
         p = self.progress
         return {"watermark": p.watermark, "max_seen": p.max_seen, "ended": p.ended}
 
-    def time_expr(self, name: str):  # noqa: ANN201 - a Column
-        """The long time axis value of a time column."""
+    def time_sql(self, name: str) -> str:
+        """SQL for the long time axis value of a time column."""
         if self.scan.stream_time_kind is TimeKind.TIMESTAMP:
-            return F.unix_micros(col(name).cast("timestamp"))
-        return col(name).cast("long")
+            return f"unix_micros(CAST({q(name)} AS TIMESTAMP))"
+        return f"CAST({q(name)} AS BIGINT)"
 
     def step(self, inputs: list[Slice], cycle: CycleContext) -> Slice:
         """Take this cycle's batch (``cycle.input``): the edge of [old, new watermark), unless
@@ -276,32 +280,29 @@ class ScanOperator(Operator):
         planning on the driver) and a copy of the batch in memory.
         """
         # late: before the watermark of the cycle, or of the row's arrival if later
-        lowest = (F.greatest(bound(lo), col(ARRIVAL_WATERMARK))
-                  if ARRIVAL_WATERMARK in raw.columns else bound(lo))
-        # one projection of the raw batch (each further one is a plan Spark analyses): the
-        # event time and the bound are written out wherever a column reads them
-        t = self.time_expr(self.scan.time_col)
+        lowest = (f"greatest({bound_sql(lo)}, {q(ARRIVAL_WATERMARK)})"
+                  if ARRIVAL_WATERMARK in raw.columns else bound_sql(lo))
+        # one projection of the raw batch, its text the same every cycle (``project``):
+        # the event time and the bound are written out wherever a column reads them
+        t = self.time_sql(self.scan.time_col)
         delete = None
         if self.scan.key:  # deletes of a keyed stream: the scan's edge carries them
-            delete = (F.coalesce(col(DELETE), F.lit(False)) if DELETE in raw.columns
-                      else F.lit(False))
-        what = (F.when(delete, F.lit(" (a delete)")).otherwise(F.lit(""))
-                if delete is not None else F.lit(""))
+            delete = (f"coalesce({q(DELETE)}, false)" if DELETE in raw.columns else "false")
+        what = (f" CASE WHEN {delete} THEN ' (a delete)' ELSE '' END" if delete is not None
+                else " ''")
         reason = (
-            F.when(t.isNull(), F.concat(
-                F.lit(f"null event time in column {self.scan.time_col!r}"), what))
-            .when(t < lowest, F.concat(
-                F.lit("late: event time "), t.cast("string"),
-                F.lit(" is before the watermark "), lowest.cast("string"), what))
-        )
-        columns = [*[col(n) for n in self.names], t.alias(T),
-                   *([delete.alias(DELETE)] if delete is not None else [])]
+            f"WHEN {t} IS NULL THEN concat("
+            f"{sql_literal(f'null event time in column {self.scan.time_col!r}')},{what}) "
+            f"WHEN {t} < {lowest} THEN concat('late: event time ', CAST({t} AS STRING), "
+            f"' is before the watermark ', CAST({lowest} AS STRING),{what})")
+        columns = [*map(q, self.names), f"{t} AS {q(T)}",
+                   *([f"{delete} AS {q(DELETE)}"] if delete is not None else [])]
         if self.scan.end_col:
-            te = self.time_expr(self.scan.end_col)
-            reason = reason.when(te.isNull() | (te < t), F.lit(
+            te = self.time_sql(self.scan.end_col)
+            reason += (f" WHEN {te} IS NULL OR {te} < {t} THEN " + sql_literal(
                 f"end time {self.scan.end_col!r} is null or before the event time"))
-            columns.append(te.alias(TE))
-        frame = raw.select(*columns, reason.alias(REASON))
+            columns.append(f"{te} AS {q(TE)}")
+        frame = project(raw, *columns, f"CASE {reason} END AS {q(REASON)}")
         if not once:
             frame = self.rt.cache_for_cycle(frame)
             self.rt.keep_after_cycle(frame)

@@ -38,7 +38,7 @@ from pyspark.sql.types import (
 )
 
 from sparkcq.model.columns import LAYER, OP, QID, ROW, TE, TS, D, T
-from sparkcq.runtime.frames import Runtime, StateFrame, col, q
+from sparkcq.runtime.frames import Runtime, StateFrame, col, project, q
 from sparkcq.runtime.operators.outputs import coalesce_changes
 from sparkcq.runtime.saved_frames import FrameReader, FrameWriter
 from sparkcq.runtime.transaction import CycleParticipant
@@ -81,9 +81,8 @@ def encode(changes: DataFrame, schema: StructType, qid: int) -> DataFrame:
     """A query's changes as (query id, row text, instant, change)."""
     row = ", ".join(f"{normalised_sql(q(f.name), f.dataType)} AS {q(f.name)}"
                     for f in schema.fields)
-    return changes.selectExpr(f"CAST({qid} AS INT) AS {QID}",
-                              f"to_json(struct({row}), {json_options_sql()}) AS {ROW}",
-                              q(T), q(D))
+    return project(changes, f"CAST({qid} AS INT) AS {QID}",
+                   f"to_json(struct({row}), {json_options_sql()}) AS {ROW}", q(T), q(D))
 
 
 @dataclass

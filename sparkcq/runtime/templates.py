@@ -1,0 +1,212 @@
+"""Operators' SQL analysed once and re-bound to each cycle's frames and bounds.
+
+An operator runs the same SQL text every cycle over new frames (a new batch, new state),
+with a few whole numbers that change (a watermark, a slice's ``lo`` and ``hi``, written by
+``frames.bound_sql``). Spark parses and analyses a text afresh every time it is run, which
+costs a small cycle 10-30 ms per text whatever the rows. A template is the analysed plan
+of the text with each bound a placeholder literal and each view a placeholder leaf with the
+view's columns; a cycle puts its frames and bounds in place (each frame under a projection
+that gives its columns the placeholder's attribute ids, as Spark Structured Streaming binds
+each micro-batch's data to a plan analysed once) and marks the result analysed:
+
+    SELECT k, sum(v) AS s FROM {inp} WHERE t < <bound 1> GROUP BY k
+    analysed once:   Aggregate [k#1] <- Filter (t#3 < 1) <- <inp: k#1, v#2, t#3>
+    cycle 7:         the same, with 1 -> 7000 and <inp> -> Project [k#90 AS k#1, ...] <- batch
+
+A template is taken only where re-binding is known to give the plan the analysis would:
+every view is a leaf of the plan (none inside a subquery expression), no CTE (whose ids two
+copies of one template in one plan would share), no random function (its seed is drawn by
+the analyser), each view read once (a self-join needs the analyser to tell its sides
+apart), and each frame of the schema the template was made for (names, types and
+nullability). Otherwise the text is analysed as before.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from py4j.java_gateway import JavaObject
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
+from pyspark.sql.types import StructType
+
+# a bound as ``frames.bound_sql`` writes it
+_BOUND = re.compile(
+    r"element_at\(array\(CAST\((-?\d+) AS BIGINT\)\), 1 \+ 0 \* spark_partition_id\(\)\)")
+# the value standing for bound i in a template's text (outside the range of event times
+# and of anything ``bound_sql`` is given): bound i is ``_PLACEHOLDER - i``
+_PLACEHOLDER = -(1 << 62) - 7_777_777
+# what in an analysed plan's tree string rules a template out (see module); a random
+# function draws its seed when analysed, so a template would repeat its numbers every cycle
+_NOT_REBINDABLE = re.compile(r"WithCTE|CTERelation|scalar-subquery#|exists#|list#|View \(`"
+                             r"|\b(rand|randn|uuid|shuffle|randstr|uniform)\(")
+_SCHEMAS = 4  # templates kept per text, for frames of as many schemas
+
+
+@dataclass(frozen=True)
+class _Slot:
+    """A view of the template: the placeholder leaf and the columns it stands for."""
+
+    key: str
+    placeholder: JavaObject
+    schema: StructType
+    names: tuple[str, ...]
+    expr_ids: tuple[JavaObject, ...]
+    # the projection's columns (a Scala Seq of aliases) for a frame's columns, by the text
+    # of those (names and attribute ids): a state checkpointed from a template's plan has
+    # the same ones every cycle, and building them is two calls into the JVM per column
+    aliases: dict[str, JavaObject] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Template:
+    """An analysed plan with placeholders for its views and bounds."""
+
+    plan: JavaObject
+    slots: tuple[_Slot, ...]
+    bounds: tuple[JavaObject, ...]  # the placeholder literal of each bound, in order
+
+
+class _Jvm:
+    """The JVM classes and constants re-binding uses, looked up once per session."""
+
+    def __init__(self, spark: SparkSession):
+        jvm = spark._jvm
+        assert jvm is not None
+        self.jvm = jvm
+        catalyst = jvm.org.apache.spark.sql.catalyst
+        self.alias = catalyst.expressions.Alias
+        self.project = catalyst.plans.logical.Project
+        self.literal = getattr(getattr(catalyst.expressions, "Literal$"), "MODULE$")
+        self.local_relation = getattr(getattr(catalyst.plans.logical, "LocalRelation$"),
+                                      "MODULE$")
+        self.to_seq = jvm.org.apache.spark.api.python.PythonUtils.toSeq
+        self.as_scala = jvm.scala.jdk.javaapi.CollectionConverters.asScala
+        self.none = getattr(getattr(jvm.scala, "None$"), "MODULE$")
+        self.no_names = self.to_seq(jvm.java.util.ArrayList())
+        self.of_rows = jvm.org.apache.spark.sql.classic.Dataset.ofRows
+
+
+# runs a text with ``{key}`` naming each frame of ``views``: the frame, and the key of each
+# view name the text was run with
+Analyse = Callable[[str, Mapping[str, DataFrame]], tuple[DataFrame, dict[str, str]]]
+
+
+class PlanTemplates:
+    """One operator's templates, by text (bounds left out) and the keys of its frames."""
+
+    def __init__(self, spark: SparkSession, texts: int = 16):
+        self.spark = spark
+        self.texts = texts  # texts whose templates are kept, the least recently used dropped
+        self._jvm: _Jvm | None = None
+        # the templates of each text, one per schema of its frames (none: see ``make``)
+        self._templates: OrderedDict[tuple[str, tuple[str, ...]], list[_Template]] = (
+            OrderedDict())
+
+    def sql(self, text: str, views: Mapping[str, DataFrame], analyse: Analyse) -> DataFrame:
+        """``text`` (``{key}`` naming ``views[key]``) over ``views``, re-bound from its
+        template; ``analyse`` runs a text (the template's first use, and texts no template
+        can stand for).
+        """
+        values = [int(v) for v in _BOUND.findall(text)]
+        numbers = itertools.count()
+        shape = _BOUND.sub(lambda _: bound_text(_PLACEHOLDER - next(numbers)), text)
+        key = (shape, tuple(views))
+        known = self._templates.get(key)
+        if known is not None:
+            self._templates.move_to_end(key)
+            if not known:  # no template can stand for the text
+                return analyse(text, views)[0]
+            for known_template in known:
+                if all(views[s.key].schema == s.schema for s in known_template.slots):
+                    return self.bind(known_template, views, values)
+        template = None
+        if not any(str(_PLACEHOLDER - i) in text for i in range(len(values))):
+            template = self.make(*analyse(shape, views), views, len(values))
+        if template is None:  # a placeholder's value in the text itself, or see ``make``
+            self._templates[key] = []
+            return analyse(text, views)[0]
+        # frames of another schema (nullability too) take a template of their own
+        self._templates[key] = [template, *(known or [])][:_SCHEMAS]
+        if len(self._templates) > self.texts:
+            self._templates.popitem(last=False)
+        return self.bind(template, views, values)
+
+    def make(self, analysed: DataFrame, keys: dict[str, str], views: Mapping[str, DataFrame],
+             bounds: int) -> _Template | None:
+        """The template of ``analysed`` (bounds as placeholders; ``keys`` the key of each
+        view name): a placeholder leaf in place of each view; None when the plan is not one
+        a template can stand for (see module).
+        """
+        jvm = self._jvm = self._jvm or _Jvm(self.spark)
+        plan = analysed._jdf.queryExecution().analyzed()
+        found: dict[str, JavaObject] = {}
+        if not _find_views(plan, found) or set(found) != set(keys):
+            return None
+        slots: list[_Slot] = []
+        swap = jvm.jvm.java.util.HashMap()
+        for name, view in found.items():
+            output = view.output()
+            leaf = jvm.local_relation.apply(output)
+            attributes = [output.apply(i) for i in range(output.size())]
+            slots.append(_Slot(keys[name], leaf, views[keys[name]].schema,
+                               tuple(a.name() for a in attributes),
+                               tuple(a.exprId() for a in attributes)))
+            swap.put(view, leaf)
+        plan = plan.transformUp(jvm.as_scala(swap))
+        if _NOT_REBINDABLE.search(plan.treeString()):
+            return None
+        literals = tuple(jvm.literal.apply(_PLACEHOLDER - i) for i in range(bounds))
+        return _Template(plan, tuple(slots), literals)
+
+    def bind(self, template: _Template, views: Mapping[str, DataFrame],
+             values: list[int]) -> DataFrame:
+        """The template with this cycle's bounds and frames in place, analysed as it is."""
+        jvm = self._jvm
+        assert jvm is not None
+        plan = template.plan
+        if values:
+            literals = jvm.jvm.java.util.HashMap()
+            for placeholder, value in zip(template.bounds, values, strict=True):
+                literals.put(placeholder, jvm.literal.apply(value))
+            plan = plan.transformAllExpressions(jvm.as_scala(literals))
+        frames = jvm.jvm.java.util.HashMap()
+        for slot in template.slots:
+            frame = views[slot.key]._jdf.logicalPlan()
+            output = frame.output()
+            text = output.toString()
+            aliases = slot.aliases.get(text)
+            if aliases is None:
+                aliases = jvm.to_seq([
+                    jvm.alias(output.apply(i), name, expr_id, jvm.no_names, jvm.none,
+                              jvm.no_names)
+                    for i, (name, expr_id) in enumerate(zip(slot.names, slot.expr_ids,
+                                                            strict=True))])
+                if len(slot.aliases) >= _SCHEMAS:
+                    slot.aliases.clear()
+                slot.aliases[text] = aliases
+            frames.put(slot.placeholder, jvm.project(aliases, frame))
+        plan = plan.transformUp(jvm.as_scala(frames))
+        plan.setAnalyzed()
+        return ClassicDataFrame(jvm.of_rows(self.spark._jsparkSession, plan), self.spark)
+
+
+def bound_text(value: int) -> str:
+    """SQL for a whole number that changes from cycle to cycle (see ``frames.bound_sql``)."""
+    return f"element_at(array(CAST({value} AS BIGINT)), 1 + 0 * spark_partition_id())"
+
+
+def _find_views(plan: JavaObject, found: dict[str, JavaObject]) -> bool:
+    """Collect the view nodes of ``plan`` by name; False if one is read twice."""
+    if plan.getClass().getSimpleName() == "View":
+        name = plan.desc().identifier().table()
+        if name in found:
+            return False
+        found[name] = plan
+        return True
+    children = plan.children()
+    return all(_find_views(children.apply(i), found) for i in range(children.size()))

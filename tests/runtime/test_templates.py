@@ -1,0 +1,121 @@
+"""An operator's SQL analysed once and re-bound each cycle gives what analysing it afresh
+gives: new frames and new bounds in place, whatever the rows; texts a template cannot
+stand for (a view read twice, a CTE, a frame of another schema) are analysed as before.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from sparkcq.runtime.frames import SqlViews, bound_sql
+
+
+def frame(spark, rows: list[tuple[int, int, int]], checkpoint: bool = True):
+    """A frame of (k, v, t) rows, cut from its lineage as a cycle's frames are."""
+    df = spark.createDataFrame(rows, "k BIGINT, v BIGINT, t BIGINT")
+    return df.localCheckpoint(eager=False) if checkpoint else df.where("v IS NOT NULL")
+
+
+def rows(df) -> list[tuple]:
+    return sorted(tuple(r) for r in df.collect())
+
+
+@pytest.fixture
+def analyses(monkeypatch):
+    """The texts each ``SqlViews`` analysed (rather than re-bound), in order."""
+    seen: list[str] = []
+    original = SqlViews.analyse
+
+    def analyse(self, template, views):
+        seen.append(template)
+        return original(self, template, views)
+
+    monkeypatch.setattr(SqlViews, "analyse", analyse)
+    return seen
+
+
+CYCLES = [
+    # (events, state, lo, hi)
+    ([(1, 10, 5), (2, 20, 7), (1, 5, 12)], [(1, 100, 0)], 0, 10),
+    ([(3, 1, 15), (1, 2, 18)], [(1, 115, 0), (2, 20, 0)], 10, 20),
+    ([(2, 7, 21), (2, 8, 29), (4, 1, 30)], [(3, 1, 0)], 20, 30),
+    ([], [(9, 9, 0)], 30, 40),
+]
+
+TEXT = ("SELECT k, sum(v) AS v, min(t) AS t FROM ("
+        "SELECT k, v, t FROM {events} WHERE t >= {lo} AND t < {hi} "
+        "UNION ALL SELECT k, v, t FROM {state}) GROUP BY k")
+
+
+@pytest.mark.parametrize("checkpoint", [True, False], ids=["checkpoints", "lazy frames"])
+def test_a_text_re_bound_each_cycle_gives_what_analysing_it_afresh_gives(
+        spark, analyses, checkpoint):
+    views = SqlViews(spark, "test")
+    for events, state, lo, hi in CYCLES:
+        text = TEXT.replace("{lo}", bound_sql(lo)).replace("{hi}", bound_sql(hi))
+        ev, st = frame(spark, events, checkpoint), frame(spark, state, checkpoint)
+        got = views.sql(text, events=ev, state=st)
+        ev.createOrReplaceTempView("test_events")
+        st.createOrReplaceTempView("test_state")
+        want = spark.sql(text.replace("{events}", "test_events")
+                         .replace("{state}", "test_state"))
+        assert rows(got) == rows(want)
+        assert got.schema == want.schema
+    # analysed once, with placeholders for the bounds; every later cycle re-bound
+    assert len(analyses) == 1
+    assert bound_sql(0) not in analyses[0]
+
+
+def test_a_result_re_bound_is_read_by_later_plans_like_any_frame(spark):
+    views = SqlViews(spark, "test")
+    totals = []
+    for events, state, lo, hi in CYCLES:
+        text = TEXT.replace("{lo}", bound_sql(lo)).replace("{hi}", bound_sql(hi))
+        got = views.sql(text, events=frame(spark, events), state=frame(spark, state))
+        # a self-join of the re-bound frame, built by the DataFrame API (analysed then)
+        pairs = got.alias("a").join(got.alias("b"), "k").selectExpr("a.v + b.v AS w")
+        totals.append(sorted(r.w for r in pairs.collect()))
+    assert totals == [[40, 220], [2, 40, 234], [2, 30], [18]]
+
+
+def test_texts_a_template_cannot_stand_for_are_analysed_every_time(spark, analyses):
+    views = SqlViews(spark, "test")
+    self_join = ("SELECT a.k, a.v + b.v AS w FROM {x} a JOIN {x} b ON a.k = b.k "
+                 "WHERE a.t < {hi}")
+    cte = "WITH c AS (SELECT k, v FROM {x} WHERE t < {hi}) SELECT k, sum(v) AS v FROM c GROUP BY k"
+    for events, _state, _lo, hi in CYCLES[:3]:
+        x = frame(spark, events)
+        got = views.sql(self_join.replace("{hi}", bound_sql(hi)), x=x)
+        assert rows(got) == sorted((a, b + d) for a, b, t in events for c, d, _ in events
+                                   if a == c and t < hi)
+        got = views.sql(cte.replace("{hi}", bound_sql(hi)), x=x)
+        sums: dict[int, int] = {}
+        for k, v, t in events:
+            if t < hi:
+                sums[k] = sums.get(k, 0) + v
+        assert rows(got) == sorted(sums.items())
+    # each text analysed for its template (refused), then once a cycle
+    assert len(analyses) == 2 + 2 * 3
+
+
+def test_a_frame_of_another_schema_takes_a_new_analysis(spark, analyses):
+    views = SqlViews(spark, "test")
+    text = "SELECT k, v * 2 AS w FROM {x}"
+    longs = frame(spark, [(1, 2, 3)])
+    doubles = spark.createDataFrame([(1, 2.5, 3)], "k BIGINT, v DOUBLE, t BIGINT")
+    no_nulls = spark.range(2).selectExpr("id AS k", "id AS v", "id AS t")  # not nullable
+    assert rows(views.sql(text, x=longs)) == [(1, 4)]
+    assert rows(views.sql(text, x=doubles)) == [(1, 5.0)]
+    assert rows(views.sql(text, x=no_nulls)) == [(0, 0), (1, 2)]
+    assert rows(views.sql(text, x=frame(spark, [(5, 6, 7)]))) == [(5, 12)]
+    # the last frame has the first one's schema: its template is re-bound
+    assert len(analyses) == 3
+
+
+def test_a_random_function_draws_a_new_seed_every_cycle(spark, analyses):
+    views = SqlViews(spark, "test")
+    text = "SELECT k, rand() AS r FROM {x}"
+    draws = [[r.r for r in views.sql(text, x=frame(spark, [(1, 2, 3)])).collect()]
+             for _ in range(3)]
+    assert len(set(map(tuple, draws))) == 3  # not one seed, kept in a template
+    assert len(analyses) == 1 + 3
