@@ -23,8 +23,7 @@ import re
 import time
 from typing import Any
 
-from pyspark.sql import Column, DataFrame, SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import (
     BooleanType,
     DataType,
@@ -40,7 +39,7 @@ from pyspark.sql.types import (
 from sparkcq.errors import SourceError
 from sparkcq.io.sources import Source
 from sparkcq.runtime.cycle_input import SourceBatch
-from sparkcq.runtime.frames import bound_sql, project
+from sparkcq.runtime.frames import SqlViews, bound_sql, q, sql_literal
 
 START_MICROS = 1_767_225_600_000_000  # 2026-01-01T00:00:00Z
 
@@ -126,60 +125,65 @@ class GeneratorSource(Source):
 
     def rows(self, first: int, end: int) -> DataFrame:
         """Rows ``first`` to ``end - 1`` of the stream."""
-        return ids(self.spark, first, end).select(*self.columns)
+        slices = self.spark.sparkContext.defaultParallelism
+        return self.views.sql(f"SELECT {self.columns} FROM ({ids_sql(slices, first, end)})",
+                              inp=self.spark.range(0, slices, 1, slices))
 
     @functools.cached_property
-    def columns(self) -> list[Column]:
-        """The expressions of the stream's columns from ``id``: the same every cycle, built
-        once (each function of a Column expression is a call into the JVM).
-        """
-        return [self.column(f.name, f.dataType).alias(f.name) for f in self.schema.fields]
+    def views(self) -> SqlViews:
+        """The rows' text, analysed once (the same every cycle but for the ids' bounds)."""
+        return SqlViews(self.spark, "generator")
+
+    @functools.cached_property
+    def columns(self) -> str:
+        """SQL for the stream's columns from ``id``: the same every cycle, built once."""
+        return ", ".join(f"{self.column(f.name, f.dataType)} AS {q(f.name)}"
+                         for f in self.schema.fields)
 
     def _time_at(self, i: int) -> int | None:
         if self.own_time:
             return None
         return i * self.step if self.numeric_time else START_MICROS + i * self.step
 
-    def column(self, name: str, dtype: DataType) -> Column:
-        """The expression generating column ``name`` from ``id``."""
-        rnd = (F.abs(F.xxhash64(F.col("id"), F.lit(self.seed), F.lit(name))) % F.lit(1_000_003)
-               ) / F.lit(1_000_003.0)
+    def column(self, name: str, dtype: DataType) -> str:
+        """SQL for the expression generating column ``name`` from ``id``."""
+        rnd = (f"(abs(xxhash64(id, {self.seed}, {sql_literal(name)})) % 1000003 "
+               "/ CAST(1000003.0 AS DOUBLE))")
+        of = dtype.simpleString()
         if name.lower() in self.exprs:
             with_rnd = re.sub(r"\brnd\b", f"({_rnd_sql(self.seed, name)})",
                               self.exprs[name.lower()])
-            return F.expr(with_rnd).cast(dtype)
+            return f"CAST(({with_rnd}) AS {of})"
         if name == self.time_col:
-            micros = F.col("id") * F.lit(self.step) + F.lit(0 if self.numeric_time
-                                                             else START_MICROS)
-            return micros.cast(dtype) if self.numeric_time else F.timestamp_micros(micros)
-        key = F.floor(F.lit(self.keys) * F.pow(rnd, F.lit(1.0 + self.skew))).cast("long")
+            micros = f"id * {self.step} + {0 if self.numeric_time else START_MICROS}"
+            return f"CAST({micros} AS {of})" if self.numeric_time else f"timestamp_micros({micros})"
+        key = (f"CAST(floor({self.keys} * pow({rnd}, CAST({1.0 + self.skew!r} AS DOUBLE))) "
+               "AS BIGINT)")
         if isinstance(dtype, StringType):
-            return F.concat(F.lit(f"{name}_"), key.cast("string"))
+            return f"concat({sql_literal(name + '_')}, CAST({key} AS STRING))"
         if isinstance(dtype, DoubleType | FloatType | DecimalType):
-            return (rnd * F.lit(100.0)).cast(dtype)
+            return f"CAST({rnd} * CAST(100.0 AS DOUBLE) AS {of})"
         if isinstance(dtype, BooleanType):
-            return rnd < F.lit(0.5)
+            return f"{rnd} < CAST(0.5 AS DOUBLE)"
         if isinstance(dtype, TimestampType | TimestampNTZType):
-            return F.timestamp_micros(F.lit(START_MICROS) + F.col("id") * F.lit(self.step))
-        return key.cast(dtype)
+            return f"timestamp_micros({START_MICROS} + id * {self.step})"
+        return f"CAST({key} AS {of})"
 
 
-def ids(spark: SparkSession, first: int, end: int) -> DataFrame:
-    """Column ``id`` from ``first`` to ``end - 1``, split over the default parallelism.
+def ids_sql(slices: int, first: int, end: int) -> str:
+    """SQL for column ``id`` from ``first`` to ``end - 1`` over view ``{inp}`` (a range of
+    one row per slice, 0 to ``slices - 1``), split over the slices.
 
     Not ``spark.range(first, end)``: its generated code holds the range as literals, so
     every cycle compiled its stage (the columns' expressions with it) afresh, 5-35 ms each.
-    Here the range comes in as ``bound_sql`` values and the code is the same every cycle
-    (and the text is analysed once: ``project``).
+    Here the range comes in as ``bound_sql`` values: the code is the same every cycle, and
+    the text is analysed once (``SqlViews``).
     """
-    slices = spark.sparkContext.defaultParallelism
     per = -(-(end - first) // slices)
     lo = f"({bound_sql(first)} + id * {bound_sql(per)})"
     hi = f"least({lo} + {bound_sql(per)}, {bound_sql(end)})"
-    return project(
-        spark.range(0, slices, 1, slices),
-        f"explode(IF({lo} < {hi}, sequence({lo}, {hi} - 1), CAST(array() AS ARRAY<BIGINT>))) "
-        "AS id")
+    return (f"SELECT explode(IF({lo} < {hi}, sequence({lo}, {hi} - 1), "
+            "CAST(array() AS ARRAY<BIGINT>))) AS id FROM {inp}")
 
 
 def _rnd_sql(seed: int, name: str) -> str:
