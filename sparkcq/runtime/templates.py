@@ -149,8 +149,11 @@ class PlanTemplates:
             return None
         slots: list[_Slot] = []
         swap = jvm.jvm.java.util.HashMap()
+        outputs = {name: view.output() for name, view in found.items()}
+        if len({output.toString() for output in outputs.values()}) < len(outputs):
+            return None  # two placeholders would be one leaf (the analyser renews such)
         for name, view in found.items():
-            output = view.output()
+            output = outputs[name]
             leaf = jvm.local_relation.apply(output)
             attributes = [output.apply(i) for i in range(output.size())]
             slots.append(_Slot(keys[name], leaf, views[keys[name]].schema,

@@ -119,3 +119,14 @@ def test_a_random_function_draws_a_new_seed_every_cycle(spark, analyses):
              for _ in range(3)]
     assert len(set(map(tuple, draws))) == 3  # not one seed, kept in a template
     assert len(analyses) == 1 + 3
+
+
+def test_two_frames_with_the_same_columns_each_read_their_own_rows(spark):
+    views = SqlViews(spark, "test")
+    text = "SELECT 'a' AS side, k FROM {a} UNION ALL SELECT 'b' AS side, k FROM {b}"
+    for events, _state, _lo, _hi in CYCLES[:3]:
+        both = frame(spark, events)
+        a, b = both.where("k = 1"), both.where("k <> 1")  # one frame's columns, ids and all
+        got = views.sql(text, a=a, b=b)
+        assert rows(got) == sorted([("a", k) for k, _v, _t in events if k == 1]
+                                   + [("b", k) for k, _v, _t in events if k != 1])
