@@ -251,14 +251,18 @@ class IntervalJoinOperator(Operator):
         keys = [col(k) for k in self.keys[i]]
         if new is None and not (moved and kept is not None):
             return kept
-        if new is not None and keys:
-            new = self.rt.partition_by(new, *keys)
-        if moved and kept is not None and keys:
-            kept = self.rt.partition_by(kept, *keys)
-        side = union_all([kept, new])
-        assert side is not None
-        if self.rt.single:  # sorted after the union: a coalesce after the sort loses its order
+        if self.rt.single:  # the union in one partition, then sorted: a coalesce after the
+            # sort would lose its order, and one before the union would be done twice
+            side = union_all([kept, new])
+            assert side is not None
             side = side.coalesce(1)
+        else:
+            if new is not None and keys:
+                new = self.rt.partition_by(new, *keys)
+            if moved and kept is not None and keys:
+                kept = self.rt.partition_by(kept, *keys)
+            side = union_all([kept, new])
+            assert side is not None
         if self.shedding is not None:  # sorted by sub-window and slot: the +1 probes join on them
             return side.sortWithinPartitions(*keys, col(SLICES[i]), col(SLOT_COLUMNS[i]))
         return side.sortWithinPartitions(*keys) if keys else side
