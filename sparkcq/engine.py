@@ -52,6 +52,7 @@ from sparkcq.recovery import (
     importable_name,
 )
 from sparkcq.runtime.checkpoint import CheckpointStore
+from sparkcq.runtime.cycle_cost import CycleCost
 from sparkcq.runtime.driver import CycleDriver, CycleReport
 from sparkcq.runtime.frames import RowCounting, Runtime
 from sparkcq.runtime.functions import ensure_data_type
@@ -135,7 +136,8 @@ class Engine:
         self.reports: list[CycleReport] = self.driver.reports  # what each cycle did
         self.context = StatementContext(self.spark, self.catalog, self.queries, self.sources,
                                         self.sinks, policy, lambda: self.driver.cycle,
-                                        self.tables, self.clock)
+                                        self.tables, self.clock,
+                                        reports=self.driver.reports)
         if self.recovery is not None:
             redone = self.recovery.recover(self)
             if redone or self.cycle:
@@ -403,6 +405,12 @@ class Engine:
     def show(self, what: str) -> pd.DataFrame:
         """SHOW STREAMS | TABLES | QUERIES | FUNCTIONS | AGGREGATES as a small table."""
         return self.context.view().show(ShowTarget(what.upper()))
+
+    def cycle_costs(self, last: int = 10) -> list[CycleCost]:
+        """What the last ``last`` cycles cost: the driver's time by phase and the Spark
+        jobs, stages, tasks, task time and shuffled records each ran (``EXPLAIN ANALYZE``).
+        """
+        return self.context.view().cycle_costs(self.spark, last)
 
     def metrics(self) -> dict[str, Any]:
         """Cycles, state rows, user aggregate instances, dead letters and watermarks."""

@@ -14,6 +14,7 @@ from enum import StrEnum
 from typing import Any
 
 import pandas as pd
+from pyspark.sql import SparkSession
 
 from sparkcq.catalog import Catalog, TableInfo
 from sparkcq.errors import CatalogError
@@ -25,9 +26,11 @@ from sparkcq.language.sql.statements import ExplainFormat, OutputForm, ShowTarge
 from sparkcq.model.columns import OP, TE, TS
 from sparkcq.model.time import TIME_MAX
 from sparkcq.plan.nodes import Aggregate, EdgeKind, PlanNode, render_tree, walk
+from sparkcq.runtime.cycle_cost import CycleCost, render_costs
 from sparkcq.runtime.driver import CycleReport
 from sparkcq.runtime.explain import explain_global_dot, explain_global_text
 from sparkcq.runtime.queries import RunningQueries
+from sparkcq.runtime.spark_work import SparkWork, tagged_work
 
 
 class StreamState(StrEnum):
@@ -48,6 +51,7 @@ class SystemView:
     queries: RunningQueries
     sinks: Sinks
     sources: Mapping[str, Source]
+    reports: Sequence[CycleReport] = ()  # what each cycle did, oldest first
 
     # -- results and dead letters ----------------------------------------------------------
     def results(self, query: str) -> pd.DataFrame:
@@ -160,6 +164,22 @@ class SystemView:
             return explain_global_dot(self.queries.plan)
         return explain_global_text(self.queries.plan)
 
+    def cycle_costs(self, spark: SparkSession, last: int = 10) -> list[CycleCost]:
+        """What the last ``last`` cycles cost: their driver phases, and the Spark work each
+        ran, read from Spark's status store (a cycle whose jobs Spark no longer keeps shows
+        none).
+        """
+        return [CycleCost(r.cycle, r.seconds, r.rows_in, r.partitions, r.phases,
+                          tagged_work(spark, r.job_tag) if r.job_tag else SparkWork.of([]))
+                for r in list(self.reports)[-last:]]
+
+    def explain_analyze(self, spark: SparkSession) -> str:
+        """The shared plan with each operator's rows and plan-building time, then what the
+        last cycles cost (``cycle_cost.py``).
+        """
+        return (explain_global_text(self.queries.plan) + "\n\nlast cycles:\n"
+                + render_costs(self.cycle_costs(spark)))
+
     # -- metrics ---------------------------------------------------------------------------
     def metrics(self, cycle: int, reports: Sequence[CycleReport]) -> dict[str, Any]:
         """Engine metrics: cycles, state rows per operator, user aggregate instances per
@@ -175,6 +195,8 @@ class SystemView:
             "last_cycle_seconds": last.seconds if last else None,
             # 1: the last cycle was small and ran in one partition (runtime/partitioning.py)
             "last_cycle_partitions": last.partitions if last else None,
+            # the driver's seconds by phase (runtime/cycle_cost.py; Spark's side: EXPLAIN ANALYZE)
+            "last_cycle_phases": {str(k): v for k, v in last.phases.items()} if last else {},
             "state_rows": {f"#{i} {n.label()}": op.state_rows
                            for i, (n, op) in enumerate(plan.ops.items())},
             "total_state_rows": sum(op.state_rows for op in plan.state_holders())

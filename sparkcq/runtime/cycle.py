@@ -25,7 +25,9 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame
 
 from sparkcq.errors import ExecutionError, SinkError, SparkDiedError
+from sparkcq.model.clock import Clock, SystemClock
 from sparkcq.plan.nodes import PlanNode, SlicedAggregate, StreamScan, TableScan, walk
+from sparkcq.runtime.cycle_cost import Phase
 from sparkcq.runtime.cycle_input import CycleInput
 from sparkcq.runtime.failures import describe_failure
 from sparkcq.runtime.frames import RowCounting, Runtime, Slice, TaggedRecords
@@ -230,14 +232,16 @@ def unread_steps(plan: GlobalPlan, queries: Iterable[CompiledQuery],
 
 @dataclass(frozen=True)
 class CycleResult:
-    """What one committed cycle produced: every query's records, and per operator the
-    driver seconds spent on its part of the plan and its output rows (None: not counted).
+    """What one committed cycle produced: every query's records, per operator the driver
+    seconds spent on its part of the plan and its output rows (None: not counted), and the
+    driver's seconds by phase (``cycle_cost.Phase``).
     """
 
     tables: dict[str, pa.Table]
     seconds: Mapping[PlanNode, float] = field(default_factory=dict)
     rows: Mapping[PlanNode, int | None] = field(default_factory=dict)
     fused: frozenset[PlanNode] = frozenset()
+    phases: Mapping[Phase, float] = field(default_factory=dict)  # the driver's seconds
 
 
 class QueriesFailedError(ExecutionError):
@@ -260,6 +264,7 @@ class CycleEngine:
     plan: GlobalPlan
     intervals: SharedIntervalFormatter  # most queries' sink records
     count_rows: RowCounting = RowCounting.CACHED
+    clock: Clock = field(default_factory=SystemClock)  # times the cycle's phases
 
     def execute(self, compiled: CompiledPlan, cycle_input: CycleInput,
                 deliver: Deliver | None = None) -> CycleResult:
@@ -322,7 +327,10 @@ class CycleEngine:
                                  read_once=compiled.read_once)
             result = self._evaluate(compiled, cycle, full)
             if deliver is not None:
+                began = self.clock.monotonic()
                 deliver(result.tables)
+                result = replace(result, phases={
+                    **result.phases, Phase.DELIVER: self.clock.monotonic() - began})
             return result
         except BaseException:
             tx.rollback()
@@ -331,6 +339,7 @@ class CycleEngine:
     def _evaluate(self, compiled: CompiledPlan, cycle: CycleContext,
                   full: bool) -> CycleResult:
         plan, queries = self.plan, compiled.queries
+        began = self.clock.monotonic()
         for scan in compiled.idle_scans if full else ():  # tells a first consumer its position
             scan.advance([], cycle, {})
         seeded = [(op, op.input_nodes()) for op in compiled.stepped if op.progress.waiting]
@@ -390,7 +399,12 @@ class CycleEngine:
         shared = self.intervals.step(encoded, [q for shape in shapes for q in shape.names])
         bundle = None if shared is None else decode(shared, shapes)
         timestamped = frozenset(q.name for q in queries if q.timestamps)
-        tables, counts = self.rt.commit_cycle(outputs, counted, bundle, tagged, timestamped)
+        committing = self.clock.monotonic()
+        tables, counts, planning = self.rt.commit_cycle(outputs, counted, bundle, tagged,
+                                                        timestamped, self.clock)
+        phases = {Phase.OPERATORS: committing - began,
+                  Phase.COMMIT: self.clock.monotonic() - committing,
+                  Phase.COMMIT_PLANNING: planning}
         split_by_query(tables, shapes)
         rows: dict[PlanNode, int | None] = {}
         if self.count_rows is not RowCounting.OFF:
@@ -398,7 +412,7 @@ class CycleEngine:
                 inline = i not in counted and (slices[op.node].df is not None
                                                or op.node in compiled.edges_unread)
                 rows[op.node] = None if inline else counts.get(i, 0)
-        return CycleResult(tables, seconds, rows, unread)
+        return CycleResult(tables, seconds, rows, unread, phases)
 
     def _stream_records(self, compiled: CompiledPlan,
                         streamed: Mapping[PlanNode, list[CompiledQuery]],

@@ -23,6 +23,7 @@ from sparkcq.model.clock import Clock, SystemClock
 from sparkcq.model.time import show_instant
 from sparkcq.plan.nodes import PlanNode, StreamScan, TableScan
 from sparkcq.runtime.cycle import CycleEngine, CycleResult, QueriesFailedError
+from sparkcq.runtime.cycle_cost import Phase
 from sparkcq.runtime.cycle_input import CycleInput, SourceBatch, idle
 from sparkcq.runtime.frames import RowCounting, Runtime
 from sparkcq.runtime.partitioning import SmallCycles
@@ -43,6 +44,8 @@ class CycleReport:
     tables: dict[str, int] = field(default_factory=dict)  # the version of each table it read
     rows_out: dict[str, int] = field(default_factory=dict)  # records committed, by query
     partitions: int = 0  # the partitions it ran in: 1 for a small cycle
+    phases: dict[Phase, float] = field(default_factory=dict)  # the driver's seconds
+    job_tag: str | None = None  # of its Spark jobs (``spark_work.tagged_work``)
 
 
 class InputSource(Protocol):
@@ -109,9 +112,9 @@ class CycleDriver:
         self.small_cycles = small_cycles or SmallCycles()
         self.queries = queries
         self.sources = sources
-        self.engine = CycleEngine(rt, queries.plan, queries.intervals, count_rows)
         self.journal = journal
         self.clock = clock or SystemClock()  # times the cycles (shedding adapts to them)
+        self.engine = CycleEngine(rt, queries.plan, queries.intervals, count_rows, self.clock)
         self.cycle = 0  # the number of the next cycle
         self.reports: list[CycleReport] = []
         # the rows each stream's scan took in the last cycle (``rows_taken``)
@@ -119,6 +122,7 @@ class CycleDriver:
         self.pending = CycleInput()  # taken from the sources, not yet in a committed cycle
         self.throttles = Throttles()
         self.logged_throttles: dict[PlanNode, float] | None = None  # of a redone cycle
+        self.input_seconds = 0.0  # taking the pending input, since the last cycle
 
     def has_pending_input(self) -> bool:
         """Whether any source has input the next cycle would take."""
@@ -126,6 +130,7 @@ class CycleDriver:
 
     def take_input(self) -> None:
         """Add each source's new batch to the pending input (and log it for recovery)."""
+        began = self.clock.monotonic()
         scans = self.queries.scans
         for key, source in self.sources.items():
             if key not in scans:
@@ -134,6 +139,7 @@ class CycleDriver:
             if self.journal is not None and not idle(batch, scans[key].watermark):
                 self.journal.record_input(key, partial(source.describe, batch), self.cycle)
             self.hand(key, batch)
+        self.input_seconds += self.clock.monotonic() - began
 
     def take_logged(self, offsets: Mapping[str, list[dict[str, Any]]]) -> None:
         """Take the batches a cycle took before a crash, as its journal described them,
@@ -175,7 +181,7 @@ class CycleDriver:
         taken = replace(self.pending, number=self.cycle, throttles=throttles)
         self.rt.run_in_one_partition(self.small_cycles.single(self.rows_taken(taken),
                                                               self.rt.single))
-        self.rt.label_jobs(taken.number)
+        tag = self.rt.label_jobs(taken.number)
 
         delivered: dict[str, int] = {}
 
@@ -186,15 +192,17 @@ class CycleDriver:
 
         try:
             try:
-                self.engine.execute(self.queries.compiled, taken, commit)
+                result = self.engine.execute(self.queries.compiled, taken, commit)
             except QueriesFailedError as failed:
                 for query, error in failed.failures:
                     self.queries.fail(query.name, error, self.cycle)
-                self.engine.execute(self.queries.compiled, taken, commit)
+                result = self.engine.execute(self.queries.compiled, taken, commit)
             self.pending = CycleInput()
         finally:
             self.rt.end_cycle()
             self.rt.label_jobs(None)
+        phases = {Phase.INPUT: self.input_seconds, **result.phases}
+        self.input_seconds = 0.0
         self.log_table_switches(served)
         self.last_rows = {s.scan: s.rows_in - before.get(s.scan, 0) for s in scans.values()}
         report = CycleReport(
@@ -202,7 +210,7 @@ class CycleDriver:
             self.rt.jobs - jobs_before,
             {k: s.watermark for k, s in scans.items()},
             {n.name: v for n, v in plan.table_versions().items()
-             if isinstance(n, TableScan)}, delivered, self.rt.cycle_partitions)
+             if isinstance(n, TableScan)}, delivered, self.rt.cycle_partitions, phases, tag)
         self.reports.append(report)
         self.cycle += 1
         if self.journal is not None:

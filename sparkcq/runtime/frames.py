@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import os
 import re
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -29,7 +30,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
 from pyspark.sql.types import StructType
 
+from sparkcq.model.clock import Clock
 from sparkcq.model.columns import TE, TS, T
+from sparkcq.runtime.cycle_cost import cycle_tag
 from sparkcq.runtime.partitioning import SMALL_CYCLE_CONF
 from sparkcq.runtime.templates import PlanTemplates, bound_text
 
@@ -283,6 +286,9 @@ class Runtime:
     # the session's own values of what a small cycle changes (``SMALL_CYCLE_CONF``)
     large_conf: dict[str, str] = field(default_factory=dict)
     single: bool = False  # this cycle runs in one partition (``runtime/partitioning.py``)
+    # tells this engine's cycles' job tags from other engines' on the same session
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
+    job_tag: str | None = None  # the tag of the running cycle's Spark jobs
     cycle_frames: list[DataFrame] = field(default_factory=list)
     kept: list[DataFrame] = field(default_factory=list)  # cycle frames to keep if committed
     released: list[DataFrame] = field(default_factory=list)
@@ -306,9 +312,10 @@ class Runtime:
         """The partitions of this cycle's frames: 1 in a small cycle."""
         return 1 if self.single else self.partitions
 
-    def label_jobs(self, cycle: int | None) -> None:
-        """Name the Spark jobs and frames of this thread's coming cycle after it (None: the
-        cycle ended; the thread's own jobs are named by Spark again).
+    def label_jobs(self, cycle: int | None) -> str | None:
+        """Name and tag the Spark jobs and frames of this thread's coming cycle after it
+        (None: the cycle ended; the thread's own jobs are named by Spark again); returns
+        the cycle's job tag.
 
         Spark gives every RDD it builds (several per operator each time a frame is planned)
         the call site of its creation, found by walking the JVM thread's stack unless the
@@ -319,6 +326,14 @@ class Runtime:
         sc = self.spark.sparkContext
         sc.setLocalProperty("callSite.short", label)  # type: ignore[arg-type]
         sc.setLocalProperty("callSite.long", label)  # type: ignore[arg-type]
+        if self.job_tag is not None:
+            sc.removeJobTag(self.job_tag)
+        # the cycle's jobs carry a tag of their own: what they ran is read back by it
+        # (``spark_work.tagged_work``) when a user asks what the cycle cost
+        self.job_tag = None if cycle is None else cycle_tag(self.run_id, cycle)
+        if self.job_tag is not None:
+            sc.addJobTag(self.job_tag)
+        return self.job_tag
 
     def run_in_one_partition(self, single: bool) -> None:
         """Run the coming cycle in one partition (``single``) or hash-partitioned.
@@ -425,8 +440,10 @@ class Runtime:
                      bundle: DataFrame | None = None,
                      by_id: Sequence[TaggedRecords] = (),
                      timestamped: frozenset[str] = frozenset(),
-                     ) -> tuple[dict[str, pa.Table], dict[int, int]]:
-        """Run the cycle's one Spark action: materialise changed states, collect records.
+                     clock: Clock | None = None,
+                     ) -> tuple[dict[str, pa.Table], dict[int, int], float]:
+        """Run the cycle's one Spark action: materialise changed states, collect records;
+        with the seconds (by ``clock``) Spark took to optimise and plan it.
 
         ``counted`` frames (operator outputs, for EXPLAIN GLOBAL's rows per cycle) are
         counted by the same action; their counts come back by key. ``bundle`` holds the
@@ -478,12 +495,17 @@ class Runtime:
         in_place, self.measured_in_place = self.measured_in_place, []
         if not parts:
             self.measured_where_read(in_place, {})
-            return {}, {}
+            return {}, {}, 0.0
         merged = union_by_name(parts, allow_missing=True)
         # a union has a partition per partition of every part: fifty queries' records made
         # a last stage of hundreds of tiny tasks
         merged = merged.coalesce(self.cycle_partitions)
         self.jobs += 1
+        planning = 0.0
+        if clock is not None:  # planned here rather than by the action: timed apart
+            began = clock.monotonic()
+            merged._jdf.queryExecution().executedPlan()  # type: ignore[operator]
+            planning = clock.monotonic() - began
         # the raw Arrow batches: toArrow() would re-cast them to the Spark schema, which
         # rejects the null structs the union pads other parts with
         batches = merged._collect_as_arrow()  # type: ignore[operator]
@@ -506,7 +528,7 @@ class Runtime:
             then_counts(dict(zip(rows_of.column("_k").to_pylist(),
                                  rows_of.column("_n").to_pylist(), strict=True)))
         if table is None:
-            return {}, counts
+            return {}, counts, planning
         out: dict[str, pa.Table] = {}
         for j, name in enumerate(names):
             rows = table.filter(pc.equal(sid, -1 - j)).column(column_of[name]).combine_chunks()
@@ -521,7 +543,7 @@ class Runtime:
                 rows = table.filter(pc.equal(sid, query_id)).column(column).combine_chunks()
                 out[name] = pa.Table.from_arrays(rows.flatten(),
                                                  names=[f.name for f in rows.type])
-        return out, counts
+        return out, counts, planning
 
     def measured_where_read(self, in_place: list[tuple[DataFrame, Column, Column,
                                                       Callable[[Summary], None]]],

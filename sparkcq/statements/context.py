@@ -5,7 +5,7 @@ the policy that bounds what it may ask for. Handlers receive it as an argument; 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pyspark.sql import SparkSession
@@ -19,6 +19,7 @@ from sparkcq.io.sources import IngestLimits, Source
 from sparkcq.model.clock import Clock, SystemClock
 from sparkcq.plan.options import ShedMode, option_location
 from sparkcq.plan.sandbox import database_refusal, ensure_data_path, find_refusal, locate
+from sparkcq.runtime.driver import CycleReport
 from sparkcq.runtime.queries import RunningQueries
 from sparkcq.statements.tables import Tables
 
@@ -94,7 +95,8 @@ class StatementContext:
     clock: Clock = field(default_factory=SystemClock)
     anonymous: int = 0  # unnamed queries created so far (query_1, query_2, ...)
     paused: set[str] = field(default_factory=set)  # feed streams a STOP paused (stop.py)
+    reports: Sequence[CycleReport] = ()  # what each cycle did, oldest first
 
     def view(self) -> SystemView:
         """The system as it stands, read (``inspection.py``)."""
-        return SystemView(self.catalog, self.queries, self.sinks, self.sources)
+        return SystemView(self.catalog, self.queries, self.sinks, self.sources, self.reports)

@@ -1,6 +1,7 @@
-"""``EXPLAIN name``, ``EXPLAIN SELECT ...``, ``EXPLAIN LANGUAGE apas '...'`` and ``EXPLAIN
-GLOBAL [DOT]``: a query's plan with the nodes it shares marked, a plan before it runs (in
-either language), and the shared DAG (DESIGN 4.2).
+"""``EXPLAIN name``, ``EXPLAIN SELECT ...``, ``EXPLAIN LANGUAGE apas '...'``, ``EXPLAIN
+GLOBAL [DOT]`` and ``EXPLAIN ANALYZE``: a query's plan with the nodes it shares marked, a
+plan before it runs (in either language), the shared DAG, and the shared DAG with what the
+last cycles cost.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ def explain_statement(stmt: Explain, text: str, ctx: StatementContext) -> str:
         bound = bind_query(stmt.select, text, ctx.catalog, ctx.spark,
                             trusted=ctx.policy.trusted)
         return render_tree(optimize(bound.plan, running=ctx.queries.plan.ops))
+    if stmt.analyze:
+        return ctx.view().explain_analyze(ctx.spark)
     if stmt.glob or stmt.name is None:
         return ctx.view().explain_global(stmt.fmt)
     return ctx.view().explain(stmt.name)

@@ -10,12 +10,13 @@ from pyspark.sql import functions as F
 from benchmarks.suite.compare import differences, leave_out_unemitted, normalised
 from benchmarks.suite.from_log import sized_runs
 from benchmarks.suite.marginal import SizedRuns, marginal_rate, marginal_table
-from benchmarks.suite.spark_work import _busy_ms, job_group, spark_work
+from benchmarks.suite.spark_work import job_group, spark_work
+from sparkcq.runtime.spark_work import busy_ms
 
 
 def test_busy_time_is_the_union_of_job_intervals():
-    assert _busy_ms([(30, 40), (0, 10), (5, 20), (12, 15)]) == 30
-    assert _busy_ms([]) == 0
+    assert busy_ms([(30, 40), (0, 10), (5, 20), (12, 15)]) == 30
+    assert busy_ms([]) == 0
 
 
 def test_the_marginal_rate_cancels_start_up_for_every_engine():

@@ -354,6 +354,9 @@ class _StatementParser:
 
     def explain(self) -> Statement:
         self.next()
+        if self.accept("ANALYZE") is not None:
+            self.done()
+            return Explain(None, glob=True, analyze=True)
         glob = self.accept("GLOBAL") is not None
         if glob and self.accept("DOT") is not None:
             self.done()

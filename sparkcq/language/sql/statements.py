@@ -181,14 +181,15 @@ class Refresh:
 
 @dataclass(frozen=True)
 class Explain:
-    """``EXPLAIN [GLOBAL [DOT]] [name]``, ``EXPLAIN SELECT ...`` or ``EXPLAIN LANGUAGE apas
-    '...'``.
+    """``EXPLAIN [GLOBAL [DOT]] [name]``, ``EXPLAIN SELECT ...``, ``EXPLAIN LANGUAGE apas
+    '...'`` or ``EXPLAIN ANALYZE`` (the shared plan and what the last cycles cost).
     """
 
     name: str | None
     glob: bool = False
     select: SelectText | ApasText | None = None
     fmt: ExplainFormat = ExplainFormat.TEXT
+    analyze: bool = False
 
 
 @dataclass(frozen=True)
