@@ -86,7 +86,9 @@ def sliced_tail_changes(family: SlicedFamily, run: SlicedRun | None,
         start = f"greatest({q(FROM)}, {low})" if fresh else q(FROM)
         tag = family.window_tag(member)
         own = [] if tag is None else [f"{q(WINDOW_TAG)} = {tag}"]
-        begins = [*own, f"{q(TO)} > {low}" if fresh else f"{q(FROM)} >= {low}"]
+        # a fresh member's segments still open (``TO`` NULL) start in the cycle too
+        begins = [*own, f"({q(TO)} IS NULL OR {q(TO)} > {low})" if fresh
+                  else f"{q(FROM)} >= {low}"]
         ends = [*own, f"{q(TO)} IS NOT NULL", f"{q(TO)} < {high}",
                 *([f"{q(TO)} > {low}"] if fresh else [])]
         parts.append(_record(tail, mapping, begins, start, 1))

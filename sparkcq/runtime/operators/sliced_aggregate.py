@@ -372,7 +372,7 @@ class SlicedAggregateOperator(Operator):
         ends = f" AND {q(TO)} < {high}" if hi != TIME_MAX else ""
         if fresh and lo != TIME_MIN:
             start = f"greatest({q(FROM)}, {low})"
-            starts = f" WHERE {q(TO)} > {low}"
+            starts = f" WHERE ({q(TO)} IS NULL OR {q(TO)} > {low})"  # NULL: still open
             ends += f" AND {q(TO)} > {low}"
         return (f"SELECT {names}, {start} AS {q(T)}, CAST(1 AS BIGINT) AS {q(D)} "
                 f"FROM {{seg}}{starts} UNION ALL "
