@@ -106,7 +106,9 @@ class GlobalPlan:
                     if self.fuse and isinstance(node, SlicedAggregate):
                         sliced = self.sliced_family_for(node)
                         op = SlicedMemberOperator(node, sliced)
-                        sliced.add(node)
+                        # over a window that already runs, from its reach (``history_of``)
+                        history = self.history_of(node.children[0], node)
+                        sliced.add(node, history[1] if history is not None else 0)
                         self.want_history(node)
                     elif key is not None:
                         family = self.family_for(key)
@@ -265,12 +267,15 @@ class GlobalPlan:
 
     def computes(self, window: Window, consumer: PlanNode) -> bool:
         """Whether ``window``'s relation already runs for someone other than ``consumer``:
-        as a window operator, or as the panes of a sliced aggregate that has stepped. A
-        window no one computes yet is a new relation, so a new consumer of it sees only the
-        events after its start, as every query added with it in the same cycle does.
+        as a window operator, or as the panes of a sliced aggregate that has stepped (a
+        family member's through its family's operator). A window no one computes yet is a
+        new relation, so a new consumer of it sees only the events after its start, as
+        every query added with it in the same cycle does.
         """
         for node, op in self.ops.items():
-            if node == consumer or op.position is None:
+            ran = (op.family.op is not None and op.family.op.position is not None
+                   if isinstance(op, SlicedMemberOperator) else op.position is not None)
+            if node == consumer or not ran:
                 continue
             if node == window or (isinstance(node, SlicedAggregate) and node.window == window):
                 return True

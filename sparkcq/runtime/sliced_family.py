@@ -181,13 +181,16 @@ class SlicedFamily(CycleParticipant):
         reach = max(self.op.history_length, window_reach(node.window.spec) or 0)
         return isinstance(self.scan, ScanOperator) and self.scan.covers(self.op.position, reach)
 
-    def add(self, node: SlicedAggregate) -> None:
-        """Take ``node`` in; rebuild the operator if it calls something new."""
+    def add(self, node: SlicedAggregate, reach: int = 0) -> None:
+        """Take ``node`` in; rebuild the operator if it calls something new. ``reach``: how
+        far before the stream's position a new operator starts from the stream's history
+        (``GlobalPlan.history_of``: the window's reach when the window already runs).
+        """
         rebuild = self.op is None or self.new_calls(node)
         self.members = {**self.members, node: []}
         self.progress = replace(self.progress, fresh=self.fresh | {node})
         if rebuild:
-            self.rebuild()
+            self.rebuild(reach)
         else:
             self.members[node] = self.columns_of(node)
 
@@ -206,9 +209,10 @@ class SlicedFamily(CycleParticipant):
                  for a in node.aggregate.aggs}
         return [(f.name, keys.get(f.name) or calls[f.name]) for f in node.schema.fields]
 
-    def rebuild(self) -> None:
+    def rebuild(self, reach: int = 0) -> None:
         """A new operator over the union of the members' calls; when the old one ran, the
-        new one starts from the stream's history at the old one's position.
+        new one starts from the stream's history at the old one's position (else from the
+        stream's position, ``reach`` back).
         """
         key_cols = [f"_k{i}" for i in range(len(self.key_sqls))]
         exprs = dict(zip(key_cols, self.key_sqls, strict=True))
@@ -260,9 +264,10 @@ class SlicedFamily(CycleParticipant):
             if old is not None:
                 old.release()
             if isinstance(self.scan, ScanOperator) and self.scan.position is not None:
-                # events that arrived ahead of the watermark before this family existed
+                # events that arrived ahead of the watermark before this family existed,
+                # and the window's reach when the window already runs for others
                 self.progress = replace(self.progress, reseed_at=self.scan.position)
-                self.reseed_length = 0
+                self.reseed_length = reach
                 self.op.resume_at(self.scan.position)
         for node in self.members:
             self.members[node] = self.columns_of(node)

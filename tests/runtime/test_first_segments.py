@@ -41,3 +41,40 @@ def test_an_open_segment_in_the_first_emitting_cycle(spark, fuse: bool, form: st
         rows = sorted(zip(got["a"], got["n"], got["_ts"], got["_te"], strict=True),
                       key=lambda r: r[2])
         assert rows == [(8.0, 1, 3, 7), (6.5, 2, 7, 12), (5.0, 1, 12, 16)]
+
+
+EARLY = ("SELECT ex, sum(v) AS s FROM s [CUT ON t BY 6 WINDOW 2 CHUNKS] GROUP BY ex",
+         "SELECT ex, k, count(*) AS n FROM s [CUT ON t BY 6 WINDOW 2 CHUNKS] WHERE v > 2 "
+         "GROUP BY ex, k")
+
+
+@pytest.mark.parametrize("fuse", [False, True], ids=["own", "family"])
+def test_a_late_aggregate_over_a_running_window_starts_from_its_reach(spark, fuse: bool):
+    """Found by the property suite (2026-11-29): a query added while two others run over
+    ``[CUT ON t BY 6 WINDOW 2 CHUNKS]`` starts from the window's contents, as over a shared
+    window operator: the event at 10 (pane 12, valid [12, 24)) counts for it, though it
+    arrived before the query. At watermark 13 it is added; x's events 8@10, 6@15 and 1@15
+    make count 1 over [13, 18) and 3 over [18, 24) (min(9 - v) = 1), so HAVING count(*) > 2
+    holds over [18, 24) only. In a family the new aggregate started from the events ahead
+    of the watermark alone (the running queries' family members did not count as the
+    window running), and gave min 3 and count 2 there: nothing.
+    """
+    eng = Engine(spark=spark, fuse=fuse, small_cycles=SmallCycles.parse("single"))
+    eng.execute("CREATE STREAM s (ex BIGINT, k STRING, v BIGINT, t BIGINT) "
+                "WITH (event_time='t', lateness='0')")
+    rows = [{"ex": 1, "k": "x", "v": 8, "t": 10}, {"ex": 2, "k": "x", "v": 1, "t": 13},
+            Watermark(8),
+            {"ex": 1, "k": "x", "v": 6, "t": 15}, {"ex": 1, "k": "y", "v": 0, "t": 15},
+            {"ex": 1, "k": "x", "v": 1, "t": 15}, {"ex": 1, "k": "y", "v": 8, "t": 20},
+            EndOfInput()]
+    eng.attach_source("s", ListSource(rows))
+    for i, text in enumerate(EARLY):
+        eng.execute(f"CREATE QUERY early{i} AS {text}")
+    eng.run_cycle()
+    assert eng.metrics()["watermarks"]["s"] == 13
+    eng.execute("CREATE QUERY late AS CHANGELOG SELECT ex, k, min(9 - v) AS a FROM s "
+                "[CUT ON t BY 6 WINDOW 2 CHUNKS] GROUP BY ex, k HAVING count(*) > 2")
+    eng.run_until_idle()
+    got = eng.results("late")
+    assert sorted(zip(got["ex"], got["k"], got["a"], got["_ts"], got["_op"], strict=True)) \
+        == [(1, "x", 1, 18, "+"), (1, "x", 1, 24, "-")]
