@@ -273,9 +273,7 @@ class GlobalPlan:
         every query added with it in the same cycle does.
         """
         for node, op in self.ops.items():
-            ran = (op.family.op is not None and op.family.op.position is not None
-                   if isinstance(op, SlicedMemberOperator) else op.position is not None)
-            if node == consumer or not ran:
+            if node == consumer or not op.has_run:
                 continue
             if node == window or (isinstance(node, SlicedAggregate) and node.window == window):
                 return True

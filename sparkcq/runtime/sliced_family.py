@@ -359,6 +359,14 @@ class SlicedMemberOperator(Operator):
         self.family = family
         self.views = SqlViews(family.rt.spark, "sliced_member")
 
+    @property
+    def has_run(self) -> bool:
+        """Whether its family's operator has stepped (the member's rows are a projection of
+        it; the member keeps no position of its own).
+        """
+        op = self.family.op
+        return op is not None and op.position is not None
+
     def cycle_parts(self) -> tuple[CycleParticipant, ...]:  # noqa: D102
         return (self.family,)
 

@@ -104,6 +104,11 @@ class Operator(CycleParticipant):
         """Where the operator stands: the hi of its last slice (None: it has not stepped)."""
         return self.progress.position
 
+    @property
+    def has_run(self) -> bool:
+        """Whether the operator's relation runs already (it has stepped)."""
+        return self.position is not None
+
     def state(self, schema, name: str,  # noqa: ANN001 - a StructType
               partition_by: str | None = None) -> StateFrame:
         """Create a state frame owned by this operator (counted in metrics, checkpointed)."""
