@@ -9,7 +9,9 @@ Sink records are the user's columns plus ``_ts``, ``_te`` and ``_op``:
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame, Window
+from functools import lru_cache
+
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
@@ -27,6 +29,7 @@ from sparkcq.plan.nodes import (
 from sparkcq.runtime.frames import (
     Runtime,
     Slice,
+    SqlViews,
     StateFrame,
     bound,
     bound_sql,
@@ -235,6 +238,7 @@ class SinkFormatter(Operator):
         if self.relation and form is OutputForm.INTERVALS:
             self.open = self.state(StructType([*node.schema.fields, StructField(LAYER, LongType()),
                                                StructField(TS, LongType())]), "open-elements")
+            self.views = SqlViews(rt.spark, "formatter")
 
     def step(self, inputs: list[Slice], cycle: CycleContext) -> Slice:  # noqa: D102
         (inp,) = inputs
@@ -264,58 +268,77 @@ class SinkFormatter(Operator):
         """Canonical coalescing of the query's rows (see ``coalesce_changes``)."""
         if inp.df is None:
             return inp
-        records = coalesce_changes(self.rt, self.open, inp.df, self.names)
+        records = coalesce_changes(self.rt, self.views, self.open, inp.df, self.names)
         return Slice(records, inp.lo, inp.hi)
 
 
-def coalesce_changes(rt: Runtime, open_state: StateFrame, changes: DataFrame,
-                     names: list[str], keep: Column | None = None) -> DataFrame:
+def coalesce_changes(rt: Runtime, views: SqlViews, open_state: StateFrame,
+                     changes: DataFrame, names: list[str], keep: str | None = None,
+                     ) -> DataFrame:
     """Interval records from a relation's changes; ``open_state`` keeps the open layers
-    (only those satisfying ``keep``, if given).
+    (only those satisfying SQL condition ``keep``, if given).
 
     Canonical coalescing: layer k of a row value is open while its count is >= k, so
     value-equal elements whose intervals meet are one element, whatever the cycle cuts.
+    Three SQL texts over ``views``, each analysed once (the same steps built from
+    ``Column``s were twenty frames, each analysed every cycle).
     """
-    cols = [col(n) for n in names]
-    d = net(changes, names)
-    base = open_state.get()
-    if base is not None and keep is not None:
-        base = base.where(keep)
-    none = F.lit(None).cast("long")
-    if base is not None:
-        # each value's open layers beside its changes, in one window over the value: the
-        # state's rows (no instant, no change) sort first and give the highest open layer;
-        # a join would do it too, but Spark estimates a join's size as the product of its
-        # sides', which then grew with every cycle's state until it planned shuffles into
-        # cycles run in one partition
-        d = d.select(*cols, col(T), col(D), none.alias(LAYER)).unionByName(
-            base.select(*cols, none.alias(T), F.lit(0).cast("long").alias(D), col(LAYER)))
-    else:
-        d = d.select(*cols, col(T), col(D), none.alias(LAYER))
-    by_time = Window.partitionBy(*cols).orderBy(col(T))
-    w = by_time.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    whole = by_time.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
-    run = d.select(*cols, col(T), col(D), col(LAYER),
-                   (F.coalesce(F.max(col(LAYER)).over(whole), F.lit(0).cast("long"))
-                    + F.sum(col(D)).over(w)).alias("_after"))
-    run = run.where(col(LAYER).isNull()).withColumn("_before", col("_after") - col(D))
-    opens = run.where(col(D) > 0).select(
-        *cols, F.explode(F.sequence(col("_before") + 1, col("_after"))).alias(LAYER),
-        col(T), F.lit(True).alias("_isopen"), F.lit(True).alias(NEW))
-    closes = run.where(col(D) < 0).select(
-        *cols, F.explode(F.sequence(col("_after") + 1, col("_before"))).alias(LAYER),
-        col(T), F.lit(False).alias("_isopen"), F.lit(True).alias(NEW))
-    events = opens.unionByName(closes)
-    if base is not None:
-        events = events.unionByName(base.select(*cols, col(LAYER), col(TS).alias(T),
-                                                F.lit(True).alias("_isopen"),
-                                                F.lit(False).alias(NEW)))
-    lw = Window.partitionBy(*cols, col(LAYER)).orderBy(col(T))
-    paired = rt.cache_for_cycle(events.withColumn("_next", F.lead(col(T)).over(lw))
-                                .where(col("_isopen")))
-    records = paired.where(col(NEW) | col("_next").isNotNull()).select(
-        *cols, col(T).alias(TS), col("_next").alias(TE),
-        F.when(col(NEW), F.lit("I")).otherwise(F.lit("C")).alias(OP))
-    open_state.set(paired.where(col("_next").isNull()).select(*cols, col(LAYER),
-                                                              col(T).alias(TS)))
+    paired = rt.cache_for_cycle(views.sql(_paired_sql(tuple(names), open_state.get() is not None,
+                                                      keep),
+                                          **_present(changes=changes,
+                                                     base=open_state.get())))
+    cols = ", ".join(map(q, names))
+    records = views.sql(
+        f"SELECT {cols}, {q(T)} AS {q(TS)}, _next AS {q(TE)}, "
+        f"IF({q(NEW)}, 'I', 'C') AS {q(OP)} FROM {{paired}} "
+        f"WHERE {q(NEW)} OR _next IS NOT NULL", paired=paired)
+    open_state.set(views.sql(
+        f"SELECT {cols}, {q(LAYER)}, {q(T)} AS {q(TS)} FROM {{paired}} WHERE _next IS NULL",
+        paired=paired))
     return records
+
+
+def _present(**frames: DataFrame | None) -> dict[str, DataFrame]:
+    """The frames that are not None, by name."""
+    return {name: df for name, df in frames.items() if df is not None}
+
+
+@lru_cache(maxsize=256)
+def _paired_sql(names: tuple[str, ...], with_base: bool, keep: str | None,
+                ) -> str:
+    """Every open layer's events of this cycle (opening ``_isopen``, new ``_new``, or
+    kept from the open state) with the instant of the next event of its layer
+    (``_next``: NULL while it stays open); over views ``{changes}`` and ``{base}``.
+
+    The state's rows (no instant, no change) sort first in each value's window and give
+    the highest open layer, beside the changes in one window over the value (a join would
+    do it too, but Spark estimates a join's size as the product of its sides', which then
+    grew with every cycle's state until it planned shuffles into cycles run in one
+    partition); the state is read once.
+    """
+    cols = ", ".join(map(q, names))
+    t, d, layer = q(T), q(D), q(LAYER)
+    net = (f"SELECT {cols}, {t}, sum({d}) AS {d}, CAST(NULL AS BIGINT) AS {layer}, "
+           f"CAST(NULL AS BIGINT) AS _since FROM {{changes}} GROUP BY {cols}, {t} "
+           f"HAVING sum({d}) != 0")
+    rows = net
+    if with_base:
+        where = "" if keep is None else f" WHERE {keep}"
+        rows += (f" UNION ALL SELECT {cols}, CAST(NULL AS BIGINT) AS {t}, "
+                 f"CAST(0 AS BIGINT) AS {d}, {layer}, {q(TS)} AS _since FROM {{base}}{where}")
+    by_value = f"PARTITION BY {cols} ORDER BY {t}"
+    run = (f"SELECT {cols}, {t}, {d}, {layer}, _since, "
+           f"coalesce(max({layer}) OVER ({by_value} ROWS BETWEEN UNBOUNDED PRECEDING "
+           f"AND UNBOUNDED FOLLOWING), 0) + sum({d}) OVER ({by_value} ROWS BETWEEN "
+           f"UNBOUNDED PRECEDING AND CURRENT ROW) AS _after FROM ({rows}) AS _rows")
+    # a kept layer is one event; a change opens the layers above the count before it
+    # (an entry) or closes those above the count after it (a departure)
+    layers = (f"CASE WHEN {layer} IS NOT NULL THEN array({layer}) "
+              f"WHEN {d} > 0 THEN sequence(_after - {d} + 1, _after) "
+              f"ELSE sequence(_after + 1, _after - {d}) END")
+    events = (f"SELECT {cols}, _l AS {layer}, coalesce({t}, _since) AS {t}, "
+              f"({layer} IS NOT NULL OR {d} > 0) AS _isopen, {layer} IS NULL AS {q(NEW)} "
+              f"FROM ({run}) AS _run LATERAL VIEW explode({layers}) _layers AS _l")
+    paired = (f"SELECT {cols}, {layer}, {t}, _isopen, {q(NEW)}, lead({t}) OVER "
+              f"(PARTITION BY {cols}, {layer} ORDER BY {t}) AS _next FROM ({events}) AS _ev")
+    return f"SELECT {cols}, {layer}, {t}, {q(NEW)}, _next FROM ({paired}) AS _p WHERE _isopen"

@@ -38,7 +38,7 @@ from pyspark.sql.types import (
 )
 
 from sparkcq.model.columns import LAYER, OP, QID, ROW, TE, TS, D, T
-from sparkcq.runtime.frames import Runtime, StateFrame, col, project, q
+from sparkcq.runtime.frames import Runtime, SqlViews, StateFrame, col, project, q, union_all
 from sparkcq.runtime.operators.outputs import coalesce_changes
 from sparkcq.runtime.saved_frames import FrameReader, FrameWriter
 from sparkcq.runtime.transaction import CycleParticipant
@@ -151,6 +151,7 @@ class SharedIntervalFormatter(CycleParticipant):
         schema = StructType([StructField(QID, IntegerType()), StructField(ROW, StringType()),
                              StructField(LAYER, LongType()), StructField(TS, LongType())])
         self.open = StateFrame(rt, schema, "shared-intervals-open")
+        self.views = SqlViews(rt.spark, "intervals")
         self.states = [self.open]
 
     def clear(self) -> None:
@@ -177,8 +178,8 @@ class SharedIntervalFormatter(CycleParticipant):
         """Records (query id, row text, ``_ts``, ``_te``, ``_op``) of this cycle's changes."""
         if not encoded:
             return None
-        changes = encoded[0]
-        for part in encoded[1:]:
-            changes = changes.union(part)
-        return coalesce_changes(self.rt, self.open, changes, [QID, ROW],
-                                keep=col(QID).isin(live))
+        changes = union_all(encoded)
+        assert changes is not None
+        kept = ", ".join(str(qid) for qid in sorted(live)) or "NULL"
+        return coalesce_changes(self.rt, self.views, self.open, changes, [QID, ROW],
+                                keep=f"{QID} IN ({kept})")
