@@ -11,6 +11,7 @@ chain.
 from __future__ import annotations
 
 from pyspark.sql.types import (
+    ArrayType,
     BooleanType,
     ByteType,
     DataType,
@@ -19,8 +20,10 @@ from pyspark.sql.types import (
     FloatType,
     IntegerType,
     LongType,
+    MapType,
     ShortType,
     StringType,
+    StructType,
     TimestampNTZType,
     TimestampType,
 )
@@ -48,3 +51,18 @@ def implicit_cast_sql(sql: str, source: DataType, target: DataType) -> str | Non
     if isinstance(source, TimestampType | TimestampNTZType) and isinstance(target, DoubleType):
         return f"CAST(unix_micros(CAST(({sql}) AS TIMESTAMP)) AS DOUBLE) / 1000.0"
     return None
+
+
+def type_sql(dtype: DataType) -> str:
+    """``dtype`` as Spark SQL writes a type, field names back-quoted (``simpleString``
+    leaves them bare, which a name with a space or a colon breaks).
+    """
+    if isinstance(dtype, StructType):
+        fields = ", ".join("`" + f.name.replace("`", "``") + "`: " + type_sql(f.dataType)
+                           for f in dtype.fields)
+        return f"STRUCT<{fields}>"
+    if isinstance(dtype, ArrayType):
+        return f"ARRAY<{type_sql(dtype.elementType)}>"
+    if isinstance(dtype, MapType):
+        return f"MAP<{type_sql(dtype.keyType)}, {type_sql(dtype.valueType)}>"
+    return dtype.simpleString()

@@ -396,7 +396,7 @@ class CycleEngine:
                 encoded.append(changed)
         plan.finish_families(cycle)
         shapes = list(compiled.shapes)
-        shared = self.intervals.step(encoded, [q for shape in shapes for q in shape.names])
+        shared = self.intervals.step(encoded, shapes)
         bundle = None if shared is None else decode(shared, shapes)
         timestamped = frozenset(q.name for q in queries if q.timestamps)
         committing = self.clock.monotonic()

@@ -4,7 +4,8 @@ After fusion, fifty queries over one family still differ in a few stateless step
 the SELECT list) before their rows reach the shared interval formatter. Computing each as
 its own branch of a union makes every task of that stage carry all fifty plans; here each
 query's steps are composed into expressions over the family's per-(group, instant) result
-and all queries' encoded changes come out of one ``inline(array(...))`` over it: one scan,
+and all queries' encoded changes come out of one ``inline(array(...))`` over it (one per
+output schema: an array holds records of one type): one scan,
 rows only where a query's own values changed and its filters hold.
 
 A query qualifies when its root is reached from a family member through Filter and Project
@@ -22,13 +23,13 @@ import sqlglot.expressions as exp
 from pyspark.sql import DataFrame
 from pyspark.sql.types import StructType
 
-from sparkcq.model.columns import FROM, QID, ROW, TO, WINDOW_TAG, D, N, T
+from sparkcq.model.columns import FROM, QID, TO, WINDOW_TAG, D, N, T
 from sparkcq.model.time import TIME_MIN
 from sparkcq.plan.nodes import Aggregate, Filter, PlanNode, Project, SlicedAggregate
-from sparkcq.runtime.frames import bound_sql, project, q
+from sparkcq.runtime.frames import bound_sql, project, q, union_by_name
 from sparkcq.runtime.fusion import AggregateFamily, FamilyMemberOperator, FamilyRun
 from sparkcq.runtime.operators.aggregate import seed_time_sql
-from sparkcq.runtime.operators.shared_output import json_options_sql, normalised_sql
+from sparkcq.runtime.operators.shared_output import row_column, row_sql
 from sparkcq.runtime.sliced_family import SlicedFamily, SlicedMemberOperator, SlicedRun
 
 
@@ -59,12 +60,18 @@ def _record(tail: QueryTail, mapping: dict[str, str], conds: list[str], t: str,
             sign: int) -> str:
     """One encoded change of ``tail``'s query (see ``tail_changes_sql``), or NULL."""
     mapping = compose_steps(tail.steps, mapping, conds)
-    row = ", ".join(f"{normalised_sql(mapping[f.name], f.dataType)} AS {q(f.name)}"
-                    for f in tail.schema.fields)
-    record = (f"named_struct('{QID}', {tail.qid}, '{ROW}', "
-              f"to_json(struct({row}), {json_options_sql()}), '{T}', {t}, "
-              f"'{D}', CAST({sign} AS BIGINT))")
+    record = (f"named_struct('{QID}', {tail.qid}, '{row_column(tail.schema)}', "
+              f"{row_sql(tail.schema, mapping)}, '{T}', {t}, '{D}', CAST({sign} AS BIGINT))")
     return f"CASE WHEN {' AND '.join(conds)} THEN {record} END"
+
+
+def _generated(source: DataFrame, records: dict[str, list[str]]) -> DataFrame:
+    """The encoded changes of ``records`` (by row column), generated from ``source``: one
+    generator per row column, as one array holds records of one type.
+    """
+    frames = [project(source, f"inline(filter(array({', '.join(parts)}), x -> x IS NOT NULL))")
+              for parts in records.values()]
+    return frames[0] if len(frames) == 1 else union_by_name(frames, allow_missing=True)
 
 
 def sliced_tail_changes(family: SlicedFamily, run: SlicedRun | None,
@@ -76,7 +83,7 @@ def sliced_tail_changes(family: SlicedFamily, run: SlicedRun | None,
     if run is None or run.segments.segments is None:
         return None
     lo, hi = run.segments.lo, run.segments.hi
-    parts = []
+    parts: dict[str, list[str]] = {}
     for tail in tails:
         member = tail.member.node
         assert isinstance(member, SlicedAggregate)
@@ -91,10 +98,10 @@ def sliced_tail_changes(family: SlicedFamily, run: SlicedRun | None,
                   else f"{q(FROM)} >= {low}"]
         ends = [*own, f"{q(TO)} IS NOT NULL", f"{q(TO)} < {high}",
                 *([f"{q(TO)} > {low}"] if fresh else [])]
-        parts.append(_record(tail, mapping, begins, start, 1))
-        parts.append(_record(tail, mapping, ends, q(TO), -1))
-    text = f"inline(filter(array({', '.join(parts)}), x -> x IS NOT NULL))"
-    return project(run.segments.segments, text)
+        own_parts = parts.setdefault(row_column(tail.schema), [])
+        own_parts.append(_record(tail, mapping, begins, start, 1))
+        own_parts.append(_record(tail, mapping, ends, q(TO), -1))
+    return _generated(run.segments.segments, parts)
 
 
 def compose_steps(steps: tuple[Filter | Project, ...], mapping: dict[str, str],
@@ -140,11 +147,13 @@ def _substitute(sql: str, items: tuple[tuple[str, str], ...]) -> str:
     return tree.transform(replace).sql(dialect="spark")
 
 
-def tail_changes_sql(family: AggregateFamily, seed_at: int | None,
-                     tails: list[QueryTail]) -> str:
-    """One generator expression producing (query, row text, instant, change) for ``tails``."""
+def tail_changes_records(family: AggregateFamily, seed_at: int | None,
+                         tails: list[QueryTail]) -> dict[str, list[str]]:
+    """The records (query, row, instant, change) of ``tails``' changes, by row column: each
+    a struct expression, or NULL where the query's row did not change.
+    """
     assert family.op is not None
-    parts = []
+    parts: dict[str, list[str]] = {}
     for tail in tails:
         member = tail.member.node
         assert isinstance(member, Aggregate)
@@ -157,8 +166,9 @@ def tail_changes_sql(family: AggregateFamily, seed_at: int | None,
             conds = [f"({changed})", present]
             if when_time:
                 conds.append(when_time.removeprefix(" AND "))
-            parts.append(_record(tail, mapping, conds, t, sign))
-    return f"inline(filter(array({', '.join(parts)}), x -> x IS NOT NULL))"
+            parts.setdefault(row_column(tail.schema), []).append(
+                _record(tail, mapping, conds, t, sign))
+    return parts
 
 
 def tail_changes(family: AggregateFamily, run: FamilyRun,
@@ -166,4 +176,4 @@ def tail_changes(family: AggregateFamily, run: FamilyRun,
     """All ``tails``' encoded changes of this cycle from the family's evaluation ``run``."""
     if run.run.df is None:
         return None
-    return project(run.run.df, tail_changes_sql(family, run.seed_at, tails))
+    return _generated(run.run.df, tail_changes_records(family, run.seed_at, tails))

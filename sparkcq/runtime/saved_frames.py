@@ -79,6 +79,19 @@ class FrameReader:
             raise CatalogError(msg)
         self.dataset: DataFrame | None = None
 
+    def read_as_saved(self, path: str) -> DataFrame | None:
+        """The frame saved at ``path`` with the columns it was saved with; None if it was
+        saved empty (for a holder whose columns follow what runs: ``SharedIntervalFormatter``).
+        """
+        if self.index is None:
+            return self.spark.read.parquet(path)
+        j = self.index.get(os.path.relpath(path, self.root))
+        if j is None:
+            return None
+        if self.dataset is None:
+            self.dataset = self.spark.read.parquet(os.path.join(self.root, FRAMES_FOLDER))
+        return self.dataset.where(F.col(FRAME) == j).select(f"_f{j}.*")
+
     def read(self, path: str, schema: StructType) -> DataFrame:
         """The frame saved at ``path``, with the columns of ``schema``."""
         if self.index is None:

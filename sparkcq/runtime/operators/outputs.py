@@ -268,25 +268,24 @@ class SinkFormatter(Operator):
         """Canonical coalescing of the query's rows (see ``coalesce_changes``)."""
         if inp.df is None:
             return inp
-        records = coalesce_changes(self.rt, self.views, self.open, inp.df, self.names)
+        records = coalesce_changes(self.rt, self.views, self.open, inp.df, self.names,
+                                   self.open.get())
         return Slice(records, inp.lo, inp.hi)
 
 
 def coalesce_changes(rt: Runtime, views: SqlViews, open_state: StateFrame,
-                     changes: DataFrame, names: list[str], keep: str | None = None,
+                     changes: DataFrame, names: list[str], base: DataFrame | None,
                      ) -> DataFrame:
-    """Interval records from a relation's changes; ``open_state`` keeps the open layers
-    (only those satisfying SQL condition ``keep``, if given).
+    """Interval records from a relation's changes; ``open_state`` keeps the open layers,
+    ``base`` those kept so far (the state's, or what of it the caller keeps).
 
     Canonical coalescing: layer k of a row value is open while its count is >= k, so
     value-equal elements whose intervals meet are one element, whatever the cycle cuts.
     Three SQL texts over ``views``, each analysed once (the same steps built from
     ``Column``s were twenty frames, each analysed every cycle).
     """
-    paired = rt.cache_for_cycle(views.sql(_paired_sql(tuple(names), open_state.get() is not None,
-                                                      keep),
-                                          **_present(changes=changes,
-                                                     base=open_state.get())))
+    paired = rt.cache_for_cycle(views.sql(_paired_sql(tuple(names), base is not None),
+                                          **_present(changes=changes, base=base)))
     cols = ", ".join(map(q, names))
     records = views.sql(
         f"SELECT {cols}, {q(T)} AS {q(TS)}, _next AS {q(TE)}, "
@@ -304,8 +303,7 @@ def _present(**frames: DataFrame | None) -> dict[str, DataFrame]:
 
 
 @lru_cache(maxsize=256)
-def _paired_sql(names: tuple[str, ...], with_base: bool, keep: str | None,
-                ) -> str:
+def _paired_sql(names: tuple[str, ...], with_base: bool) -> str:
     """Every open layer's events of this cycle (opening ``_isopen``, new ``_new``, or
     kept from the open state) with the instant of the next event of its layer
     (``_next``: NULL while it stays open); over views ``{changes}`` and ``{base}``.
@@ -323,9 +321,8 @@ def _paired_sql(names: tuple[str, ...], with_base: bool, keep: str | None,
            f"HAVING sum({d}) != 0")
     rows = net
     if with_base:
-        where = "" if keep is None else f" WHERE {keep}"
         rows += (f" UNION ALL SELECT {cols}, CAST(NULL AS BIGINT) AS {t}, "
-                 f"CAST(0 AS BIGINT) AS {d}, {layer}, {q(TS)} AS _since FROM {{base}}{where}")
+                 f"CAST(0 AS BIGINT) AS {d}, {layer}, {q(TS)} AS _since FROM {{base}}")
     by_value = f"PARTITION BY {cols} ORDER BY {t}"
     run = (f"SELECT {cols}, {t}, {d}, {layer}, _since, "
            f"coalesce(max({layer}) OVER ({by_value} ROWS BETWEEN UNBOUNDED PRECEDING "

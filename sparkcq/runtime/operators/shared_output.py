@@ -1,28 +1,29 @@
 """One coalescing pass for the interval output of every query (DESIGN 3.1).
 
 Turning a relation's changes into coalesced interval records takes four shuffles; done per
-query, fifty queries cost two hundred stages a cycle. Here every query's changes are encoded
-as (query id, row as JSON text) — value-equal rows have equal text — so one coalescer,
-partitioned by (query, row), formats all queries together. The commit decodes each query's
-records back to its column types in the same Spark action (``decode``).
+query, fifty queries cost two hundred stages a cycle. Here every query's changes carry its
+id and its row as one struct column per output schema (``row_column``: the column of the
+queries of other schemas is NULL), so one coalescer, partitioned by (query, row), formats
+all queries together, and the commit hands each query the records of its own column.
 
-JSON keeps values exactly: doubles print their shortest round-trip form, timestamps are
-written with microseconds, decimals with their scale; a top-level ``-0.0`` is written as
-``0.0`` as Spark's grouping treats them as one value (inside a struct or array it is not:
-such a row may then coalesce as two value-equal elements). Types JSON cannot carry
-(binary, maps with non-string keys, intervals) keep a formatter of their own
-(``encodable``).
+Rows stay Spark values: value-equal rows are equal structs (Spark's grouping and
+partitioning hold ``-0.0`` and ``0.0`` equal, and NaN equal to NaN; a top-level ``-0.0`` is
+written as ``0.0``, so a record shows one of them). Types Spark cannot group by (maps) or
+that never reached this path before (binary, intervals) keep a formatter of their own
+(``encodable``). Until 2026-11-29 rows were JSON text: a text per row written and parsed
+again every cycle.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import hashlib
+import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
     AtomicType,
@@ -32,26 +33,28 @@ from pyspark.sql.types import (
     FloatType,
     IntegerType,
     LongType,
-    StringType,
     StructField,
     StructType,
 )
 
 from sparkcq.model.columns import LAYER, OP, QID, ROW, TE, TS, D, T
-from sparkcq.runtime.frames import Runtime, SqlViews, StateFrame, col, project, q, union_all
+from sparkcq.model.types import type_sql
+from sparkcq.runtime.frames import (
+    Runtime,
+    SqlViews,
+    StateFrame,
+    project,
+    q,
+    sql_literal,
+    union_by_name,
+)
 from sparkcq.runtime.operators.outputs import coalesce_changes
 from sparkcq.runtime.saved_frames import FrameReader, FrameWriter
 from sparkcq.runtime.transaction import CycleParticipant
 
-JSON_OPTIONS = {
-    "timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX",
-    "timestampNTZFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSS",
-    "ignoreNullFields": "true",
-}
-
 
 def encodable(dtype: DataType) -> bool:
-    """Whether values of ``dtype`` survive the trip through JSON unchanged."""
+    """Whether rows of ``dtype`` take the shared formatter."""
     if isinstance(dtype, StructType):
         return all(encodable(f.dataType) for f in dtype.fields)
     if isinstance(dtype, ArrayType):
@@ -60,37 +63,47 @@ def encodable(dtype: DataType) -> bool:
 
 
 def normalised_sql(sql: str, dtype: DataType) -> str:
-    """``sql`` with ``-0.0`` as ``0.0``: Spark's grouping holds them equal, so must their text."""
+    """``sql`` with ``-0.0`` as ``0.0``: Spark's grouping holds them equal, so a record shows
+    one of them whichever row it came from.
+    """
     if isinstance(dtype, DoubleType | FloatType):
         return f"CASE WHEN ({sql}) = 0 THEN CAST(0 AS {dtype.simpleString()}) ELSE ({sql}) END"
     return sql
 
 
-def _literal(text: str) -> str:
-    """A Spark SQL string literal."""
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+def row_column(schema: StructType) -> str:
+    """The column holding the rows of queries whose output schema is ``schema``: named
+    after the schema, so a state saved under it reads back whatever queries run.
+    """
+    return "_row_" + hashlib.sha1(schema.json().encode()).hexdigest()[:12]
 
 
-def json_options_sql() -> str:
-    """``JSON_OPTIONS`` as a SQL map for ``to_json``."""
-    pairs = ", ".join(f"{_literal(k)}, {_literal(v)}" for k, v in JSON_OPTIONS.items())
-    return f"map({pairs})"
+def row_sql(schema: StructType, exprs: Mapping[str, str]) -> str:
+    """A row of ``schema`` as a struct of ``exprs`` (by column name), each an atomic
+    column cast to its type: rows of one schema from different queries have one type.
+    """
+    fields = []
+    for f in schema.fields:
+        value = normalised_sql(exprs[f.name], f.dataType)
+        if isinstance(f.dataType, AtomicType):
+            value = f"CAST({value} AS {type_sql(f.dataType)})"
+        fields.append(f"{value} AS {q(f.name)}")
+    return f"struct({', '.join(fields)})"
 
 
 def encode(changes: DataFrame, schema: StructType, qid: int) -> DataFrame:
-    """A query's changes as (query id, row text, instant, change)."""
-    row = ", ".join(f"{normalised_sql(q(f.name), f.dataType)} AS {q(f.name)}"
-                    for f in schema.fields)
+    """A query's changes as (query id, row, instant, change)."""
+    row = row_sql(schema, {f.name: q(f.name) for f in schema.fields})
     return project(changes, f"CAST({qid} AS INT) AS {QID}",
-                   f"to_json(struct({row}), {json_options_sql()}) AS {ROW}", q(T), q(D))
+                   f"{row} AS {q(row_column(schema))}", q(T), q(D))
 
 
 @dataclass
 class OutputShape:
-    """Queries whose records have one output schema: the commit decodes them as one column.
+    """Queries whose records have one output schema: the commit collects them as one column.
 
-    Fifty dashboards with the same columns then cost one JSON parser and one collected
-    column, not fifty mostly NULL ones.
+    Fifty dashboards with the same columns then cost one collected column, not fifty
+    mostly NULL ones.
     """
 
     schema: StructType
@@ -118,13 +131,13 @@ def decode(records: DataFrame, shapes: list[OutputShape]) -> DataFrame:
     """
     columns = []
     for shape in shapes:
-        ts, te = col(TS), col(TE)
+        ts, te = q(TS), q(TE)
         if shape.timestamps:
-            ts, te = F.timestamp_micros(ts), F.timestamp_micros(te)
-        value = F.struct(F.from_json(col(ROW), shape.schema, JSON_OPTIONS).alias("_r"),
-                         ts.alias(TS), te.alias(TE), col(OP), col(QID))
-        columns.append(F.when(col(QID).isin(list(shape.names)), value).alias(shape.column))
-    return records.select(*columns)
+            ts, te = f"timestamp_micros({ts})", f"timestamp_micros({te})"
+        ids = ", ".join(map(str, sorted(shape.names)))
+        columns.append(f"IF({QID} IN ({ids}), struct({q(row_column(shape.schema))} AS _r, "
+                       f"{ts} AS {TS}, {te} AS {TE}, {OP}, {QID}), NULL) AS {shape.column}")
+    return project(records, *columns)
 
 
 def split_by_query(tables: dict[str, pa.Table], shapes: list[OutputShape]) -> None:
@@ -139,6 +152,36 @@ def split_by_query(tables: dict[str, pa.Table], shapes: list[OutputShape]) -> No
             tables[name] = rest.filter(pc.equal(qid, query_id))
 
 
+def aligned(base: DataFrame, shapes: list[OutputShape]) -> DataFrame:
+    """The open layers ``base`` keeps, with the row columns of ``shapes`` (a shape new
+    since the state was written has none open; a query's that stopped are dropped with
+    it). A state written with rows as JSON text (before 2026-11-29) is read into them.
+    """
+    live = ", ".join(str(qid) for shape in shapes for qid in sorted(shape.names)) or "NULL"
+    columns = [QID]
+    for schema in dict.fromkeys(s.schema for s in shapes):
+        name = row_column(schema)
+        if name in base.columns:
+            columns.append(q(name))
+        elif ROW in base.columns:
+            ids = ", ".join(str(qid) for s in shapes if s.schema == schema
+                            for qid in sorted(s.names))
+            columns.append(f"IF({QID} IN ({ids}), from_json({ROW}, "
+                           f"{sql_literal(type_sql(schema))}, {_json_options_sql()}), NULL) "
+                           f"AS {q(name)}")
+        else:
+            columns.append(f"CAST(NULL AS {type_sql(schema)}) AS {q(name)}")
+    return project(base.where(f"{QID} IN ({live})"), *columns, q(LAYER), q(TS))
+
+
+def _json_options_sql() -> str:
+    """How rows were written as JSON text (states saved before 2026-11-29)."""
+    options = {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX",
+               "timestampNTZFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSS"}
+    return "map(" + ", ".join(f"{sql_literal(k)}, {sql_literal(v)}"
+                              for k, v in options.items()) + ")"
+
+
 class SharedIntervalFormatter(CycleParticipant):
     """Coalesced interval records of all queries whose rows ``encode`` can carry.
 
@@ -148,8 +191,9 @@ class SharedIntervalFormatter(CycleParticipant):
 
     def __init__(self, rt: Runtime):
         self.rt = rt
-        schema = StructType([StructField(QID, IntegerType()), StructField(ROW, StringType()),
-                             StructField(LAYER, LongType()), StructField(TS, LongType())])
+        # its columns follow the running queries' output schemas (``aligned``)
+        schema = StructType([StructField(QID, IntegerType()), StructField(LAYER, LongType()),
+                             StructField(TS, LongType())])
         self.open = StateFrame(rt, schema, "shared-intervals-open")
         self.views = SqlViews(rt.spark, "intervals")
         self.states = [self.open]
@@ -171,15 +215,26 @@ class SharedIntervalFormatter(CycleParticipant):
         self.open.save(path, frames)
 
     def load(self, path: str, frames: FrameReader) -> None:
-        """Restore what ``save`` saved."""
-        self.open.load(path, frames)
+        """Restore what ``save`` saved, with the row columns it was saved with (the next
+        cycle aligns them with the queries running then).
+        """
+        self.open.set(frames.read_as_saved(os.path.join(path, self.open.name)))
 
-    def step(self, encoded: list[DataFrame], live: list[int]) -> DataFrame | None:
-        """Records (query id, row text, ``_ts``, ``_te``, ``_op``) of this cycle's changes."""
+    def step(self, encoded: list[DataFrame], shapes: list[OutputShape]) -> DataFrame | None:
+        """Records (query id, row columns, ``_ts``, ``_te``, ``_op``) of this cycle's
+        changes, for the queries of ``shapes``.
+        """
         if not encoded:
             return None
-        changes = union_all(encoded)
-        assert changes is not None
-        kept = ", ".join(str(qid) for qid in sorted(live)) or "NULL"
-        return coalesce_changes(self.rt, self.views, self.open, changes, [QID, ROW],
-                                keep=f"{QID} IN ({kept})")
+        changes = union_by_name(encoded, allow_missing=True)
+        rows = list(dict.fromkeys(row_column(shape.schema) for shape in shapes))
+        missing = [r for r in rows if r not in changes.columns]
+        if missing:  # shapes with no change this cycle: their columns all NULL
+            types = {row_column(s.schema): s.schema for s in shapes}
+            changes = project(changes, "*", *[f"CAST(NULL AS {type_sql(types[r])}) AS {q(r)}"
+                                              for r in missing])
+        base = self.open.get()
+        if base is not None:
+            base = aligned(base, shapes)
+        return coalesce_changes(self.rt, self.views, self.open, changes, [QID, *rows],
+                                base=base)
