@@ -103,12 +103,15 @@ def caught_up(spark: SparkSession) -> Any:
 
 
 def read_jobs(spark: SparkSession, job_ids: Iterable[int], since: float = 0.0,
-              until: float = float("inf")) -> list[JobRun]:
+              until: float = float("inf"), wait: bool = True) -> list[JobRun]:
     """The jobs ``job_ids`` that began in ``[since, until]`` (seconds since the epoch), in
     order, each with the stages it ran (a stage whose shuffle output an earlier job made
-    is skipped, and not listed again). A job Spark no longer keeps is left out.
+    is skipped, and not listed again). A job Spark no longer keeps is left out, and so is
+    one its listeners have not recorded as ended (without ``wait``: not waiting for them).
     """
-    store = caught_up(spark)
+    jsc = spark.sparkContext._jsc
+    assert jsc is not None
+    store = caught_up(spark) if wait else jsc.sc().statusStore()
     lo, hi = since * 1000, until * 1000
     seen: set[int] = set()
     out = []
@@ -141,9 +144,11 @@ def read_jobs(spark: SparkSession, job_ids: Iterable[int], since: float = 0.0,
     return out
 
 
-def tagged_work(spark: SparkSession, tag: str) -> SparkWork:
-    """The work of the jobs Spark ran under job tag ``tag``."""
+def tagged_work(spark: SparkSession, tag: str, wait: bool = True) -> SparkWork:
+    """The work of the jobs Spark ran under job tag ``tag`` (see ``read_jobs`` for
+    ``wait``).
+    """
     jsc = spark.sparkContext._jsc
     assert jsc is not None
     ids = jsc.sc().statusTracker().getJobIdsForTag(tag)
-    return SparkWork.of(read_jobs(spark, list(ids)))
+    return SparkWork.of(read_jobs(spark, list(ids), wait=wait))

@@ -167,7 +167,13 @@ def test_submit_push_see_results_and_plan_update_error_and_drop(served, page):
     dead.locator("button").click()
     expect(page.locator("#dead-letters")).to_contain_text("late", timeout=WAIT_MS)
     expect(page.locator("#health .chart h3")).to_contain_text(
-        ["Cycle latency", "Cycles per second", "Input rate"])
+        ["Cycle latency", "Cycle cost", "Cycles per second", "Input rate"])
+    # what a cycle cost: the driver's phases and the Spark work its jobs ran, as Spark
+    # recorded it (a small cycle is one job of one stage and one task)
+    cost = page.locator("#health .chart.cost")
+    expect(cost).to_contain_text("Spark: 1 job, 1 stage, 1 task", timeout=WAIT_MS)
+    expect(cost).to_contain_text("operators")
+    expect(cost).to_contain_text("1 partition;")
     screenshot(page, "health")
 
     # streams with their nested attributes as a tree

@@ -11,6 +11,7 @@ from collections import deque
 from typing import Any
 
 from sparkcq.engine import Engine
+from sparkcq.runtime.spark_work import tagged_work
 from sparkcq.server.console.snapshot import finite
 
 SAMPLES = 600  # cycles kept: ten minutes at one cycle per second
@@ -25,10 +26,22 @@ class HealthHistory:
         self.last_checkpoint: dict[str, float] | None = None  # its wall time and seconds
 
     def record(self, engine: Engine) -> None:
-        """Sample the cycle that just committed (once per cycle; repeated calls add none)."""
+        """Sample the cycle that just committed (once per cycle; repeated calls add none),
+        and give the one before it the Spark work it ran.
+
+        A cycle's Spark work is read from Spark's status store by its job tag a cycle later,
+        when Spark's listeners have long recorded its jobs: read at once, the engine thread
+        would wait for them (a few py4j calls either way).
+        """
         report = engine.reports[-1] if engine.reports else None
         if report is None or (self.samples and self.samples[-1]["cycle"] == report.cycle):
             return
+        if self.samples and self.samples[-1]["job_tag"] is not None:
+            before = self.samples[-1]
+            work = tagged_work(engine.spark, before["job_tag"], wait=False)
+            before["spark"] = {"jobs": work.jobs, "stages": work.stages, "tasks": work.tasks,
+                               "task_seconds": work.task_s, "running_seconds": work.busy_s,
+                               "shuffled": work.shuffled}
         now = time.time()
         checkpoint = engine.recovery.last_checkpoint_seconds if engine.recovery else 0.0
         if checkpoint:
@@ -49,7 +62,9 @@ class HealthHistory:
             "watermarks": {k: finite(w) for k, w in report.watermarks.items()},
             "dead_letters": {k: s.dead_count for k, s in list(scans.items())},
             "instances": sum(op.live_instances or 0 for op in plan.ops.values()),
-            "checkpoint_seconds": checkpoint or None, "shedding": shedding})
+            "checkpoint_seconds": checkpoint or None, "shedding": shedding,
+            "partitions": report.partitions, "job_tag": report.job_tag, "spark": None,
+            "phases": {phase.value: seconds for phase, seconds in report.phases.items()}})
 
     def recent(self, n: int = RECENT) -> list[dict[str, Any]]:
         """The newest ``n`` samples, oldest first."""

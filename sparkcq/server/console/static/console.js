@@ -486,6 +486,30 @@ function chart(title, figure, series, fmt = (v) => num(v, 2)) {
   return box;
 }
 
+// What each cycle cost: the driver's phases as the cycle timed them, and the Spark work its
+// jobs ran (read a cycle later from Spark's status store, so the newest cycle has none yet).
+// The text is the last cycle that ran Spark work (an idle cycle runs none).
+function costChart(samples) {
+  const timed = samples.filter((s) => s.phases);
+  const last = timed.filter((s) => s.spark && s.spark.jobs > 0).pop();
+  let text = "<small>no cycle with Spark work recorded yet</small>";
+  if (last) {
+    const p = last.phases, w = last.spark;
+    const many = (n, word) => `${num(n)} ${word}${n === 1 ? "" : "s"}`;
+    text = `cycle ${num(last.cycle)}: ${seconds(last.seconds)} <small>in ${many(last.partitions, "partition")}; ` +
+      `operators ${seconds(p.operators || 0)} · commit ${seconds(p.commit || 0)} (planning ${seconds(p["commit planning"] || 0)}) · ` +
+      `deliver ${seconds(p.deliver || 0)} · no job running ${seconds(Math.max(0, last.seconds - w.running_seconds))}<br>` +
+      `Spark: ${many(w.jobs, "job")}, ${many(w.stages, "stage")}, ${many(w.tasks, "task")}, ` +
+      `${seconds(w.task_seconds)} of tasks, ${seconds(w.running_seconds)} running, ${many(w.shuffled, "record")} shuffled</small>`;
+  }
+  const series = ["operators", "commit", "deliver"].map((phase) => ({
+    name: phase, points: timed.map((s) => [s.cycle, s.phases[phase] || 0]) }));
+  series.push({ name: "Spark jobs running", points: timed.filter((s) => s.spark).map((s) => [s.cycle, s.spark.running_seconds]) });
+  const box = chart("Cycle cost", text, series, (v) => seconds(v));
+  box.classList.add("cost");
+  return box;
+}
+
 function renderHealth() {
   const { snap } = state;
   const samples = [...state.health.values()].sort((a, b) => a.cycle - b.cycle);
@@ -498,6 +522,7 @@ function renderHealth() {
   grid.className = "charts";
   grid.append(chart("Cycle latency", `p50 ${seconds(sm.latency_p50)} · p99 ${seconds(sm.latency_p99)} <small>last ${num(sm.cycles)} cycles</small>`,
     [{ name: "seconds", points: samples.map((s) => [s.cycle, s.seconds]) }], (v) => seconds(v)));
+  grid.append(costChart(samples));
   grid.append(chart("Cycles per second", `${num(sm.cycles_per_second, 2)}`,
     [{ name: "cycles/s", points: gaps.filter((g) => g[1] > 0).map((g) => [g[0], 1 / g[1]]) }]));
   grid.append(chart("Input rate", `${num(sm.rows_in_per_second)} <small>rows/s</small>`,
