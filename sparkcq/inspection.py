@@ -30,7 +30,7 @@ from sparkcq.runtime.cycle_cost import CycleCost, render_costs
 from sparkcq.runtime.driver import CycleReport
 from sparkcq.runtime.explain import explain_global_dot, explain_global_text
 from sparkcq.runtime.queries import RunningQueries
-from sparkcq.runtime.spark_work import SparkWork, tagged_work
+from sparkcq.runtime.spark_work import SparkWork, caught_up, tagged_work
 
 
 class StreamState(StrEnum):
@@ -169,8 +169,10 @@ class SystemView:
         ran, read from Spark's status store (a cycle whose jobs Spark no longer keeps shows
         none).
         """
+        caught_up(spark)  # once for all the cycles read: their jobs are all recorded
         return [CycleCost(r.cycle, r.seconds, r.rows_in, r.partitions, r.phases,
-                          tagged_work(spark, r.job_tag) if r.job_tag else SparkWork.of([]))
+                          tagged_work(spark, r.job_tag, wait=False) if r.job_tag
+                          else SparkWork.of([]))
                 for r in list(self.reports)[-last:]]
 
     def explain_analyze(self, spark: SparkSession) -> str:
