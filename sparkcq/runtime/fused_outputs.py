@@ -58,7 +58,7 @@ def find_tail(root: PlanNode, ops: Mapping[PlanNode, object], qid: int) -> Query
 
 def _record(tail: QueryTail, mapping: dict[str, str], conds: list[str], t: str,
             sign: int) -> str:
-    """One encoded change of ``tail``'s query (see ``tail_changes_sql``), or NULL."""
+    """One encoded change of ``tail``'s query (see ``tail_changes_records``), or NULL."""
     mapping = compose_steps(tail.steps, mapping, conds)
     record = (f"named_struct('{QID}', {tail.qid}, '{row_column(tail.schema)}', "
               f"{row_sql(tail.schema, mapping)}, '{T}', {t}, '{D}', CAST({sign} AS BIGINT))")

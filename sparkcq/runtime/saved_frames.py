@@ -83,8 +83,10 @@ class FrameReader:
         """The frame saved at ``path`` with the columns it was saved with; None if it was
         saved empty (for a holder whose columns follow what runs: ``SharedIntervalFormatter``).
         """
-        if self.index is None:
-            return self.spark.read.parquet(path)
+        if self.index is None:  # a dataset per frame: none written if it was empty
+            written = os.path.isdir(path) and any(f.endswith(".parquet")
+                                                  for f in os.listdir(path))
+            return self.spark.read.parquet(path) if written else None
         j = self.index.get(os.path.relpath(path, self.root))
         if j is None:
             return None

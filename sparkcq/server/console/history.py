@@ -10,6 +10,8 @@ import time
 from collections import deque
 from typing import Any
 
+from py4j.protocol import Py4JError
+
 from sparkcq.engine import Engine
 from sparkcq.runtime.spark_work import tagged_work
 from sparkcq.server.console.snapshot import finite
@@ -38,10 +40,14 @@ class HealthHistory:
             return
         if self.samples and self.samples[-1]["job_tag"] is not None:
             before = self.samples[-1]
-            work = tagged_work(engine.spark, before["job_tag"], wait=False)
-            before["spark"] = {"jobs": work.jobs, "stages": work.stages, "tasks": work.tasks,
-                               "task_seconds": work.task_s, "running_seconds": work.busy_s,
-                               "shuffled": work.shuffled}
+            try:
+                work = tagged_work(engine.spark, before["job_tag"], wait=False)
+            except Py4JError:  # Spark is gone (the server says so): the cycle shows none
+                work = None
+            if work is not None:
+                before["spark"] = {"jobs": work.jobs, "stages": work.stages,
+                                   "tasks": work.tasks, "task_seconds": work.task_s,
+                                   "running_seconds": work.busy_s, "shuffled": work.shuffled}
         now = time.time()
         checkpoint = engine.recovery.last_checkpoint_seconds if engine.recovery else 0.0
         if checkpoint:
