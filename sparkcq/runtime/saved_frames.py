@@ -98,10 +98,7 @@ class FrameReader:
         """The frame saved at ``path``, with the columns of ``schema``."""
         if self.index is None:
             return self.spark.read.schema(schema).parquet(path)
-        j = self.index.get(os.path.relpath(path, self.root))
-        if j is None:
+        frame = self.read_as_saved(path)
+        if frame is None:
             return self.spark.createDataFrame([], schema)
-        if self.dataset is None:
-            self.dataset = self.spark.read.parquet(os.path.join(self.root, FRAMES_FOLDER))
-        frame = self.dataset.where(F.col(FRAME) == j).select(f"_f{j}.*")
         return frame.select(*[F.col(f"`{f.name}`").cast(f.dataType) for f in schema.fields])
