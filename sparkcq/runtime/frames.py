@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -34,6 +34,7 @@ from sparkcq.model.clock import Clock
 from sparkcq.model.columns import TE, TS, T
 from sparkcq.runtime.cycle_cost import cycle_tag
 from sparkcq.runtime.partitioning import SMALL_CYCLE_CONF
+from sparkcq.runtime.size_estimates import SizeEstimates
 from sparkcq.runtime.templates import PlanTemplates, bound_text
 
 if TYPE_CHECKING:
@@ -359,6 +360,18 @@ class Runtime:
             return df.coalesce(1)
         return df.repartition(self.partitions, *columns)
 
+    @cached_property
+    def estimates(self) -> SizeEstimates:
+        """Re-estimates this session's checkpoints for the planner (``size_estimates``)."""
+        return SizeEstimates(self.spark)
+
+    def checkpoint(self, df: DataFrame) -> DataFrame:
+        """``df`` as a lazy local checkpoint, materialised by the cycle's commit; in a small
+        cycle planned as one byte (``size_estimates``).
+        """
+        df = df.localCheckpoint(eager=False)
+        return self.estimates.planned_small(df) if self.single else df
+
     def cache_for_cycle(self, df: DataFrame, ordered: bool = False) -> DataFrame:
         """Keep ``df`` until the end of the cycle: read twice, computed once.
 
@@ -371,7 +384,7 @@ class Runtime:
         if self.single and not ordered:
             df = df.coalesce(1)
         self.cached_from.append(df)
-        df = df.localCheckpoint(eager=False)
+        df = self.checkpoint(df)
         self.cycle_frames.append(df)
         return df
 
@@ -653,12 +666,22 @@ class StateFrame:
         self.df: DataFrame | None = None
         self.rows = 0
         self.min_t: int | None = None
-        # the frame was made in a small cycle, in one partition (runtime/partitioning.py)
+        # the frame was made in a small cycle, in one partition (runtime/partitioning.py),
+        # and is planned as one byte (runtime/size_estimates.py)
         self.one_partition = False
+        self.read_large: tuple[DataFrame, DataFrame] | None = None  # (df, as planned large)
 
     def get(self) -> DataFrame | None:
-        """The current state, or None when it holds no rows."""
-        return self.df
+        """The current state, or None when it holds no rows.
+
+        A frame made in a small cycle is read by a large one with no size estimate, as a
+        frame made in a large cycle is planned (``size_estimates``).
+        """
+        if self.df is None or not self.one_partition or self.rt.single:
+            return self.df
+        if self.read_large is None or self.read_large[0] is not self.df:
+            self.read_large = (self.df, self.rt.estimates.planned_unknown(self.df))
+        return self.read_large[1]
 
     def snapshot(self) -> FrameState:
         """What the frame holds now, for a cycle's transaction."""
@@ -683,7 +706,7 @@ class StateFrame:
                 df = df.coalesce(self.rt.cycle_partitions)
             elif not hash_partitioned(df, self.partition_by, self.rt.partitions):
                 df = self.rt.partition_by(df, col(self.partition_by))
-            self.df = df.localCheckpoint(eager=False)
+            self.df = self.rt.checkpoint(df)
             self.one_partition = self.rt.single
             self.rt.changed_states.append(self)
         if old is not None:

@@ -80,6 +80,7 @@ class SmallCycles:
 SMALL_CYCLE_CONF = {
     "spark.sql.codegen.wholeStage": "false",
     "spark.sql.autoBroadcastJoinThreshold": "-1",
+    "spark.sql.maxSinglePartitionBytes": str(2**62),
 }
 
 

@@ -120,3 +120,29 @@ def test_a_small_cycle_plans_without_whole_stage_code_or_broadcasts(spark):
     assert seen == [SMALL_CYCLE_CONF, own, SMALL_CYCLE_CONF]
     assert [r.partitions for r in eng.reports] == [1, configured_partitions(spark), 1]
     assert sorted(eng.results("q")["v"]) == list(range(4, 30))
+
+
+def test_small_cycles_of_joined_state_shuffle_nothing_however_many_cycles_ran(spark):
+    """A grouped aggregate joins each cycle's changes with its state, so the state's size
+    estimate, kept by its checkpoint, would multiply cycle after cycle (10^90 bytes after
+    eight cycles), and Spark reshuffles single-partition sides estimated above
+    ``spark.sql.maxSinglePartitionBytes``. Small cycles' checkpoints are planned as one
+    byte: every cycle one stage, nothing shuffled. A large cycle after them plans their
+    states with no estimate, as its own: no broadcast job of a state.
+    """
+    eng = Engine(spark=spark, small_cycles=SmallCycles(enter=10, leave=10))
+    eng.execute("CREATE STREAM s (k STRING, v BIGINT, t BIGINT) WITH (event_time='t'); "
+                "CREATE QUERY agg AS SELECT k, max(v) AS top, sum(v) AS total "
+                "FROM s [RANGE 4] GROUP BY k")
+    t = 0
+    for n in [6] * 10 + [30]:
+        eng.push("s", [{"k": "abc"[i % 3], "v": i, "t": t + i // 3} for i in range(n)],
+                 watermark=t + n // 3 - 1)
+        t += n // 3
+        eng.run_cycle()
+    costs = eng.cycle_costs(11)
+    assert [c.partitions for c in costs] == [1] * 10 + [configured_partitions(spark)]
+    small = [c.work for c in costs[:10]]
+    assert [(w.jobs, w.stages, w.shuffled) for w in small] == [(1, 1, 0)] * 10
+    assert costs[-1].work.jobs == 1
+    assert len(eng.results("agg")) > 20
