@@ -5,7 +5,8 @@
 
 Runs the workload's sparkcq queries over the suite's CSV files as ``make bench`` does and
 prints, for each cycle after the first (start-up): its wall time, the time no Spark job
-ran (the driver alone), its Spark jobs, tasks and task time; then each operator's median
+ran (the driver alone), its Spark jobs, tasks and task time, and the driver's time by
+phase (input, operators, commit and its planning, deliver); then each operator's median
 driver time per cycle building its part of the plan (``plan_ms`` of ``EXPLAIN GLOBAL``; a
 scan's includes its statistics job); then every Spark job of cycle ``--show`` with the
 stages it ran, named by Spark's call site.
@@ -63,6 +64,8 @@ def main() -> None:
               f"driver alone {report.seconds - work.busy_s:.2f} s; {work.jobs} jobs, "
               f"{work.stages} stages, {work.tasks} tasks, {work.task_s:.2f} s of tasks, "
               f"{work.shuffled:,} shuffled")
+        print("  driver phases: " + ", ".join(f"{phase} {seconds:.2f} s"
+                                              for phase, seconds in report.phases.items()))
         for node, stats in eng.plan.stats.items():
             plan_ms.setdefault(labels.get(node, node.label()), []).append(
                 stats.plan_seconds * 1e3)
