@@ -106,12 +106,6 @@ def make_session(master: str | None = None, app_name: str = "sparkcq",
         # dearer and pruned or inferred nothing in these plans (measured: the demo's cycle
         # 8-13% faster without it, the same results)
         .config("spark.sql.constraintPropagation.enabled", "false")
-        # a cycle's driver work is Catalyst's, a large body of code the JIT compiles only
-        # once each method has run often enough: a quarter of the usual counts gets a new
-        # session's cycles to their speed sooner (the demo's cycles after its fifth, p50 of
-        # two 90-second runs: 0.70-0.75 s against 0.77-0.82 s by default); it takes effect
-        # only in a JVM this call starts
-        .config("spark.driver.extraJavaOptions", "-XX:CompileThresholdScaling=0.25")
     )
     if (master or default_master()).startswith("local"):
         # nothing outside this machine talks to an embedded Spark: its driver RPC and block

@@ -76,7 +76,10 @@ class SmallCycles:
 # 200-900 classes, 5-10 ms each, and each new class is compiled again by the JVM's JIT),
 # which a few thousand rows never pay back; and a broadcast join computes its small side in
 # a Spark job of its own before the cycle's job, while in one partition a shuffled join
-# needs no exchange at all.
+# needs no exchange at all. And Spark joins single-partition sides as they are only up to
+# ``spark.sql.maxSinglePartitionBytes`` of estimated size, above which it shuffles each
+# side into one partition: a small cycle's sides are small whatever Spark estimates (the
+# product of a join's sides' estimates; runtime/size_estimates.py).
 SMALL_CYCLE_CONF = {
     "spark.sql.codegen.wholeStage": "false",
     "spark.sql.autoBroadcastJoinThreshold": "-1",
