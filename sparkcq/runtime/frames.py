@@ -674,8 +674,9 @@ class StateFrame:
     def get(self) -> DataFrame | None:
         """The current state, or None when it holds no rows.
 
-        A frame made in a small cycle is read by a large one with no size estimate, as a
-        frame made in a large cycle is planned (``size_estimates``).
+        A frame made in a small cycle (planned as one byte) is read by a large one with no
+        size estimate, Spark's largest: a large cycle broadcasts no state
+        (``size_estimates``).
         """
         if self.df is None or not self.one_partition or self.rt.single:
             return self.df
