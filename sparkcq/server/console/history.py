@@ -43,8 +43,8 @@ class HealthHistory:
             try:
                 work = tagged_work(engine.spark, before["job_tag"], wait=False)
             except Py4JError:  # Spark is gone (the server says so): the cycle shows none
-                work = None
-            if work is not None:
+                pass
+            else:
                 before["spark"] = {"jobs": work.jobs, "stages": work.stages,
                                    "tasks": work.tasks, "task_seconds": work.task_s,
                                    "running_seconds": work.busy_s, "shuffled": work.shuffled}
