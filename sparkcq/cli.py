@@ -11,6 +11,7 @@ from importlib import resources
 from rich.console import Console
 from rich.text import Text
 
+from sparkcq import class_archive
 from sparkcq.engine import Engine
 from sparkcq.errors import SparkcqError
 from sparkcq.plan.options import ShedMode
@@ -90,6 +91,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="keep only records committed in the last S seconds")
     serve.add_argument("--stop-timeout", type=float, default=60.0, metavar="S",
                        help="bound of the clean stop on SIGTERM/SIGINT/shutdown (default 60)")
+    archive = sub.add_parser("class-archive",
+                             help="archive the JVM classes a Spark session loads, so sessions "
+                                  "start sooner (once per Java and Spark version)")
+    archive.add_argument("--force", action="store_true", help="build it again")
     add_remote_verbs(sub)
     add_feed_verb(sub)
     return parser
@@ -115,6 +120,9 @@ def main(argv: list[str] | None = None) -> int:
                 max_spool_bytes=args.max_spool_bytes, shedding=ShedMode(args.shedding)))
         if args.command == "feed":
             return run_feed(args, console)
+        if args.command == "class-archive":
+            console.print(class_archive.build(args.force), highlight=False)
+            return 0
         if args.command in REMOTE_VERBS:
             return run_remote(args, console)
         if args.command == "run":
