@@ -2,10 +2,10 @@
 
 A JVM reads, parses and verifies each class it loads: a new Spark session loads about
 16,000 of them by the end of its first query, most from Spark's jars, which is most of the
-7 s a session takes to start on two cores. The JVM can map classes it archived at the end of an earlier run instead (Java's
-class data sharing, ``-XX:ArchiveClassesAtExit`` then ``-XX:SharedArchiveFile``): the
-session starts in about 4.4 s and its first Spark job takes 1.2 s instead of 2.2 s (12,700
-classes come from the archive).
+7 s a session takes to start on two cores. The JVM can map classes it archived at the end
+of an earlier run instead (Java's class data sharing, ``-XX:ArchiveClassesAtExit`` then
+``-XX:SharedArchiveFile``): the session starts in about 4.4 s and its first Spark job
+takes 1.2 s instead of 2.2 s (12,700 classes come from the archive).
 
 ``sparkcq class-archive`` builds the archive once for this Java and these Spark jars
 (``make test`` does, as the suite starts about twenty JVMs), by running a first query in a
