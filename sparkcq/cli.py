@@ -11,7 +11,7 @@ from importlib import resources
 from rich.console import Console
 from rich.text import Text
 
-from sparkcq import class_archive
+from sparkcq.class_archive import build as build_class_archive
 from sparkcq.engine import Engine
 from sparkcq.errors import SparkcqError
 from sparkcq.plan.options import ShedMode
@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "feed":
             return run_feed(args, console)
         if args.command == "class-archive":
-            console.print(class_archive.build(args.force), highlight=False)
+            console.print(build_class_archive(args.force), highlight=False)
             return 0
         if args.command in REMOTE_VERBS:
             return run_remote(args, console)
