@@ -5,10 +5,13 @@ again reads its new frame, and frames analysed before keep reading the old one.
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 from pyspark.errors import AnalysisException
 
-from sparkcq.runtime.frames import rebind_view, union_by_name
+from sparkcq import Engine
+from sparkcq.runtime.frames import SqlViews, rebind_view, union_by_name
 
 
 def test_a_union_by_name_of_many_frames_matches_names_and_widens_types(spark):
@@ -50,3 +53,32 @@ def test_a_view_bound_again_reads_its_new_frame_and_older_frames_keep_theirs(spa
     assert [tuple(r) for r in spark.sql(f"SELECT * FROM {name}").collect()] == [
         ("fourth",), ("fourth",)]
     spark.catalog.dropTempView(name)
+
+
+def test_a_dropped_querys_views_leave_the_session_with_their_frames(spark):
+    """An operator's views hold its last frames' plans in the JVM: once the query that
+    used it is dropped and the operator collected, the next analysed text drops them."""
+    def views() -> set[str]:
+        return {t.name for t in spark.catalog.listTables() if t.isTemporary
+                and t.name.startswith("sparkcq_aggregate_")}
+
+    eng = Engine(spark=spark)
+    eng.execute("CREATE STREAM s (k STRING, v BIGINT, t BIGINT) WITH (event_time='t')")
+    eng.execute("CREATE QUERY keep AS SELECT k, count(*) AS n FROM s [RANGE 4] GROUP BY k")
+    before = views()
+    eng.execute("CREATE QUERY gone AS SELECT k, max(v) AS m FROM s [RANGE 3] GROUP BY k")
+    for i in range(2):
+        eng.push("s", [{"k": "a", "v": i, "t": i}])
+        eng.run_cycle()
+    theirs = views() - before
+    assert theirs, "the aggregate of 'gone' bound views of its own"
+    bound = dict(SqlViews._bound)
+    eng.execute("DROP QUERY gone")
+    gc.collect()
+    eng.push("s", [{"k": "a", "v": 5, "t": 5}])
+    eng.run_cycle()
+    assert not views() & theirs
+    assert not set(SqlViews._bound) & theirs
+    assert {n for n in bound if n in SqlViews._bound} - theirs  # the others' stay bound
+    assert eng.results("keep")["n"].tolist()[-1:] == [1]
+    eng.stop()
