@@ -27,7 +27,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -41,8 +40,13 @@ from sparkcq.errors import SparkcqError
 _QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 
 
-# the child process that archives the classes its JVM loads
-_DUMP = "import sys; from sparkcq.class_archive import dump; dump(sys.argv[1])"
+# the child process that archives the classes its JVM loads: a session made as every
+# other (the heap's size decides how the JVM addresses objects, and an archive serves only
+# JVMs that address them alike), its JVM started with the options in ``sys.argv[1]``
+_DUMP = ("import sys; from sparkcq.class_archive import dump; "
+         "from sparkcq.session import make_session; "
+         "dump(make_session('local[2]', app_name='sparkcq-class-archive', "
+         "conf={'spark.driver.extraJavaOptions': sys.argv[1]}))")
 
 
 class ClassArchiveError(SparkcqError, RuntimeError):
@@ -89,13 +93,12 @@ def ensure_archive(force: bool = False) -> tuple[Path, bool]:
     if path.is_file() and not force:
         return path, False
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=path.stem + ".", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    tmp = Path(name)
-    tmp.unlink()
+    tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp")
+    options = f"-XX:ArchiveClassesAtExit={tmp} {_QUIET}"
     try:
-        done = subprocess.run([sys.executable, "-c", _DUMP, str(tmp)], capture_output=True,
-                              text=True, timeout=600, check=False)
+        done = subprocess.run([sys.executable, "-c", _DUMP, options], capture_output=True,
+                              text=True, timeout=600, check=False,
+                              env={**os.environ, "SPARKCQ_CLASS_ARCHIVE": "off"})
         if done.returncode != 0 or not tmp.is_file() or tmp.stat().st_size == 0:
             tail = "\n".join((done.stdout + done.stderr).splitlines()[-15:])
             msg = f"the JVM archived no classes (exit code {done.returncode}):\n{tail}"
@@ -106,21 +109,10 @@ def ensure_archive(force: bool = False) -> tuple[Path, bool]:
     return path, True
 
 
-def dump(path: str) -> None:
-    """Start a JVM that archives its classes at ``path`` as it exits, run a first query,
-    and wait for the JVM to exit (in a process that has no session yet).
+def dump(spark: SparkSession) -> None:
+    """Run a first query on a new session whose JVM archives its classes as it exits, and
+    wait for the JVM to exit.
     """
-    spark = (SparkSession.builder.master("local[2]").appName("sparkcq-class-archive")
-             .config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-             .config("spark.sql.adaptive.enabled", "false")
-             # as ``make_session``: the heap's size decides how the JVM addresses objects,
-             # and an archive is used only by JVMs that address them alike
-             .config("spark.driver.memory", os.environ.get("SPARKCQ_DRIVER_MEMORY", "2g"))
-             .config("spark.driver.extraJavaOptions", f"-XX:ArchiveClassesAtExit={path} {_QUIET}")
-             .getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
     _work(spark)
     gateway = SparkContext._gateway
     spark.stop()
