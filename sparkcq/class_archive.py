@@ -60,8 +60,12 @@ def archive_path() -> Path | None:
     java = _java()
     if java is None:
         return None
-    jars = sorted((p.name, p.stat().st_size) for p in _spark_jars().glob("*.jar"))
-    key = repr((str(java), java.stat().st_mtime_ns, pyspark.__version__, jars))
+    # the JVM maps an archive only for the class path it was built with, jar by jar (its
+    # path, size and time of change): an installation of the same Spark elsewhere, or a
+    # copy of this one, needs an archive of its own
+    folder = _spark_jars().resolve()
+    jars = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in folder.glob("*.jar"))
+    key = repr((str(java), java.stat().st_mtime_ns, pyspark.__version__, str(folder), jars))
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
     return _cache_dir() / f"spark-classes-{digest}.jsa"
 

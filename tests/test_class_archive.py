@@ -31,8 +31,18 @@ def test_sessions_take_the_archive_of_their_java_and_jars_only_when_it_exists(
     assert class_archive.java_options() == f"-XX:SharedArchiveFile={path}"
     monkeypatch.setenv("SPARKCQ_CLASS_ARCHIVE", "off")
     assert class_archive.java_options() == ""
-    # another Java: another archive
+    # the same Spark installed elsewhere (the same jars in another folder): another archive
     monkeypatch.delenv("SPARKCQ_CLASS_ARCHIVE")
+    home = class_archive._spark_jars().parent
+    elsewhere = tmp_path / "spark-home"
+    (elsewhere / "jars").mkdir(parents=True)
+    for jar in (home / "jars").glob("*.jar"):
+        (elsewhere / "jars" / jar.name).symlink_to(jar)
+    monkeypatch.setenv("SPARK_HOME", str(elsewhere))
+    assert class_archive.archive_path() not in (None, path)
+    monkeypatch.setenv("SPARK_HOME", str(home))
+    assert class_archive.archive_path() == path
+    # another Java: another archive
     other = tmp_path / "java-home"
     (other / "bin").mkdir(parents=True)
     (other / "bin" / "java").write_text("#!/bin/sh\n")
