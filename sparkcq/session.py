@@ -88,14 +88,9 @@ def make_session(master: str | None = None, app_name: str = "sparkcq",
         # a cycle's plan can hold aggregates over different frames (a shedding join's
         # tally in the commit; the per-state summaries it grouped before they were observed
         # metrics); Spark 4.3 merges such subplans into scalar subqueries that run as Spark
-        # jobs of their own before the commit's: a cycle is one job without it. And a
-        # generator of query records (``frames.inline_records``) reads an array a
-        # projection built: Spark would infer a filter on that array's size and, pushing
-        # it below the projection, build every array twice (measured: 2.6 s against 1.9 s
-        # for fifty queries' records over 200,000 rows)
+        # jobs of their own before the commit's: a cycle is one job without it
         .config("spark.sql.optimizer.excludedRules",
-                "org.apache.spark.sql.execution.planmerging.MergeSubplans,"
-                "org.apache.spark.sql.catalyst.optimizer.InferFiltersFromGenerate")
+                "org.apache.spark.sql.execution.planmerging.MergeSubplans")
         .config("spark.driver.memory", os.environ.get("SPARKCQ_DRIVER_MEMORY", "2g"))
         # a small cycle runs in one task (runtime/partitioning.py) that holds every sort and
         # hash table of its plan until it ends, those a join stopped reading included; each

@@ -163,32 +163,11 @@ def project(df: DataFrame, *exprs: str) -> DataFrame:
     cycle (generators of query records, a member's columns of its family's rows): Spark
     parses and analyses a long text afresh each time otherwise (see ``PlanTemplates``).
     """
-    return _projections(df.sparkSession).sql(f"SELECT {', '.join(exprs)} FROM {{inp}}",
-                                             inp=df)
-
-
-def _projections(spark: SparkSession) -> SqlViews:
-    """The views ``project`` and ``inline_records`` run their texts in, one per session."""
+    spark = df.sparkSession
     views = _PROJECTIONS.get(id(spark))
     if views is None:
         views = _PROJECTIONS[id(spark)] = SqlViews(spark, "project", texts=256)
-    return views
-
-
-def inline_records(df: DataFrame, records: Sequence[str], present: str) -> DataFrame:
-    """The records of ``records`` (SQL over ``df``'s columns, each a struct or NULL where
-    a row has no such record), one row each; ``present`` names a field no record has NULL.
-
-    The array of a row's records is built by a projection and expanded by a generator
-    reading it, and the NULLs dropped by a filter after it: Spark interprets a generator's
-    argument expression by expression (without whole-stage code generation, as in a small
-    cycle) and a higher-order ``filter`` always, while a projection and a filter run
-    generated code (fifty queries' records over 200,000 rows: 1.9 s against 2.65 s in
-    one partition, 2.4 s against 4.5 s with whole-stage code generation).
-    """
-    text = (f"SELECT * FROM (SELECT inline(`_records`) FROM (SELECT array("
-            f"{', '.join(records)}) AS `_records` FROM {{inp}})) WHERE {q(present)} IS NOT NULL")
-    return _projections(df.sparkSession).sql(text, inp=df)
+    return views.sql(f"SELECT {', '.join(exprs)} FROM {{inp}}", inp=df)
 
 
 _SOME: dict[int, JavaObject] = {}  # Scala's ``Some`` of each session's JVM

@@ -4,9 +4,9 @@ After fusion, fifty queries over one family still differ in a few stateless step
 the SELECT list) before their rows reach the shared interval formatter. Computing each as
 its own branch of a union makes every task of that stage carry all fifty plans; here each
 query's steps are composed into expressions over the family's per-(group, instant) result
-and all queries' encoded changes come out of one generator over it
-(``frames.inline_records``; one per output schema: an array holds records of one type):
-one scan, rows only where a query's own values changed and its filters hold.
+and all queries' encoded changes come out of one ``inline(array(...))`` over it (one per
+output schema: an array holds records of one type): one scan,
+rows only where a query's own values changed and its filters hold.
 
 A query qualifies when its root is reached from a family member through Filter and Project
 nodes only (``find_tail``); others keep their own path to the formatter.
@@ -26,7 +26,7 @@ from pyspark.sql.types import StructType
 from sparkcq.model.columns import FROM, QID, TO, WINDOW_TAG, D, N, T
 from sparkcq.model.time import TIME_MIN
 from sparkcq.plan.nodes import Aggregate, Filter, PlanNode, Project, SlicedAggregate
-from sparkcq.runtime.frames import bound_sql, inline_records, q, union_by_name
+from sparkcq.runtime.frames import bound_sql, project, q, union_by_name
 from sparkcq.runtime.fusion import AggregateFamily, FamilyMemberOperator, FamilyRun
 from sparkcq.runtime.operators.aggregate import seed_time_sql
 from sparkcq.runtime.operators.shared_output import row_column, row_sql
@@ -69,7 +69,8 @@ def _generated(source: DataFrame, records: dict[str, list[str]]) -> DataFrame:
     """The encoded changes of ``records`` (by row column), generated from ``source``: one
     generator per row column, as one array holds records of one type.
     """
-    frames = [inline_records(source, parts, QID) for parts in records.values()]
+    frames = [project(source, f"inline(filter(array({', '.join(parts)}), x -> x IS NOT NULL))")
+              for parts in records.values()]
     return frames[0] if len(frames) == 1 else union_by_name(frames, allow_missing=True)
 
 

@@ -6,8 +6,8 @@ union: a dozen calls into the JVM per query and per cycle, before Spark runs any
 query whose root is reached from a stream edge through Filter and Project steps only
 (``find_stream_tail``) has records that are a pure function of each row of that edge: here
 every such query over one edge is composed into one expression over the edge's columns,
-and all of them come out of one generator over it (``frames.inline_records``), tagged
-with the query's id for the commit (``TaggedRecords``):
+and all of them come out of one ``inline(filter(array(...)))`` over it, tagged with the
+query's id for the commit (``TaggedRecords``):
 
     edge (v, _t)       query a: WHERE v > 1      query b: SELECT v * 2 AS w WHERE v < 3
     (2, 10)            a: (2, 10, 10, I)         b: (4, 10, 10, I)
@@ -29,7 +29,7 @@ from pyspark.sql.types import StructType
 
 from sparkcq.model.columns import OP, TE, TS, T
 from sparkcq.plan.nodes import EdgeKind, Filter, PlanNode, Project
-from sparkcq.runtime.frames import TaggedRecords, inline_records, q, sql_literal
+from sparkcq.runtime.frames import TaggedRecords, project, q, sql_literal
 from sparkcq.runtime.fused_outputs import compose_steps
 
 #: the commit ids of streamed queries' records: apart from every other part of the commit
@@ -106,6 +106,7 @@ def stream_records(edge: DataFrame, queries: list[StreamedQuery], sids: dict[str
     out = []
     for column, group in by_column.items():
         parts = [record_sql(s, edge.schema, sids[s.name], column) for s in group]
-        out.append(TaggedRecords(inline_records(edge, parts, "_sid"),
+        text = f"inline(filter(array({', '.join(parts)}), x -> x IS NOT NULL))"
+        out.append(TaggedRecords(project(edge, text),
                                  {s.name: (sids[s.name], column) for s in group}))
     return out

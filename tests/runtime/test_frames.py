@@ -1,7 +1,6 @@
 """The cycle's frame helpers: an n-ary union by name gives what chained ``unionByName``
 calls give (names matched, types widened, missing columns padded or named); a view bound
-again reads its new frame, and frames analysed before keep reading the old one; records
-generated from a row give one row each, built where Spark generates code.
+again reads its new frame, and frames analysed before keep reading the old one.
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ import pytest
 from pyspark.errors import AnalysisException
 
 from sparkcq import Engine
-from sparkcq.runtime.frames import SqlViews, inline_records, rebind_view, union_by_name
+from sparkcq.runtime.frames import SqlViews, rebind_view, union_by_name
 
 
 def test_a_union_by_name_of_many_frames_matches_names_and_widens_types(spark):
@@ -83,17 +82,3 @@ def test_a_dropped_querys_views_leave_the_session_with_their_frames(spark):
     assert {n for n in bound if n in SqlViews._bound} - theirs  # the others' stay bound
     assert eng.results("keep")["n"].tolist()[-1:] == [1]
     eng.stop()
-
-
-def test_generated_records_are_one_row_each_from_an_array_built_once(spark):
-    df = spark.range(6).selectExpr("id AS k", "id * 10 AS v")
-    records = [f"CASE WHEN v >= {low} THEN named_struct('q', {i}, 'x', v + {i}) END"
-               for i, low in enumerate([0, 30, 50])]
-    out = inline_records(df, records, "q")
-    assert sorted(tuple(r) for r in out.collect()) == sorted(
-        [(0, v) for v in range(0, 60, 10)] + [(1, v + 1) for v in (30, 40, 50)] + [(2, 52)])
-    # the generator reads the array a projection built (generated code), and nothing
-    # builds it a second time for a filter on its size (the session leaves that rule out)
-    plan = out._jdf.queryExecution().executedPlan().toString()
-    assert "Generate inline(_records#" in plan
-    assert plan.count("array(CASE") == 1 and "size(" not in plan
