@@ -57,6 +57,7 @@ from sparkcq.runtime.operators.scan import ScanOperator
 from sparkcq.runtime.operators.shared_output import (
     OutputShape,
     SharedIntervalFormatter,
+    SlicedRuns,
     decode,
     encode,
     output_shapes,
@@ -64,6 +65,7 @@ from sparkcq.runtime.operators.shared_output import (
 )
 from sparkcq.runtime.operators.table import TableRows
 from sparkcq.runtime.sliced_family import SlicedFamily
+from sparkcq.runtime.sliced_runs import keeps_group, sliced_runs
 from sparkcq.runtime.transaction import CycleParticipant, CycleTransaction
 from sparkcq.session import spark_alive
 
@@ -387,16 +389,22 @@ class CycleEngine:
         tagged += self._snapshot_records(compiled, snapshots, slices, cycle, outputs)
         counted = {i: df for i, op in enumerate(compiled.stepped)
                    if (df := slices[op.node].df) is not None and self._counts(df)}
+        runs: list[SlicedRuns] = []
         for key, family in families.items():
             run = cycle.evaluations.get(key)
-            changed = (sliced_tail_changes(family, run, tails[key])
-                       if isinstance(family, SlicedFamily)
-                       else None if run is None else tail_changes(family, run, tails[key]))
+            if isinstance(family, SlicedFamily):
+                keyed = [t for t in tails[key] if keeps_group(t, family)]
+                if (found := sliced_runs(family, run, keyed)) is not None:
+                    runs.append(found)
+                rest = [t for t in tails[key] if t not in keyed]
+                changed = sliced_tail_changes(family, run, rest) if rest else None
+            else:
+                changed = None if run is None else tail_changes(family, run, tails[key])
             if changed is not None:
                 encoded.append(changed)
         plan.finish_families(cycle)
         shapes = list(compiled.shapes)
-        shared = self.intervals.step(encoded, shapes)
+        shared = self.intervals.step(encoded, shapes, runs)
         bundle = None if shared is None else decode(shared, shapes)
         timestamped = frozenset(q.name for q in queries if q.timestamps)
         committing = self.clock.monotonic()

@@ -65,7 +65,7 @@ def _record(tail: QueryTail, mapping: dict[str, str], conds: list[str], t: str,
     return f"CASE WHEN {' AND '.join(conds)} THEN {record} END"
 
 
-def _generated(source: DataFrame, records: dict[str, list[str]]) -> DataFrame:
+def generated_structs(source: DataFrame, records: dict[str, list[str]]) -> DataFrame:
     """The encoded changes of ``records`` (by row column), generated from ``source``: one
     generator per row column, as one array holds records of one type.
     """
@@ -101,7 +101,7 @@ def sliced_tail_changes(family: SlicedFamily, run: SlicedRun | None,
         own_parts = parts.setdefault(row_column(tail.schema), [])
         own_parts.append(_record(tail, mapping, begins, start, 1))
         own_parts.append(_record(tail, mapping, ends, q(TO), -1))
-    return _generated(run.segments.segments, parts)
+    return generated_structs(run.segments.segments, parts)
 
 
 def compose_steps(steps: tuple[Filter | Project, ...], mapping: dict[str, str],
@@ -176,4 +176,4 @@ def tail_changes(family: AggregateFamily, run: FamilyRun,
     """All ``tails``' encoded changes of this cycle from the family's evaluation ``run``."""
     if run.run.df is None:
         return None
-    return _generated(run.run.df, tail_changes_records(family, run.seed_at, tails))
+    return generated_structs(run.run.df, tail_changes_records(family, run.seed_at, tails))

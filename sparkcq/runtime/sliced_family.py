@@ -139,6 +139,7 @@ class SlicedFamily(CycleParticipant):
         self.op: SlicedAggregateOperator | None = None
         self.reseed_length = 0  # see ``SlicedFamilyProgress.reseed_at``
         self.progress: SlicedFamilyProgress = SlicedFamilyProgress()
+        self.views = SqlViews(rt.spark, "sliced_family")  # its queries' runs (sliced_runs.py)
 
     @property
     def previous(self) -> SlicedAggregateOperator | None:

@@ -278,6 +278,16 @@ def coalesce_changes(rt: Runtime, views: SqlViews, open_state: StateFrame,
                      ) -> DataFrame:
     """Interval records from a relation's changes; ``open_state`` keeps the open layers,
     ``base`` those kept so far (the state's, or what of it the caller keeps).
+    """
+    records, still_open = coalesced(rt, views, changes, names, base)
+    open_state.set(still_open)
+    return records
+
+
+def coalesced(rt: Runtime, views: SqlViews, changes: DataFrame, names: list[str],
+              base: DataFrame | None) -> tuple[DataFrame, DataFrame]:
+    """Interval records from a relation's changes, and the open layers after them, from
+    ``base``, the open layers before them.
 
     Canonical coalescing: layer k of a row value is open while its count is >= k, so
     value-equal elements whose intervals meet are one element, whatever the cycle cuts.
@@ -291,10 +301,10 @@ def coalesce_changes(rt: Runtime, views: SqlViews, open_state: StateFrame,
         f"SELECT {cols}, {q(T)} AS {q(TS)}, _next AS {q(TE)}, "
         f"IF({q(NEW)}, 'I', 'C') AS {q(OP)} FROM {{paired}} "
         f"WHERE {q(NEW)} OR _next IS NOT NULL", paired=paired)
-    open_state.set(views.sql(
+    still_open = views.sql(
         f"SELECT {cols}, {q(LAYER)}, {q(T)} AS {q(TS)} FROM {{paired}} WHERE _next IS NULL",
-        paired=paired))
-    return records
+        paired=paired)
+    return records, still_open
 
 
 def _present(**frames: DataFrame | None) -> dict[str, DataFrame]:

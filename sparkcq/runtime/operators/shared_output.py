@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -48,7 +49,7 @@ from sparkcq.runtime.frames import (
     sql_literal,
     union_by_name,
 )
-from sparkcq.runtime.operators.outputs import coalesce_changes
+from sparkcq.runtime.operators.outputs import coalesced
 from sparkcq.runtime.saved_frames import FrameReader, FrameWriter
 from sparkcq.runtime.transaction import CycleParticipant
 
@@ -182,6 +183,22 @@ def _json_options_sql() -> str:
                               for k, v in options.items()) + ")"
 
 
+@dataclass(frozen=True)
+class SlicedRuns:
+    """One cycle's runs of a sliced family's queries that keep their group keys
+    (``runtime/sliced_runs.py``).
+
+    ``records`` are the runs that begin in the cycle (``_op`` ``I``; ``_te`` NULL while
+    open); ``opened_closed`` what changes in the open elements: a run left open (``_te``
+    NULL) or an earlier run closed (``_ts`` NULL, to be found among the open elements).
+    Both carry the query id and its row in the row column of its output schema.
+    """
+
+    qids: frozenset[int]
+    records: DataFrame
+    opened_closed: DataFrame
+
+
 class SharedIntervalFormatter(CycleParticipant):
     """Coalesced interval records of all queries whose rows ``encode`` can carry.
 
@@ -220,21 +237,75 @@ class SharedIntervalFormatter(CycleParticipant):
         """
         self.open.set(frames.read_as_saved(os.path.join(path, self.open.name)))
 
-    def step(self, encoded: list[DataFrame], shapes: list[OutputShape]) -> DataFrame | None:
+    def step(self, encoded: list[DataFrame], shapes: list[OutputShape],
+             runs: Sequence[SlicedRuns] = ()) -> DataFrame | None:
         """Records (query id, row columns, ``_ts``, ``_te``, ``_op``) of this cycle's
-        changes, for the queries of ``shapes``.
+        changes, for the queries of ``shapes``; and of ``runs``, the runs sliced families
+        found for queries that keep their group keys (``runtime/sliced_runs.py``), whose
+        open elements are kept here too.
         """
-        if not encoded:
+        if not encoded and not runs:
             return None
-        changes = union_by_name(encoded, allow_missing=True)
         rows = list(dict.fromkeys(row_column(shape.schema) for shape in shapes))
-        missing = [r for r in rows if r not in changes.columns]
-        if missing:  # shapes with no change this cycle: their columns all NULL
-            types = {row_column(s.schema): s.schema for s in shapes}
-            changes = project(changes, "*", *[f"CAST(NULL AS {type_sql(types[r])}) AS {q(r)}"
-                                              for r in missing])
+        names = [QID, *rows]
         base = self.open.get()
         if base is not None:
             base = aligned(base, shapes)
-        return coalesce_changes(self.rt, self.views, self.open, changes, [QID, *rows],
-                                base=base)
+        general, keyed = base, None
+        ids = ", ".join(str(qid) for qid in sorted({i for r in runs for i in r.qids}))
+        if base is not None and ids:
+            general = base.where(f"{QID} NOT IN ({ids})")
+            keyed = base.where(f"{QID} IN ({ids})")
+        records: list[DataFrame] = []
+        still_open: list[DataFrame] = []
+        if encoded:
+            changes = _with_rows(union_by_name(encoded, allow_missing=True), shapes, rows)
+            found, left_open = coalesced(self.rt, self.views, changes, names, general)
+            records.append(found)
+            still_open.append(left_open)
+        elif general is not None:
+            still_open.append(general)
+        if runs:
+            changed = _with_rows(union_by_name([r.opened_closed for r in runs],
+                                               allow_missing=True), shapes, rows)
+            marked = self.rt.cache_for_cycle(self.views.sql(
+                _runs_sql(tuple(names), keyed is not None),
+                **{"changed": changed, **({} if keyed is None else {"base": keyed})}))
+            cols = ", ".join(map(q, names))
+            records += [*(r.records for r in runs), self.views.sql(
+                f"SELECT {cols}, _since AS {q(TS)}, {q(TE)}, 'C' AS {q(OP)} FROM {{marked}} "
+                f"WHERE NOT _kept AND {q(TE)} IS NOT NULL", marked=marked)]
+            still_open.append(self.views.sql(
+                f"SELECT {cols}, CAST(1 AS BIGINT) AS {q(LAYER)}, {q(TS)} FROM {{marked}} "
+                f"WHERE IF(_kept, _closed = 0, {q(TE)} IS NULL)", marked=marked))
+        self.open.set(union_by_name(still_open) if still_open else None)
+        return union_by_name(records, allow_missing=True)
+
+
+def _with_rows(changes: DataFrame, shapes: list[OutputShape], rows: list[str]) -> DataFrame:
+    """``changes`` with every row column of ``shapes``: those of shapes with no change
+    this cycle all NULL.
+    """
+    missing = [r for r in rows if r not in changes.columns]
+    if not missing:
+        return changes
+    types = {row_column(s.schema): s.schema for s in shapes}
+    return project(changes, "*", *[f"CAST(NULL AS {type_sql(types[r])}) AS {q(r)}"
+                                   for r in missing])
+
+
+@lru_cache(maxsize=64)
+def _runs_sql(names: tuple[str, ...], with_base: bool) -> str:
+    """Open and closed runs (view ``{changed}``, see ``SlicedRuns.opened_closed``) beside
+    the open elements kept so far (view ``{base}``): each kept element with whether a run
+    of its row closed (``_closed``), each closed run with its start (``_since``).
+    """
+    cols = ", ".join(map(q, names))
+    rows = f"SELECT {cols}, {q(TS)}, {q(TE)}, false AS _kept FROM {{changed}}"
+    if with_base:
+        rows += (f" UNION ALL SELECT {cols}, {q(TS)}, CAST(NULL AS BIGINT) AS {q(TE)}, "
+                 f"true AS _kept FROM {{base}}")
+    return (f"SELECT {cols}, {q(TS)}, {q(TE)}, _kept, "
+            f"max(IF(_kept, {q(TS)}, NULL)) OVER v AS _since, "
+            f"max(IF(NOT _kept AND {q(TE)} IS NOT NULL, 1, 0)) OVER v AS _closed "
+            f"FROM ({rows}) AS _rows WINDOW v AS (PARTITION BY {cols})")
