@@ -35,6 +35,9 @@ from sparkcq.runtime.sliced_family import SlicedFamily, SlicedRun
 BEFORE = "_before"  # the segment began before the cycle's slice
 CLOSES = "_closes"  # the segment ends inside the cycle's slice
 START = "_start"  # where the segment begins for a query in its first cycle
+# a query's mark ``_m<i>`` on a segment: NULL (nothing), where the run the segment begins or
+# continues from an earlier cycle ends inside the slice, or OPEN (it reaches past the slice)
+OPEN = f"CAST({TIME_MIN} AS BIGINT)"  # as SQL: the literal alone reads as a decimal
 
 
 def keeps_group(tail: QueryTail, family: SlicedFamily) -> bool:
@@ -109,25 +112,26 @@ def sliced_runs(family: SlicedFamily, run: SlicedRun | None,
         assert tail.qid is not None
         head = f"'{QID}', {tail.qid}, '{row_column(tail.schema)}', _r{i}"
         start = START if fresh[i] else q(FROM)
+        end = f"IF(_m{i} = {OPEN}, CAST(NULL AS BIGINT), _m{i})"
+        # a query that ran before: a mark on the segment that began before the slice
+        # closes the run it continues
+        begins, closes = ("", "") if fresh[i] else (f"NOT {BEFORE} AND ", f" OR {BEFORE}")
         records.setdefault(row_column(tail.schema), []).append(
-            f"CASE WHEN _s{i} THEN named_struct({head}, '{TS}', {start}, '{TE}', _end{i}, "
-            f"'{OP}', 'I') END")
-        own = changes.setdefault(row_column(tail.schema), [])
-        own.append(f"CASE WHEN _s{i} AND _end{i} IS NULL THEN named_struct({head}, "
-                   f"'{TS}', {start}, '{TE}', CAST(NULL AS BIGINT)) END")
-        if not fresh[i]:
-            own.append(f"CASE WHEN {BEFORE} AND _r{i} IS NOT NULL AND _end{i} IS NOT NULL "
-                       f"THEN named_struct({head}, '{TS}', CAST(NULL AS BIGINT), "
-                       f"'{TE}', _end{i}) END")
+            f"CASE WHEN {begins}_m{i} IS NOT NULL THEN named_struct({head}, '{TS}', {start}, "
+            f"'{TE}', {end}, '{OP}', 'I') END")
+        changes.setdefault(row_column(tail.schema), []).append(
+            f"CASE WHEN _m{i} = {OPEN}{closes} THEN named_struct({head}, '{TS}', "
+            f"IF({BEFORE}, CAST(NULL AS BIGINT), {start}), '{TE}', {end}) END")
     return SlicedRuns(frozenset(t.qid for t in tails if t.qid is not None),
                       generated_structs(marked, records),
                       generated_structs(marked, changes))
 
 
 def _runs_sql(group: tuple[str, ...], fresh: tuple[bool, ...]) -> str:
-    """Each query's run marks over view ``{rows}``: ``_s<i>`` where a run begins in the
-    cycle, ``_end<i>`` where the run holding at the row ends inside the slice (NULL if it
-    does not); the same text every cycle for the same queries.
+    """Each query's run mark ``_m<i>`` (see ``OPEN``) over view ``{rows}``, on the segments
+    where a run begins in the cycle and, for a query that ran before, on a segment that
+    began before the slice where the run it continues ends; the same text every cycle for
+    the same queries.
     """
     by = f"PARTITION BY {', '.join(group)} " if group else ""
     compared = []
@@ -145,6 +149,11 @@ def _runs_sql(group: tuple[str, ...], fresh: tuple[bool, ...]) -> str:
         ends = (f"_r{i} IS NOT NULL AND {CLOSES} AND NOT (_nfrom <=> {q(TO)} "
                 f"AND _n{i} <=> _r{i})")
         marks.append(f"min(CASE WHEN {ends} THEN {q(TO)} END) OVER d AS _end{i}")
-    kept = ", ".join([q(FROM), START, BEFORE, *(f"_r{i}" for i in range(len(fresh)))])
-    return (f"SELECT {kept}, {', '.join(marks)} FROM ({near}) AS _near WINDOW d AS ({by}"
-            f"ORDER BY {q(FROM)} DESC ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)")
+    ran = [f"_r{i}" for i in range(len(fresh))]
+    marked = [f"CASE WHEN _s{i} THEN coalesce(_end{i}, {OPEN}) "
+              + ("" if first else f"WHEN {BEFORE} AND _r{i} IS NOT NULL THEN _end{i} ")
+              + f"END AS _m{i}" for i, first in enumerate(fresh)]
+    return (f"SELECT {q(FROM)}, {START}, {BEFORE}, {', '.join(ran)}, {', '.join(marked)} "
+            f"FROM (SELECT *, {', '.join(marks)} FROM ({near}) AS _near WINDOW d AS ({by}"
+            f"ORDER BY {q(FROM)} DESC ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)) "
+            f"AS _marks")

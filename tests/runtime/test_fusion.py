@@ -15,6 +15,7 @@ from oracle import Win, aggregate, output, window
 from scenarios import engine_records, per_case
 
 from sparkcq import Engine
+from sparkcq.testing import CollectingSink
 from sparkcq.plan.nodes import SlicedAggregate, walk
 
 STREAM = "CREATE STREAM s (k STRING, v DOUBLE, w BIGINT, t BIGINT) WITH (event_time='t')"
@@ -423,3 +424,57 @@ def test_windows_of_several_lengths_share_one_family(spark, kind):
             (tuple(round(v, 9) if isinstance(v, float) else v for v in rec[0]), *rec[1:])
             for rec in want), q
     pd.testing.assert_frame_equal(results[True]["a"], results[False]["a"], check_dtype=False)
+
+
+RUNS = {
+    # keeps its group key: its records are runs found in the family's segments
+    "kept": "SELECT k, max(v) AS m FROM s [RANGE 10 SLIDE 5] GROUP BY k HAVING count(*) < 2",
+    # drops it: x and y may show equal rows at once (two layers), the general path
+    "keyless": "SELECT max(v) AS m FROM s [RANGE 10 SLIDE 5] GROUP BY k",
+}
+
+
+def test_runs_of_a_family_coalesce_across_segments_cycles_and_gaps(spark):
+    """Worked by hand. Each event holds from the next multiple of 5 for 10: x 4@1 -> [5,15),
+    x 4@6 -> [10,20), y 4@7 -> [10,20), x 4@11 -> [15,25), x 9@16 -> [20,30), x 9@31 ->
+    [35,45). So x's max is 4 on [5,20) (count 1 on [5,10), 2 on [10,25)), 9 on [20,30)
+    (count 1 from 25) and 9 on [35,45); y's is 4 on [10,20). Three cycles (watermarks 8,
+    22, end) cut x's runs; ``late`` joins the running family at watermark 8 and starts
+    there.
+    """
+    eng = Engine(spark=spark)
+    eng.execute("CREATE STREAM s (k STRING, v BIGINT, t BIGINT) WITH (event_time='t')")
+    sink = CollectingSink()
+    eng.register_sink("out", sink)
+    eng.execute(f"CREATE QUERY kept INTO out AS {RUNS['kept']}")
+    eng.execute(f"CREATE QUERY keyless AS {RUNS['keyless']}")
+    eng.push("s", [dict(k="x", v=4, t=1), dict(k="x", v=4, t=6), dict(k="y", v=4, t=7)],
+             watermark=8)
+    eng.run_until_idle()
+    eng.execute("CREATE QUERY late AS SELECT k AS key, max(v) AS m "
+                "FROM s [RANGE 10 SLIDE 5] GROUP BY k")
+    eng.push("s", [dict(k="x", v=4, t=11), dict(k="x", v=9, t=16)], watermark=22)
+    eng.run_until_idle()
+    eng.push("s", [dict(k="x", v=9, t=31)], end=True)
+    eng.run_until_idle()
+    (family,) = eng.plan.all_sliced_families()
+    assert len(family.members) == 2  # late's and keyless's aggregate is one shared node
+    # kept, cycle by cycle: x's run of 4 opens at 5 (count 1 until 10) and closes when the
+    # next cycle sees the count turn 2; y's run lies inside the second cycle; x's two runs
+    # of 9 in the last, apart (no row on [30,35))
+    by_cycle = [sorted((tuple(None if pd.isna(x) else x for x in r)
+                        for r in f[["k", "m", "_ts", "_te", "_op"]].itertuples(index=False)),
+                       key=lambda r: (r[4], r[0], r[2]))
+                for _, f in sink.cycles["kept"]]
+    assert [rows for rows in by_cycle if rows] == [
+        [("x", 4, 5, None, "I")],
+        [("x", 4, 5, 10, "C"), ("y", 4, 10, 20, "I")],
+        [("x", 9, 25, 30, "I"), ("x", 9, 35, 45, "I")],
+    ]
+    late = eng.results("late")
+    assert sorted(zip(late["key"], late["m"], late["_ts"], late["_te"], strict=True)) == [
+        ("x", 4, 8, 20), ("x", 9, 20, 30), ("x", 9, 35, 45), ("y", 4, 10, 20)]
+    keyless = eng.results("keyless")
+    assert sorted(zip(keyless["m"], keyless["_ts"], keyless["_te"], strict=True)) == [
+        (4, 5, 20), (4, 10, 20), (9, 20, 30), (9, 35, 45)]
+    eng.stop()

@@ -272,9 +272,11 @@ class SharedIntervalFormatter(CycleParticipant):
                 _runs_sql(tuple(names), keyed is not None),
                 **{"changed": changed, **({} if keyed is None else {"base": keyed})}))
             cols = ", ".join(map(q, names))
-            records += [*(r.records for r in runs), self.views.sql(
+            # a query's closing records before its new ones, as the general path gives them
+            records += [self.views.sql(
                 f"SELECT {cols}, _since AS {q(TS)}, {q(TE)}, 'C' AS {q(OP)} FROM {{marked}} "
-                f"WHERE NOT _kept AND {q(TE)} IS NOT NULL", marked=marked)]
+                f"WHERE NOT _kept AND {q(TE)} IS NOT NULL", marked=marked),
+                *(r.records for r in runs)]
             still_open.append(self.views.sql(
                 f"SELECT {cols}, CAST(1 AS BIGINT) AS {q(LAYER)}, {q(TS)} FROM {{marked}} "
                 f"WHERE IF(_kept, _closed = 0, {q(TE)} IS NULL)", marked=marked))
