@@ -15,8 +15,8 @@ from oracle import Win, aggregate, output, window
 from scenarios import engine_records, per_case
 
 from sparkcq import Engine
-from sparkcq.testing import CollectingSink
 from sparkcq.plan.nodes import SlicedAggregate, walk
+from sparkcq.testing import CollectingSink
 
 STREAM = "CREATE STREAM s (k STRING, v DOUBLE, w BIGINT, t BIGINT) WITH (event_time='t')"
 QUERIES = {
