@@ -1,4 +1,4 @@
-"""One coalescing pass for the interval output of every query (DESIGN 3.1).
+"""One coalescing pass for the interval output of every query.
 
 Turning a relation's changes into coalesced interval records takes four shuffles; done per
 query, fifty queries cost two hundred stages a cycle. Here every query's changes carry its
@@ -12,6 +12,10 @@ written as ``0.0``, so a record shows one of them). Types Spark cannot group by 
 that never reached this path before (binary, intervals) keep a formatter of their own
 (``encodable``). Until 2026-11-29 rows were JSON text: a text per row written and parsed
 again every cycle.
+
+Queries whose records a sliced family finds as runs (``runtime/sliced_runs.py``) skip the
+coalescing; their open elements are kept here with everyone's, so a query's elements stay
+open whichever way its records come.
 """
 
 from __future__ import annotations
