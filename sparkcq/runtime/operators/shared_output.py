@@ -272,18 +272,18 @@ class SharedIntervalFormatter(CycleParticipant):
         if runs:
             changed = _with_rows(union_by_name([r.opened_closed for r in runs],
                                                allow_missing=True), shapes, rows)
-            marked = self.rt.cache_for_cycle(self.views.sql(
-                _runs_sql(tuple(names), keyed is not None),
+            matched = self.rt.cache_for_cycle(self.views.sql(
+                _opened_closed_sql(tuple(names), keyed is not None),
                 **{"changed": changed, **({} if keyed is None else {"base": keyed})}))
             cols = ", ".join(map(q, names))
             # a query's closing records before its new ones, as the general path gives them
             records += [self.views.sql(
-                f"SELECT {cols}, _since AS {q(TS)}, {q(TE)}, 'C' AS {q(OP)} FROM {{marked}} "
-                f"WHERE NOT _kept AND {q(TE)} IS NOT NULL", marked=marked),
+                f"SELECT {cols}, _since AS {q(TS)}, {q(TE)}, 'C' AS {q(OP)} FROM {{matched}} "
+                f"WHERE NOT _kept AND {q(TE)} IS NOT NULL", matched=matched),
                 *(r.records for r in runs)]
             still_open.append(self.views.sql(
-                f"SELECT {cols}, CAST(1 AS BIGINT) AS {q(LAYER)}, {q(TS)} FROM {{marked}} "
-                f"WHERE IF(_kept, _closed = 0, {q(TE)} IS NULL)", marked=marked))
+                f"SELECT {cols}, CAST(1 AS BIGINT) AS {q(LAYER)}, {q(TS)} FROM {{matched}} "
+                f"WHERE IF(_kept, _closed = 0, {q(TE)} IS NULL)", matched=matched))
         self.open.set(union_by_name(still_open) if still_open else None)
         return union_by_name(records, allow_missing=True)
 
@@ -301,7 +301,7 @@ def _with_rows(changes: DataFrame, shapes: list[OutputShape], rows: list[str]) -
 
 
 @lru_cache(maxsize=64)
-def _runs_sql(names: tuple[str, ...], with_base: bool) -> str:
+def _opened_closed_sql(names: tuple[str, ...], with_base: bool) -> str:
     """Open and closed runs (view ``{changed}``, see ``SlicedRuns.opened_closed``) beside
     the open elements kept so far (view ``{base}``): each kept element with whether a run
     of its row closed (``_closed``), each closed run with its start (``_since``).
