@@ -24,6 +24,11 @@ shows here as the group's first segment starting before the cycle's slice.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
+import sqlglot
+import sqlglot.expressions as exp
+
 from sparkcq.model.columns import FROM, OP, QID, TE, TO, TS, WINDOW_TAG
 from sparkcq.model.time import TIME_MIN
 from sparkcq.plan.nodes import SlicedAggregate
@@ -50,25 +55,15 @@ def keeps_group(tail: QueryTail, family: SlicedFamily) -> bool:
     keys = {f"_k{i}" for i in range(len(family.key_sqls))}
     types = {f.name: f.dataType for f in member.schema.fields}
     mapping = compose_steps(tail.steps, {out: q(src) for out, src in pairs}, [])
-    shown = {(_bare(mapping[f.name]), f.dataType) for f in tail.schema.fields}
-    return all((q(src), types[out]) in shown for out, src in pairs if src in keys)
+    shown = {(_column_of(mapping[f.name]), f.dataType) for f in tail.schema.fields}
+    return all((src, types[out]) in shown for out, src in pairs if src in keys)
 
 
-def _bare(sql: str) -> str:
-    """``sql`` without the parentheses around it."""
-    sql = sql.strip()
-    while sql.startswith("(") and sql.endswith(")") and _balanced(sql[1:-1]):
-        sql = sql[1:-1].strip()
-    return sql
-
-
-def _balanced(sql: str) -> bool:
-    depth = 0
-    for ch in sql:
-        depth += {"(": 1, ")": -1}.get(ch, 0)
-        if depth < 0:
-            return False
-    return depth == 0
+@lru_cache(maxsize=4096)
+def _column_of(sql: str) -> str | None:
+    """The column ``sql`` is, parentheses aside, or None if it is an expression."""
+    tree = sqlglot.parse_one(sql, read="spark").unnest()
+    return tree.name if isinstance(tree, exp.Column) and not tree.table else None
 
 
 def sliced_runs(family: SlicedFamily, run: SlicedRun | None,
