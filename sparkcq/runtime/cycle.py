@@ -394,8 +394,11 @@ class CycleEngine:
             run = cycle.evaluations.get(key)
             if isinstance(family, SlicedFamily):
                 keyed = [t for t in tails[key] if keeps_group(t, family)]
-                if (found := sliced_runs(family, run, keyed)) is not None:
-                    runs.append(found)
+                if keyed and run is not None and run.segments.segments is not None:
+                    held = self.intervals.held_runs(
+                        family.runs_name, (t.qid for t in keyed if t.qid is not None),
+                        list(compiled.shapes))
+                    runs.append(sliced_runs(family, run.segments, keyed, held))
                 rest = [t for t in tails[key] if t not in keyed]
                 changed = sliced_tail_changes(family, run, rest) if rest else None
             else:

@@ -31,6 +31,7 @@ one with new calls does.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, replace
 from math import gcd
 
@@ -140,6 +141,13 @@ class SlicedFamily(CycleParticipant):
         self.reseed_length = 0  # see ``SlicedFamilyProgress.reseed_at``
         self.progress: SlicedFamilyProgress = SlicedFamilyProgress()
         self.views = SqlViews(rt.spark, "sliced_family")  # its queries' runs (sliced_runs.py)
+
+    @property
+    def runs_name(self) -> str:
+        """A name for the family's open runs (``sliced_runs.py``) that is the same in every
+        process, for saved state: its window input and keys, whatever its members.
+        """
+        return hashlib.sha1(repr((self.base, self.key_sqls)).encode()).hexdigest()[:16]
 
     @property
     def previous(self) -> SlicedAggregateOperator | None:

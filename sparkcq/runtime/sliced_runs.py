@@ -16,26 +16,32 @@ A group's segments of the cycle, for a query with rows ``a`` ``a`` ``b`` ``-`` (
 HAVING fails there) over [0, 10), [10, 20), [20, 30), [30, 40) and a watermark of 35:
 one record ``a`` over [0, 20), one ``b`` over [20, 30). A run still open at the cycle's
 end (its last segment ends after the watermark, or has no end yet) is recorded open (no
-end) and kept in the shared formatter's open elements, as that formatter keeps its own;
-the cycle in which it ends closes it (a ``C`` record naming its start, which only those
-open elements know: the formatter fills it in). A run that began in an earlier cycle
-shows here as the group's first segment starting before the cycle's slice.
+end), and its start is kept: one row per group holds where each query's open run began
+(the family's open runs, which the shared formatter keeps with everyone's open elements).
+A run that began in an earlier cycle shows here as the group's first segment starting
+before the cycle's slice; the group's kept row takes part in the group's windows, so that
+segment finds the run's start beside it, and the cycle in which the run ends closes it (a
+``C`` record naming that start). Matching closings with open elements by (query, row)
+instead took a shuffle of three records per query and group every cycle (150,000 of
+``shared-50``'s 294,000 per 100,000 events) and rewrote every open element.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 
 import sqlglot
 import sqlglot.expressions as exp
+from pyspark.sql import DataFrame
 
 from sparkcq.model.columns import FROM, OP, QID, TE, TO, TS, WINDOW_TAG
 from sparkcq.model.time import TIME_MIN
 from sparkcq.plan.nodes import SlicedAggregate
-from sparkcq.runtime.frames import bound_sql, project, q
+from sparkcq.runtime.frames import Slice, bound_sql, project, q, union_by_name
 from sparkcq.runtime.fused_outputs import QueryTail, compose_steps, generated_structs
-from sparkcq.runtime.operators.shared_output import SlicedRuns, row_column, row_sql
-from sparkcq.runtime.sliced_family import SlicedFamily, SlicedRun
+from sparkcq.runtime.operators.shared_output import HeldRuns, SlicedRuns, row_column, row_sql
+from sparkcq.runtime.sliced_family import SlicedFamily
 
 BEFORE = "_before"  # the segment began before the cycle's slice
 CLOSES = "_closes"  # the segment ends inside the cycle's slice
@@ -45,9 +51,10 @@ START = "_start"  # where the segment begins for a query in its first cycle
 OPEN = f"CAST({TIME_MIN} AS BIGINT)"  # as SQL: the literal alone reads as a decimal
 
 
-def keeps_group(tail: QueryTail, family: SlicedFamily) -> bool:
-    """Whether ``tail``'s query shows each of its family's group keys as a column of the
-    key's type: then its row names its group, and one group holds one row at a time.
+def group_fields(tail: QueryTail, family: SlicedFamily) -> dict[str, str] | None:
+    """The output field of ``tail``'s query showing each of its family's group keys
+    (``_k<i>`` -> field), each of the key's type; None if it does not show them all (then
+    its row does not name its group).
     """
     member = tail.member.node
     assert isinstance(member, SlicedAggregate)
@@ -55,8 +62,16 @@ def keeps_group(tail: QueryTail, family: SlicedFamily) -> bool:
     keys = {f"_k{i}" for i in range(len(family.key_sqls))}
     types = {f.name: f.dataType for f in member.schema.fields}
     mapping = compose_steps(tail.steps, {out: q(src) for out, src in pairs}, [])
-    shown = {(_column_of(mapping[f.name]), f.dataType) for f in tail.schema.fields}
-    return all((src, types[out]) in shown for out, src in pairs if src in keys)
+    shown = {(_column_of(mapping[f.name]), f.dataType): f.name for f in tail.schema.fields}
+    fields = {src: shown.get((src, types[out])) for out, src in pairs if src in keys}
+    return None if None in fields.values() else fields  # type: ignore[return-value]
+
+
+def keeps_group(tail: QueryTail, family: SlicedFamily) -> bool:
+    """Whether ``tail``'s query shows each of its family's group keys as a column of the
+    key's type: then its row names its group, and one group holds one row at a time.
+    """
+    return group_fields(tail, family) is not None
 
 
 @lru_cache(maxsize=4096)
@@ -66,20 +81,21 @@ def _column_of(sql: str) -> str | None:
     return tree.name if isinstance(tree, exp.Column) and not tree.table else None
 
 
-def sliced_runs(family: SlicedFamily, run: SlicedRun | None,
-                tails: list[QueryTail]) -> SlicedRuns | None:
+def sliced_runs(family: SlicedFamily, run: Slice, tails: list[QueryTail],
+                held: HeldRuns) -> SlicedRuns:
     """The runs of ``tails`` (queries that ``keeps_group``) in this cycle's segments of
-    ``family`` (its ``run``), or None when the family has no segments this cycle.
+    ``family`` (``run.segments``), from the open runs ``held`` since the last cycle. A
+    cycle with no segments changes no run.
     """
-    if run is None or run.segments.segments is None or not tails:
-        return None
-    segments, lo, hi = run.segments.segments, run.segments.lo, run.segments.hi
-    group = [q(f"_k{i}") for i in range(len(family.key_sqls))]
-    if WINDOW_TAG in segments.columns:
-        group.append(q(WINDOW_TAG))
+    segments, lo, hi = run.segments, run.lo, run.hi
+    assert segments is not None
+    keys = tuple(q(f"_k{i}") for i in range(len(family.key_sqls)))
+    tagged = WINDOW_TAG in segments.columns
+    group = (*keys, q(WINDOW_TAG)) if tagged else keys
     low, high = bound_sql(lo), bound_sql(hi)
     values = []
     fresh: list[bool] = []
+    tags: list[int | None] = []
     for i, tail in enumerate(tails):
         member = tail.member.node
         assert isinstance(member, SlicedAggregate)
@@ -87,9 +103,9 @@ def sliced_runs(family: SlicedFamily, run: SlicedRun | None,
         mapping = compose_steps(tail.steps, {out: q(src) for out, src in
                                              family.members[member]}, conds)
         fresh.append(member in family.fresh and lo != TIME_MIN)
-        tag = family.window_tag(member)
-        if tag is not None:
-            conds.append(f"{q(WINDOW_TAG)} = {tag}")
+        tags.append(family.window_tag(member))
+        if tags[-1] is not None:
+            conds.append(f"{q(WINDOW_TAG)} = {tags[-1]}")
         # a segment that ended before the slice is no query's; one ending where it
         # begins is not a query's in its first cycle (it starts there)
         conds.append(f"({q(TO)} IS NULL OR {q(TO)} {'>' if fresh[-1] else '>='} {low})")
@@ -98,45 +114,124 @@ def sliced_runs(family: SlicedFamily, run: SlicedRun | None,
     rows = project(segments, *group, q(FROM), q(TO), f"{q(FROM)} < {low} AS {BEFORE}",
                    f"coalesce({q(TO)} < {high}, false) AS {CLOSES}",
                    f"greatest({q(FROM)}, {low}) AS {START}", *values)
-    # read by both generators: computed once
-    marked = family.rt.cache_for_cycle(family.views.sql(_runs_sql(tuple(group), tuple(fresh)),
-                                                        rows=rows))
+    qids = tuple(t.qid for t in tails if t.qid is not None)
+    assert len(qids) == len(tails)
+    views = {"rows": rows}
+    held_rows = _held_rows(family, tails, held, qids)
+    if held_rows is not None:
+        views["held"] = held_rows
+    shape = RunsShape(tuple(group), len(keys), tuple(fresh), qids,
+                      tuple(sorted({t for t in tags if t is not None})) if tagged else None,
+                      held_rows is not None)
+    # read by both generators and the new open runs: computed once
+    marked = family.rt.cache_for_cycle(family.views.sql(_runs_sql(shape), **views))
     records: dict[str, list[str]] = {}
-    changes: dict[str, list[str]] = {}
+    closes: dict[str, list[str]] = {}
     for i, tail in enumerate(tails):
-        assert tail.qid is not None
-        head = f"'{QID}', {tail.qid}, '{row_column(tail.schema)}', _r{i}"
-        start = START if fresh[i] else q(FROM)
+        head = f"'{QID}', {qids[i]}, '{row_column(tail.schema)}', _r{i}"
         end = f"IF(_m{i} = {OPEN}, CAST(NULL AS BIGINT), _m{i})"
         # a query that ran before: a mark on the segment that began before the slice
-        # closes the run it continues
-        begins, closes = ("", "") if fresh[i] else (f"NOT {BEFORE} AND ", f" OR {BEFORE}")
+        # closes the run it continues, which began where its open element says
+        begins = "" if fresh[i] else f"NOT {BEFORE} AND "
         records.setdefault(row_column(tail.schema), []).append(
-            f"CASE WHEN {begins}_m{i} IS NOT NULL THEN named_struct({head}, '{TS}', {start}, "
+            f"CASE WHEN {begins}_m{i} IS NOT NULL THEN named_struct({head}, '{TS}', {START}, "
             f"'{TE}', {end}, '{OP}', 'I') END")
-        changes.setdefault(row_column(tail.schema), []).append(
-            f"CASE WHEN _m{i} = {OPEN}{closes} THEN named_struct({head}, '{TS}', "
-            f"IF({BEFORE}, CAST(NULL AS BIGINT), {start}), '{TE}', {end}) END")
-    return SlicedRuns(frozenset(t.qid for t in tails if t.qid is not None),
-                      generated_structs(marked, records),
-                      generated_structs(marked, changes))
+        if not fresh[i]:
+            closes.setdefault(row_column(tail.schema), []).append(
+                f"CASE WHEN _m{i} IS NOT NULL THEN named_struct({head}, '{TS}', _was{i}, "
+                f"'{TE}', _m{i}, '{OP}', 'C') END")
+    found = generated_structs(marked, records)
+    if closes:  # a query's closing records before its new ones
+        found = union_by_name([generated_structs(marked.where(q(BEFORE)), closes), found],
+                              allow_missing=True)
+    opened = family.views.sql(_open_runs_sql(shape, tuple(tags)), marked=marked)
+    return SlicedRuns(family.runs_name, frozenset(qids), found, opened)
 
 
-def _runs_sql(group: tuple[str, ...], fresh: tuple[bool, ...]) -> str:
+def _held_rows(family: SlicedFamily, tails: list[QueryTail], held: HeldRuns,
+               qids: tuple[int, ...]) -> DataFrame | None:
+    """The open runs ``held`` for ``tails``: per group (its keys ``_k<i>``), the start
+    ``_o<query id>`` of each query's open run (NULL: none); a query's open elements handed
+    over by the shared formatter (it ran on another path before) in the same form.
+    """
+    keys = [f"_k{i}" for i in range(len(family.key_sqls))]
+    starts = [f"_o{qid}" for qid in qids]
+    parts = []
+    if held.state is not None:
+        kept = set(held.state.columns)
+        parts.append(project(held.state, *map(q, keys), *[
+            q(o) if o in kept else f"CAST(NULL AS BIGINT) AS {q(o)}" for o in starts]))
+    if held.handed is not None:
+        fields = {}
+        for tail, qid in zip(tails, qids, strict=True):
+            found = group_fields(tail, family)
+            assert found is not None
+            fields[qid] = (row_column(tail.schema), found)
+        columns = [f"CASE {q(QID)} " + " ".join(
+            f"WHEN {qid} THEN {q(row)}.{q(found[key])}" for qid, (row, found) in fields.items())
+            + f" END AS {q(key)}" for key in keys]
+        columns += [f"IF({q(QID)} = {qid}, {q(TS)}, CAST(NULL AS BIGINT)) AS {q(o)}"
+                    for qid, o in zip(qids, starts, strict=True)]
+        parts.append(project(held.handed.where(f"{q(QID)} IN ({', '.join(map(str, qids))})"),
+                             *columns))
+    return union_by_name(parts) if parts else None
+
+
+@dataclass(frozen=True)
+class RunsShape:
+    """What the text finding a family's runs depends on (the same text every cycle for
+    the same queries): the window's partition (``group``: the keys, then the window's tag
+    if the family has several), how many of it are keys, each query's freshness and id,
+    the tags of the queries' windows (None: one window) and whether open runs are held.
+    """
+
+    group: tuple[str, ...]
+    keys: int
+    fresh: tuple[bool, ...]
+    qids: tuple[int, ...]
+    tags: tuple[int, ...] | None
+    held: bool
+
+
+@lru_cache(maxsize=256)
+def _runs_sql(shape: RunsShape) -> str:
     """Each query's run mark ``_m<i>`` (see ``OPEN``) over view ``{rows}``, on the segments
     where a run begins in the cycle and, for a query that ran before, on a segment that
-    began before the slice where the run it continues ends; the same text every cycle for
-    the same queries.
+    began before the slice where the run it continues ends; beside it ``_was<i>``, where
+    the open run it continues began (from view ``{held}``: one row per group, its keys and
+    ``_o<query id>``), and ``_open<i>``, where the run the segment leaves open began.
+
+    The held rows take part in each group's windows, first by ``FROM`` (NULL), so a group
+    with no segment this cycle keeps them; they begin and end no run.
     """
+    group, fresh = shape.group, shape.fresh
+    keys = group[:shape.keys]
     by = f"PARTITION BY {', '.join(group)} " if group else ""
+    ran = [f"_r{i}" for i in range(len(fresh))]
+    starts = [f"_o{qid}" for qid in shape.qids]
+    nulls = ", ".join(f"CAST(NULL AS BIGINT) AS {o}" for o in starts)
+    rows = f"SELECT *, false AS _held, {nulls} FROM {{rows}}"
+    if shape.held:
+        win = f"{q(WINDOW_TAG)}, " if shape.tags is not None else ""
+        lateral = ("" if shape.tags is None else
+                   f" LATERAL VIEW explode(array({', '.join(map(str, shape.tags))})) _t AS "
+                   f"{q(WINDOW_TAG)}")
+        rows += (f" UNION ALL SELECT {''.join(f'{k}, ' for k in keys)}{win}CAST(NULL AS BIGINT), "
+                 f"CAST(NULL AS BIGINT), false, false, CAST(NULL AS BIGINT), "
+                 f"{', '.join(f'NULL AS {r}' for r in ran)}, true, {', '.join(starts)} "
+                 f"FROM {{held}}{lateral}")
     compared = []
-    for i in range(len(fresh)):
+    for i, first in enumerate(fresh):
         compared += [f"lag(_r{i}) OVER w AS _p{i}", f"lead(_r{i}) OVER w AS _n{i}"]
+        if not first:
+            compared.append(f"max({starts[i]}) OVER w AS _was{i}" if shape.held
+                            else f"CAST(NULL AS BIGINT) AS _was{i}")
     near = (f"SELECT *, lag({q(TO)}) OVER w AS _pto, lead({q(FROM)}) OVER w AS _nfrom, "
-            f"{', '.join(compared)} FROM {{rows}} WINDOW w AS ({by}ORDER BY {q(FROM)})")
+            f"{', '.join(compared)} FROM ({rows}) AS _rows WINDOW w AS ({by}ORDER BY "
+            f"{q(FROM)})")
     marks = []
     for i, first in enumerate(fresh):
-        # a run that began before the cycle continues from the open elements, unless the
+        # a run that began before the cycle continues from the open runs, unless the
         # query is new: then its first segment begins a run at the slice's start
         kept = "" if first else f"{BEFORE} OR "
         marks.append(f"_r{i} IS NOT NULL AND NOT ({kept}(_pto <=> {q(FROM)} "
@@ -144,11 +239,40 @@ def _runs_sql(group: tuple[str, ...], fresh: tuple[bool, ...]) -> str:
         ends = (f"_r{i} IS NOT NULL AND {CLOSES} AND NOT (_nfrom <=> {q(TO)} "
                 f"AND _n{i} <=> _r{i})")
         marks.append(f"min(CASE WHEN {ends} THEN {q(TO)} END) OVER d AS _end{i}")
-    ran = [f"_r{i}" for i in range(len(fresh))]
     marked = [f"CASE WHEN _s{i} THEN coalesce(_end{i}, {OPEN}) "
               + ("" if first else f"WHEN {BEFORE} AND _r{i} IS NOT NULL THEN _end{i} ")
               + f"END AS _m{i}" for i, first in enumerate(fresh)]
-    return (f"SELECT {q(FROM)}, {START}, {BEFORE}, {', '.join(ran)}, {', '.join(marked)} "
-            f"FROM (SELECT *, {', '.join(marks)} FROM ({near}) AS _near WINDOW d AS ({by}"
-            f"ORDER BY {q(FROM)} DESC ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)) "
-            f"AS _marks")
+    was = [f"_was{i}" for i, first in enumerate(fresh) if not first]
+    listed = "".join(f"{g}, " for g in group)
+    inner = (f"SELECT {listed}_held, {q(FROM)}, {START}, {BEFORE}, "
+             f"{', '.join(ran)}, {', '.join(starts)}, {', '.join([*marked, *was])} "
+             f"FROM (SELECT *, {', '.join(marks)} FROM ({near}) AS _near WINDOW d AS ({by}"
+             f"ORDER BY {q(FROM)} DESC ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)) "
+             f"AS _marks")
+    # where the run a segment leaves open began: a run begun in the cycle, or the held
+    # one the segment that began before the slice continues past its end
+    opens = [f"CASE WHEN _held THEN {starts[i]} WHEN _m{i} = {OPEN} THEN {START} "
+             + ("" if first else f"WHEN {BEFORE} AND _r{i} IS NOT NULL AND _m{i} IS NULL "
+                f"THEN _was{i} ")
+             + f"END AS _open{i}" for i, first in enumerate(fresh)]
+    return (f"SELECT {listed}_held, {q(FROM)}, {START}, {BEFORE}, "
+            f"{', '.join(ran)}, {', '.join(f'_m{i}' for i in range(len(fresh)))}"
+            f"{''.join(f', {w}' for w in was)}, {', '.join(opens)} FROM ({inner}) AS _marked")
+
+
+@lru_cache(maxsize=256)
+def _open_runs_sql(shape: RunsShape, tags: tuple[int | None, ...]) -> str:
+    """The open runs a cycle leaves (view ``{marked}`` of ``_runs_sql``), as the held rows
+    it read: per group, ``_o<query id>``, where the query's open run began. A query's held
+    start stays where its group had no segment this cycle (its window's, if tagged).
+    """
+    keys = shape.group[:shape.keys]
+    columns = []
+    for i, (qid, tag) in enumerate(zip(shape.qids, tags, strict=True)):
+        seen = "NOT _held" + ("" if tag is None else f" AND {q(WINDOW_TAG)} = {tag}")
+        columns.append(f"IF(bool_or({seen}), max(IF(_held, NULL, _open{i})), max(_open{i})) "
+                       f"AS _o{qid}")
+    starts = ", ".join(f"_o{qid}" for qid in shape.qids)
+    group = f" GROUP BY {', '.join(keys)}" if keys else ""
+    return (f"SELECT * FROM (SELECT {''.join(f'{k}, ' for k in keys)}{', '.join(columns)} "
+            f"FROM {{marked}}{group}) AS _open WHERE coalesce({starts}) IS NOT NULL")

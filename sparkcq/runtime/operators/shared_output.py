@@ -14,8 +14,10 @@ that never reached this path before (binary, intervals) keep a formatter of thei
 again every cycle.
 
 Queries whose records a sliced family finds as runs (``runtime/sliced_runs.py``) skip the
-coalescing; their open elements are kept here with everyone's, so a query's elements stay
-open whichever way its records come.
+coalescing. Their open elements are kept here too, in the form the runs read them: per
+family, one row per group with the start of each query's open run (``HeldRuns``). A query
+whose elements were opened here (its first cycle formatted as any other's, from shared
+state) hands them over to its family's runs the first cycle it runs there.
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ import hashlib
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -56,6 +57,8 @@ from sparkcq.runtime.frames import (
 from sparkcq.runtime.operators.outputs import coalesced
 from sparkcq.runtime.saved_frames import FrameReader, FrameWriter
 from sparkcq.runtime.transaction import CycleParticipant
+
+RUNS_PREFIX = "runs-"  # the folder of a family's open runs in a saved state
 
 
 def encodable(dtype: DataType) -> bool:
@@ -193,21 +196,49 @@ class SlicedRuns:
     (``runtime/sliced_runs.py``).
 
     ``records`` are the runs that begin in the cycle (``_op`` ``I``; ``_te`` NULL while
-    open); ``opened_closed`` what changes in the open elements: a run left open (``_te``
-    NULL) or an earlier run closed (``_ts`` NULL, to be found among the open elements).
-    Both carry the query id and its row in the row column of its output schema.
+    open), after the closing records (``C``) of runs open since an earlier cycle that end
+    in it; both carry the query id and its row in the row column of its output schema.
+    ``open_runs`` are the runs left open, per group of the family (``HeldRuns.state``).
     """
 
+    family: str  # the family's name for its open runs (``SlicedFamily.runs_name``)
     qids: frozenset[int]
     records: DataFrame
-    opened_closed: DataFrame
+    open_runs: DataFrame
+
+
+@dataclass(frozen=True)
+class HeldRuns:
+    """A sliced family's open runs as the last cycle left them, for the runs it finds next.
+
+    ``state``: per group of the family (its keys ``_k<i>``), the start ``_o<query id>`` of
+    each query's open run (NULL: none open). ``handed``: the open elements kept among
+    everyone's (query id, row columns, ``_ts``) of queries whose records came another way
+    until now (a query that started from shared state formats its first cycle as any
+    other, or a state saved before the runs kept their own).
+    """
+
+    state: DataFrame | None
+    handed: DataFrame | None
+
+
+@dataclass(frozen=True)
+class FormatterProgress:
+    """The open runs of each sliced family (by ``SlicedFamily.runs_name``), and which
+    queries' open elements they hold (the others' are still among everyone's).
+    """
+
+    runs: Mapping[str, StateFrame] = field(default_factory=dict)
+    holds: Mapping[str, frozenset[int]] = field(default_factory=dict)
 
 
 class SharedIntervalFormatter(CycleParticipant):
     """Coalesced interval records of all queries whose rows ``encode`` can carry.
 
-    Its state is the open layers of every (query, row); rows of queries no longer running
-    are dropped at the next cycle that formats anything.
+    Its state is the open layers of every (query, row), and the open runs of sliced
+    families' queries that keep their group keys (one row per group: a run's end needs
+    only its start); rows of queries no longer running are dropped at the next cycle
+    that formats anything.
     """
 
     def __init__(self, rt: Runtime):
@@ -217,37 +248,64 @@ class SharedIntervalFormatter(CycleParticipant):
                              StructField(TS, LongType())])
         self.open = StateFrame(rt, schema, "shared-intervals-open")
         self.views = SqlViews(rt.spark, "intervals")
-        self.states = [self.open]
+        self.progress: FormatterProgress = FormatterProgress()
 
     def clear(self) -> None:
         """Drop every open element (no query it formats runs any more)."""
         self.open.set(None)
+        for frame in self.progress.runs.values():
+            frame.set(None)
+        self.progress = FormatterProgress()
 
     def cycle_states(self) -> list[StateFrame]:  # noqa: D102
-        return self.states
+        return [self.open, *self.progress.runs.values()]
 
     @property
     def state_rows(self) -> int:
-        """Open element layers held for all queries."""
-        return self.open.rows
+        """Open element layers held for all queries, and groups with open runs."""
+        return self.open.rows + sum(f.rows for f in self.progress.runs.values())
 
     def save(self, path: str, frames: FrameWriter) -> None:
-        """Save the open layers under ``path`` (a checkpoint at a cycle boundary)."""
+        """Save the open layers and runs under ``path`` (a checkpoint at a cycle boundary)."""
         self.open.save(path, frames)
+        for frame in self.progress.runs.values():
+            frame.save(path, frames)
 
     def load(self, path: str, frames: FrameReader) -> None:
         """Restore what ``save`` saved, with the row columns it was saved with (the next
         cycle aligns them with the queries running then).
         """
         self.open.set(frames.read_as_saved(os.path.join(path, self.open.name)))
+        runs: dict[str, StateFrame] = {}
+        holds: dict[str, frozenset[int]] = {}
+        for folder in sorted(os.listdir(path)):
+            if folder.startswith(RUNS_PREFIX):
+                name = folder[len(RUNS_PREFIX):]
+                runs[name] = frame = StateFrame(self.rt, StructType(), folder)
+                frame.set(frames.read_as_saved(os.path.join(path, folder)))
+                holds[name] = frozenset() if frame.df is None else frozenset(
+                    int(c[2:]) for c in frame.df.columns if c.startswith("_o"))
+        self.progress = FormatterProgress(runs, holds)
+
+    def held_runs(self, family: str, qids: Iterable[int],
+                  shapes: list[OutputShape]) -> HeldRuns:
+        """The open runs of ``family``'s queries ``qids`` (see ``HeldRuns``)."""
+        frame = self.progress.runs.get(family)
+        new = sorted(set(qids) - self.progress.holds.get(family, frozenset()))
+        base = self.open.get()
+        handed = None
+        if new and base is not None:
+            handed = aligned(base, shapes).where(f"{QID} IN ({', '.join(map(str, new))})")
+        return HeldRuns(None if frame is None else frame.get(), handed)
 
     def step(self, encoded: list[DataFrame], shapes: list[OutputShape],
              runs: Sequence[SlicedRuns] = ()) -> DataFrame | None:
         """Records (query id, row columns, ``_ts``, ``_te``, ``_op``) of this cycle's
         changes, for the queries of ``shapes``; and of ``runs``, the runs sliced families
         found for queries that keep their group keys (``runtime/sliced_runs.py``), whose
-        open elements are kept here too.
+        open runs are kept here too.
         """
+        self._forget_runs(shapes, {r.family for r in runs})
         if not encoded and not runs:
             return None
         rows = list(dict.fromkeys(row_column(shape.schema) for shape in shapes))
@@ -255,37 +313,40 @@ class SharedIntervalFormatter(CycleParticipant):
         base = self.open.get()
         if base is not None:
             base = aligned(base, shapes)
-        general, keyed = base, None
-        ids = ", ".join(str(qid) for qid in sorted({i for r in runs for i in r.qids}))
-        if base is not None and ids:
-            general = base.where(f"{QID} NOT IN ({ids})")
-            keyed = base.where(f"{QID} IN ({ids})")
+            ids = ", ".join(str(qid) for qid in sorted({i for r in runs for i in r.qids}))
+            if ids:  # handed over to the runs this cycle, if they were here
+                base = base.where(f"{QID} NOT IN ({ids})")
         records: list[DataFrame] = []
-        still_open: list[DataFrame] = []
         if encoded:
             changes = _with_rows(union_by_name(encoded, allow_missing=True), shapes, rows)
-            found, left_open = coalesced(self.rt, self.views, changes, names, general)
+            found, left_open = coalesced(self.rt, self.views, changes, names, base)
             records.append(found)
-            still_open.append(left_open)
-        elif general is not None:
-            still_open.append(general)
-        if runs:
-            changed = _with_rows(union_by_name([r.opened_closed for r in runs],
-                                               allow_missing=True), shapes, rows)
-            matched = self.rt.cache_for_cycle(self.views.sql(
-                _opened_closed_sql(tuple(names), keyed is not None),
-                **{"changed": changed, **({} if keyed is None else {"base": keyed})}))
-            cols = ", ".join(map(q, names))
-            # a query's closing records before its new ones, as the general path gives them
-            records += [self.views.sql(
-                f"SELECT {cols}, _since AS {q(TS)}, {q(TE)}, 'C' AS {q(OP)} FROM {{matched}} "
-                f"WHERE NOT _kept AND {q(TE)} IS NOT NULL", matched=matched),
-                *(r.records for r in runs)]
-            still_open.append(self.views.sql(
-                f"SELECT {cols}, CAST(1 AS BIGINT) AS {q(LAYER)}, {q(TS)} FROM {{matched}} "
-                f"WHERE IF(_kept, _closed = 0, {q(TE)} IS NULL)", matched=matched))
-        self.open.set(union_by_name(still_open) if still_open else None)
-        return union_by_name(records, allow_missing=True)
+            self.open.set(left_open)
+        elif runs:
+            self.open.set(base)
+        frames = dict(self.progress.runs)
+        holds = dict(self.progress.holds)
+        for r in runs:
+            records.append(r.records)
+            if r.family not in frames:
+                frames[r.family] = StateFrame(self.rt, StructType(), RUNS_PREFIX + r.family)
+            frames[r.family].set(r.open_runs)
+            holds[r.family] = r.qids
+        self.progress = FormatterProgress(frames, holds)
+        return _with_rows(union_by_name(records, allow_missing=True), shapes, rows)
+
+    def _forget_runs(self, shapes: list[OutputShape], stepped: set[str]) -> None:
+        """Drop the open runs of families none of whose queries runs any more."""
+        live = {qid for shape in shapes for qid in shape.names}
+        gone = [name for name, qids in self.progress.holds.items()
+                if name not in stepped and not qids & live]
+        if not gone:
+            return
+        for name in gone:
+            self.progress.runs[name].set(None)
+        self.progress = FormatterProgress(
+            {n: f for n, f in self.progress.runs.items() if n not in gone},
+            {n: h for n, h in self.progress.holds.items() if n not in gone})
 
 
 def _with_rows(changes: DataFrame, shapes: list[OutputShape], rows: list[str]) -> DataFrame:
@@ -298,20 +359,3 @@ def _with_rows(changes: DataFrame, shapes: list[OutputShape], rows: list[str]) -
     types = {row_column(s.schema): s.schema for s in shapes}
     return project(changes, "*", *[f"CAST(NULL AS {type_sql(types[r])}) AS {q(r)}"
                                    for r in missing])
-
-
-@lru_cache(maxsize=64)
-def _opened_closed_sql(names: tuple[str, ...], with_base: bool) -> str:
-    """Open and closed runs (view ``{changed}``, see ``SlicedRuns.opened_closed``) beside
-    the open elements kept so far (view ``{base}``): each kept element with whether a run
-    of its row closed (``_closed``), each closed run with its start (``_since``).
-    """
-    cols = ", ".join(map(q, names))
-    rows = f"SELECT {cols}, {q(TS)}, {q(TE)}, false AS _kept FROM {{changed}}"
-    if with_base:
-        rows += (f" UNION ALL SELECT {cols}, {q(TS)}, CAST(NULL AS BIGINT) AS {q(TE)}, "
-                 f"true AS _kept FROM {{base}}")
-    return (f"SELECT {cols}, {q(TS)}, {q(TE)}, _kept, "
-            f"max(IF(_kept, {q(TS)}, NULL)) OVER v AS _since, "
-            f"max(IF(NOT _kept AND {q(TE)} IS NOT NULL, 1, 0)) OVER v AS _closed "
-            f"FROM ({rows}) AS _rows WINDOW v AS (PARTITION BY {cols})")
