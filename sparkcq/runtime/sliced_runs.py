@@ -121,8 +121,7 @@ def sliced_runs(family: SlicedFamily, run: Slice, tails: list[QueryTail],
     if held_rows is not None:
         views["held"] = held_rows
     shape = RunsShape(tuple(group), len(keys), tuple(fresh), qids,
-                      tuple(sorted({t for t in tags if t is not None})) if tagged else None,
-                      held_rows is not None)
+                      tuple(tags) if tagged else None, held_rows is not None)
     # read by both generators and the new open runs: computed once
     marked = family.rt.cache_for_cycle(family.views.sql(_runs_sql(shape), **views))
     records: dict[str, list[str]] = {}
@@ -144,7 +143,7 @@ def sliced_runs(family: SlicedFamily, run: Slice, tails: list[QueryTail],
     if closes:  # a query's closing records before its new ones
         found = union_by_name([generated_structs(marked.where(q(BEFORE)), closes), found],
                               allow_missing=True)
-    opened = family.views.sql(_open_runs_sql(shape, tuple(tags)), marked=marked)
+    opened = family.views.sql(_open_runs_sql(shape), marked=marked)
     return SlicedRuns(family.runs_name, frozenset(qids), found, opened)
 
 
@@ -174,7 +173,12 @@ def _held_rows(family: SlicedFamily, tails: list[QueryTail], held: HeldRuns,
                     for qid, o in zip(qids, starts, strict=True)]
         parts.append(project(held.handed.where(f"{q(QID)} IN ({', '.join(map(str, qids))})"),
                              *columns))
-    return union_by_name(parts) if parts else None
+        # one row per group: a group's elements of several queries, and its kept row
+        merged = ", ".join(f"max({q(o)}) AS {q(o)}" for o in starts)
+        by = f" GROUP BY {', '.join(map(q, keys))}" if keys else ""
+        return family.views.sql(f"SELECT {''.join(f'{q(k)}, ' for k in keys)}{merged} "
+                                f"FROM {{held}}{by}", held=union_by_name(parts))
+    return parts[0] if parts else None
 
 
 @dataclass(frozen=True)
@@ -182,14 +186,15 @@ class RunsShape:
     """What the text finding a family's runs depends on (the same text every cycle for
     the same queries): the window's partition (``group``: the keys, then the window's tag
     if the family has several), how many of it are keys, each query's freshness and id,
-    the tags of the queries' windows (None: one window) and whether open runs are held.
+    the tag of each query's window (None: the family has one window) and whether open
+    runs are held.
     """
 
     group: tuple[str, ...]
     keys: int
     fresh: tuple[bool, ...]
     qids: tuple[int, ...]
-    tags: tuple[int, ...] | None
+    tags: tuple[int | None, ...] | None
     held: bool
 
 
@@ -213,9 +218,10 @@ def _runs_sql(shape: RunsShape) -> str:
     rows = f"SELECT *, false AS _held, {nulls} FROM {{rows}}"
     if shape.held:
         win = f"{q(WINDOW_TAG)}, " if shape.tags is not None else ""
+        windows = {t for t in shape.tags or () if t is not None}
         lateral = ("" if shape.tags is None else
-                   f" LATERAL VIEW explode(array({', '.join(map(str, shape.tags))})) _t AS "
-                   f"{q(WINDOW_TAG)}")
+                   f" LATERAL VIEW explode(array({', '.join(str(t) for t in sorted(windows))}))"
+                   f" _t AS {q(WINDOW_TAG)}")
         rows += (f" UNION ALL SELECT {''.join(f'{k}, ' for k in keys)}{win}CAST(NULL AS BIGINT), "
                  f"CAST(NULL AS BIGINT), false, false, CAST(NULL AS BIGINT), "
                  f"{', '.join(f'NULL AS {r}' for r in ran)}, true, {', '.join(starts)} "
@@ -224,7 +230,8 @@ def _runs_sql(shape: RunsShape) -> str:
     for i, first in enumerate(fresh):
         compared += [f"lag(_r{i}) OVER w AS _p{i}", f"lead(_r{i}) OVER w AS _n{i}"]
         if not first:
-            compared.append(f"max({starts[i]}) OVER w AS _was{i}" if shape.held
+            compared.append(f"max({starts[i]}) OVER ({by}ORDER BY {q(FROM)} ROWS BETWEEN "
+                            f"UNBOUNDED PRECEDING AND CURRENT ROW) AS _was{i}" if shape.held
                             else f"CAST(NULL AS BIGINT) AS _was{i}")
     near = (f"SELECT *, lag({q(TO)}) OVER w AS _pto, lead({q(FROM)}) OVER w AS _nfrom, "
             f"{', '.join(compared)} FROM ({rows}) AS _rows WINDOW w AS ({by}ORDER BY "
@@ -245,13 +252,18 @@ def _runs_sql(shape: RunsShape) -> str:
     was = [f"_was{i}" for i, first in enumerate(fresh) if not first]
     listed = "".join(f"{g}, " for g in group)
     inner = (f"SELECT {listed}_held, {q(FROM)}, {START}, {BEFORE}, "
-             f"{', '.join(ran)}, {', '.join(starts)}, {', '.join([*marked, *was])} "
+             f"_nfrom, {', '.join(ran)}, {', '.join(starts)}, {', '.join([*marked, *was])} "
              f"FROM (SELECT *, {', '.join(marks)} FROM ({near}) AS _near WINDOW d AS ({by}"
              f"ORDER BY {q(FROM)} DESC ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)) "
              f"AS _marks")
     # where the run a segment leaves open began: a run begun in the cycle, or the held
-    # one the segment that began before the slice continues past its end
-    opens = [f"CASE WHEN _held THEN {starts[i]} WHEN _m{i} = {OPEN} THEN {START} "
+    # one the segment that began before the slice continues past its end; a held start
+    # stays only where its group (its window's, if tagged) has no segment this cycle
+    stays = [" AND _nfrom IS NULL" + ("" if shape.tags is None or shape.tags[i] is None
+                                      else f" AND {q(WINDOW_TAG)} = {shape.tags[i]}")
+             for i in range(len(fresh))]
+    opens = [f"CASE WHEN _held{stays[i]} THEN {starts[i]} WHEN _held THEN NULL "
+             f"WHEN _m{i} = {OPEN} THEN {START} "
              + ("" if first else f"WHEN {BEFORE} AND _r{i} IS NOT NULL AND _m{i} IS NULL "
                 f"THEN _was{i} ")
              + f"END AS _open{i}" for i, first in enumerate(fresh)]
@@ -261,18 +273,13 @@ def _runs_sql(shape: RunsShape) -> str:
 
 
 @lru_cache(maxsize=256)
-def _open_runs_sql(shape: RunsShape, tags: tuple[int | None, ...]) -> str:
+def _open_runs_sql(shape: RunsShape) -> str:
     """The open runs a cycle leaves (view ``{marked}`` of ``_runs_sql``), as the held rows
-    it read: per group, ``_o<query id>``, where the query's open run began. A query's held
-    start stays where its group had no segment this cycle (its window's, if tagged).
+    it read: per group, ``_o<query id>``, where the query's open run began.
     """
     keys = shape.group[:shape.keys]
-    columns = []
-    for i, (qid, tag) in enumerate(zip(shape.qids, tags, strict=True)):
-        seen = "NOT _held" + ("" if tag is None else f" AND {q(WINDOW_TAG)} = {tag}")
-        columns.append(f"IF(bool_or({seen}), max(IF(_held, NULL, _open{i})), max(_open{i})) "
-                       f"AS _o{qid}")
+    columns = ", ".join(f"max(_open{i}) AS _o{qid}" for i, qid in enumerate(shape.qids))
     starts = ", ".join(f"_o{qid}" for qid in shape.qids)
     group = f" GROUP BY {', '.join(keys)}" if keys else ""
-    return (f"SELECT * FROM (SELECT {''.join(f'{k}, ' for k in keys)}{', '.join(columns)} "
+    return (f"SELECT * FROM (SELECT {''.join(f'{k}, ' for k in keys)}{columns} "
             f"FROM {{marked}}{group}) AS _open WHERE coalesce({starts}) IS NOT NULL")
