@@ -238,7 +238,7 @@ class SharedIntervalFormatter(CycleParticipant):
     Its state is the open layers of every (query, row), and the open runs of sliced
     families' queries that keep their group keys (one row per group: a run's end needs
     only its start); rows of queries no longer running are dropped at the next cycle
-    that formats anything.
+    that rewrites the state they are in (a change to coalesce, or a family's runs).
     """
 
     def __init__(self, rt: Runtime):
@@ -311,18 +311,21 @@ class SharedIntervalFormatter(CycleParticipant):
         rows = list(dict.fromkeys(row_column(shape.schema) for shape in shapes))
         names = [QID, *rows]
         base = self.open.get()
+        # queries new to their family's runs: their open elements, if any were here, were
+        # handed over (``held_runs``)
+        handed = sorted({i for r in runs
+                         for i in r.qids - self.progress.holds.get(r.family, frozenset())})
         if base is not None:
             base = aligned(base, shapes)
-            ids = ", ".join(str(qid) for qid in sorted({i for r in runs for i in r.qids}))
-            if ids:  # handed over to the runs this cycle, if they were here
-                base = base.where(f"{QID} NOT IN ({ids})")
+            if handed:
+                base = base.where(f"{QID} NOT IN ({', '.join(map(str, handed))})")
         records: list[DataFrame] = []
         if encoded:
             changes = _with_rows(union_by_name(encoded, allow_missing=True), shapes, rows)
             found, left_open = coalesced(self.rt, self.views, changes, names, base)
             records.append(found)
             self.open.set(left_open)
-        elif runs:
+        elif handed:
             self.open.set(base)
         frames = dict(self.progress.runs)
         holds = dict(self.progress.holds)
