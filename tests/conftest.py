@@ -137,9 +137,18 @@ def page(browser):
         context.close()
 
 
+# The suite's one JVM runs thousands of new plans, and each class Spark's code generation
+# compiles leaves objects behind in the JVM's class loaders (about a megabyte per new
+# query, docs/architecture.md "What a cycle does not build"): in 2 GB the collector marks
+# the whole heap again and again in the suite's second half. A long-running engine compiles
+# its plans once, so this is the test session's setting, not the engine's default.
+TEST_SESSION_CONF = {"spark.driver.memory": os.environ.get("SPARKCQ_DRIVER_MEMORY", "4g")}
+
+
 @pytest.fixture(scope="session")
 def spark():
-    session = make_session("local[2]", app_name="sparkcq-tests", shuffle_partitions=2)
+    session = make_session("local[2]", app_name="sparkcq-tests", shuffle_partitions=2,
+                           conf=TEST_SESSION_CONF)
     yield session
     session.stop()
 
