@@ -1,4 +1,4 @@
-"""One Spark session for the whole test run: small shuffle partitions, UI off.
+"""One Spark session for the whole test run: small shuffle partitions, UI off, a 4 GB heap.
 
 PostgreSQL (``postgres`` fixture, tests/postgres_server.py): when a collected test uses it,
 its packages are installed (as root) before any test runs, so the Spark session, started
