@@ -332,7 +332,9 @@ class SlicedFamily(CycleParticipant):
         agg = self.op.sliced.aggregate
         needed = {a.arg for a in agg.aggs if a.arg is not None and a.name in live}
         blank = frozenset(a.arg for a in agg.aggs if a.arg is not None and a.arg not in needed)
-        segments = self.op.evaluate(inp, blank)
+        # members that ran before all (no reseed, none fresh): a slice where no row
+        # changes is skipped
+        segments = self.op.evaluate(inp, blank, settled=reseed_at is None and not self.fresh)
         return SlicedRun(segments, waits=segments.segments is None and reseed_at is not None)
 
     def changes(self, run: SlicedRun, fresh: bool, cycle: CycleContext) -> DataFrame:

@@ -163,7 +163,7 @@ class RangeAggregateOperator(SlicedAggregateOperator):
         return self.due_segments_sql(out, starts, lo, hi)
 
     # -- the cycle ---------------------------------------------------------------------------
-    def segments_of(self, inp: Slice, blank: frozenset[str]) -> Slice:
+    def segments_of(self, inp: Slice, blank: frozenset[str], settled: bool = False) -> Slice:
         """Log the slice's events, fold the points before ``hi`` into the base and return
         the segments of [lo, hi) (see module), or no segments when no group has a row.
         """
