@@ -64,7 +64,7 @@ from sparkcq.runtime.operators.shared_output import (
     split_by_query,
 )
 from sparkcq.runtime.operators.table import TableRows
-from sparkcq.runtime.sliced_family import SlicedFamily
+from sparkcq.runtime.sliced_family import SlicedFamily, SlicedMemberOperator
 from sparkcq.runtime.sliced_runs import keeps_group, sliced_runs
 from sparkcq.runtime.transaction import CycleParticipant, CycleTransaction
 from sparkcq.session import spark_alive
@@ -174,13 +174,18 @@ def compile_plan(plan: GlobalPlan, queries: Iterable[CompiledQuery],
     edges = plan.edges_unread(nodes, {q.plan for q in queries})
     columns = shape_columns([(s.name, s.schema, s.timestamps) for s in streamed.values()]
                             + [(s.name, s.schema, s.timestamps) for s in snapshots.values()])
-    # a stream's batch read by one window aggregate, through its arrivals (its edge
-    # unread): the aggregate's plan reads them once (an interval join's shedding reads
-    # its new elements twice)
-    by_window = {child for node in plan.ops if isinstance(node, SlicedAggregate)
-                 for child in node.children}
+    # a stream's batch read by one window aggregate, or by the members of one family of
+    # them (which reads it once for all), through its arrivals (its edge unread): that
+    # plan reads them once (an interval join's shedding reads its new elements twice)
+    by_window: dict[PlanNode, list[object]] = {}
+    for node, op in plan.ops.items():
+        if isinstance(node, SlicedAggregate):
+            reader = op.family if isinstance(op, SlicedMemberOperator) else node
+            for child in node.children:
+                by_window.setdefault(child, []).append(reader)
     once = frozenset(n for n in nodes if isinstance(n, StreamScan) and n in edges
-                     and readers[n] == 1 and n in by_window)
+                     and n in by_window and readers[n] == len(by_window[n])
+                     and all(r is by_window[n][0] for r in by_window[n]))
     return CompiledPlan(queries, nodes, stepped, idle, shapes, readers, rows, fused, unread,
                         edges, streamed, snapshots, columns, read_once=once)
 

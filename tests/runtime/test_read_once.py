@@ -50,3 +50,23 @@ def test_a_second_reader_makes_the_batch_cached_and_both_see_every_event(spark, 
     got = sorted(eng.results("sums")[["k", "v", "_ts"]].itertuples(index=False, name=None))
     assert got == [("a", 3, 10), ("a", 16, 20), ("b", 4, 20), ("b", 96, 30)]
     assert sorted(eng.results("big")["v"]) == [16, 32, 64]
+
+
+def test_a_family_of_windows_reads_the_batch_once_for_all_its_members(spark, tmp_path):
+    """Two chunk windows of one family take their panes from one reading of the batch:
+    it is not cached, and each member still sees every event.
+    """
+    data = tmp_path / "in"
+    write_files(data)
+    eng = Engine(spark=spark, data_roots=[str(tmp_path)])
+    eng.execute(STREAM.format(data=data) + PER_CHUNK.format(name="sums")
+                + "CREATE QUERY counts INTO memory AS RSTREAM SELECT k, count(*) AS n "
+                  "FROM s [CUT ON t BY 10] GROUP BY k;")
+    eng.run_cycle()
+    assert [b.cached for b in eng.scans["s"].progress.held] == [False]
+    eng.run_until_idle()
+    got = sorted(eng.results("sums")[["k", "v", "_ts"]].itertuples(index=False, name=None))
+    assert got == [("a", 3, 10), ("a", 16, 20), ("b", 4, 20), ("b", 96, 30)]
+    got = sorted(eng.results("counts")[["k", "n", "_ts"]].itertuples(index=False, name=None))
+    assert got == [("a", 1, 20), ("a", 2, 10), ("b", 1, 20), ("b", 2, 30)]
+    assert list(eng.dead_letters("s")["v"]) == [100]
