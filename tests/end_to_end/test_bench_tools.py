@@ -7,6 +7,7 @@ from __future__ import annotations
 import pandas as pd
 from pyspark.sql import functions as F
 
+from benchmarks.demo_cycles import parse_cycles, report
 from benchmarks.suite.compare import differences, leave_out_unemitted, normalised
 from benchmarks.suite.from_log import sized_runs
 from benchmarks.suite.marginal import SizedRuns, marginal_rate, marginal_table
@@ -136,3 +137,18 @@ def test_feed_benchmark_counts_the_cycles_that_took_rows():
     assert got["cycles_with_rows"] == 1  # the first has no end before it to time it by
     assert got["cycle_p50_ms"] == 400.0
     assert got["cycle_period_p50_ms"] == 200.0  # since the end of the empty cycle
+
+
+def test_the_demo_benchmark_reads_the_cycles_after_the_skipped_ones():
+    text = ("sparkcq demo: queries a, b\n"
+            "cycle 0: 0 rows in 0.02 s (0 rows/s; 0 rows/s overall), state rows 0\n"
+            "jumbo · cycle 1 · 5 new record(s)\n"
+            "cycle 1: 7,677 rows in 5.46 s (1,405 rows/s; ...)\n"
+            "cycle 2: 6,000 rows in 0.40 s (...)\ncycle 3: 6,010 rows in 1.20 s (...)\n"
+            "cycle 4: 5,990 rows in 0.30 s (...)\n")
+    run = parse_cycles(text, skip=2)
+    assert run.cycles == ((6000, 0.40), (6010, 1.20), (5990, 0.30))
+    assert run.p50 == 0.40 and max(run.seconds) == 1.20
+    table = report([run, parse_cycles(text, skip=3)], duration=90, skip=2)
+    assert "| 1 | 3 | 6,000 | 0.400 s | 1.200 s | 1.200 s | 1 |" in table
+    assert "Median of the runs' p50: **0.575 s**" in table  # of 0.400 and 0.750 (skip 3)
