@@ -27,9 +27,12 @@ LINE = re.compile(r"cycle (\d+): ([\d,]+) rows in ([\d.]+) s")
 
 @dataclass(frozen=True)
 class DemoRun:
-    """The cycles of one demo run after the skipped ones: (rows, seconds) each."""
+    """The cycles of one demo run after the skipped ones: (rows, seconds) each, and the
+    numbers of those over a second.
+    """
 
     cycles: tuple[tuple[int, float], ...]
+    slow: tuple[int, ...] = ()
 
     @property
     def seconds(self) -> list[float]:
@@ -51,7 +54,9 @@ def parse_cycles(text: str, skip: int) -> DemoRun:
     """The cycles numbered ``skip`` and later in the demo's output ``text``."""
     found = [(int(n), int(rows.replace(",", "")), float(s))
              for n, rows, s in LINE.findall(text)]
-    return DemoRun(tuple((rows, s) for n, rows, s in found if n >= skip))
+    kept = [(n, rows, s) for n, rows, s in found if n >= skip]
+    return DemoRun(tuple((rows, s) for _n, rows, s in kept),
+                   tuple(n for n, _rows, s in kept if s > 1.0))
 
 
 def run_demo(duration: float, skip: int) -> DemoRun:
@@ -61,7 +66,8 @@ def run_demo(duration: float, skip: int) -> DemoRun:
                           capture_output=True, text=True, check=True)
     run = parse_cycles(done.stdout, skip)
     if not run.cycles:
-        msg = f"the demo printed no cycle after the {skip}th; its output ends: {done.stdout[-500:]!r}"
+        msg = (f"the demo printed no cycle after the {skip}th; its output ends: "
+               f"{done.stdout[-500:]!r}")
         raise RuntimeError(msg)
     return run
 
@@ -73,13 +79,13 @@ def report(runs: list[DemoRun], duration: float, skip: int) -> str:
              "streams of 2,000 events/s each, a cycle a second), each run a new process; "
              f"cycles numbered {skip} and later. Command: `.venv/bin/python -m "
              f"benchmarks.demo_cycles --runs {len(runs)} --duration {duration:g}`.", "",
-             "| run | cycles | rows per cycle (p50) | p50 | p90 | slowest | over 1 s |",
+             "| run | cycles | rows per cycle (p50) | p50 | p90 | slowest | over 1 s (which) |",
              "|---|---|---|---|---|---|---|"]
     for i, run in enumerate(runs, 1):
         rows = statistics.median(r for r, _s in run.cycles)
         lines.append(f"| {i} | {len(run.cycles)} | {rows:,.0f} | {run.p50:.3f} s "
                      f"| {run.quantile(0.9):.3f} s | {max(run.seconds):.3f} s "
-                     f"| {sum(s > 1.0 for s in run.seconds)} |")
+                     f"| {len(run.slow)} {list(run.slow) if run.slow else ''} |")
     p50 = statistics.median(run.p50 for run in runs)
     lines += ["", f"Median of the runs' p50: **{p50:.3f} s**; the slowest cycle of all runs: "
               f"{max(max(run.seconds) for run in runs):.3f} s.", ""]

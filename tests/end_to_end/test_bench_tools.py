@@ -147,8 +147,8 @@ def test_the_demo_benchmark_reads_the_cycles_after_the_skipped_ones():
             "cycle 2: 6,000 rows in 0.40 s (...)\ncycle 3: 6,010 rows in 1.20 s (...)\n"
             "cycle 4: 5,990 rows in 0.30 s (...)\n")
     run = parse_cycles(text, skip=2)
-    assert run.cycles == ((6000, 0.40), (6010, 1.20), (5990, 0.30))
+    assert run.cycles == ((6000, 0.40), (6010, 1.20), (5990, 0.30)) and run.slow == (3,)
     assert run.p50 == 0.40 and max(run.seconds) == 1.20
     table = report([run, parse_cycles(text, skip=3)], duration=90, skip=2)
-    assert "| 1 | 3 | 6,000 | 0.400 s | 1.200 s | 1.200 s | 1 |" in table
+    assert "| 1 | 3 | 6,000 | 0.400 s | 1.200 s | 1.200 s | 1 [3] |" in table
     assert "Median of the runs' p50: **0.575 s**" in table  # of 0.400 and 0.750 (skip 3)
