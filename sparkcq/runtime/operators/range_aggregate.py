@@ -166,6 +166,7 @@ class RangeAggregateOperator(SlicedAggregateOperator):
     def segments_of(self, inp: Slice, blank: frozenset[str], settled: bool = False) -> Slice:
         """Log the slice's events, fold the points before ``hi`` into the base and return
         the segments of [lo, hi) (see module), or no segments when no group has a row.
+        ``settled`` skips nothing here: panes of one instant change a row at any instant.
         """
         lo, hi = inp.lo, inp.hi
         sql = self.views.sql
