@@ -1,8 +1,8 @@
 """The cycle engine: executes the compiled plan once per cycle (DESIGN 2.5, 3).
 
 A statement changes what runs; after it the running queries are compiled into a
-``CompiledPlan``: which operators step, how many readers each node has (an output read more
-than once is cached for the cycle), whose records come straight from an aggregate family
+``CompiledPlan``: which operators step, how many read each node's change edge (an edge read
+more than once is cached for the cycle), whose records come straight from an aggregate family
 (fused tails) and which nodes no one then reads, how the shared formatter's records decode.
 Each cycle only executes that, on its input, and returns what it produced:
 
@@ -102,7 +102,7 @@ class CompiledPlan:
     stepped: tuple[Operator, ...]  # their operators, in plan order
     idle_scans: tuple[ScanOperator, ...]  # streams no query reads: they still advance
     shapes: tuple[OutputShape, ...]  # how the shared formatter's records decode
-    readers: Counter[PlanNode]  # operators and queries reading each node
+    readers: Counter[PlanNode]  # operators and queries reading each node's change edge
     # the rows the catalog holds for each table the queries read: a cycle switches a
     # table's operator to them if they replaced the rows it serves (``replace_tables``)
     tables: Mapping[PlanNode, TableRows] = field(default_factory=dict)
@@ -170,8 +170,10 @@ def compile_plan(plan: GlobalPlan, queries: Iterable[CompiledQuery],
     streamed = streamed_queries(q for q in queries
                                 if q.name not in snapshots) if plan.fuse else {}
     unread = unread_steps(plan, queries, fused, streamed, snapshots, nodes)
-    readers = plan.consumers() + Counter(q.plan for q in queries)
-    edges = plan.edges_unread(nodes, {q.plan for q in queries})
+    roots = Counter(q.plan for q in queries)
+    readers = plan.consumers() + roots
+    edge_readers = plan.edge_readers(nodes, roots)
+    edges = frozenset(n for n in nodes if edge_readers[n] == 0)
     columns = shape_columns([(s.name, s.schema, s.timestamps) for s in streamed.values()]
                             + [(s.name, s.schema, s.timestamps) for s in snapshots.values()])
     # a stream's batch read by one window aggregate, or by the members of one family of
@@ -186,8 +188,8 @@ def compile_plan(plan: GlobalPlan, queries: Iterable[CompiledQuery],
     once = frozenset(n for n in nodes if isinstance(n, StreamScan) and n in edges
                      and n in by_window and readers[n] == len(by_window[n])
                      and all(r is by_window[n][0] for r in by_window[n]))
-    return CompiledPlan(queries, nodes, stepped, idle, shapes, readers, rows, fused, unread,
-                        edges, streamed, snapshots, columns, read_once=once)
+    return CompiledPlan(queries, nodes, stepped, idle, shapes, edge_readers, rows, fused,
+                        unread, edges, streamed, snapshots, columns, read_once=once)
 
 
 def streamed_queries(queries: Iterable[CompiledQuery]) -> dict[str, StreamedQuery]:

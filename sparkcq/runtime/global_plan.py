@@ -485,20 +485,23 @@ class GlobalPlan:
                     fams.remove(family)
             self.families = {k: v for k, v in self.families.items() if v}
 
-    def edges_unread(self, nodes: frozenset[PlanNode],
-                     roots: set[PlanNode]) -> frozenset[PlanNode]:
-        """The nodes among ``nodes`` whose change edge (``Slice.df``) nothing reads: no
-        query's root, and every operator of ``nodes`` reading one takes only its arrivals
-        or segments (``Operator.reads_edge``), or is stateless and unread itself.
+    def edge_readers(self, nodes: frozenset[PlanNode],
+                     roots: Counter[PlanNode]) -> Counter[PlanNode]:
+        """How many read each node's change edge (``Slice.df``) in a cycle stepping
+        ``nodes``: the queries whose root it is (``roots``), and each operator of ``nodes``
+        reading it (``Operator.reads_edge``: not one that takes only its input's arrivals
+        or segments, nor a stateless one whose own edge nothing reads). None: the edge
+        need not be built; two or more: it is cached for the cycle.
         """
-        read: set[PlanNode] = set(roots)
+        count: Counter[PlanNode] = Counter(roots)
         for node in reversed(list(self.ops)):  # consumers before their inputs
             if node not in nodes:
                 continue
             op = self.ops[node]
-            read.update(c for i, c in enumerate(op.input_nodes())
-                        if op.reads_edge(i, node in read))
-        return frozenset(n for n in nodes if n not in read)
+            for i, child in enumerate(op.input_nodes()):
+                if op.reads_edge(i, count[node] > 0):
+                    count[child] += 1
+        return count
 
     def consumers(self) -> Counter[PlanNode]:
         """How many operators read each node (queries are counted by the caller)."""
@@ -530,9 +533,10 @@ class GlobalPlan:
                   unread: frozenset[PlanNode]) -> tuple[dict[PlanNode, Slice],
                                                         dict[PlanNode, float]]:
         """Step every operator of ``cycle.only`` (or all) once, in order: each node's
-        output slice, and the driver seconds spent building it. Outputs ``readers`` read
-        more than once are cached; seeded inputs get their ``starts`` before the cycle's
-        changes; ``unread`` operators only pass the cycle (``Operator.pass_unread``).
+        output slice, and the driver seconds spent building it. Edges that ``readers``
+        says are read more than once (``edge_readers``) are cached; seeded inputs get their
+        ``starts`` before the cycle's changes; ``unread`` operators only pass the cycle
+        (``Operator.pass_unread``).
         """
         out: dict[PlanNode, Slice] = {}
         seconds: dict[PlanNode, float] = {}
