@@ -6,6 +6,7 @@ late rows become dead letters), and a consumer added later still finds the held 
 from __future__ import annotations
 
 from sparkcq import Engine
+from sparkcq.plan.nodes import StreamScan
 
 STREAM = ("CREATE STREAM s (k STRING, v BIGINT, t BIGINT) WITH (event_time='t', "
           "source='files', path='{data}', files_per_cycle='1', bounded='true', lateness='0');")
@@ -70,3 +71,23 @@ def test_a_family_of_windows_reads_the_batch_once_for_all_its_members(spark, tmp
     got = sorted(eng.results("counts")[["k", "n", "_ts"]].itertuples(index=False, name=None))
     assert got == [("a", 1, 20), ("a", 2, 10), ("b", 1, 20), ("b", 2, 30)]
     assert list(eng.dead_letters("s")["v"]) == [100]
+
+
+def test_an_edge_is_cached_only_when_two_read_it(spark, tmp_path):
+    """A window aggregate takes the batch's arrivals, not the stream's edge: beside it, one
+    filter reads the edge once (built where it is read), two read it twice (cached).
+    """
+    data = tmp_path / "in"
+    write_files(data)
+    eng = Engine(spark=spark, data_roots=[str(tmp_path)])
+    eng.execute(STREAM.format(data=data) + PER_CHUNK.format(name="sums")
+                + "CREATE QUERY big INTO memory AS SELECT k, v FROM s WHERE v > 10;")
+    scan = next(n for n in eng.plan.ops if isinstance(n, StreamScan) and n.name == "s")
+    assert eng.queries.compiled.readers[scan] == 1
+    eng.execute("CREATE QUERY small INTO memory AS SELECT k, v FROM s WHERE v < 10;")
+    assert eng.queries.compiled.readers[scan] == 2
+    eng.run_until_idle()
+    got = sorted(eng.results("sums")[["k", "v", "_ts"]].itertuples(index=False, name=None))
+    assert got == [("a", 3, 10), ("a", 16, 20), ("b", 4, 20), ("b", 96, 30)]
+    assert sorted(eng.results("big")["v"]) == [16, 32, 64]
+    assert sorted(eng.results("small")["v"]) == [1, 2, 4]
