@@ -102,7 +102,7 @@ class CompiledPlan:
     stepped: tuple[Operator, ...]  # their operators, in plan order
     idle_scans: tuple[ScanOperator, ...]  # streams no query reads: they still advance
     shapes: tuple[OutputShape, ...]  # how the shared formatter's records decode
-    readers: Counter[PlanNode]  # operators and queries reading each node's change edge
+    edge_readers: Counter[PlanNode]  # operators and queries reading each node's change edge
     # the rows the catalog holds for each table the queries read: a cycle switches a
     # table's operator to them if they replaced the rows it serves (``replace_tables``)
     tables: Mapping[PlanNode, TableRows] = field(default_factory=dict)
@@ -357,7 +357,7 @@ class CycleEngine:
         cycle = replace(cycle, family_starts=starts.families)
         plan.replace_tables(compiled.tables, compiled.nodes)  # after the starts: old rows
         fused, unread = compiled.fusion_now(plan)
-        slices, seconds = plan.run_cycle(cycle, compiled.readers, starts.inputs, unread)
+        slices, seconds = plan.run_cycle(cycle, compiled.edge_readers, starts.inputs, unread)
         outputs: dict[str, DataFrame] = {}
         encoded: list[DataFrame] = []
         tails: dict[int, list[QueryTail]] = {}  # by family, see runtime/fused_outputs.py

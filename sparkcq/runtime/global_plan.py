@@ -490,8 +490,8 @@ class GlobalPlan:
         """How many read each node's change edge (``Slice.df``) in a cycle stepping
         ``nodes``: the queries whose root it is (``roots``), and each operator of ``nodes``
         reading it (``Operator.reads_edge``: not one that takes only its input's arrivals
-        or segments, nor a stateless one whose own edge nothing reads). None: the edge
-        need not be built; two or more: it is cached for the cycle.
+        or segments, nor a stateless one whose own edge nothing reads). No reader: the
+        edge need not be built; two or more: it is cached for the cycle.
         """
         count: Counter[PlanNode] = Counter(roots)
         for node in reversed(list(self.ops)):  # consumers before their inputs
@@ -529,13 +529,13 @@ class GlobalPlan:
             needed.update(op.input_nodes())
         return frozenset(unread)
 
-    def run_cycle(self, cycle: CycleContext, readers: Counter[PlanNode], starts: Starts,
+    def run_cycle(self, cycle: CycleContext, edge_readers: Counter[PlanNode], starts: Starts,
                   unread: frozenset[PlanNode]) -> tuple[dict[PlanNode, Slice],
                                                         dict[PlanNode, float]]:
         """Step every operator of ``cycle.only`` (or all) once, in order: each node's
-        output slice, and the driver seconds spent building it. Edges that ``readers``
-        says are read more than once (``edge_readers``) are cached; seeded inputs get their
-        ``starts`` before the cycle's changes; ``unread`` operators only pass the cycle
+        output slice, and the driver seconds spent building it. Change edges read more
+        than once (``edge_readers``) are cached; seeded inputs get their ``starts`` before
+        the cycle's changes; ``unread`` operators only pass the cycle
         (``Operator.pass_unread``).
         """
         out: dict[PlanNode, Slice] = {}
@@ -546,7 +546,7 @@ class GlobalPlan:
             began = time.perf_counter()
             result = op.advance([out[c] for c in op.input_nodes()], cycle, starts,
                                 unread=node in unread)
-            if result.df is not None and readers[node] > 1:
+            if result.df is not None and edge_readers[node] > 1:
                 result = replace(result, df=self.rt.cache_for_cycle(result.df))
             seconds[node] = time.perf_counter() - began
             out[node] = result

@@ -83,9 +83,9 @@ def test_an_edge_is_cached_only_when_two_read_it(spark, tmp_path):
     eng.execute(STREAM.format(data=data) + PER_CHUNK.format(name="sums")
                 + "CREATE QUERY big INTO memory AS SELECT k, v FROM s WHERE v > 10;")
     scan = next(n for n in eng.plan.ops if isinstance(n, StreamScan) and n.name == "s")
-    assert eng.queries.compiled.readers[scan] == 1
+    assert eng.queries.compiled.edge_readers[scan] == 1
     eng.execute("CREATE QUERY small INTO memory AS SELECT k, v FROM s WHERE v < 10;")
-    assert eng.queries.compiled.readers[scan] == 2
+    assert eng.queries.compiled.edge_readers[scan] == 2
     eng.run_until_idle()
     got = sorted(eng.results("sums")[["k", "v", "_ts"]].itertuples(index=False, name=None))
     assert got == [("a", 3, 10), ("a", 16, 20), ("b", 4, 20), ("b", 96, 30)]
