@@ -108,20 +108,19 @@ def sliced_runs(family: SlicedFamily, run: Slice, tails: list[QueryTail],
             conds.append(f"{q(WINDOW_TAG)} = {tags[-1]}")
         # a segment that ended before the slice is no query's; one ending where it
         # begins is not a query's in its first cycle (it starts there)
-        conds.append(f"({q(TO)} IS NULL OR {q(TO)} {'>' if fresh[-1] else '>='} {low})")
+        conds.append(f"({q(TO)} IS NULL OR {q(TO)} >= {bound_sql(lo + fresh[-1])})")
         values.append(f"CASE WHEN {' AND '.join(conds)} THEN {row_sql(tail.schema, mapping)} "
                       f"END AS _r{i}")
+    # each query's freshness as a value, not as text: its first cycle and the ones after
+    # it run one analysed plan and one generated code
+    firsts = [f"{bound_sql(int(first))} = 1 AS _f{i}" for i, first in enumerate(fresh)]
     rows = project(segments, *group, q(FROM), q(TO), f"{q(FROM)} < {low} AS {BEFORE}",
                    f"coalesce({q(TO)} < {high}, false) AS {CLOSES}",
-                   f"greatest({q(FROM)}, {low}) AS {START}", *values)
+                   f"greatest({q(FROM)}, {low}) AS {START}", *values, *firsts)
     qids = tuple(t.qid for t in tails if t.qid is not None)
     assert len(qids) == len(tails)
-    views = {"rows": rows}
-    held_rows = _held_rows(family, tails, held, qids)
-    if held_rows is not None:
-        views["held"] = held_rows
-    shape = RunsShape(tuple(group), len(keys), tuple(fresh), qids,
-                      tuple(tags) if tagged else None, held_rows is not None)
+    views = {"rows": rows, "held": _held_rows(family, tails, held, qids, segments)}
+    shape = RunsShape(tuple(group), len(keys), qids, tuple(tags) if tagged else None)
     # read by both generators and the new open runs: computed once
     marked = family.rt.cache_for_cycle(family.views.sql(_runs_sql(shape), **views))
     records: dict[str, list[str]] = {}
@@ -129,26 +128,23 @@ def sliced_runs(family: SlicedFamily, run: Slice, tails: list[QueryTail],
     for i, tail in enumerate(tails):
         head = f"'{QID}', {qids[i]}, '{row_column(tail.schema)}', _r{i}"
         end = f"IF(_m{i} = {OPEN}, CAST(NULL AS BIGINT), _m{i})"
-        # a query that ran before: a mark on the segment that began before the slice
-        # closes the run it continues, which began where its open element says
-        begins = "" if fresh[i] else f"NOT {BEFORE} AND "
+        # a query that ran before (not ``_f<i>``): a mark on the segment that began before
+        # the slice closes the run it continues, which began where its open element says
         records.setdefault(row_column(tail.schema), []).append(
-            f"CASE WHEN {begins}_m{i} IS NOT NULL THEN named_struct({head}, '{TS}', {START}, "
-            f"'{TE}', {end}, '{OP}', 'I') END")
-        if not fresh[i]:
-            closes.setdefault(row_column(tail.schema), []).append(
-                f"CASE WHEN _m{i} IS NOT NULL THEN named_struct({head}, '{TS}', _was{i}, "
-                f"'{TE}', _m{i}, '{OP}', 'C') END")
-    found = generated_structs(marked, records)
-    if closes:  # a query's closing records before its new ones
-        found = union_by_name([generated_structs(marked.where(q(BEFORE)), closes), found],
-                              allow_missing=True)
+            f"CASE WHEN (_f{i} OR NOT {BEFORE}) AND _m{i} IS NOT NULL THEN named_struct("
+            f"{head}, '{TS}', {START}, '{TE}', {end}, '{OP}', 'I') END")
+        closes.setdefault(row_column(tail.schema), []).append(
+            f"CASE WHEN NOT _f{i} AND _m{i} IS NOT NULL THEN named_struct({head}, "
+            f"'{TS}', _was{i}, '{TE}', _m{i}, '{OP}', 'C') END")
+    # a query's closing records before its new ones
+    found = union_by_name([generated_structs(marked.where(q(BEFORE)), closes),
+                           generated_structs(marked, records)], allow_missing=True)
     opened = family.views.sql(_open_runs_sql(shape), marked=marked)
     return SlicedRuns(family.runs_name, frozenset(qids), found, opened)
 
 
 def _held_rows(family: SlicedFamily, tails: list[QueryTail], held: HeldRuns,
-               qids: tuple[int, ...]) -> DataFrame | None:
+               qids: tuple[int, ...], segments: DataFrame) -> DataFrame:
     """The open runs ``held`` for ``tails``: per group (its keys ``_k<i>``), the start
     ``_o<query id>`` of each query's open run (NULL: none); a query's open elements handed
     over by the shared formatter (it ran on another path before) in the same form.
@@ -156,9 +152,17 @@ def _held_rows(family: SlicedFamily, tails: list[QueryTail], held: HeldRuns,
     keys = [f"_k{i}" for i in range(len(family.key_sqls))]
     starts = [f"_o{qid}" for qid in qids]
     parts = []
-    if held.state is not None:
-        kept = set(held.state.columns)
-        parts.append(project(held.state, *map(q, keys), *[
+    state = held.state
+    if state is None and held.handed is None:
+        # no run held yet (before the queries' first window ends): none, in the form of
+        # held runs, so the first cycle with runs to continue runs the first one's plans
+        # (a filter the optimiser cannot fold, so the plan's shape is the one to come)
+        nulls = ", ".join(f"CAST(NULL AS BIGINT) AS {q(o)}" for o in starts)
+        state = family.views.sql(f"SELECT {''.join(f'{q(k)}, ' for k in keys)}{nulls} FROM "
+                                 f"{{seg}} WHERE {bound_sql(0)} = 1", seg=segments)
+    if state is not None:
+        kept = set(state.columns)
+        parts.append(project(state, *map(q, keys), *[
             q(o) if o in kept else f"CAST(NULL AS BIGINT) AS {q(o)}" for o in starts]))
     if held.handed is not None:
         fields = {}
@@ -178,81 +182,80 @@ def _held_rows(family: SlicedFamily, tails: list[QueryTail], held: HeldRuns,
         by = f" GROUP BY {', '.join(map(q, keys))}" if keys else ""
         return family.views.sql(f"SELECT {''.join(f'{q(k)}, ' for k in keys)}{merged} "
                                 f"FROM {{held}}{by}", held=union_by_name(parts))
-    return parts[0] if parts else None
+    return parts[0]
 
 
 @dataclass(frozen=True)
 class RunsShape:
     """What the text finding a family's runs depends on (the same text every cycle for
     the same queries): the window's partition (``group``: the keys, then the window's tag
-    if the family has several), how many of it are keys, each query's freshness and id,
-    the tag of each query's window (None: the family has one window) and whether open
-    runs are held.
+    if the family has several), how many of it are keys, each query's id and the tag of
+    each query's window (None: the family has one window). Each query's freshness is a
+    column of the rows (``_f<i>``) and open runs are always read (none, before a window
+    first ends), so neither changes the text.
     """
 
     group: tuple[str, ...]
     keys: int
-    fresh: tuple[bool, ...]
     qids: tuple[int, ...]
     tags: tuple[int | None, ...] | None
-    held: bool
 
 
 @lru_cache(maxsize=256)
 def _runs_sql(shape: RunsShape) -> str:
     """Each query's run mark ``_m<i>`` (see ``OPEN``) over view ``{rows}``, on the segments
-    where a run begins in the cycle and, for a query that ran before, on a segment that
-    began before the slice where the run it continues ends; beside it ``_was<i>``, where
-    the open run it continues began (from view ``{held}``: one row per group, its keys and
-    ``_o<query id>``), and ``_open<i>``, where the run the segment leaves open began.
+    where a run begins in the cycle and, for a query that ran before (not ``_f<i>``), on a
+    segment that began before the slice where the run it continues ends; beside it
+    ``_was<i>``, where the open run it continues began (from view ``{held}``: one row per
+    group, its keys and ``_o<query id>``), and ``_open<i>``, where the run the segment
+    leaves open began.
 
     The held rows take part in each group's windows, first by ``FROM`` (NULL), so a group
     with no segment this cycle keeps them; they begin and end no run.
     """
-    group, fresh = shape.group, shape.fresh
+    group, count = shape.group, len(shape.qids)
     keys = group[:shape.keys]
     by = f"PARTITION BY {', '.join(group)} " if group else ""
-    ran = [f"_r{i}" for i in range(len(fresh))]
+    ran = [f"_r{i}" for i in range(count)]
+    firsts = [f"_f{i}" for i in range(count)]
     starts = [f"_o{qid}" for qid in shape.qids]
     nulls = ", ".join(f"CAST(NULL AS BIGINT) AS {o}" for o in starts)
-    rows = f"SELECT *, false AS _held, {nulls} FROM {{rows}}"
-    if shape.held:
-        win = f"{q(WINDOW_TAG)}, " if shape.tags is not None else ""
-        windows = {t for t in shape.tags or () if t is not None}
-        lateral = ("" if shape.tags is None else
-                   f" LATERAL VIEW explode(array({', '.join(str(t) for t in sorted(windows))}))"
-                   f" _t AS {q(WINDOW_TAG)}")
-        rows += (f" UNION ALL SELECT {''.join(f'{k}, ' for k in keys)}{win}CAST(NULL AS BIGINT), "
-                 f"CAST(NULL AS BIGINT), false, false, CAST(NULL AS BIGINT), "
-                 f"{', '.join(f'NULL AS {r}' for r in ran)}, true, {', '.join(starts)} "
-                 f"FROM {{held}}{lateral}")
+    win = f"{q(WINDOW_TAG)}, " if shape.tags is not None else ""
+    windows = {t for t in shape.tags or () if t is not None}
+    lateral = ("" if shape.tags is None else
+               f" LATERAL VIEW explode(array({', '.join(str(t) for t in sorted(windows))}))"
+               f" _t AS {q(WINDOW_TAG)}")
+    rows = (f"SELECT *, false AS _held, {nulls} FROM {{rows}} "
+            f"UNION ALL SELECT {''.join(f'{k}, ' for k in keys)}{win}CAST(NULL AS BIGINT), "
+            f"CAST(NULL AS BIGINT), false, false, CAST(NULL AS BIGINT), "
+            f"{', '.join(f'NULL AS {r}' for r in ran)}, "
+            f"{', '.join(f'false AS {f}' for f in firsts)}, true, {', '.join(starts)} "
+            f"FROM {{held}}{lateral}")
     compared = []
-    for i, first in enumerate(fresh):
-        compared += [f"lag(_r{i}) OVER w AS _p{i}", f"lead(_r{i}) OVER w AS _n{i}"]
-        if not first:
-            compared.append(f"max({starts[i]}) OVER ({by}ORDER BY {q(FROM)} ROWS BETWEEN "
-                            f"UNBOUNDED PRECEDING AND CURRENT ROW) AS _was{i}" if shape.held
-                            else f"CAST(NULL AS BIGINT) AS _was{i}")
+    for i in range(count):
+        compared += [f"lag(_r{i}) OVER w AS _p{i}", f"lead(_r{i}) OVER w AS _n{i}",
+                     f"max({starts[i]}) OVER ({by}ORDER BY {q(FROM)} ROWS BETWEEN "
+                     f"UNBOUNDED PRECEDING AND CURRENT ROW) AS _was{i}"]
     near = (f"SELECT *, lag({q(TO)}) OVER w AS _pto, lead({q(FROM)}) OVER w AS _nfrom, "
             f"{', '.join(compared)} FROM ({rows}) AS _rows WINDOW w AS ({by}ORDER BY "
             f"{q(FROM)})")
     marks = []
-    for i, first in enumerate(fresh):
+    for i in range(count):
         # a run that began before the cycle continues from the open runs, unless the
         # query is new: then its first segment begins a run at the slice's start
-        kept = "" if first else f"{BEFORE} OR "
-        marks.append(f"_r{i} IS NOT NULL AND NOT ({kept}(_pto <=> {q(FROM)} "
-                     f"AND _p{i} <=> _r{i})) AS _s{i}")
+        marks.append(f"_r{i} IS NOT NULL AND NOT ((NOT _f{i} AND {BEFORE}) OR "
+                     f"(_pto <=> {q(FROM)} AND _p{i} <=> _r{i})) AS _s{i}")
         ends = (f"_r{i} IS NOT NULL AND {CLOSES} AND NOT (_nfrom <=> {q(TO)} "
                 f"AND _n{i} <=> _r{i})")
         marks.append(f"min(CASE WHEN {ends} THEN {q(TO)} END) OVER d AS _end{i}")
+    ran_before = [f"NOT _f{i} AND {BEFORE} AND _r{i} IS NOT NULL" for i in range(count)]
     marked = [f"CASE WHEN _s{i} THEN coalesce(_end{i}, {OPEN}) "
-              + ("" if first else f"WHEN {BEFORE} AND _r{i} IS NOT NULL THEN _end{i} ")
-              + f"END AS _m{i}" for i, first in enumerate(fresh)]
-    was = [f"_was{i}" for i, first in enumerate(fresh) if not first]
+              f"WHEN {ran_before[i]} THEN _end{i} END AS _m{i}" for i in range(count)]
+    was = [f"_was{i}" for i in range(count)]
     listed = "".join(f"{g}, " for g in group)
     inner = (f"SELECT {listed}_held, {q(FROM)}, {START}, {BEFORE}, "
-             f"_nfrom, {', '.join(ran)}, {', '.join(starts)}, {', '.join([*marked, *was])} "
+             f"_nfrom, {', '.join(ran)}, {', '.join(firsts)}, {', '.join(starts)}, "
+             f"{', '.join([*marked, *was])} "
              f"FROM (SELECT *, {', '.join(marks)} FROM ({near}) AS _near WINDOW d AS ({by}"
              f"ORDER BY {q(FROM)} DESC ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)) "
              f"AS _marks")
@@ -261,15 +264,14 @@ def _runs_sql(shape: RunsShape) -> str:
     # stays only where its group (its window's, if tagged) has no segment this cycle
     stays = [" AND _nfrom IS NULL" + ("" if shape.tags is None or shape.tags[i] is None
                                       else f" AND {q(WINDOW_TAG)} = {shape.tags[i]}")
-             for i in range(len(fresh))]
+             for i in range(count)]
     opens = [f"CASE WHEN _held{stays[i]} THEN {starts[i]} WHEN _held THEN NULL "
              f"WHEN _m{i} = {OPEN} THEN {START} "
-             + ("" if first else f"WHEN {BEFORE} AND _r{i} IS NOT NULL AND _m{i} IS NULL "
-                f"THEN _was{i} ")
-             + f"END AS _open{i}" for i, first in enumerate(fresh)]
+             f"WHEN {ran_before[i]} AND _m{i} IS NULL THEN _was{i} "
+             f"END AS _open{i}" for i in range(count)]
     return (f"SELECT {listed}_held, {q(FROM)}, {START}, {BEFORE}, "
-            f"{', '.join(ran)}, {', '.join(f'_m{i}' for i in range(len(fresh)))}"
-            f"{''.join(f', {w}' for w in was)}, {', '.join(opens)} FROM ({inner}) AS _marked")
+            f"{', '.join(ran)}, {', '.join(firsts)}, {', '.join(f'_m{i}' for i in range(count))}"
+            f", {', '.join(was)}, {', '.join(opens)} FROM ({inner}) AS _marked")
 
 
 @lru_cache(maxsize=256)

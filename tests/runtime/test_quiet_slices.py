@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from sparkcq import Engine
+from sparkcq.runtime.frames import SqlViews
 from sparkcq.runtime.operators.sliced_aggregate import SlicedAggregateOperator
 from sparkcq.runtime.partitioning import SmallCycles
 from sparkcq.testing import EndOfInput, ListSource, Watermark
@@ -21,12 +22,12 @@ EVENTS = {1: [{"k": "a", "v": 1, "t": 1}], 2: [{"k": "a", "v": 2, "t": 2}],
           5: [{"k": "a", "v": 4, "t": 5}]}
 
 
-def one_step_a_cycle() -> list:
+def one_step_a_cycle(end: bool = True) -> list:
     """The events of each instant, then a watermark just past it: one unit a cycle."""
     items: list = [Watermark(0)]
     for t in range(12):
         items += [*EVENTS.get(t, []), Watermark(t + 1)]
-    return [*items, EndOfInput()]
+    return [*items, EndOfInput()] if end else items
 
 
 @pytest.mark.parametrize("fuse", [False, True], ids=["own", "family"])
@@ -58,3 +59,35 @@ def test_cycles_between_change_instants_build_no_segments(spark, monkeypatch, fu
     # that hold a multiple of 2: [3, 4), [5, 6) ... took their events into the panes alone
     assert all(lo + (-lo) % 2 < hi for lo, hi in built[1:]), built
     assert {lo for lo, _hi in built} >= {2, 4, 6, 8, 10}, built
+
+
+@pytest.mark.parametrize("fuse", [False, True], ids=["own", "family"])
+def test_cycles_after_the_first_output_analyse_no_new_text(spark, monkeypatch, fuse: bool):
+    """A window's first output (its queries fresh, no run held) and the ones after it run
+    the same texts: no cycle after the first output analyses SQL again."""
+    analysed: list[str] = []
+    analyse = SqlViews.analyse
+
+    def spied(self, template, views):
+        analysed.append(template)
+        return analyse(self, template, views)
+
+    monkeypatch.setattr(SqlViews, "analyse", spied)
+    eng = Engine(spark=spark, fuse=fuse, small_cycles=SmallCycles.parse("single"))
+    eng.execute("CREATE STREAM s (k STRING, v BIGINT, t BIGINT) "
+                "WITH (event_time='t', lateness='0')")
+    eng.attach_source("s", ListSource(one_step_a_cycle(end=False)))  # each window ends
+    eng.execute(f"CREATE QUERY q AS {QUERY}")
+    eng.execute("CREATE QUERY r AS SELECT k, max(v) AS m FROM s [RANGE 4 SLIDE 2] GROUP BY k")
+    first_output = None
+    while eng.has_pending_input():
+        report = eng.run_cycle()
+        if first_output is None and report.rows_out.get("q"):
+            first_output = len(analysed)
+    got = eng.results("q")
+    assert sorted(zip(got["s"], got["n"], got["_ts"], got["_te"], strict=True)) == [
+        (3, 2, 2, 6), (4, 1, 6, 10)]
+    got = eng.results("r")
+    assert sorted(zip(got["m"], got["_ts"], got["_te"], strict=True)) == [(2, 2, 6), (4, 6, 10)]
+    assert first_output is not None
+    assert analysed[first_output:] == []

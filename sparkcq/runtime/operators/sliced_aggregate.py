@@ -230,8 +230,8 @@ class SlicedAggregateOperator(Operator):
         names = [f.name for f in self.panes.schema.fields]
         merged = "".join(f", {m.combine}({q(m.name)}) AS {q(m.name)}"
                          for m in self.measures.values())
-        live = (f" WHERE {q(PANE_END)} >= {bound_sql(lo - self.kept_length)}"
-                if lo != TIME_MIN else "")
+        # a bound even in the first slice (lo = TIME_MIN): one text for every cycle
+        live = f" WHERE {q(PANE_END)} >= {bound_sql(max(lo - self.kept_length, TIME_MIN))}"
         measures = "".join(f", {m.combine}({m.sql}) AS {q(m.name)}"
                            for m in self.measures.values())
         partial = (f"SELECT {by}, sum({q(D)}) AS `{N}`{measures} "
@@ -351,11 +351,9 @@ class SlicedAggregateOperator(Operator):
         """``out`` over [``AT``, ``NEXT``) for the rows of ``points`` where the group has a
         row, that start before ``hi`` and end at or after ``lo`` or are still open.
         """
-        where = [f"`{N}` > 0"]
-        if hi != TIME_MAX:
-            where.append(f"{q(AT)} < {bound_sql(hi)}")
-        if lo != TIME_MIN:
-            where.append(f"({q(NEXT)} IS NULL OR {q(NEXT)} >= {bound_sql(lo)})")
+        # bounds even in the first slice (lo = TIME_MIN): one text for every cycle
+        where = [f"`{N}` > 0", f"{q(AT)} < {bound_sql(hi)}",
+                 f"({q(NEXT)} IS NULL OR {q(NEXT)} >= {bound_sql(lo)})"]
         return (f"SELECT {out}, {q(AT)} AS {q(FROM)}, {q(NEXT)} AS {q(TO)} FROM ({points}) "
                 f"WHERE {' AND '.join(where)}")
 
@@ -363,17 +361,22 @@ class SlicedAggregateOperator(Operator):
         """+1 where a segment starts in [lo, hi), -1 where one ends in it.
 
         ``fresh``: nothing was emitted yet, so a segment that began before ``lo`` (from
-        seeded events) starts at ``lo``, and one that ended at ``lo`` does not exist.
+        seeded events) starts at ``lo``, and one that ended at ``lo`` does not exist. The
+        text is the same either way, and in the first slice (``lo`` = TIME_MIN): freshness
+        and the slice are in its bounds, so a member's first cycle and the ones after it
+        run one analysed plan and one generated code.
         """
         names = ", ".join(map(q, [*([WINDOW_TAG] if self.windows else []), *self.names]))
-        start = q(FROM)
-        low, high = bound_sql(lo), bound_sql(hi)
-        starts = f" WHERE {q(FROM)} >= {low}" if lo != TIME_MIN else ""
-        ends = f" AND {q(TO)} < {high}" if hi != TIME_MAX else ""
-        if fresh and lo != TIME_MIN:
-            start = f"greatest({q(FROM)}, {low})"
-            starts = f" WHERE ({q(TO)} IS NULL OR {q(TO)} > {low})"  # NULL: still open
-            ends += f" AND {q(TO)} > {low}"
+        # fresh: from ``lo`` (``first``); else the bounds of ``first`` and ``seeded`` hold
+        # for every segment
+        first = bound_sql(lo if fresh else TIME_MIN)
+        seeded = bound_sql(lo if fresh else TIME_MAX)
+        start = f"greatest({q(FROM)}, {first})"
+        # a segment that began in the slice, or (fresh) one still open (NULL) or ending
+        # after its start
+        starts = (f" WHERE {q(FROM)} >= {bound_sql(lo)} "
+                  f"OR coalesce({q(TO)}, {TIME_MAX}) > {seeded}")
+        ends = f" AND {q(TO)} < {bound_sql(hi)} AND {q(TO)} > {first}"
         return (f"SELECT {names}, {start} AS {q(T)}, CAST(1 AS BIGINT) AS {q(D)} "
                 f"FROM {{seg}}{starts} UNION ALL "
                 f"SELECT {names}, {q(TO)} AS {q(T)}, CAST(-1 AS BIGINT) AS {q(D)} "
