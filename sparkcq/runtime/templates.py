@@ -16,12 +16,9 @@ each micro-batch's data to a plan analysed once) and marks the result analysed:
 A template is taken only where re-binding is known to give the plan the analysis would:
 every view is a leaf of the plan (none inside a subquery expression), no CTE (whose ids two
 copies of one template in one plan would share), no random function (its seed is drawn by
-the analyser), and each frame of the schema the template was made for (names, types and
-nullability). Otherwise the text is analysed as before. A view read twice (a self-join, an
-interval join's probes each reading both sides) gets a placeholder for each reading: the
-analyser gave each reading attribute ids of its own, so a cycle puts its frame under one
-projection per reading, each giving the frame's columns that reading's ids, and the sides
-stay apart as the analyser set them apart.
+the analyser), each view read once (a self-join needs the analyser to tell its sides
+apart), and each frame of the schema the template was made for (names, types and
+nullability). Otherwise the text is analysed as before.
 """
 
 from __future__ import annotations
@@ -147,16 +144,16 @@ class PlanTemplates:
         """
         jvm = self._jvm = self._jvm or _Jvm(self.spark)
         plan = analysed._jdf.queryExecution().analyzed()
-        found: list[tuple[str, JavaObject]] = []
-        _find_views(plan, found)
-        if {name for name, _view in found} != set(keys):
+        found: dict[str, JavaObject] = {}
+        if not _find_views(plan, found) or set(found) != set(keys):
             return None
         slots: list[_Slot] = []
         swap = jvm.jvm.java.util.HashMap()
-        outputs = [view.output() for _name, view in found]
-        if len({output.toString() for output in outputs}) < len(outputs):
+        outputs = {name: view.output() for name, view in found.items()}
+        if len({output.toString() for output in outputs.values()}) < len(outputs):
             return None  # two placeholders would be one leaf (the analyser renews such)
-        for (name, view), output in zip(found, outputs, strict=True):
+        for name, view in found.items():
+            output = outputs[name]
             leaf = jvm.local_relation.apply(output)
             attributes = [output.apply(i) for i in range(output.size())]
             slots.append(_Slot(keys[name], leaf, views[keys[name]].schema,
@@ -206,11 +203,13 @@ def bound_text(value: int) -> str:
     return f"element_at(array(CAST({value} AS BIGINT)), 1 + 0 * spark_partition_id())"
 
 
-def _find_views(plan: JavaObject, found: list[tuple[str, JavaObject]]) -> None:
-    """Collect each reading of a view in ``plan``: the view's name and its node."""
+def _find_views(plan: JavaObject, found: dict[str, JavaObject]) -> bool:
+    """Collect the view nodes of ``plan`` by name; False if one is read twice."""
     if plan.getClass().getSimpleName() == "View":
-        found.append((plan.desc().identifier().table(), plan))
-        return
+        name = plan.desc().identifier().table()
+        if name in found:
+            return False
+        found[name] = plan
+        return True
     children = plan.children()
-    for i in range(children.size()):
-        _find_views(children.apply(i), found)
+    return all(_find_views(children.apply(i), found) for i in range(children.size()))
