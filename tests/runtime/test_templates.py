@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import pytest
 
+from sparkcq import Engine
 from sparkcq.runtime.frames import SqlViews, bound_sql
+from sparkcq.runtime.partitioning import SmallCycles
 
 
 def frame(spark, rows: list[tuple[int, int, int]], checkpoint: bool = True):
@@ -130,3 +132,27 @@ def test_two_frames_with_the_same_columns_each_read_their_own_rows(spark):
         got = views.sql(text, a=a, b=b)
         assert rows(got) == sorted([("a", k) for k, _v, _t in events if k == 1]
                                    + [("b", k) for k, _v, _t in events if k != 1])
+
+
+def test_a_window_join_analyses_its_probes_in_its_first_cycle_only(spark, analyses):
+    """Each of an interval join's four probes reads each side once, so each is analysed
+    once and re-bound after (one text of all four read each side twice: analysed every
+    cycle)."""
+    eng = Engine(spark=spark, small_cycles=SmallCycles.parse("single"))
+    eng.execute("CREATE STREAM a (k BIGINT, t BIGINT) WITH (event_time='t', lateness='0'); "
+                "CREATE STREAM b (k BIGINT, t BIGINT) WITH (event_time='t', lateness='0'); "
+                "CREATE QUERY j AS ISTREAM SELECT x.k AS k, x.t AS xt, y.t AS yt "
+                "FROM a [RANGE 3] AS x JOIN b [RANGE 3] AS y ON x.k = y.k")
+    counts = []
+    for t in range(6):
+        eng.push("a", [{"k": t % 2, "t": t}], watermark=t)
+        eng.push("b", [{"k": (t + 1) % 2, "t": t}], watermark=t)
+        eng.run_cycle()
+        counts.append(len(analyses))
+    got = eng.results("j")
+    # x at t pairs with y at u of the same key while both windows hold them (|t - u| < 3),
+    # from the later of the two: those before the last watermark, 5, are out
+    want = sorted((t % 2, t, u) for t in range(6) for u in range(6)
+                  if t % 2 == (u + 1) % 2 and abs(t - u) < 3 and max(t, u) < 5)
+    assert sorted(zip(got["k"], got["xt"], got["yt"], strict=True)) == want
+    assert counts[2:] == [counts[2]] * 4, counts

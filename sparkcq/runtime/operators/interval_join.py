@@ -267,9 +267,12 @@ class IntervalJoinOperator(Operator):
             return side.sortWithinPartitions(*keys, col(SLICES[i]), col(SLOT_COLUMNS[i]))
         return side.sortWithinPartitions(*keys) if keys else side
 
-    def changes_sql(self, lo: int, hi: int) -> str:
+    def changes_sql(self, lo: int, hi: int) -> list[str]:
         """The changes of the cycle ``[lo, hi)`` of a join that does not shed, four probes:
         +1 at the later start, -1 at the earlier end, each pair found once (see module).
+
+        A text per probe, each reading each side once: a text reading a view twice is
+        analysed afresh every cycle (``templates``), one reading it once only the first.
         """
         ls, rs = STARTS
         le, re_ = ENDS
@@ -289,11 +292,11 @@ class IntervalJoinOperator(Operator):
             view = ("{left}", "{right}")[i]
             return f"(SELECT * FROM {view} WHERE {within_bounds(at, lo, hi)})"
 
-        return " UNION ALL ".join(
+        return [
             f"SELECT {hint} {cols}, {at} AS {q(T)}, CAST({sign} AS BIGINT) AS {q(D)} "
             f"FROM {side(0, at) if i == 0 else '{left}'} AS l "
             f"JOIN {side(1, at) if i == 1 else '{right}'} AS r ON ({self.condition}) AND {band}"
-            for at, sign, i, band in probes)
+            for at, sign, i, band in probes]
 
     def found_sql(self, lo: int, hi: int, plan: CycleShedding) -> str | None:
         """The pairs a shedding join finds in the cycle ``[lo, hi)``: the two +1 probes,
@@ -396,7 +399,8 @@ class IntervalJoinOperator(Operator):
                          lo, hi)
         if frames[0] is None or frames[1] is None:
             return Slice(None, lo, hi)
-        changes = self.views.sql(self.changes_sql(lo, hi), left=frames[0], right=frames[1])
+        changes = union_all([self.views.sql(text, left=frames[0], right=frames[1])
+                             for text in self.changes_sql(lo, hi)])
         return Slice(changes, lo, hi)
 
     def shed_changes(self, frames: list[DataFrame | None], news: list[DataFrame | None],
