@@ -12,7 +12,6 @@ from __future__ import annotations
 import pytest
 
 from sparkcq import Engine
-from sparkcq.runtime.frames import SqlViews
 from sparkcq.runtime.operators.sliced_aggregate import SlicedAggregateOperator
 from sparkcq.runtime.partitioning import SmallCycles
 from sparkcq.testing import EndOfInput, ListSource, Watermark
@@ -61,17 +60,9 @@ def test_cycles_between_change_instants_build_no_segments(spark, monkeypatch, fu
     assert {lo for lo, _hi in built} >= {2, 4, 6, 8, 10}, built
 
 
-def test_cycles_after_the_first_output_analyse_no_new_text(spark, monkeypatch):
+def test_cycles_after_the_first_output_analyse_no_new_text(spark, analyses):
     """A family's first output (its queries fresh, no run held) and the ones after it run
     the same texts: no cycle after the first output analyses SQL again."""
-    analysed: list[str] = []
-    analyse = SqlViews.analyse
-
-    def spied(self, template, views):
-        analysed.append(template)
-        return analyse(self, template, views)
-
-    monkeypatch.setattr(SqlViews, "analyse", spied)
     eng = Engine(spark=spark, fuse=True, small_cycles=SmallCycles.parse("single"))
     eng.execute("CREATE STREAM s (k STRING, v BIGINT, t BIGINT) "
                 "WITH (event_time='t', lateness='0')")
@@ -82,11 +73,11 @@ def test_cycles_after_the_first_output_analyse_no_new_text(spark, monkeypatch):
     while eng.has_pending_input():
         report = eng.run_cycle()
         if first_output is None and report.rows_out.get("q"):
-            first_output = len(analysed)
+            first_output = len(analyses)
     got = eng.results("q")
     assert sorted(zip(got["s"], got["n"], got["_ts"], got["_te"], strict=True)) == [
         (3, 2, 2, 6), (4, 1, 6, 10)]
     got = eng.results("r")
     assert sorted(zip(got["m"], got["_ts"], got["_te"], strict=True)) == [(2, 2, 6), (4, 6, 10)]
     assert first_output is not None
-    assert analysed[first_output:] == []
+    assert analyses[first_output:] == []

@@ -22,20 +22,6 @@ def rows(df) -> list[tuple]:
     return sorted(tuple(r) for r in df.collect())
 
 
-@pytest.fixture
-def analyses(monkeypatch):
-    """The texts each ``SqlViews`` analysed (rather than re-bound), in order."""
-    seen: list[str] = []
-    original = SqlViews.analyse
-
-    def analyse(self, template, views):
-        seen.append(template)
-        return original(self, template, views)
-
-    monkeypatch.setattr(SqlViews, "analyse", analyse)
-    return seen
-
-
 CYCLES = [
     # (events, state, lo, hi)
     ([(1, 10, 5), (2, 20, 7), (1, 5, 12)], [(1, 100, 0)], 0, 10),
