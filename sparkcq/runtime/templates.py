@@ -17,8 +17,9 @@ A template is taken only where re-binding is known to give the plan the analysis
 every view is a leaf of the plan (none inside a subquery expression), no CTE (whose ids two
 copies of one template in one plan would share), no random function (its seed is drawn by
 the analyser), each view read once (a self-join needs the analyser to tell its sides
-apart), and each frame of the schema the template was made for (names, types and
-nullability). Otherwise the text is analysed as before.
+apart), and each frame of the schema the template was made for (names and types; a column
+never NULL fits one that may be, not the reverse, which would let the optimiser drop a NULL
+check). Otherwise the text is analysed as before.
 """
 
 from __future__ import annotations
@@ -121,16 +122,18 @@ class PlanTemplates:
             self._templates.move_to_end(key)
             if not known:  # no template can stand for the text
                 return analyse(text, views)[0]
-            for known_template in known:
-                if all(views[s.key].schema == s.schema for s in known_template.slots):
-                    return self.bind(known_template, views, values)
+            for fits in (_same, _fits):  # the closest template first
+                for known_template in known:
+                    if all(fits(views[s.key].schema, s.schema) for s in known_template.slots):
+                        return self.bind(known_template, views, values)
         template = None
         if not any(str(_PLACEHOLDER - i) in text for i in range(len(values))):
             template = self.make(*analyse(shape, views), views, len(values))
         if template is None:  # a placeholder's value in the text itself, or see ``make``
             self._templates[key] = []
             return analyse(text, views)[0]
-        # frames of another schema (nullability too) take a template of their own
+        # frames of another schema (or NULLs where the template has none) take a
+        # template of their own
         self._templates[key] = [template, *(known or [])][:_SCHEMAS]
         if len(self._templates) > self.texts:
             self._templates.popitem(last=False)
@@ -196,6 +199,21 @@ class PlanTemplates:
         plan = plan.transformUp(jvm.as_scala(frames))
         plan.setAnalyzed()
         return ClassicDataFrame(jvm.of_rows(self.spark._jsparkSession, plan), self.spark)
+
+
+def _same(frame: StructType, slot: StructType) -> bool:
+    """Whether a frame has exactly the columns of a template's slot."""
+    return frame == slot
+
+
+def _fits(frame: StructType, slot: StructType) -> bool:
+    """Whether a frame can stand in a slot: the same names and types, and no column that
+    may be NULL where the slot's may not (a column that is never NULL fits a nullable one;
+    the reverse would let the optimiser drop a NULL check the frame needs).
+    """
+    return len(frame.fields) == len(slot.fields) and all(
+        f.name == s.name and f.dataType == s.dataType and (s.nullable or not f.nullable)
+        for f, s in zip(frame.fields, slot.fields, strict=True))
 
 
 def bound_text(value: int) -> str:

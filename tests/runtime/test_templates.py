@@ -91,12 +91,25 @@ def test_a_frame_of_another_schema_takes_a_new_analysis(spark, analyses):
     text = "SELECT k, v * 2 AS w FROM {x}"
     longs = frame(spark, [(1, 2, 3)])
     doubles = spark.createDataFrame([(1, 2.5, 3)], "k BIGINT, v DOUBLE, t BIGINT")
-    no_nulls = spark.range(2).selectExpr("id AS k", "id AS v", "id AS t")  # not nullable
     assert rows(views.sql(text, x=longs)) == [(1, 4)]
     assert rows(views.sql(text, x=doubles)) == [(1, 5.0)]
-    assert rows(views.sql(text, x=no_nulls)) == [(0, 0), (1, 2)]
     assert rows(views.sql(text, x=frame(spark, [(5, 6, 7)]))) == [(5, 12)]
     # the last frame has the first one's schema: its template is re-bound
+    assert len(analyses) == 2
+
+
+def test_a_column_never_null_fits_a_nullable_slot_and_not_the_reverse(spark, analyses):
+    no_nulls = spark.range(2).selectExpr("id AS k", "id AS v", "id AS t")
+    nullable = frame(spark, [(1, 2, 3), (4, None, 6)])
+    text = "SELECT k, coalesce(v, -1) * 2 AS w FROM {x}"
+    views = SqlViews(spark, "test")
+    assert rows(views.sql(text, x=nullable)) == [(1, 4), (4, -2)]
+    assert rows(views.sql(text, x=no_nulls)) == [(0, 0), (1, 2)]
+    assert len(analyses) == 1  # re-bound: the slot admits NULLs the frame never has
+    views = SqlViews(spark, "test")
+    assert rows(views.sql(text, x=no_nulls)) == [(0, 0), (1, 2)]
+    # a template made for a column never NULL may have dropped the NULL check
+    assert rows(views.sql(text, x=nullable)) == [(1, 4), (4, -2)]
     assert len(analyses) == 3
 
 
