@@ -60,10 +60,11 @@ def test_cycles_between_change_instants_build_no_segments(spark, monkeypatch, fu
     assert {lo for lo, _hi in built} >= {2, 4, 6, 8, 10}, built
 
 
-def test_cycles_after_the_first_output_analyse_no_new_text(spark, analyses):
-    """A family's first output (its queries fresh, no run held) and the ones after it run
-    the same texts: no cycle after the first output analyses SQL again."""
-    eng = Engine(spark=spark, fuse=True, small_cycles=SmallCycles.parse("single"))
+@pytest.mark.parametrize("fuse", [False, True], ids=["own", "family"])
+def test_cycles_after_the_first_output_analyse_no_new_text(spark, analyses, fuse: bool):
+    """A window's first output (its queries fresh, no run held, no layer open) and the ones
+    after it run the same texts: no cycle after the first output analyses SQL again."""
+    eng = Engine(spark=spark, fuse=fuse, small_cycles=SmallCycles.parse("single"))
     eng.execute("CREATE STREAM s (k STRING, v BIGINT, t BIGINT) "
                 "WITH (event_time='t', lateness='0')")
     eng.attach_source("s", ListSource(one_step_a_cycle(end=False)))  # each window ends

@@ -18,6 +18,7 @@ from pyspark.sql.types import LongType, StructField, StructType
 from sparkcq.language.sql.statements import OutputForm
 from sparkcq.model.columns import FROM, LAYER, NEW, OP, TE, TO, TS, D, N, T
 from sparkcq.model.time import TIME_MAX
+from sparkcq.model.types import type_sql
 from sparkcq.plan.nodes import (
     EdgeKind,
     Filter,
@@ -294,9 +295,16 @@ def coalesced(rt: Runtime, views: SqlViews, changes: DataFrame, names: list[str]
     Three SQL texts over ``views``, each analysed once (the same steps built from
     ``Column``s were twenty frames, each analysed every cycle).
     """
-    paired = rt.cache_for_cycle(views.sql(_paired_sql(tuple(names), base is not None),
-                                          **_present(changes=changes, base=base)))
     cols = ", ".join(map(q, names))
+    if base is None:  # none open yet: an empty base, so the cycles after run this one's text
+        types = {f.name: type_sql(f.dataType) for f in changes.schema.fields}
+        nulls = "".join(f"CAST(NULL AS {types[n]}) AS {q(n)}, " for n in names)
+        base = views.sql(f"SELECT {nulls}CAST(NULL AS BIGINT) AS {q(LAYER)}, "
+                         f"CAST(NULL AS BIGINT) AS {q(TS)} WHERE {bound_sql(0)} = 1")
+        if rt.single:  # in one partition, as the changes are: no exchange for the union
+            base = base.coalesce(1)
+    paired = rt.cache_for_cycle(views.sql(_paired_sql(tuple(names)), changes=changes,
+                                          base=base))
     records = views.sql(
         f"SELECT {cols}, {q(T)} AS {q(TS)}, _next AS {q(TE)}, "
         f"IF({q(NEW)}, 'I', 'C') AS {q(OP)} FROM {{paired}} "
@@ -307,13 +315,8 @@ def coalesced(rt: Runtime, views: SqlViews, changes: DataFrame, names: list[str]
     return records, still_open
 
 
-def _present(**frames: DataFrame | None) -> dict[str, DataFrame]:
-    """The frames that are not None, by name."""
-    return {name: df for name, df in frames.items() if df is not None}
-
-
 @lru_cache(maxsize=256)
-def _paired_sql(names: tuple[str, ...], with_base: bool) -> str:
+def _paired_sql(names: tuple[str, ...]) -> str:
     """Every open layer's events of this cycle (opening ``_isopen``, new ``_new``, or
     kept from the open state) with the instant of the next event of its layer
     (``_next``: NULL while it stays open); over views ``{changes}`` and ``{base}``.
@@ -329,10 +332,8 @@ def _paired_sql(names: tuple[str, ...], with_base: bool) -> str:
     net = (f"SELECT {cols}, {t}, sum({d}) AS {d}, CAST(NULL AS BIGINT) AS {layer}, "
            f"CAST(NULL AS BIGINT) AS _since FROM {{changes}} GROUP BY {cols}, {t} "
            f"HAVING sum({d}) != 0")
-    rows = net
-    if with_base:
-        rows += (f" UNION ALL SELECT {cols}, CAST(NULL AS BIGINT) AS {t}, "
-                 f"CAST(0 AS BIGINT) AS {d}, {layer}, {q(TS)} AS _since FROM {{base}}")
+    rows = (f"{net} UNION ALL SELECT {cols}, CAST(NULL AS BIGINT) AS {t}, "
+            f"CAST(0 AS BIGINT) AS {d}, {layer}, {q(TS)} AS _since FROM {{base}}")
     by_value = f"PARTITION BY {cols} ORDER BY {t}"
     run = (f"SELECT {cols}, {t}, {d}, {layer}, _since, "
            f"coalesce(max({layer}) OVER ({by_value} ROWS BETWEEN UNBOUNDED PRECEDING "

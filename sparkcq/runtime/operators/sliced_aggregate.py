@@ -56,7 +56,7 @@ from sparkcq.plan.nodes import (
     StreamScan,
     window_reach,
 )
-from sparkcq.runtime.frames import Runtime, Slice, SqlViews, bound_sql, q
+from sparkcq.runtime.frames import Runtime, Slice, SqlViews, bound_sql, q, union_all
 from sparkcq.runtime.operators.aggregate import accumulator_type
 from sparkcq.runtime.operators.base import CycleContext, Operator, Progress, as_changes_at
 
@@ -357,8 +357,10 @@ class SlicedAggregateOperator(Operator):
         return (f"SELECT {out}, {q(AT)} AS {q(FROM)}, {q(NEXT)} AS {q(TO)} FROM ({points}) "
                 f"WHERE {' AND '.join(where)}")
 
-    def changes_sql(self, lo: int, hi: int, fresh: bool) -> str:
-        """+1 where a segment starts in [lo, hi), -1 where one ends in it.
+    def changes_sql(self, lo: int, hi: int, fresh: bool) -> list[str]:
+        """+1 where a segment starts in [lo, hi), -1 where one ends in it: two texts, each
+        reading the segments once (a text reading a view twice is analysed every cycle,
+        ``templates``), unioned as frames.
 
         ``fresh``: nothing was emitted yet, so a segment that began before ``lo`` (from
         seeded events) starts at ``lo``, and one that ended at ``lo`` does not exist. The
@@ -377,10 +379,10 @@ class SlicedAggregateOperator(Operator):
         starts = (f" WHERE {q(FROM)} >= {bound_sql(lo)} "
                   f"OR coalesce({q(TO)}, {TIME_MAX}) > {seeded}")
         ends = f" AND {q(TO)} < {bound_sql(hi)} AND {q(TO)} > {first}"
-        return (f"SELECT {names}, {start} AS {q(T)}, CAST(1 AS BIGINT) AS {q(D)} "
-                f"FROM {{seg}}{starts} UNION ALL "
+        return [f"SELECT {names}, {start} AS {q(T)}, CAST(1 AS BIGINT) AS {q(D)} "
+                f"FROM {{seg}}{starts}",
                 f"SELECT {names}, {q(TO)} AS {q(T)}, CAST(-1 AS BIGINT) AS {q(D)} "
-                f"FROM {{seg}} WHERE {q(TO)} IS NOT NULL{ends}")
+                f"FROM {{seg}} WHERE {q(TO)} IS NOT NULL{ends}"]
 
     # -- the cycle ---------------------------------------------------------------------------
     def step(self, inputs: list[Slice], cycle: CycleContext) -> Slice:  # noqa: D102
@@ -457,7 +459,10 @@ class SlicedAggregateOperator(Operator):
     def changes(self, run: Slice, fresh: bool) -> DataFrame:
         """The change edge of ``evaluate``'s segments (see ``changes_sql``)."""
         assert run.segments is not None
-        return self.views.sql(self.changes_sql(run.lo, run.hi, fresh), seg=run.segments)
+        changes = union_all([self.views.sql(text, seg=run.segments)
+                             for text in self.changes_sql(run.lo, run.hi, fresh)])
+        assert changes is not None
+        return changes
 
     def contents(self, children: list[DataFrame | None], at: int,
                  window: CutSpec | RangeSpec | None = None) -> DataFrame | None:
