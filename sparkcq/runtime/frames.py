@@ -103,6 +103,13 @@ class SqlViews:
         """Run ``template`` with each ``{name}`` replaced by a view bound to ``views[name]``."""
         return self.templates.sql(template, views, self.analyse)
 
+    def sql_union(self, templates: Sequence[str], **views: DataFrame) -> DataFrame:
+        """The union of ``templates`` over ``views``: what one text reading a view twice
+        would give, as texts reading each view once, each analysed once (``templates``
+        re-binds no text reading a view twice).
+        """
+        return union_by_name([self.sql(template, **views) for template in templates])
+
     def analyse(self, template: str, views: Mapping[str, DataFrame],
                 ) -> tuple[DataFrame, dict[str, str]]:
         """Run ``template`` over views bound to ``views``: the frame, and the key of each

@@ -399,8 +399,8 @@ class IntervalJoinOperator(Operator):
                          lo, hi)
         if frames[0] is None or frames[1] is None:
             return Slice(None, lo, hi)
-        changes = union_all([self.views.sql(text, left=frames[0], right=frames[1])
-                             for text in self.changes_sql(lo, hi)])
+        changes = self.views.sql_union(self.changes_sql(lo, hi), left=frames[0],
+                                       right=frames[1])
         return Slice(changes, lo, hi)
 
     def shed_changes(self, frames: list[DataFrame | None], news: list[DataFrame | None],

@@ -56,7 +56,7 @@ from sparkcq.plan.nodes import (
     StreamScan,
     window_reach,
 )
-from sparkcq.runtime.frames import Runtime, Slice, SqlViews, bound_sql, q, union_all
+from sparkcq.runtime.frames import Runtime, Slice, SqlViews, bound_sql, q
 from sparkcq.runtime.operators.aggregate import accumulator_type
 from sparkcq.runtime.operators.base import CycleContext, Operator, Progress, as_changes_at
 
@@ -459,10 +459,7 @@ class SlicedAggregateOperator(Operator):
     def changes(self, run: Slice, fresh: bool) -> DataFrame:
         """The change edge of ``evaluate``'s segments (see ``changes_sql``)."""
         assert run.segments is not None
-        changes = union_all([self.views.sql(text, seg=run.segments)
-                             for text in self.changes_sql(run.lo, run.hi, fresh)])
-        assert changes is not None
-        return changes
+        return self.views.sql_union(self.changes_sql(run.lo, run.hi, fresh), seg=run.segments)
 
     def contents(self, children: list[DataFrame | None], at: int,
                  window: CutSpec | RangeSpec | None = None) -> DataFrame | None:
