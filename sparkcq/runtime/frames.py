@@ -33,6 +33,7 @@ from pyspark.sql.types import StructType
 
 from sparkcq.model.clock import Clock
 from sparkcq.model.columns import TE, TS, T
+from sparkcq.runtime.cycle_caches import CycleCaches
 from sparkcq.runtime.cycle_cost import cycle_tag
 from sparkcq.runtime.partitioning import SMALL_CYCLE_CONF
 from sparkcq.runtime.size_estimates import SizeEstimates
@@ -347,6 +348,8 @@ class Runtime:
     # the frames this cycle's caches were checkpointed from: their plans hold the
     # observations made inside them
     cached_from: list[DataFrame] = field(default_factory=list)
+    # the in-memory caches of a small cycle by the id of their frame (``cycle_caches``)
+    in_memory: dict[int, JavaObject] = field(default_factory=dict)
     jobs: int = 0
 
     @property
@@ -402,6 +405,11 @@ class Runtime:
         return df.repartition(self.partitions, *columns)
 
     @cached_property
+    def caches(self) -> CycleCaches:
+        """Makes this session's in-memory cycle caches (``cycle_caches``)."""
+        return CycleCaches(self.spark)
+
+    @cached_property
     def estimates(self) -> SizeEstimates:
         """Re-estimates this session's checkpoints for the planner (``size_estimates``)."""
         return SizeEstimates(self.spark)
@@ -413,19 +421,27 @@ class Runtime:
         df = df.localCheckpoint(eager=False)
         return self.estimates.planned_small(df) if self.single else df
 
-    def cache_for_cycle(self, df: DataFrame, ordered: bool = False) -> DataFrame:
+    def cache_for_cycle(self, df: DataFrame, ordered: bool = False,
+                        lasting: bool = False) -> DataFrame:
         """Keep ``df`` until the end of the cycle: read twice, computed once.
 
-        A lazy local checkpoint rather than ``persist``: plans built on it start from a
-        leaf instead of the whole cycle's lineage, so Spark analyses and plans them quickly.
-        The checkpoint keeps the order of ``df``'s partitions for the plans that read it (a
-        merge join sorts nothing again); an ``ordered`` frame is in one partition already in
-        a small cycle, where coalescing it would lose its order.
+        A leaf for the plans that read it rather than ``persist``: they start from it
+        instead of the whole cycle's lineage, so Spark analyses and plans them quickly. In
+        a small cycle an in-memory relation over the RDD of ``df``'s plan
+        (``cycle_caches``), unless the frame may be ``lasting`` (an operator's state, kept
+        as it is: ``StateFrame.adopt``); otherwise a lazy local checkpoint, which cuts its
+        lineage once computed. Either keeps the order of ``df``'s partitions for the plans
+        that read it (a merge join sorts nothing again); an ``ordered`` frame is in one
+        partition already in a small cycle, where coalescing it would lose its order.
         """
         if self.single and not ordered:
             df = df.coalesce(1)
         self.cached_from.append(df)
-        df = self.checkpoint(df)
+        if self.single and not lasting:
+            df, builder = self.caches.cache(df)
+            self.in_memory[id(df)] = builder
+        else:
+            df = self.checkpoint(df)
         self.cycle_frames.append(df)
         return df
 
@@ -481,8 +497,9 @@ class Runtime:
     def keep_after_cycle(self, df: DataFrame) -> None:
         """Keep a frame cached for the cycle beyond it, if the cycle commits (a failed
         cycle frees it with the others); its owner frees it later with
-        ``release_at_cycle_end``.
+        ``release_at_cycle_end``. It must have been cached as ``lasting``.
         """
+        assert id(df) not in self.in_memory, "a frame kept beyond its cycle must be lasting"
         self.kept.append(df)
 
     def release_at_cycle_end(self, df: DataFrame) -> None:
@@ -627,9 +644,9 @@ class Runtime:
         kept = {id(df) for df in self.kept}
         for df in self.cycle_frames:
             if id(df) not in kept:
-                unpersist_checkpoint(df)
+                self.free_cache(df)
         for df in self.released:
-            unpersist_checkpoint(df)
+            self.free_cache(df)
         self.cycle_frames.clear()
         self.cached_from.clear()
         self.released.clear()
@@ -638,7 +655,7 @@ class Runtime:
     def abort_cycle(self) -> None:
         """Forget a failed cycle: free its caches, keep the states it meant to replace."""
         for df in self.cycle_frames:
-            unpersist_checkpoint(df)
+            self.free_cache(df)
         self.cycle_frames.clear()
         self.released.clear()
         self.kept.clear()
@@ -647,6 +664,14 @@ class Runtime:
         self.measured_in_place.clear()
         self.cached_from.clear()
         self.tallied.clear()
+
+    def free_cache(self, df: DataFrame) -> None:
+        """Free the blocks of a frame cached for the cycle."""
+        builder = self.in_memory.pop(id(df), None)
+        if builder is None:
+            unpersist_checkpoint(df)
+        else:
+            self.caches.free(builder)
 
     def empty(self, schema: StructType) -> DataFrame:
         """An empty DataFrame of ``schema``."""
