@@ -16,7 +16,9 @@ registered with Spark's cache manager, so no plan is looked up in it.
 
 The cached blocks keep their lineage (a local checkpoint cuts it once computed), so only
 caches that live one cycle are made here; the frames an operator keeps as its state take a
-checkpoint. Rows are read back as they were, in the same partitions and order.
+checkpoint. Rows are read back as they were, in the same partitions and order. A large
+cycle's caches stay checkpoints: there the relation measured no faster (two partitioned
+property tests, alternating runs: 129.5 and 135.6 s against 130.5 and 135.1 s).
 """
 
 from __future__ import annotations
@@ -51,10 +53,15 @@ class CycleCaches:
             ).computeStats()
         self.of_rows = jvm.org.apache.spark.sql.classic.Dataset.ofRows
 
-    def cache(self, df: DataFrame) -> tuple[DataFrame, JavaObject]:
-        """``df`` kept once the commit computes it; with the handle ``free`` takes."""
+    def cache(self, df: DataFrame) -> tuple[DataFrame, JavaObject] | None:
+        """``df`` kept once the commit computes it, with the handle ``free`` takes; None
+        if Spark plans it adaptively (a session of the user's), whose plan runs its stages
+        as it is executed: a checkpoint then.
+        """
         execution = df._jdf.queryExecution()
         plan = execution.executedPlan()
+        if plan.getClass().getSimpleName() == "AdaptiveSparkPlanExec":
+            return None
         output, ordering = plan.output(), plan.outputOrdering()
         scan = self.scan(output, plan.execute(), CACHE_NAME, plan.outputPartitioning(),
                          ordering, self.none)

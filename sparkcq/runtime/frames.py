@@ -430,18 +430,20 @@ class Runtime:
         a small cycle an in-memory relation over the RDD of ``df``'s plan
         (``cycle_caches``), unless the frame may be ``lasting`` (an operator's state, kept
         as it is: ``StateFrame.adopt``); otherwise a lazy local checkpoint, which cuts its
-        lineage once computed. Either keeps the order of ``df``'s partitions for the plans
-        that read it (a merge join sorts nothing again); an ``ordered`` frame is in one
-        partition already in a small cycle, where coalescing it would lose its order.
+        lineage once computed (in a large cycle the relation measured no faster). Either
+        keeps the order of ``df``'s partitions for the plans that read it (a merge join
+        sorts nothing again); an ``ordered`` frame is in one partition already in a small
+        cycle, where coalescing it would lose its order.
         """
         if self.single and not ordered:
             df = df.coalesce(1)
         self.cached_from.append(df)
-        if self.single and not lasting:
-            df, builder = self.caches.cache(df)
-            self.in_memory[id(df)] = builder
-        else:
+        cached = self.caches.cache(df) if self.single and not lasting else None
+        if cached is None:
             df = self.checkpoint(df)
+        else:
+            df, builder = cached
+            self.in_memory[id(df)] = builder
         self.cycle_frames.append(df)
         return df
 
