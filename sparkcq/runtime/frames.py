@@ -33,7 +33,11 @@ from pyspark.sql.types import StructType
 
 from sparkcq.model.clock import Clock
 from sparkcq.model.columns import TE, TS, T
-from sparkcq.runtime.cycle_caches import CycleCaches
+from sparkcq.runtime.columnar_checkpoints import (
+    ColumnarCheckpoints,
+    columnar_batches,
+    free_columnar,
+)
 from sparkcq.runtime.cycle_cost import cycle_tag
 from sparkcq.runtime.partitioning import SMALL_CYCLE_CONF
 from sparkcq.runtime.size_estimates import SizeEstimates
@@ -348,8 +352,6 @@ class Runtime:
     # the frames this cycle's caches were checkpointed from: their plans hold the
     # observations made inside them
     cached_from: list[DataFrame] = field(default_factory=list)
-    # the in-memory caches of a small cycle by the id of their frame (``cycle_caches``)
-    in_memory: dict[int, JavaObject] = field(default_factory=dict)
     jobs: int = 0
 
     @property
@@ -405,9 +407,9 @@ class Runtime:
         return df.repartition(self.partitions, *columns)
 
     @cached_property
-    def caches(self) -> CycleCaches:
-        """Makes this session's in-memory cycle caches (``cycle_caches``)."""
-        return CycleCaches(self.spark)
+    def columnar(self) -> ColumnarCheckpoints:
+        """Makes this session's small-cycle checkpoints (``columnar_checkpoints``)."""
+        return ColumnarCheckpoints(self.spark)
 
     @cached_property
     def estimates(self) -> SizeEstimates:
@@ -416,34 +418,28 @@ class Runtime:
 
     def checkpoint(self, df: DataFrame) -> DataFrame:
         """``df`` as a lazy local checkpoint, materialised by the cycle's commit; in a small
-        cycle planned as one byte (``size_estimates``).
+        cycle kept as columnar batches and planned as one byte (``columnar_checkpoints``).
         """
-        df = df.localCheckpoint(eager=False)
-        return self.estimates.planned_small(df) if self.single else df
+        if self.single:
+            kept = self.columnar.checkpoint(df)
+            if kept is not None:
+                return kept
+            return self.estimates.planned_small(df.localCheckpoint(eager=False))
+        return df.localCheckpoint(eager=False)
 
-    def cache_for_cycle(self, df: DataFrame, ordered: bool = False,
-                        lasting: bool = False) -> DataFrame:
+    def cache_for_cycle(self, df: DataFrame, ordered: bool = False) -> DataFrame:
         """Keep ``df`` until the end of the cycle: read twice, computed once.
 
-        A leaf for the plans that read it rather than ``persist``: they start from it
-        instead of the whole cycle's lineage, so Spark analyses and plans them quickly. In
-        a small cycle an in-memory relation over the RDD of ``df``'s plan
-        (``cycle_caches``), unless the frame may be ``lasting`` (an operator's state, kept
-        as it is: ``StateFrame.adopt``); otherwise a lazy local checkpoint, which cuts its
-        lineage once computed (in a large cycle the relation measured no faster). Either
-        keeps the order of ``df``'s partitions for the plans that read it (a merge join
-        sorts nothing again); an ``ordered`` frame is in one partition already in a small
-        cycle, where coalescing it would lose its order.
+        A lazy local checkpoint rather than ``persist``: plans built on it start from a
+        leaf instead of the whole cycle's lineage, so Spark analyses and plans them quickly.
+        The checkpoint keeps the order of ``df``'s partitions for the plans that read it (a
+        merge join sorts nothing again); an ``ordered`` frame is in one partition already in
+        a small cycle, where coalescing it would lose its order.
         """
         if self.single and not ordered:
             df = df.coalesce(1)
         self.cached_from.append(df)
-        cached = self.caches.cache(df) if self.single and not lasting else None
-        if cached is None:
-            df = self.checkpoint(df)
-        else:
-            df, builder = cached
-            self.in_memory[id(df)] = builder
+        df = self.checkpoint(df)
         self.cycle_frames.append(df)
         return df
 
@@ -499,9 +495,8 @@ class Runtime:
     def keep_after_cycle(self, df: DataFrame) -> None:
         """Keep a frame cached for the cycle beyond it, if the cycle commits (a failed
         cycle frees it with the others); its owner frees it later with
-        ``release_at_cycle_end``. It must have been cached as ``lasting``.
+        ``release_at_cycle_end``.
         """
-        assert id(df) not in self.in_memory, "a frame kept beyond its cycle must be lasting"
         self.kept.append(df)
 
     def release_at_cycle_end(self, df: DataFrame) -> None:
@@ -646,9 +641,9 @@ class Runtime:
         kept = {id(df) for df in self.kept}
         for df in self.cycle_frames:
             if id(df) not in kept:
-                self.free_cache(df)
+                unpersist_checkpoint(df)
         for df in self.released:
-            self.free_cache(df)
+            unpersist_checkpoint(df)
         self.cycle_frames.clear()
         self.cached_from.clear()
         self.released.clear()
@@ -657,7 +652,7 @@ class Runtime:
     def abort_cycle(self) -> None:
         """Forget a failed cycle: free its caches, keep the states it meant to replace."""
         for df in self.cycle_frames:
-            self.free_cache(df)
+            unpersist_checkpoint(df)
         self.cycle_frames.clear()
         self.released.clear()
         self.kept.clear()
@@ -666,14 +661,6 @@ class Runtime:
         self.measured_in_place.clear()
         self.cached_from.clear()
         self.tallied.clear()
-
-    def free_cache(self, df: DataFrame) -> None:
-        """Free the blocks of a frame cached for the cycle."""
-        builder = self.in_memory.pop(id(df), None)
-        if builder is None:
-            unpersist_checkpoint(df)
-        else:
-            self.caches.free(builder)
 
     def empty(self, schema: StructType) -> DataFrame:
         """An empty DataFrame of ``schema``."""
@@ -691,11 +678,16 @@ def _flatten_record(column: pa.StructArray) -> pa.Table:
 
 def rdd_id(df: DataFrame) -> int:
     """The id of the RDD behind a DataFrame (a local checkpoint's: its persisted blocks)."""
+    batches = columnar_batches(df)
+    if batches is not None:
+        return int(batches.id())
     return int(df._jdf.queryExecution().analyzed().rdd().id())
 
 
 def unpersist_checkpoint(df: DataFrame) -> None:
     """Free the blocks behind a locally checkpointed DataFrame (Dataset.unpersist does not)."""
+    if free_columnar(df):
+        return
     try:
         df._jdf.queryExecution().analyzed().rdd().unpersist(False)
     except Exception:  # noqa: BLE001 - not a checkpointed frame: fall back to the cache manager

@@ -387,7 +387,7 @@ class IntervalJoinOperator(Operator):
             moved = self.sides[i].one_partition != self.rt.single
             side = self.side(i, self.sides[i].get(), new, lo, moved)
             if side is not None and (new is not None or moved):
-                side = self.rt.cache_for_cycle(side, ordered=True, lasting=hi != TIME_MAX)
+                side = self.rt.cache_for_cycle(side, ordered=True)
                 if hi != TIME_MAX:
                     self.sides[i].adopt(side)
             frames.append(side)

@@ -185,11 +185,11 @@ class RangeAggregateOperator(SlicedAggregateOperator):
             text = self.log_sql(old is not None, fold_from, self.rt.single)
             if blank:
                 text = text.replace(self.events_sql, self.build_events_sql(self.sliced, blank))
-            log = self.rt.cache_for_cycle(sql(text, **views), lasting=True)
+            log = self.rt.cache_for_cycle(sql(text, **views))
             self.panes.adopt(log)  # read next cycle where departures are still to come
         views = {"log": log} if base is None else {"log": log, "base": base}
         run = self.rt.cache_for_cycle(sql(self.run_sql(fold_from, hi, base is not None),
-                                          **views), lasting=hi != TIME_MAX)
+                                          **views))
         if hi == TIME_MAX:
             self.panes.set(None)
             self.base.set(None)

@@ -304,7 +304,7 @@ class ScanOperator(Operator):
             columns.append(f"{te} AS {q(TE)}")
         frame = project(raw, *columns, f"CASE {reason} END AS {q(REASON)}")
         if not once:
-            frame = self.rt.cache_for_cycle(frame, lasting=True)
+            frame = self.rt.cache_for_cycle(frame)
             self.rt.keep_after_cycle(frame)
         elif self.rt.single:  # as a cache would be: one partition needs no exchange
             frame = frame.coalesce(1)

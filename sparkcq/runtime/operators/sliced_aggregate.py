@@ -441,7 +441,7 @@ class SlicedAggregateOperator(Operator):
             text = self.panes_sql(old is not None, lo, self.rt.single)
             if blank:
                 text = text.replace(self.events_sql, self.build_events_sql(self.sliced, blank))
-            panes = self.rt.cache_for_cycle(sql(text, **views), lasting=hi != TIME_MAX)
+            panes = self.rt.cache_for_cycle(sql(text, **views))
             # the cycle's panes are the state, kept as they are (no copy): those that
             # left before the next cycle's lo are dropped when it reads them
             if hi != TIME_MAX:
