@@ -29,6 +29,8 @@ from py4j.java_gateway import JavaObject
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
 
+from sparkcq.runtime.size_estimates import SizeEstimates
+
 # the batches behind each such frame, for ``free_columnar``: the frame's own RDD is the rows
 # read from them, which hold no blocks
 _BATCHES: WeakKeyDictionary[DataFrame, JavaObject] = WeakKeyDictionary()
@@ -53,9 +55,9 @@ def free_columnar(df: DataFrame) -> bool:
 
 
 class ColumnarCheckpoints:
-    """Makes and frees a session's small-cycle checkpoints; JVM handles looked up once."""
+    """Makes a session's small-cycle checkpoints; JVM handles looked up once."""
 
-    def __init__(self, spark: SparkSession):
+    def __init__(self, spark: SparkSession, estimates: SizeEstimates):
         jvm = spark._jvm
         assert jvm is not None
         self.spark = spark
@@ -64,9 +66,10 @@ class ColumnarCheckpoints:
         self.logical_rdd = execution.LogicalRDD
         self.serializer = execution.columnar.DefaultCachedBatchSerializer()
         self.level = jvm.org.apache.spark.storage.StorageLevel.MEMORY_AND_DISK()
-        self.none = getattr(getattr(jvm.scala, "None$"), "MODULE$")
-        self.one_byte = jvm.scala.Some(
-            jvm.org.apache.spark.sql.catalyst.plans.logical.OneRowRelation().computeStats())
+        self.none = estimates.unknown
+        self.one_byte = estimates.one_byte
+        # the session's live configuration (one object, read when the batches are built)
+        self.conf = self.session.sessionState().conf()
         self.of_rows = jvm.org.apache.spark.sql.classic.Dataset.ofRows
 
     def checkpoint(self, df: DataFrame) -> DataFrame | None:
@@ -77,8 +80,7 @@ class ColumnarCheckpoints:
         plan = df._jdf.queryExecution().executedPlan()
         if plan.getClass().getSimpleName() == "AdaptiveSparkPlanExec":
             return None
-        output = plan.output()
-        conf = self.session.sessionState().conf()
+        output, conf = plan.output(), self.conf
         batches = self.serializer.convertInternalRowToCachedBatch(
             plan.execute(), output, self.level, conf)
         batches.localCheckpoint()

@@ -409,7 +409,7 @@ class Runtime:
     @cached_property
     def columnar(self) -> ColumnarCheckpoints:
         """Makes this session's small-cycle checkpoints (``columnar_checkpoints``)."""
-        return ColumnarCheckpoints(self.spark)
+        return ColumnarCheckpoints(self.spark, self.estimates)
 
     @cached_property
     def estimates(self) -> SizeEstimates:
