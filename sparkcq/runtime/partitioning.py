@@ -74,7 +74,10 @@ class SmallCycles:
 # more often than its data is large: whole-stage code generation writes and compiles a Java
 # class per stage of every plan it has not seen (a cycle of thirteen new queries compiled
 # 200-900 classes, 5-10 ms each, and each new class is compiled again by the JVM's JIT),
-# which a few thousand rows never pay back; and a broadcast join computes its small side in
+# which a few thousand rows never pay back. The same holds for the code Spark generates for
+# each projection, predicate and ordering of an operator outside whole-stage code (the
+# factory mode): interpreted, a small cycle compiles no class at all, and the JIT compiles
+# Spark's interpreters once for every plan. And a broadcast join computes its small side in
 # a Spark job of its own before the cycle's job, while in one partition a shuffled join
 # needs no exchange at all. And Spark joins single-partition sides as they are only up to
 # ``spark.sql.maxSinglePartitionBytes`` of estimated size, above which it shuffles each
@@ -82,6 +85,7 @@ class SmallCycles:
 # product of a join's sides' estimates; runtime/size_estimates.py).
 SMALL_CYCLE_CONF = {
     "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
     "spark.sql.autoBroadcastJoinThreshold": "-1",
     "spark.sql.maxSinglePartitionBytes": str(2**62),
 }
