@@ -386,13 +386,24 @@ class Runtime:
         """Run the coming cycle in one partition (``single``) or hash-partitioned.
 
         Sets the session's shuffle partitions every time: engines sharing a session (tests)
-        each set it for their own cycles.
+        each set it for their own cycles. A small cycle's other settings hold only while it
+        runs (``end_cycle`` puts the session's own back).
         """
         self.single = single
         conf = self.spark.conf
         conf.set("spark.sql.shuffle.partitions", str(self.cycle_partitions))
-        for key, small in SMALL_CYCLE_CONF.items():
-            value = small if single else self.large_conf.get(key)
+        if single:
+            for key, small in SMALL_CYCLE_CONF.items():
+                conf.set(key, small)
+
+    def restore_session_conf(self) -> None:
+        """Put back the session's own values of what a small cycle changed: code run on the
+        session between cycles (the user's, the catalog's) sees the session as it was made;
+        Spark's interpreted object factory, for one, cannot build the catalog's rows.
+        """
+        conf = self.spark.conf
+        for key in SMALL_CYCLE_CONF:
+            value = self.large_conf.get(key)
             if value is None:
                 conf.unset(key)
             else:
@@ -637,7 +648,11 @@ class Runtime:
             then(Summary(rows or 0, flagged or 0, largest))
 
     def end_cycle(self) -> None:
-        """Drop the cycle's caches and the state frames replaced during the cycle."""
+        """Drop the cycle's caches and the state frames replaced during the cycle; the
+        session's own settings back after a small cycle.
+        """
+        if self.single:
+            self.restore_session_conf()
         kept = {id(df) for df in self.kept}
         for df in self.cycle_frames:
             if id(df) not in kept:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import pytest
+from pyspark.sql import SparkSession
 
 from sparkcq import Engine
 from sparkcq.errors import PlanError
 from sparkcq.runtime.partitioning import SMALL_CYCLE_CONF, SmallCycles, large_cycle_conf
 from sparkcq.session import configured_partitions
-from sparkcq.testing import ListSource
+from sparkcq.testing import CollectingSink, ListSource
 
 
 def test_the_threshold_has_hysteresis():
@@ -102,24 +105,44 @@ def test_streams_counted_only_by_spark_are_estimated_each_from_its_own_last_cycl
     assert set(eng.results("q_a")["v"]) == set(eng.results("q_b")["v"]) == {4, 5, 6, 7}
 
 
-def test_a_small_cycle_plans_without_whole_stage_code_or_broadcasts(spark):
-    """A small cycle's plans skip whole-stage code generation and broadcast joins; a large
-    cycle's plan as the session was configured, its own values put back.
+@dataclass
+class ConfSeeingSink(CollectingSink):
+    """Notes the session's values of what a small cycle changes as each cycle commits."""
+
+    spark: SparkSession | None = None
+    seen: list[dict[str, str | None]] = field(default_factory=list)
+
+    def write(self, cycle: int, records: dict) -> None:  # noqa: D102
+        assert self.spark is not None
+        self.seen.append({key: self.spark.conf.get(key) for key in SMALL_CYCLE_CONF})
+        super().write(cycle, records)
+
+
+def test_a_small_cycle_plans_without_generated_code_or_broadcasts(spark):
+    """A small cycle's plans skip code generation and broadcast joins; a large cycle's plan
+    as the session was configured; between cycles the session has its own values back.
     """
-    eng = Engine(spark=spark, small_cycles=SmallCycles(enter=10, leave=10))
+    sink = ConfSeeingSink(spark=spark)
+    eng = Engine(spark=spark, small_cycles=SmallCycles(enter=10, leave=10),
+                 sinks={"seeing": sink})
     eng.execute("CREATE STREAM s (v BIGINT, t BIGINT) WITH (event_time='t'); "
-                "CREATE QUERY q AS SELECT v FROM s WHERE v > 3")
-    seen, t = [], 0
+                "CREATE QUERY q AS SELECT v FROM s WHERE v > 3; "
+                "CREATE QUERY every INTO seeing AS SELECT v FROM s")
+    own = large_cycle_conf(spark)
+    assert own["spark.sql.codegen.wholeStage"] == "true"  # as the test session was made
+    assert own["spark.sql.codegen.factoryMode"] == "FALLBACK"
+    between, t = [], 0
     for n in (3, 30, 3):
         eng.push("s", [{"v": i, "t": t + i} for i in range(n)], watermark=t + n)
         t += n
         eng.run_cycle()
-        seen.append({key: spark.conf.get(key) for key in SMALL_CYCLE_CONF})
-    own = large_cycle_conf(spark)
-    assert own["spark.sql.codegen.wholeStage"] == "true"  # as the test session was made
-    assert seen == [SMALL_CYCLE_CONF, own, SMALL_CYCLE_CONF]
+        between.append({key: spark.conf.get(key) for key in SMALL_CYCLE_CONF})
+    assert sink.seen == [SMALL_CYCLE_CONF, own, SMALL_CYCLE_CONF]
+    assert between == [own] * 3
     assert [r.partitions for r in eng.reports] == [1, configured_partitions(spark), 1]
     assert sorted(eng.results("q")["v"]) == list(range(4, 30))
+    # what the interpreted object factory cannot build, the session builds between cycles
+    assert "s" not in {table.name for table in spark.catalog.listTables()}
 
 
 def test_small_cycles_of_joined_state_shuffle_nothing_however_many_cycles_ran(spark):
