@@ -179,8 +179,9 @@ class CycleDriver:
         plan = self.queries.plan
         served = plan.table_versions()
         taken = replace(self.pending, number=self.cycle, throttles=throttles)
-        self.rt.run_in_one_partition(self.small_cycles.single(self.rows_taken(taken),
-                                                              self.rt.single))
+        rows = self.rows_taken(taken)
+        single = self.small_cycles.single(rows, self.rt.single)
+        self.rt.run_in_one_partition(single, self.small_cycles.interpreted(rows, single))
         tag = self.rt.label_jobs(taken.number)
 
         delivered: dict[str, int] = {}

@@ -39,7 +39,7 @@ from sparkcq.runtime.columnar_checkpoints import (
     free_columnar,
 )
 from sparkcq.runtime.cycle_cost import cycle_tag
-from sparkcq.runtime.partitioning import SMALL_CYCLE_CONF
+from sparkcq.runtime.partitioning import INTERPRETED_CONF, SMALL_CYCLE_CONF
 from sparkcq.runtime.size_estimates import SizeEstimates
 from sparkcq.runtime.templates import PlanTemplates, bound_text
 
@@ -382,8 +382,9 @@ class Runtime:
             sc.addJobTag(self.job_tag)
         return self.job_tag
 
-    def run_in_one_partition(self, single: bool) -> None:
-        """Run the coming cycle in one partition (``single``) or hash-partitioned.
+    def run_in_one_partition(self, single: bool, interpreted: bool = False) -> None:
+        """Run the coming cycle in one partition (``single``) or hash-partitioned, its
+        expressions ``interpreted`` or compiled (``runtime/partitioning.py``).
 
         Sets the session's shuffle partitions every time: engines sharing a session (tests)
         each set it for their own cycles. A small cycle's other settings hold only while it
@@ -395,6 +396,9 @@ class Runtime:
         if single:
             for key, small in SMALL_CYCLE_CONF.items():
                 conf.set(key, small)
+        if single and interpreted:
+            for key, small in INTERPRETED_CONF.items():
+                conf.set(key, small)
 
     def restore_session_conf(self) -> None:
         """Put back the session's own values of what a small cycle changed: code run on the
@@ -402,7 +406,7 @@ class Runtime:
         Spark's interpreted object factory, for one, cannot build the catalog's rows.
         """
         conf = self.spark.conf
-        for key in SMALL_CYCLE_CONF:
+        for key in [*SMALL_CYCLE_CONF, *INTERPRETED_CONF]:
             value = self.large_conf.get(key)
             if value is None:
                 conf.unset(key)

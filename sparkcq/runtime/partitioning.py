@@ -30,6 +30,9 @@ class SmallCycles:
 
     enter: int = 20_000  # a cycle taking at most this many rows runs in one partition ...
     leave: int = 50_000  # ... and so does every next one, until one takes more than this
+    # a small cycle of at most this many rows also interprets its expressions
+    # (``INTERPRETED_CONF``): above it, the work per row pays for compiled code
+    interpret: int = 10_000
 
     @classmethod
     def never(cls) -> SmallCycles:
@@ -47,6 +50,12 @@ class SmallCycles:
         did (``was_single``) or did not.
         """
         return rows <= self.enter or (was_single and rows <= self.leave)
+
+    def interpreted(self, rows: int, single: bool) -> bool:
+        """Whether a cycle taking ``rows`` rows, in one partition or not (``single``),
+        interprets its expressions rather than compiling them.
+        """
+        return single and rows <= self.interpret
 
     @classmethod
     def parse(cls, text: str) -> SmallCycles:
@@ -76,8 +85,10 @@ class SmallCycles:
 # 200-900 classes, 5-10 ms each, and each new class is compiled again by the JVM's JIT),
 # which a few thousand rows never pay back. The same holds for the code Spark generates for
 # each projection, predicate and ordering of an operator outside whole-stage code (the
-# factory mode): interpreted, a small cycle compiles no class at all, and the JIT compiles
-# Spark's interpreters once for every plan. And a broadcast join computes its small side in
+# factory mode): interpreted, a cycle compiles no class at all, and the JIT compiles
+# Spark's interpreters once for every plan; but a sliding window of 20,000 rows interpreted
+# took 1.7 times its compiled task time, so only the smallest cycles interpret
+# (``INTERPRETED_CONF``). And a broadcast join computes its small side in
 # a Spark job of its own before the cycle's job, while in one partition a shuffled join
 # needs no exchange at all. And Spark joins single-partition sides as they are only up to
 # ``spark.sql.maxSinglePartitionBytes`` of estimated size, above which it shuffles each
@@ -85,10 +96,11 @@ class SmallCycles:
 # product of a join's sides' estimates; runtime/size_estimates.py).
 SMALL_CYCLE_CONF = {
     "spark.sql.codegen.wholeStage": "false",
-    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
     "spark.sql.autoBroadcastJoinThreshold": "-1",
     "spark.sql.maxSinglePartitionBytes": str(2**62),
 }
+# What the smallest cycles change besides (``SmallCycles.interpret``).
+INTERPRETED_CONF = {"spark.sql.codegen.factoryMode": "NO_CODEGEN"}
 
 
 def large_cycle_conf(spark: SparkSession) -> dict[str, str]:
@@ -98,7 +110,7 @@ def large_cycle_conf(spark: SparkSession) -> dict[str, str]:
     cycle's values for the session's.
     """
     values = {}
-    for key in SMALL_CYCLE_CONF:
+    for key in [*SMALL_CYCLE_CONF, *INTERPRETED_CONF]:
         kept = f"spark.sparkcq.large.{key}"
         value = spark.conf.get(kept, None)
         if value is None:

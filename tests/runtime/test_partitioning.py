@@ -9,7 +9,12 @@ from pyspark.sql import SparkSession
 
 from sparkcq import Engine
 from sparkcq.errors import PlanError
-from sparkcq.runtime.partitioning import SMALL_CYCLE_CONF, SmallCycles, large_cycle_conf
+from sparkcq.runtime.partitioning import (
+    INTERPRETED_CONF,
+    SMALL_CYCLE_CONF,
+    SmallCycles,
+    large_cycle_conf,
+)
 from sparkcq.session import configured_partitions
 from sparkcq.testing import CollectingSink, ListSource
 
@@ -22,6 +27,13 @@ def test_the_threshold_has_hysteresis():
         seen.append(single)
     # in at <= 10, stays in up to 30, out above 30, back in only at <= 10
     assert seen == [True, True, False, False, True, True, False]
+
+
+def test_only_the_smallest_cycles_interpret_their_expressions():
+    small = SmallCycles(enter=100, leave=300, interpret=50)
+    assert [small.interpreted(rows, True) for rows in (0, 50, 51, 300)] == [
+        True, True, False, False]
+    assert not small.interpreted(10, False)  # a hash-partitioned cycle always compiles
 
 
 @pytest.mark.parametrize(("text", "expected"), [
@@ -114,7 +126,8 @@ class ConfSeeingSink(CollectingSink):
 
     def write(self, cycle: int, records: dict) -> None:  # noqa: D102
         assert self.spark is not None
-        self.seen.append({key: self.spark.conf.get(key) for key in SMALL_CYCLE_CONF})
+        self.seen.append({key: self.spark.conf.get(key)
+                          for key in [*SMALL_CYCLE_CONF, *INTERPRETED_CONF]})
         super().write(cycle, records)
 
 
@@ -136,8 +149,10 @@ def test_a_small_cycle_plans_without_generated_code_or_broadcasts(spark):
         eng.push("s", [{"v": i, "t": t + i} for i in range(n)], watermark=t + n)
         t += n
         eng.run_cycle()
-        between.append({key: spark.conf.get(key) for key in SMALL_CYCLE_CONF})
-    assert sink.seen == [SMALL_CYCLE_CONF, own, SMALL_CYCLE_CONF]
+        between.append({key: spark.conf.get(key)
+                        for key in [*SMALL_CYCLE_CONF, *INTERPRETED_CONF]})
+    smallest = {**SMALL_CYCLE_CONF, **INTERPRETED_CONF}
+    assert sink.seen == [smallest, own, smallest]
     assert between == [own] * 3
     assert [r.partitions for r in eng.reports] == [1, configured_partitions(spark), 1]
     assert sorted(eng.results("q")["v"]) == list(range(4, 30))
