@@ -101,7 +101,7 @@ class GeneratorSource(Source):
         self.next_id = end
         done = self.limit is not None and end >= self.limit
         self.ended = done
-        return SourceBatch(df, self._time_at(end), done)
+        return SourceBatch(df, self._time_at(end), done, rows=end - self.last_first)
 
     def position(self) -> dict[str, Any]:
         """The id of the next row, and whether the stream ended."""
@@ -121,7 +121,7 @@ class GeneratorSource(Source):
         first, end = int(described["first"]), int(described["next_id"])
         self.seek({"next_id": end, "ended": described["end"]})
         df = None if end <= first else self.rows(first, end)
-        return SourceBatch(df, described["watermark"], described["end"])
+        return SourceBatch(df, described["watermark"], described["end"], rows=end - first)
 
     def rows(self, first: int, end: int) -> DataFrame:
         """Rows ``first`` to ``end - 1`` of the stream."""

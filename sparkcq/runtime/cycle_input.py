@@ -34,6 +34,9 @@ class SourceBatch:
     # the source's positions [first, after) the batch covers, when it numbers its input (a
     # feed's spool), so that a checkpoint can describe the batch without copying it
     span: tuple[int, int] | None = None
+    # how many rows ``df`` holds, when the source knows without Spark (a generator's ids):
+    # whether the cycle is small is decided from it rather than from the last cycle's rows
+    rows: int | None = None
 
 
 def merge_batches(kept: SourceBatch, new: SourceBatch) -> SourceBatch:
@@ -46,8 +49,11 @@ def merge_batches(kept: SourceBatch, new: SourceBatch) -> SourceBatch:
     if (kept.df is None or kept.arrow is not None) and (new.df is None or new.arrow is not None):
         arrow = pa.concat_tables([t for t in (kept.arrow, new.arrow) if t is not None]) \
             if df is not None else None
+    rows = None
+    if all(b.df is None or b.rows is not None for b in (kept, new)):
+        rows = sum(b.rows or 0 for b in (kept, new) if b.df is not None)
     return SourceBatch(df, max(marks) if marks else None, kept.end or new.end,
-                       kept.rejected + new.rejected, arrow)
+                       kept.rejected + new.rejected, arrow, rows=rows)
 
 
 def project_batch(batch: SourceBatch, schema: StructType) -> SourceBatch:
@@ -81,7 +87,7 @@ def project_batch(batch: SourceBatch, schema: StructType) -> SourceBatch:
             arrays.append(batch.arrow.column(name))
             names.append(name)
         arrow = pa.Table.from_arrays(arrays, names=names)
-    return SourceBatch(df, batch.watermark, batch.end, (), arrow, batch.span)
+    return SourceBatch(df, batch.watermark, batch.end, (), arrow, batch.span, batch.rows)
 
 
 NO_BATCH = SourceBatch()
@@ -112,13 +118,15 @@ class CycleInput:
         return self.batches.get(scan, NO_BATCH)
 
     def rows_of(self, scan: PlanNode) -> int | None:
-        """The rows of ``scan``'s batch, when the driver has them (pushed rows; None when
-        they are only in Spark).
+        """The rows of ``scan``'s batch, when the driver has them (pushed rows) or the
+        source counted them (a generator); None when only Spark knows.
         """
         batch = self.batches.get(scan, NO_BATCH) if isinstance(scan, StreamScan) else None
-        if batch is None or (batch.df is not None and batch.arrow is None):
+        if batch is None:
             return None
-        return 0 if batch.arrow is None else batch.arrow.num_rows
+        if batch.df is None:
+            return 0
+        return batch.arrow.num_rows if batch.arrow is not None else batch.rows
 
     def then(self, later: CycleInput) -> CycleInput:
         """The batches of this input followed by those of ``later``, under ``later``'s

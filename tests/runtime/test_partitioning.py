@@ -184,3 +184,16 @@ def test_small_cycles_of_joined_state_shuffle_nothing_however_many_cycles_ran(sp
     assert [(w.jobs, w.stages, w.shuffled) for w in small] == [(1, 1, 0)] * 10
     assert costs[-1].work.jobs == 1
     assert len(eng.results("agg")) > 20
+
+
+def test_a_generators_cycle_is_sized_by_the_rows_it_generated(spark):
+    """A generator counts its rows, so even a first cycle, with no last cycle to go by,
+    runs in the layout its own rows call for."""
+    eng = Engine(spark=spark, small_cycles=SmallCycles(enter=10, leave=10))
+    eng.execute("CREATE STREAM g (v BIGINT, t BIGINT) WITH (event_time='t', "
+                "source='generator', pace='fast', batch='50', limit='55', expr_v='id', "
+                "expr_t='id'); CREATE QUERY q AS SELECT v FROM g WHERE v % 5 = 0")
+    eng.run_cycle()
+    eng.run_cycle()
+    assert [r.rows_in for r in eng.reports] == [50, 5]
+    assert [r.partitions for r in eng.reports] == [configured_partitions(spark), 1]
