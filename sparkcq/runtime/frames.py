@@ -39,7 +39,7 @@ from sparkcq.runtime.columnar_checkpoints import (
     free_columnar,
 )
 from sparkcq.runtime.cycle_cost import cycle_tag
-from sparkcq.runtime.partitioning import INTERPRETED_CONF, SMALL_CYCLE_CONF
+from sparkcq.runtime.partitioning import CHANGED_KEYS, INTERPRETED_CONF, SMALL_CYCLE_CONF
 from sparkcq.runtime.size_estimates import SizeEstimates
 from sparkcq.runtime.templates import PlanTemplates, bound_text
 
@@ -394,10 +394,8 @@ class Runtime:
         conf = self.spark.conf
         conf.set("spark.sql.shuffle.partitions", str(self.cycle_partitions))
         if single:
-            for key, small in SMALL_CYCLE_CONF.items():
-                conf.set(key, small)
-        if single and interpreted:
-            for key, small in INTERPRETED_CONF.items():
+            changed = {**SMALL_CYCLE_CONF, **(INTERPRETED_CONF if interpreted else {})}
+            for key, small in changed.items():
                 conf.set(key, small)
 
     def restore_session_conf(self) -> None:
@@ -406,7 +404,7 @@ class Runtime:
         Spark's interpreted object factory, for one, cannot build the catalog's rows.
         """
         conf = self.spark.conf
-        for key in [*SMALL_CYCLE_CONF, *INTERPRETED_CONF]:
+        for key in CHANGED_KEYS:
             value = self.large_conf.get(key)
             if value is None:
                 conf.unset(key)

@@ -101,6 +101,8 @@ SMALL_CYCLE_CONF = {
 }
 # What the smallest cycles change besides (``SmallCycles.interpret``).
 INTERPRETED_CONF = {"spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+# Every setting a cycle may change, whose session values are put back after it.
+CHANGED_KEYS = (*SMALL_CYCLE_CONF, *INTERPRETED_CONF)
 
 
 def large_cycle_conf(spark: SparkSession) -> dict[str, str]:
@@ -110,7 +112,7 @@ def large_cycle_conf(spark: SparkSession) -> dict[str, str]:
     cycle's values for the session's.
     """
     values = {}
-    for key in [*SMALL_CYCLE_CONF, *INTERPRETED_CONF]:
+    for key in CHANGED_KEYS:
         kept = f"spark.sparkcq.large.{key}"
         value = spark.conf.get(kept, None)
         if value is None:
