@@ -1,4 +1,5 @@
-"""The Python heap of a process that runs the engine for long (``sparkcq run``, ``demo``).
+"""The Python heap of a process that runs the engine for long (``sparkcq run``, ``demo``,
+``serve``).
 
 Python's collector walks every object it tracks on each full collection. In the demo's
 process that is about 110,000 objects (PySpark's, py4j's, the engine's plans and their
@@ -11,7 +12,8 @@ reference cycle that becomes garbage later stays. So garbage is collected just b
 freeze, which comes after the first cycle (the session, the plan and its first frames) and
 again after the warm-up cycles (the templates of the operators' texts), and ``release``
 gives the objects back to the collector when the loop ends (a caller running the loop in
-its own process, a test, is left as it was).
+its own process, a test, is left as it was). A library user's own loop around
+``Engine.run_cycle`` is left alone: freezing changes how the whole process collects.
 """
 
 from __future__ import annotations

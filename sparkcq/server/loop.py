@@ -26,6 +26,7 @@ from typing import Any
 from sparkcq.catalog import QueryStatus
 from sparkcq.engine import Engine
 from sparkcq.errors import SparkcqError, SparkDiedError
+from sparkcq.heap import FrozenHeap
 from sparkcq.io.feed_source import FeedSource, spool_size
 from sparkcq.io.sources import MemorySource
 from sparkcq.server.procs import descendants, rss_bytes
@@ -171,6 +172,7 @@ class EngineLoop:
                    for s in self.engine.sources.values())
 
     def _run(self) -> None:
+        heap, cycles = FrozenHeap(), 0  # full collections kept off long-lived objects
         try:
             while not self.stopping.is_set() and self.spark_failure is None:
                 began = time.monotonic()
@@ -179,6 +181,8 @@ class EngineLoop:
                     break
                 self._drain_commands()
                 self._cycle()
+                cycles += 1
+                heap.after_cycle(cycles)
                 rest = self.interval - (time.monotonic() - began)
                 deadline = time.monotonic() + max(0.0, rest)
                 while time.monotonic() < deadline and not self.stopping.is_set():
@@ -197,6 +201,7 @@ class EngineLoop:
                                if isinstance(s, MemorySource))
                     log.error("stop timeout: %d acknowledged rows were not processed", left)
         finally:
+            heap.release()
             try:
                 if self.spark_failure is None:
                     self.engine.stop()
