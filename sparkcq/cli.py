@@ -212,5 +212,6 @@ def loop(eng: Engine, duration: float | None, interval: float, console: Console,
     finally:
         heap.release()
 
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -40,7 +40,9 @@ class FrozenHeap:
             self.frozen = True
 
     def release(self) -> None:
-        """Hand every frozen object back to the collector."""
+        """Hand every frozen object back to the collector (the process's, whoever froze
+        it: the loop owns its process while it runs).
+        """
         if self.frozen:
             gc.unfreeze()
             self.frozen = False
