@@ -187,7 +187,7 @@ def loop(eng: Engine, duration: float | None, interval: float, console: Console,
     runs (``heap.py``): each such collection otherwise pauses a cycle for 70-110 ms.
     """
     deadline = None if duration is None else time.monotonic() + duration
-    total, began, cycles = 0, time.monotonic(), 0
+    total, began = 0, time.monotonic()
     heap = FrozenHeap()
     try:
         while deadline is None or time.monotonic() < deadline:
@@ -195,7 +195,6 @@ def loop(eng: Engine, duration: float | None, interval: float, console: Console,
                 break
             start = time.monotonic()
             report = eng.run_cycle()
-            cycles += 1
             total += report.rows_in
             elapsed = time.monotonic() - began
             m = eng.metrics()
@@ -205,7 +204,7 @@ def loop(eng: Engine, duration: float | None, interval: float, console: Console,
                 f"{total / max(elapsed, 1e-9):,.0f} rows/s overall), "
                 f"state rows {m['total_state_rows']:,}, dead letters "
                 f"{sum(m['dead_letters'].values())}[/]", highlight=False)
-            heap.after_cycle(cycles)
+            heap.after_cycle()
             rest = interval - (time.monotonic() - start)
             if rest > 0:
                 time.sleep(rest)

@@ -30,11 +30,13 @@ class FrozenHeap:
 
     def __init__(self, after: tuple[int, ...] = FREEZE_AFTER_CYCLES):
         self.after = after
+        self.cycles = 0  # cycles the loop has run
         self.frozen = False
 
-    def after_cycle(self, cycles_run: int) -> None:
-        """Called between cycles, ``cycles_run`` of them done: freeze when it is time."""
-        if cycles_run in self.after:
+    def after_cycle(self) -> None:
+        """Called after each cycle of the loop: freeze when it is time."""
+        self.cycles += 1
+        if self.cycles in self.after:
             gc.collect()
             gc.freeze()
             self.frozen = True

@@ -41,16 +41,15 @@ def test_a_freeze_collects_garbage_first_and_freezes_what_lives():
     gone = _garbage_cycle()
     assert gone() is not None  # only a collection frees a cycle
     try:
-        heap.after_cycle(0)
         assert _collected_by_gc(kept) and gone() is not None
-        heap.after_cycle(1)
+        heap.after_cycle()  # the first
         assert gone() is None  # collected, not frozen with the rest
         assert not _collected_by_gc(kept) and gc.get_freeze_count() > 0
         made_since = _live_cycle()
         later = _garbage_cycle()
-        heap.after_cycle(2)  # no freeze between the given cycles
+        heap.after_cycle()  # the second: no freeze between the given cycles
         assert _collected_by_gc(made_since) and later() is not None
-        heap.after_cycle(3)
+        heap.after_cycle()  # the third
         assert later() is None and not _collected_by_gc(made_since)
     finally:
         heap.release()

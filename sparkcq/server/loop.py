@@ -172,7 +172,7 @@ class EngineLoop:
                    for s in self.engine.sources.values())
 
     def _run(self) -> None:
-        heap, cycles = FrozenHeap(), 0  # full collections kept off long-lived objects
+        heap = FrozenHeap()  # full collections kept off long-lived objects
         try:
             while not self.stopping.is_set() and self.spark_failure is None:
                 began = time.monotonic()
@@ -181,8 +181,7 @@ class EngineLoop:
                     break
                 self._drain_commands()
                 self._cycle()
-                cycles += 1
-                heap.after_cycle(cycles)
+                heap.after_cycle()
                 rest = self.interval - (time.monotonic() - began)
                 deadline = time.monotonic() + max(0.0, rest)
                 while time.monotonic() < deadline and not self.stopping.is_set():
