@@ -42,7 +42,7 @@ from benchmarks.nexmark.queries import QUERIES
 from benchmarks.suite.backlog import BACKLOG_ENGINES, backlog
 from benchmarks.suite.compare import check_output
 from benchmarks.suite.data import Input, read_events, write_events
-from benchmarks.suite.engines import Run, run_flink, run_spark, run_sparkcq
+from benchmarks.suite.engines import Run, collect_garbage, run_flink, run_spark, run_sparkcq
 from benchmarks.suite.marginal import SizedRuns, marginal_table
 from benchmarks.suite.report import WorkloadResult, write_report
 from benchmarks.suite.sweep import plot_sweep, sweep, sweep_table
@@ -131,6 +131,7 @@ def run_workload(spark: SparkSession, wl: Workload, events: int, reps: int,
         for engine in engines:
             if (engine == "spark" and wl.spark is None) or (engine == "flink" and not wl.flink):
                 continue
+            collect_garbage(spark)
             try:
                 if engine == "sparkcq":
                     run = run_sparkcq(spark, wl, inputs, hosts)
