@@ -753,12 +753,20 @@ class StateFrame:
 
         A frame made in a small cycle (planned as one byte) is read by a large one with no
         size estimate, Spark's largest: a large cycle broadcasts no state
-        (``size_estimates``).
+        (``size_estimates``). A state kept hash-partitioned (``partition_by``) comes back
+        so partitioned: a grouping over it and frames partitioned alike then needs no
+        shuffle, and what it makes keeps that partitioning for the cycles after (a state
+        kept as it was made, ``adopt``, would otherwise stay partitioned as the first
+        shuffle after a small cycle left it: every sliding window's panes, shuffled whole
+        every cycle).
         """
         if self.df is None or not self.one_partition or self.rt.single:
             return self.df
         if self.read_large is None or self.read_large[0] is not self.df:
-            self.read_large = (self.df, self.rt.estimates.planned_unknown(self.df))
+            large = self.rt.estimates.planned_unknown(self.df)
+            if self.partition_by is not None:
+                large = self.rt.partition_by(large, col(self.partition_by))
+            self.read_large = (self.df, large)
         return self.read_large[1]
 
     def snapshot(self) -> FrameState:

@@ -9,6 +9,9 @@ from pyspark.sql import SparkSession
 
 from sparkcq import Engine
 from sparkcq.errors import PlanError
+from sparkcq.model.columns import GROUP_HASH
+from sparkcq.runtime.frames import hash_partitioned
+from sparkcq.runtime.operators.sliced_aggregate import SlicedAggregateOperator
 from sparkcq.runtime.partitioning import (
     INTERPRETED_CONF,
     SMALL_CYCLE_CONF,
@@ -197,3 +200,26 @@ def test_a_generators_cycle_is_sized_by_the_rows_it_generated(spark):
     eng.run_cycle()
     assert [r.rows_in for r in eng.reports] == [50, 5]
     assert [r.partitions for r in eng.reports] == [configured_partitions(spark), 1]
+
+
+def test_a_state_made_in_a_small_cycle_comes_back_hash_partitioned(spark):
+    """A sliding window's panes made in one partition are read by the first large cycle
+    hash-partitioned by the group hash, so merging old and new panes shuffles only the
+    new ones, and the merged panes keep that partitioning for the cycles after.
+    """
+    eng = Engine(spark=spark, small_cycles=SmallCycles(enter=10, leave=20))
+    eng.execute("CREATE STREAM s (k STRING, v BIGINT, t BIGINT) WITH (event_time='t');"
+                "CREATE QUERY w AS RSTREAM SELECT k, sum(v) AS total "
+                "FROM s [RANGE 6 SLIDE 2] GROUP BY k;")
+    t = 0
+    for n in (5, 60, 60):
+        eng.push("s", [{"k": f"k{i % 7}", "v": i, "t": t + i // 10} for i in range(n)],
+                 watermark=t + n // 10)
+        t += n // 10 + 1
+        eng.run_cycle()
+    wide = configured_partitions(spark)
+    assert [r.partitions for r in eng.reports] == [1, wide, wide]
+    ops = eng.plan.operators(list(eng.plan.ops))
+    panes = [op.panes for op in ops if isinstance(op, SlicedAggregateOperator)]
+    assert len(panes) == 1 and panes[0].df is not None
+    assert hash_partitioned(panes[0].df, GROUP_HASH, wide)
