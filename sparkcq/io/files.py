@@ -12,6 +12,13 @@ Without it a poll catches up on every new file, up to ``max_bytes_per_cycle`` (d
 Spark parses in parallel (a task per file or split), but never all at once.
 In an untrusted engine (``roots`` given) a file whose real path lies outside the data roots
 (a link placed in the directory) is skipped.
+
+A batch says about how many rows it holds before Spark reads it (``SourceBatch.rows``), so
+that even a stream's first cycle runs in the layout its size calls for (one partition, or
+every core; ``runtime/partitioning.py``): Parquet files' footers count their rows; a text
+file (CSV, JSON lines) is taken to hold a row per ``TEXT_BYTES_PER_ROW`` bytes, more rows
+than most hold, so a large file is never taken for a small one (a backlog of 3 million
+rows once ran on one core).
 """
 
 from __future__ import annotations
@@ -20,6 +27,8 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
@@ -30,6 +39,9 @@ from sparkcq.runtime.cycle_input import SourceBatch
 
 FORMATS = {"csv": "csv", "json": "json", "parquet": "parquet"}
 DEFAULT_MAX_BYTES = 256 * 1024 * 1024
+# the bytes of a row of CSV or JSON text the rows of a text file are estimated by: fewer
+# than most rows take (a row of an int, a double and a timestamp is about 40 bytes of CSV)
+TEXT_BYTES_PER_ROW = 16
 
 
 def _size_option(options: dict[str, str], key: str, default: int, stream: str) -> int:
@@ -134,7 +146,7 @@ class FilesSource(Source):
         # instead of leaving them to a cycle of no input
         self.ended = self.bounded and not self.new_files()
         self.last_files = files
-        return SourceBatch(self.read(files), None, self.ended)
+        return SourceBatch(self.read(files), None, self.ended, rows=self.rows_in(files))
 
     def read(self, files: list[str]) -> DataFrame:
         """The rows of ``files``, read by Spark."""
@@ -142,6 +154,22 @@ class FilesSource(Source):
         if self.format == "csv":
             reader = reader.option("header", self.header)
         return reader.format(FORMATS[self.format]).load(files)
+
+    def rows_in(self, files: list[str]) -> int:
+        """About how many rows ``files`` hold (see module): counted in Parquet footers,
+        estimated from a text file's size (and from a Parquet file's, if its footer cannot
+        be read: Spark's read then says what is wrong with it).
+        """
+        rows = 0
+        for path in files:
+            if self.format == "parquet":
+                try:
+                    rows += pq.read_metadata(path).num_rows
+                    continue
+                except (OSError, pa.ArrowException):
+                    pass
+            rows += os.path.getsize(path) // TEXT_BYTES_PER_ROW
+        return rows
 
     def position(self) -> dict[str, Any]:
         """The files read so far, and whether the stream ended."""
@@ -160,4 +188,5 @@ class FilesSource(Source):
         files = list(described["files"])
         self.seen.update(files)
         self.ended = self.ended or bool(described["end"])
-        return SourceBatch(self.read(files) if files else None, None, bool(described["end"]))
+        return SourceBatch(self.read(files) if files else None, None, bool(described["end"]),
+                           rows=self.rows_in(files))

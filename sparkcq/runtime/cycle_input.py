@@ -34,8 +34,9 @@ class SourceBatch:
     # the source's positions [first, after) the batch covers, when it numbers its input (a
     # feed's spool), so that a checkpoint can describe the batch without copying it
     span: tuple[int, int] | None = None
-    # how many rows ``df`` holds, when the source knows without Spark (a generator's ids):
-    # whether the cycle is small is decided from it rather than from the last cycle's rows
+    # how many rows ``df`` holds, as far as the source can tell without Spark (a generator's
+    # ids; files: their Parquet footers, or their size): whether the cycle is small is
+    # decided from it rather than from the last cycle's rows, and for nothing else
     rows: int | None = None
 
 
@@ -119,7 +120,7 @@ class CycleInput:
 
     def rows_of(self, scan: PlanNode) -> int | None:
         """The rows of ``scan``'s batch, when the driver has them (pushed rows) or the
-        source counted them (a generator); None when only Spark knows.
+        source can tell (``SourceBatch.rows``); None when only Spark knows.
         """
         batch = self.batches.get(scan, NO_BATCH) if isinstance(scan, StreamScan) else None
         if batch is None:

@@ -222,9 +222,9 @@ class CycleDriver:
         return report
 
     def rows_taken(self, taken: CycleInput) -> int:
-        """The rows a cycle takes: counted where the driver holds them (pushed rows) or the
-        source counted them (a generator's ids), else (files: only Spark knows) as many as
-        that stream took last cycle.
+        """The rows a cycle takes: counted where the driver holds them (pushed rows), as
+        the source tells them (a generator's ids, files' footers or sizes), else (a source
+        that cannot tell) as many as that stream took last cycle.
         """
         counts = {scan: taken.rows_of(scan) for scan in taken.batches}
         return sum(self.last_rows.get(scan, 0) if n is None else n

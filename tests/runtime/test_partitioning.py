@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import pandas as pd
 import pytest
 from pyspark.sql import SparkSession
 
@@ -200,6 +201,35 @@ def test_a_generators_cycle_is_sized_by_the_rows_it_generated(spark):
     eng.run_cycle()
     assert [r.rows_in for r in eng.reports] == [50, 5]
     assert [r.partitions for r in eng.reports] == [configured_partitions(spark), 1]
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_a_files_first_cycle_is_sized_by_its_files(spark, tmp_path, fmt):
+    """Files are counted by no one but Spark, so a stream's first cycle has no last cycle
+    to go by: its files tell their rows (Parquet's footers exactly, a text file by its
+    size), and a large first batch runs on every core. It once ran in one partition, so
+    a backlog taken in one cycle used one core.
+    """
+    eng = Engine(spark=spark, small_cycles=SmallCycles(enter=40, leave=40),
+                 data_roots=[str(tmp_path)])
+    folder = tmp_path / "in"
+    folder.mkdir()
+    eng.execute(f"CREATE STREAM f (k STRING, v BIGINT, t BIGINT) WITH (event_time='t', "
+                f"source='files', format='{fmt}', path='{folder}', files_per_cycle='1');"
+                "CREATE QUERY q AS SELECT k, v FROM f WHERE v % 50 = 0")
+    for name, rows in (("a", 200), ("b", 12)):
+        frame = pd.DataFrame({"k": [f"k{i % 3}" for i in range(rows)],
+                              "v": list(range(rows)), "t": [i // 20 for i in range(rows)]})
+        path = folder / f"{name}.{fmt}"
+        if fmt == "csv":
+            frame.to_csv(path, index=False)
+        else:
+            frame.to_parquet(path, index=False)
+    eng.run_cycle()
+    eng.run_cycle()
+    assert [r.rows_in for r in eng.reports] == [200, 12]
+    assert [r.partitions for r in eng.reports] == [configured_partitions(spark), 1]
+    assert sorted(eng.results("q")["v"]) == [0, 0, 50, 100, 150]
 
 
 def test_a_state_made_in_a_small_cycle_comes_back_hash_partitioned(spark):
