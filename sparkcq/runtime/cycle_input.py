@@ -34,10 +34,12 @@ class SourceBatch:
     # the source's positions [first, after) the batch covers, when it numbers its input (a
     # feed's spool), so that a checkpoint can describe the batch without copying it
     span: tuple[int, int] | None = None
-    # how many rows ``df`` holds, as far as the source can tell without Spark (a generator's
-    # ids; files: their Parquet footers, or their size): whether the cycle is small is
-    # decided from it rather than from the last cycle's rows, and for nothing else
+    # how many rows ``df`` holds, when the source knows without Spark (a generator's ids):
+    # whether the cycle is small is decided from it rather than from the last cycle's rows
     rows: int | None = None
+    # about how many, when the source can only estimate them (files: ``io/files.py``): a
+    # cycle is taken for large by it, never for small (``CycleDriver.rows_taken``)
+    rows_estimate: int | None = None
 
 
 def merge_batches(kept: SourceBatch, new: SourceBatch) -> SourceBatch:
@@ -50,11 +52,13 @@ def merge_batches(kept: SourceBatch, new: SourceBatch) -> SourceBatch:
     if (kept.df is None or kept.arrow is not None) and (new.df is None or new.arrow is not None):
         arrow = pa.concat_tables([t for t in (kept.arrow, new.arrow) if t is not None]) \
             if df is not None else None
-    rows = None
+    rows = estimate = None
     if all(b.df is None or b.rows is not None for b in (kept, new)):
         rows = sum(b.rows or 0 for b in (kept, new) if b.df is not None)
+    if all(b.df is None or b.rows_estimate is not None for b in (kept, new)):
+        estimate = sum(b.rows_estimate or 0 for b in (kept, new) if b.df is not None)
     return SourceBatch(df, max(marks) if marks else None, kept.end or new.end,
-                       kept.rejected + new.rejected, arrow, rows=rows)
+                       kept.rejected + new.rejected, arrow, rows=rows, rows_estimate=estimate)
 
 
 def project_batch(batch: SourceBatch, schema: StructType) -> SourceBatch:
@@ -88,7 +92,8 @@ def project_batch(batch: SourceBatch, schema: StructType) -> SourceBatch:
             arrays.append(batch.arrow.column(name))
             names.append(name)
         arrow = pa.Table.from_arrays(arrays, names=names)
-    return SourceBatch(df, batch.watermark, batch.end, (), arrow, batch.span, batch.rows)
+    return SourceBatch(df, batch.watermark, batch.end, (), arrow, batch.span, batch.rows,
+                       batch.rows_estimate)
 
 
 NO_BATCH = SourceBatch()
@@ -120,7 +125,7 @@ class CycleInput:
 
     def rows_of(self, scan: PlanNode) -> int | None:
         """The rows of ``scan``'s batch, when the driver has them (pushed rows) or the
-        source can tell (``SourceBatch.rows``); None when only Spark knows.
+        source counted them (a generator); None when only Spark knows.
         """
         batch = self.batches.get(scan, NO_BATCH) if isinstance(scan, StreamScan) else None
         if batch is None:
@@ -128,6 +133,11 @@ class CycleInput:
         if batch.df is None:
             return 0
         return batch.arrow.num_rows if batch.arrow is not None else batch.rows
+
+    def estimated_rows_of(self, scan: PlanNode) -> int | None:
+        """About how many rows ``scan``'s batch holds, when its source estimated them."""
+        batch = self.batches.get(scan, NO_BATCH) if isinstance(scan, StreamScan) else None
+        return None if batch is None or batch.df is None else batch.rows_estimate
 
     def then(self, later: CycleInput) -> CycleInput:
         """The batches of this input followed by those of ``later``, under ``later``'s

@@ -11,6 +11,7 @@ import pytest
 from sparkcq import Engine
 from sparkcq.cli import main as cli_main
 from sparkcq.errors import AnalysisError
+from sparkcq.io.files import SAMPLE_BYTES, text_rows
 from sparkcq.io.sinks import CallbackSink, FilesSink, QueryOutput
 
 
@@ -122,6 +123,21 @@ def test_files_source_catches_up_on_a_backlog_within_its_byte_bound(engine, tmp_
         engine.execute(f"CREATE STREAM bad (k STRING, v BIGINT, t BIGINT) WITH ("
                        f"event_time='t', source='files', path='{src}', "
                        "max_bytes_per_cycle='lots')")
+
+
+def test_a_text_files_rows_are_counted_or_estimated_from_its_first_lines(tmp_path):
+    """A short file's lines are counted (a last line without its newline too); a long
+    one's are its first ``SAMPLE_BYTES``' lines scaled to its size, near the truth when
+    its rows are alike (long NEXMark-like rows as well as short ones).
+    """
+    short = tmp_path / "short.csv"
+    short.write_text("k,v\na,1\nb,2")
+    assert text_rows(str(short)) == 3
+    for width in (8, 150):
+        rows = 4 * SAMPLE_BYTES // width
+        path = tmp_path / f"long{width}.csv"
+        path.write_text("".join(f"{i:0{width - 1}d}\n" for i in range(rows)))
+        assert abs(text_rows(str(path)) - rows) <= rows // 100
 
 
 def test_generator_is_deterministic_and_runs_inside_spark(spark):

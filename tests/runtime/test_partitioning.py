@@ -204,32 +204,33 @@ def test_a_generators_cycle_is_sized_by_the_rows_it_generated(spark):
 
 
 @pytest.mark.parametrize("fmt", ["csv", "parquet"])
-def test_a_files_first_cycle_is_sized_by_its_files(spark, tmp_path, fmt):
+def test_a_large_first_batch_of_files_runs_on_every_core(spark, tmp_path, fmt):
     """Files are counted by no one but Spark, so a stream's first cycle has no last cycle
-    to go by: its files tell their rows (Parquet's footers exactly, a text file by its
-    size), and a large first batch runs on every core. It once ran in one partition, so
-    a backlog taken in one cycle used one core.
+    to go by: its files estimate their rows (Parquet's footers exactly, a text file from
+    its lines), and a batch beyond what a small cycle may take runs hash-partitioned. It
+    once ran in one partition, so a backlog taken in one cycle used one core. A smaller
+    batch follows the last cycle, as before (none: one partition).
     """
-    eng = Engine(spark=spark, small_cycles=SmallCycles(enter=40, leave=40),
-                 data_roots=[str(tmp_path)])
-    folder = tmp_path / "in"
-    folder.mkdir()
-    eng.execute(f"CREATE STREAM f (k STRING, v BIGINT, t BIGINT) WITH (event_time='t', "
-                f"source='files', format='{fmt}', path='{folder}', files_per_cycle='1');"
-                "CREATE QUERY q AS SELECT k, v FROM f WHERE v % 50 = 0")
-    for name, rows in (("a", 200), ("b", 12)):
+    layouts = {}
+    for name, rows in (("large", 200), ("small", 60)):
+        eng = Engine(spark=spark, small_cycles=SmallCycles(enter=40, leave=100),
+                     data_roots=[str(tmp_path)])
+        folder = tmp_path / name
+        folder.mkdir()
         frame = pd.DataFrame({"k": [f"k{i % 3}" for i in range(rows)],
                               "v": list(range(rows)), "t": [i // 20 for i in range(rows)]})
-        path = folder / f"{name}.{fmt}"
         if fmt == "csv":
-            frame.to_csv(path, index=False)
+            frame.to_csv(folder / "a.csv", index=False)
         else:
-            frame.to_parquet(path, index=False)
-    eng.run_cycle()
-    eng.run_cycle()
-    assert [r.rows_in for r in eng.reports] == [200, 12]
-    assert [r.partitions for r in eng.reports] == [configured_partitions(spark), 1]
-    assert sorted(eng.results("q")["v"]) == [0, 0, 50, 100, 150]
+            frame.to_parquet(folder / "a.parquet", index=False)
+        eng.execute(f"CREATE STREAM f (k STRING, v BIGINT, t BIGINT) WITH (event_time='t', "
+                    f"source='files', format='{fmt}', path='{folder}', bounded='true');"
+                    "CREATE QUERY q AS SELECT k, v FROM f WHERE v % 50 = 0")
+        eng.run_until_idle()
+        assert eng.reports[0].rows_in == rows
+        assert sorted(eng.results("q")["v"]) == list(range(0, rows, 50))
+        layouts[name] = eng.reports[0].partitions
+    assert layouts == {"large": configured_partitions(spark), "small": 1}
 
 
 def test_a_state_made_in_a_small_cycle_comes_back_hash_partitioned(spark):
