@@ -14,12 +14,11 @@ In an untrusted engine (``roots`` given) a file whose real path lies outside the
 (a link placed in the directory) is skipped.
 
 A batch says about how many rows it holds before Spark reads it (its ``rows_estimate``),
-so that even a stream's first cycle runs on every core when it is large
-(``runtime/partitioning.py``): Parquet files' footers count their rows; a text
-file (CSV, JSON lines) is estimated from the lines of its first ``SAMPLE_BYTES`` scaled to
-its size (a backlog of 3 million rows once ran on one core for want of a count; a fixed
-guess of bytes per row made NEXMark's long rows look ten times as many, and their small
-cycles ran partitioned at 2.7 times the cost).
+so that even a stream's first cycle runs on every core when it is large (a backlog of 3
+million rows once ran on one core for want of a count; ``CycleDriver.rows_taken``):
+Parquet files' footers count their rows; a text file (CSV, JSON lines) is estimated from
+the lines of its first ``SAMPLE_BYTES`` scaled to its size, which holds for long rows and
+short ones alike where a fixed guess of bytes per row does not.
 """
 
 from __future__ import annotations
@@ -171,8 +170,8 @@ class FilesSource(Source):
 
     def rows_in(self, files: list[str]) -> int:
         """About how many rows ``files`` hold (see module): counted in Parquet footers,
-        estimated from a text file's lines (and a Parquet file's whose footer cannot be
-        read as if it were text: Spark's read then says what is wrong with it).
+        estimated from a text file's lines. A Parquet file whose footer cannot be read is
+        estimated as text; Spark's read of it then says what is wrong.
         """
         rows = 0
         for path in files:
