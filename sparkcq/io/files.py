@@ -15,7 +15,7 @@ In an untrusted engine (``roots`` given) a file whose real path lies outside the
 
 A batch says about how many rows it holds before Spark reads it (its ``rows_estimate``),
 so that even a stream's first cycle runs on every core when it is large (a backlog of 3
-million rows once ran on one core for want of a count; ``CycleDriver.rows_taken``):
+million rows once ran on one core for want of a count; ``SmallCycles.uncounted_rows``):
 Parquet files' footers count their rows; a text file (CSV, JSON lines) is estimated from
 the lines of its first ``SAMPLE_BYTES`` scaled to its size, which holds for long rows and
 short ones alike where a fixed guess of bytes per row does not.

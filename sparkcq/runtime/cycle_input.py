@@ -38,7 +38,7 @@ class SourceBatch:
     # whether the cycle is small is decided from it rather than from the last cycle's rows
     rows: int | None = None
     # about how many, when the source can only estimate them (files: ``io/files.py``): a
-    # cycle is taken for large by it, never for small (``CycleDriver.rows_taken``)
+    # cycle is taken for large by it, never for small (``SmallCycles.uncounted_rows``)
     rows_estimate: int | None = None
 
 

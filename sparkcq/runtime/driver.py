@@ -223,23 +223,14 @@ class CycleDriver:
 
     def rows_taken(self, taken: CycleInput) -> int:
         """The rows a cycle takes: counted where the driver holds them (pushed rows) or the
-        source counted them (a generator's ids), else as many as that stream took last
-        cycle, or as its source estimates (files) when that is more than a small cycle
-        may take: a backlog of files taken in a stream's first cycle once ran on one core.
-
-        An estimate below that leaves the layout to the last cycle, as before it was made:
-        NEXMark q5's cycles of 46,000 rows ran 2.2 times as fast in one partition as
-        hash-partitioned (2026-12-01), which a first cycle taken for large would lose.
+        source counted them (a generator's ids), else as ``SmallCycles.uncounted_rows``
+        decides from the stream's last cycle and its source's estimate (files).
         """
         total = 0
         for scan in taken.batches:
             n = taken.rows_of(scan)
-            if n is None:
-                n = self.last_rows.get(scan, 0)
-                estimate = taken.estimated_rows_of(scan)
-                if estimate is not None and estimate > self.small_cycles.leave:
-                    n = max(n, estimate)
-            total += n
+            total += n if n is not None else self.small_cycles.uncounted_rows(
+                self.last_rows.get(scan, 0), taken.estimated_rows_of(scan))
         return total
 
     def decide_throttles(self) -> dict[PlanNode, float]:
