@@ -4,7 +4,7 @@ cycle that took it commits (a failed cycle runs again on the same input).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -52,13 +52,17 @@ def merge_batches(kept: SourceBatch, new: SourceBatch) -> SourceBatch:
     if (kept.df is None or kept.arrow is not None) and (new.df is None or new.arrow is not None):
         arrow = pa.concat_tables([t for t in (kept.arrow, new.arrow) if t is not None]) \
             if df is not None else None
-    rows = estimate = None
-    if all(b.df is None or b.rows is not None for b in (kept, new)):
-        rows = sum(b.rows or 0 for b in (kept, new) if b.df is not None)
-    if all(b.df is None or b.rows_estimate is not None for b in (kept, new)):
-        estimate = sum(b.rows_estimate or 0 for b in (kept, new) if b.df is not None)
     return SourceBatch(df, max(marks) if marks else None, kept.end or new.end,
-                       kept.rejected + new.rejected, arrow, rows=rows, rows_estimate=estimate)
+                       kept.rejected + new.rejected, arrow,
+                       rows=_total(kept, new, lambda b: b.rows),
+                       rows_estimate=_total(kept, new, lambda b: b.rows_estimate))
+
+
+def _total(kept: SourceBatch, new: SourceBatch,
+           count: Callable[[SourceBatch], int | None]) -> int | None:
+    """The sum of ``count`` over the batches that hold rows; None if one of them has none."""
+    counts = [count(b) for b in (kept, new) if b.df is not None]
+    return None if None in counts else sum(c or 0 for c in counts)
 
 
 def project_batch(batch: SourceBatch, schema: StructType) -> SourceBatch:
