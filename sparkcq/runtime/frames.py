@@ -38,6 +38,7 @@ from sparkcq.runtime.columnar_checkpoints import (
     columnar_batches,
     free_columnar,
 )
+from sparkcq.runtime.commit_plan import CommitPlan
 from sparkcq.runtime.cycle_cost import cycle_tag
 from sparkcq.runtime.partitioning import CHANGED_KEYS, INTERPRETED_CONF, SMALL_CYCLE_CONF
 from sparkcq.runtime.size_estimates import SizeEstimates
@@ -420,6 +421,11 @@ class Runtime:
         return df.repartition(self.partitions, *columns)
 
     @cached_property
+    def commit_plan(self) -> CommitPlan:
+        """Builds this session's commit parts as plan nodes (``commit_plan``)."""
+        return CommitPlan(self.spark)
+
+    @cached_property
     def columnar(self) -> ColumnarCheckpoints:
         """Makes this session's small-cycle checkpoints (``columnar_checkpoints``)."""
         return ColumnarCheckpoints(self.spark, self.estimates)
@@ -534,22 +540,23 @@ class Runtime:
         the records of queries by id (``by_id``, ``TaggedRecords``). The ``timestamped``
         outputs' ``_ts`` and ``_te`` (microseconds) come back as timestamps.
         """
-        parts: list[DataFrame] = []
+        parts: list[JavaObject | DataFrame] = []  # plan nodes, analysed once in the union
         counted = counted or {}
         states = [st for st in dict.fromkeys(self.changed_states) if st.df is not None]
         measured, self.measured = self.measured, []
         tallied, self.tallied = self.tallied, []
         # counts, earliest instants and largest values as observed metrics: gathered by the
         # tasks that compute the frames anyway, with no shuffle and no stage of their own
-        observed: list[DataFrame] = []
+        nodes = self.commit_plan
+        observed: list[JavaObject] = []
         for i, df in enumerate(counted.values()):
-            observed.append(_observed(df, f"c{i}", "count(1)"))
+            observed.append(_observed(nodes, df, f"c{i}", "count(1)"))
         for i, st in enumerate(states):
             assert st.df is not None
             least = f"min({q(T)})" if T in st.df.columns else "CAST(NULL AS BIGINT)"
-            observed.append(_observed(st.df, f"s{i}", "count(1)", least))
+            observed.append(_observed(nodes, st.df, f"s{i}", "count(1)", least))
         for j, (df, flag, value, _then) in enumerate(measured):
-            observed.append(_observed(df, f"m{j}", *summary_metrics(flag, value)))
+            observed.append(_observed(nodes, df, f"m{j}", *summary_metrics(flag, value)))
         parts += observed
         if tallied:  # counts by key: a grouping (only shedding joins tally)
             keyed = union_all([df.select(sid_of(_TALLIED_BASE + j), key.cast("long").alias("_k"))
@@ -566,21 +573,27 @@ class Runtime:
             stamped = name in timestamped
             shape = column_of[name] = shapes.setdefault(f"{stamped}{df.schema.json()}",
                                                         f"_q{len(shapes)}")
-            parts.append(df.select(sid_of(-1 - j),
-                                   record_struct(tuple(df.columns), stamped, shape)))
+            parts.append(nodes.projected(df, [sid_of(-1 - j),
+                                              record_struct(tuple(df.columns), stamped,
+                                                            shape)]))
         if bundle is not None:
-            parts.append(bundle.select(sid_of(_BUNDLE_SID),
-                                       *[col(c) for c in bundle.columns]))
+            parts.append(nodes.projected(bundle, [sid_of(_BUNDLE_SID),
+                                                  *[col(c) for c in bundle.columns]]))
         parts += [records.df for records in by_id]
         self.changed_states.clear()
         in_place, self.measured_in_place = self.measured_in_place, []
         if not parts:
             self.measured_where_read(in_place, {})
             return {}, {}, 0.0
-        merged = union_by_name(parts, allow_missing=True)
         # a union has a partition per partition of every part: fifty queries' records made
         # a last stage of hundreds of tiny tasks
-        merged = merged.coalesce(self.cycle_partitions)
+        frames = [p for p in parts if isinstance(p, DataFrame)]
+        if same_column_types(frames):
+            merged = nodes.union(parts, self.cycle_partitions)
+        else:  # only a chain of unions widens a column's types (an INT and a BIGINT)
+            merged = union_by_name([p if isinstance(p, DataFrame) else nodes.frame(p)
+                                    for p in parts], allow_missing=True)
+            merged = merged.coalesce(self.cycle_partitions)
         self.jobs += 1
         planning = 0.0
         if clock is not None:  # planned here rather than by the action: timed apart
@@ -861,7 +874,8 @@ def summary_metrics(flag: Column, value: Column) -> list[Column]:
             F.max(value.cast("long"))]
 
 
-def _observed(df: DataFrame, name: str, *metrics: str | Column) -> DataFrame:
+def _observed(nodes: CommitPlan, df: DataFrame, name: str,
+              *metrics: str | Column) -> JavaObject:
     """A commit part that gives no row but has the tasks reading ``df`` compute ``metrics``
     (aggregates, read back by ``observed_metrics`` under ``name``).
 
@@ -870,8 +884,8 @@ def _observed(df: DataFrame, name: str, *metrics: str | Column) -> DataFrame:
     """
     named = [sql_column(f"{m} AS `v{i}`") if isinstance(m, str) else m.alias(f"v{i}")
              for i, m in enumerate(metrics)]
-    return (df.observe(name, *named).where(sql_column("spark_partition_id() < 0"))
-            .select(sid_of(_OBSERVED_SID)))
+    return nodes.observed(df, name, named, sql_column("spark_partition_id() < 0"),
+                          [sid_of(_OBSERVED_SID)])
 
 
 _METRIC = re.compile(r"(\w+) -> \[([^\]]*)\]")
