@@ -19,6 +19,7 @@ from sparkcq.plan.nodes import StreamScan
 from sparkcq.runtime.frames import (
     Runtime,
     Slice,
+    SqlViews,
     Summary,
     bound,
     bound_sql,
@@ -109,6 +110,7 @@ class ScanOperator(Operator):
         # watermark, complete since the watermark ``history_since``
         self.history_reach = 0
         self.history_since: int | None = None
+        self.views = SqlViews(rt.spark, "scan")
         self.future = (
             FutureBuffer(self, StructType([*node.schema.fields, StructField(T, LongType()),
                                            StructField(D, LongType())]))
@@ -190,8 +192,41 @@ class ScanOperator(Operator):
         self.progress = replace(self.progress, watermark=wm, ended=ended)
         self.let_go_delivered(lo)
         edge = self.node not in cycle.edges_unread
-        out = self.emit(self.held_between(lo, hi) if edge else None, lo, hi, arrived)
+        if self.future is None:
+            out = Slice(self.edge_between(lo, hi) if edge else None, lo, hi,
+                        arrivals=None if arrived is None else self.instants(arrived))
+        else:
+            on_time = None if arrived is None else arrived.where(col(REASON).isNull())
+            out = self.emit(self.held_between(lo, hi) if edge else None, lo, hi, on_time)
         return out if ended_at is None else replace(out, ended_at=ended_at)
+
+    def instants_sql(self) -> str:
+        """The columns of the stream's edge over a held batch: its columns, the instant and
+        ``_d`` (``change``).
+        """
+        change = (f"CASE WHEN {q(DELETE)} THEN -1 ELSE 1 END" if self.scan.key else "1")
+        return f"{', '.join(map(q, self.names))}, {q(T)}, CAST({change} AS BIGINT) AS {q(D)}"
+
+    def instants(self, batch: DataFrame) -> DataFrame:
+        """A batch's on-time events as the edge's instants (``emit``'s, as one text)."""
+        return self.views.sql(f"SELECT {self.instants_sql()} FROM {{inp}} "
+                              f"WHERE {q(REASON)} IS NULL", inp=batch)
+
+    def edge_between(self, lo: int, hi: int) -> DataFrame | None:
+        """The edge of [lo, hi) (``emit`` of ``held_between``) for a stream of instants:
+        one text over the held batches that may have some, so a cycle analyses no
+        DataFrame call of the scan's (their text is re-bound, see ``SqlViews``).
+        """
+        if hi <= lo:
+            return None
+        held = self.batches_since(lo)
+        if not held:
+            return None
+        within = (f"{q(REASON)} IS NULL AND {q(T)} >= {bound_sql(lo)} "
+                  f"AND {q(T)} < {bound_sql(hi)}")
+        text = " UNION ALL ".join(f"SELECT {self.instants_sql()} FROM {{b{i}}} WHERE {within}"
+                                  for i in range(len(held)))
+        return self.views.sql(text, **{f"b{i}": frame for i, frame in enumerate(held)})
 
     def hold(self, batch: HeldBatch) -> None:
         """Hold a new batch, after those held."""
@@ -221,8 +256,12 @@ class ScanOperator(Operator):
 
     def on_time_since(self, since: int) -> list[DataFrame]:
         """The on-time events at or after ``since`` of each held batch that may have some."""
-        return [b.frame.where(col(REASON).isNull() & (col(T) >= bound(since)))
-                for b in self.progress.held
+        return [frame.where(col(REASON).isNull() & (col(T) >= bound(since)))
+                for frame in self.batches_since(since)]
+
+    def batches_since(self, since: int) -> list[DataFrame]:
+        """The held batches that may have events at or after ``since``."""
+        return [b.frame for b in self.progress.held
                 if not b.measured or (b.largest is not None and b.largest >= since)]
 
     def want_history(self, reach: int) -> None:
@@ -272,7 +311,8 @@ class ScanOperator(Operator):
         """Add time columns and the reason a row is refused (null, late or malformed event
         time); cache the batch and hold it. The rows are counted, and the largest on-time
         event time found, on the driver when ``arrow`` holds them there, otherwise by the
-        cycle's commit (``Runtime.measure``). Returns the batch's on-time events.
+        cycle's commit (``Runtime.measure``). Returns the batch to read, its refused rows
+        among them (``REASON`` not NULL).
 
         A batch that one operator reads once (``once``: its arrivals, nothing reading the
         edge) is not cached: its reader's plan reads it straight from the source and counts
@@ -322,8 +362,9 @@ class ScanOperator(Operator):
                 read = self.rt.measure_in_place(frame, flag, value, then)
             else:
                 self.rt.measure(frame, flag, value, then)
-        # its consumers select their columns (``emit``): no projection of its own
-        return read.where(col(REASON).isNull())
+        # its consumers select its on-time rows and their columns (``step``): no
+        # projection of its own
+        return read
 
     def measured(self, frame: DataFrame, summary: Summary) -> None:
         """The commit measured a batch: count it, raise the largest event time seen, and
