@@ -978,13 +978,3 @@ def split_at(df: DataFrame, hi: int) -> tuple[DataFrame, DataFrame]:
     return df.where(col(T) < bound(hi)), df.where(col(T) >= bound(hi))
 
 
-def floor_to(t: Column, step: int) -> Column:
-    """The largest multiple of ``step`` not above ``t`` (exact on longs, negative t too)."""
-    return t - F.pmod(t, F.lit(step))
-
-
-def ceil_to(t: Column, step: int) -> Column:
-    """The smallest multiple of ``step`` not below ``t``."""
-    return t + F.pmod(-t, F.lit(step))
-
-

@@ -74,7 +74,11 @@ from sparkcq.runtime.operators.shedding import (
     unsampled_share,
     work_per_bucket,
 )
-from sparkcq.runtime.operators.window import element_interval, element_span
+from sparkcq.runtime.operators.window import (
+    element_interval,
+    element_interval_sql,
+    element_span,
+)
 from sparkcq.runtime.saved_frames import FrameReader, FrameWriter
 
 #: where each side's element starts and ends (the left's ``_ls``/``_le``, the right's
@@ -212,7 +216,7 @@ class IntervalJoinOperator(Operator):
         end (``element_interval``, as its window would give them); empty ones dropped.
         """
         window, _steps = self.interval_join.side(i)
-        start, end = element_interval(window.spec, col(T))
+        start, end = element_interval(window.spec)
         assert end is not None  # the rule takes windows whose elements end
         rows = self.views.sql(self.events_sql[i], inp=events)
         out = rows.select(*[col(n) for n in self.names[i]], start.alias(STARTS[i]),
@@ -266,6 +270,37 @@ class IntervalJoinOperator(Operator):
         if self.shedding is not None:  # sorted by sub-window and slot: the +1 probes join on them
             return side.sortWithinPartitions(*keys, col(SLICES[i]), col(SLOT_COLUMNS[i]))
         return side.sortWithinPartitions(*keys) if keys else side
+
+    def side_in_one(self, i: int, old: DataFrame | None, events: DataFrame | None, lo: int,
+                    moved: bool) -> DataFrame | None:
+        """``side`` of a small cycle of a join that does not shed, from side ``i``'s new
+        ``events`` rather than its elements: one text of the kept elements still live at
+        ``lo`` and the new ones (``elements``), in one partition and sorted by the keys
+        (a subquery's name costs no partitioning in one partition, see ``side``).
+        """
+        names = [*self.names[i], STARTS[i], ENDS[i]]
+        parts, views = [], {}
+        if old is not None:
+            live = f" WHERE {q(ENDS[i])} >= {bound_sql(lo)}" if lo != TIME_MIN else ""
+            parts.append(f"SELECT {', '.join(map(q, names))} FROM {{old}}{live}")
+            views["old"] = old
+        if events is not None:
+            window, _steps = self.interval_join.side(i)
+            start, end = element_interval_sql(window.spec, q(T))
+            assert end is not None  # the rule takes windows whose elements end
+            parts.append(f"SELECT {', '.join(map(q, self.names[i]))}, {start} AS "
+                         f"{q(STARTS[i])}, {end} AS {q(ENDS[i])} FROM "
+                         f"({self.events_sql[i]}) AS e WHERE {end} > {start}")
+            views["inp"] = events
+        if not parts:
+            return None
+        if events is None and not moved:  # sorted already
+            return self.views.sql(parts[0], **views)
+        # the one partition's rows sorted, after the union (as ``side``)
+        keys = f" SORT BY {', '.join(map(q, self.keys[i]))}" if self.keys[i] else ""
+        text = (f"SELECT * FROM (SELECT /*+ COALESCE(1) */ * FROM "
+                f"({' UNION ALL '.join(parts)}) AS u) AS c{keys}")
+        return self.views.sql(text, **views)
 
     def changes_sql(self, lo: int, hi: int) -> list[str]:
         """The changes of the cycle ``[lo, hi)`` of a join that does not shed, four probes:
@@ -381,11 +416,15 @@ class IntervalJoinOperator(Operator):
         news: list[DataFrame | None] = []
         for i, inp in enumerate((left, right)):
             events = inp.arrivals if self.reads_arrivals[i] else inp.df
-            new = None if events is None else self.elements(i, events)
-            news.append(new)
             # a side kept from a cycle of the other layout is partitioned again, once
             moved = self.sides[i].one_partition != self.rt.single
-            side = self.side(i, self.sides[i].get(), new, lo, moved)
+            if self.rt.single and self.shedding is None:  # one text, no DataFrame call
+                new = events
+                side = self.side_in_one(i, self.sides[i].get(), events, lo, moved)
+            else:
+                new = None if events is None else self.elements(i, events)
+                side = self.side(i, self.sides[i].get(), new, lo, moved)
+            news.append(new)
             if side is not None and (new is not None or moved):
                 side = self.rt.cache_for_cycle(side, ordered=True)
                 if hi != TIME_MAX:

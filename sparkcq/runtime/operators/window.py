@@ -17,7 +17,7 @@ from sparkcq.plan.nodes import (
     UnboundedSpec,
 )
 from sparkcq.plan.nodes import Window as WindowNode
-from sparkcq.runtime.frames import Runtime, Slice, bound, ceil_to, col, floor_to, union_all
+from sparkcq.runtime.frames import Runtime, Slice, bound, col, q, sql_column, union_all
 from sparkcq.runtime.operators.base import CycleContext, FutureBuffer, Operator, as_changes_at
 
 
@@ -28,22 +28,35 @@ def _events(df: DataFrame) -> DataFrame:
                                                            col(D).cast("int")))).drop(D)
 
 
-def element_interval(spec: ResolvedWindow, t: Column) -> tuple[Column, Column | None]:
-    """Start and end (None: never) of the element of a time window for an event at ``t``;
-    a hopping window aligns both ends to the slide grid instead of copying the event once
-    per window.
+def element_interval(spec: ResolvedWindow) -> tuple[Column, Column | None]:
+    """Start and end (None: never) of the element of a time window for an event at its
+    instant ``_t`` (``element_interval_sql``).
+    """
+    start, end = element_interval_sql(spec, q(T))
+    return sql_column(start), None if end is None else sql_column(end)
+
+
+def element_interval_sql(spec: ResolvedWindow, t: str) -> tuple[str, str | None]:
+    """SQL for the start and end (None: never) of the element of a time window for an
+    event at ``t``; a hopping window aligns both ends to the slide grid instead of copying
+    the event once per window.
     """
     if isinstance(spec, UnboundedSpec):
         return t, None
     if isinstance(spec, RangeSpec):
         if spec.slide:
-            return ceil_to(t, spec.slide), ceil_to(t + F.lit(spec.size), spec.slide)
-        return t, t + F.lit(spec.size)
+            return ceil_to_sql(t, spec.slide), ceil_to_sql(f"({t} + {spec.size})", spec.slide)
+        return t, f"({t} + {spec.size})"
     if isinstance(spec, CutSpec):
-        cut = floor_to(t, spec.by) + F.lit(spec.by)
-        return cut, cut + F.lit(spec.by * spec.chunks)
+        cut = f"({t} - pmod({t}, {spec.by}) + {spec.by})"
+        return cut, f"({cut} + {spec.by * spec.chunks})"
     msg = f"unsupported window {spec}"
     raise TypeError(msg)
+
+
+def ceil_to_sql(t: str, step: int) -> str:
+    """SQL for the smallest multiple of ``step`` not below ``t``."""
+    return f"({t} + pmod(-{t}, {step}))"
 
 
 def element_span(spec: ResolvedWindow) -> int | None:
@@ -71,9 +84,9 @@ class TimeWindowOperator(Operator):
                              StructField(D, LongType())])
         self.future = FutureBuffer(self, schema)
 
-    def interval(self, t: Column) -> tuple[Column, Column | None]:
-        """Start and end (None: never) of the element for an event at ``t``."""
-        return element_interval(self.spec, t)
+    def interval(self) -> tuple[Column, Column | None]:
+        """Start and end (None: never) of the element for an event at ``_t``."""
+        return element_interval(self.spec)
 
     def step(self, inputs: list[Slice], cycle: CycleContext) -> Slice:  # noqa: D102
         (inp,) = inputs
@@ -81,7 +94,7 @@ class TimeWindowOperator(Operator):
         if inp.df is not None:
             names = [f.name for f in self.node.schema.fields]
             events = _events(inp.df)
-            start, end = self.interval(col(T))
+            start, end = self.interval()
             if self.progress.waiting:  # events before lo (``with_start``): live from lo on
                 start = F.greatest(start, F.lit(inp.lo))
             events = events.select(*[col(n) for n in names], start.alias("_s"),
