@@ -125,9 +125,20 @@ class GeneratorSource(Source):
 
     def rows(self, first: int, end: int) -> DataFrame:
         """Rows ``first`` to ``end - 1`` of the stream."""
-        slices = self.spark.sparkContext.defaultParallelism
-        return self.views.sql(f"SELECT {self.columns} FROM ({ids_sql(slices, first, end)})",
-                              inp=self.spark.range(0, slices, 1, slices))
+        ids = ids_sql(self.slice_count, first, end)
+        return self.views.sql(f"SELECT {self.columns} FROM ({ids})", inp=self.slices)
+
+    @functools.cached_property
+    def slices(self) -> DataFrame:
+        """One row per slice of a batch's ids (``ids_sql``): the same frame every cycle, so
+        a cycle builds none (each frame built is analysed in the JVM).
+        """
+        return self.spark.range(0, self.slice_count, 1, self.slice_count)
+
+    @functools.cached_property
+    def slice_count(self) -> int:
+        """How many slices a batch's ids are split over: the session's parallelism."""
+        return self.spark.sparkContext.defaultParallelism
 
     @functools.cached_property
     def views(self) -> SqlViews:
