@@ -169,18 +169,21 @@ class SqlViews:
 _PROJECTIONS: dict[int, SqlViews] = {}  # ``project``'s views and templates, per session
 
 
-def project(df: DataFrame, *exprs: str) -> DataFrame:
-    """``df.selectExpr(*exprs)``, its text analysed once and re-bound to later frames.
+def project(df: DataFrame, *exprs: str, where: str | None = None) -> DataFrame:
+    """``df.selectExpr(*exprs)`` (of its rows where SQL condition ``where`` holds), its
+    text analysed once and re-bound to later frames.
 
-    For the projections operators build every cycle from SQL text over a frame of the
-    cycle (generators of query records, a member's columns of its family's rows): Spark
-    parses and analyses a long text afresh each time otherwise (see ``PlanTemplates``).
+    For the projections and filters operators build every cycle from SQL text over a
+    frame of the cycle (generators of query records, a member's columns of its family's
+    rows, a query's filter): Spark parses and analyses a long text afresh each time
+    otherwise, and analyses every DataFrame call (see ``PlanTemplates``).
     """
     spark = df.sparkSession
     views = _PROJECTIONS.get(id(spark))
     if views is None:
         views = _PROJECTIONS[id(spark)] = SqlViews(spark, "project", texts=256)
-    return views.sql(f"SELECT {', '.join(exprs)} FROM {{inp}}", inp=df)
+    condition = "" if where is None else f" WHERE {where}"
+    return views.sql(f"SELECT {', '.join(exprs)} FROM {{inp}}{condition}", inp=df)
 
 
 _SOME: dict[int, JavaObject] = {}  # Scala's ``Some`` of each session's JVM

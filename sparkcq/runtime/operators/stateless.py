@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
 from sparkcq.model.columns import FROM, TO, D, T
 from sparkcq.plan.nodes import EdgeKind, Expand, Filter, Project
-from sparkcq.runtime.frames import Runtime, Slice, col
+from sparkcq.runtime.frames import Runtime, Slice, col, project, q
 from sparkcq.runtime.operators.base import CycleContext, Operator
 
 
@@ -29,14 +28,16 @@ class FilterOperator(StatelessOperator):
 
     def __init__(self, node: Filter, rt: Runtime):
         super().__init__(node, rt)
-        self.predicate = F.expr(node.predicate)
+        self.predicate = node.predicate
 
     def step(self, inputs: list[Slice], cycle: CycleContext) -> Slice:  # noqa: D102
         (inp,) = inputs
         if inp.df is None and inp.segments is None:
             return inp
-        segments = None if inp.segments is None else inp.segments.where(self.predicate)
-        edge = None if inp.df is None else inp.df.where(self.predicate)
+        # a re-bound text rather than a DataFrame call, which Spark analyses every cycle
+        segments = (None if inp.segments is None
+                    else project(inp.segments, "*", where=self.predicate))
+        edge = None if inp.df is None else project(inp.df, "*", where=self.predicate)
         return Slice(edge, inp.lo, inp.hi, segments, coalesced=inp.coalesced,
                      ended_at=inp.ended_at)
 
@@ -49,7 +50,7 @@ class ProjectOperator(StatelessOperator):
 
     def __init__(self, node: Project, rt: Runtime):
         super().__init__(node, rt)
-        self.exprs = [F.expr(sql).alias(name) for name, sql in node.exprs]
+        self.exprs = [f"{sql} AS {q(name)}" for name, sql in node.exprs]
         # every input column kept as it is: distinct input rows stay distinct
         self.injective = {f"`{f.name}`" for f in node.child.schema.fields} <= {
             sql for _name, sql in node.exprs}
@@ -60,10 +61,10 @@ class ProjectOperator(StatelessOperator):
             return inp
         if self.node.kind is EdgeKind.TABLE:
             assert inp.df is not None
-            return Slice(inp.df.select(*self.exprs), inp.lo, inp.hi)
-        segments = None if inp.segments is None else inp.segments.select(
-            *self.exprs, col(FROM), col(TO))
-        edge = None if inp.df is None else inp.df.select(*self.exprs, col(T), col(D))
+            return Slice(project(inp.df, *self.exprs), inp.lo, inp.hi)
+        segments = None if inp.segments is None else project(
+            inp.segments, *self.exprs, q(FROM), q(TO))
+        edge = None if inp.df is None else project(inp.df, *self.exprs, q(T), q(D))
         return Slice(edge, inp.lo, inp.hi, segments,
                      coalesced=inp.coalesced and self.injective, ended_at=inp.ended_at)
 
