@@ -78,6 +78,7 @@ class ToStreamOperator(Operator):
         self.form = node.form
         self.period = node.period
         self.names = [f.name for f in node.schema.fields]
+        self.views = SqlViews(rt.spark, "tostream")
         if self.form is OutputForm.RSTREAM:
             self.live = self.state(StructType([*node.schema.fields,
                                                StructField(N, LongType())]), "snapshot")
@@ -105,12 +106,14 @@ class ToStreamOperator(Operator):
         if inp.coalesced and inp.segments is not None:
             return self.from_segments(inp, inp.segments)
         # the net change of each row and instant, its entries (ISTREAM) or departures
-        # (DSTREAM) one element each: three DataFrames, not six (each one is analysed)
-        names = [col(n) for n in self.names]
-        sign = 1 if self.form is OutputForm.ISTREAM else -1
-        d = inp.df.groupBy(*names, col(T)).agg((F.sum(col(D)) * sign).alias(D))
-        one = F.explode(F.array_repeat(F.lit(1).cast("long"), col(D).cast("int")))
-        rows = d.where(col(D) > 0).select(*names, col(T), one.alias(D))
+        # (DSTREAM) one element each: one re-bound text, no DataFrame call (each of
+        # which is analysed)
+        names = ", ".join(map(q, [*self.names, T]))
+        sign = "" if self.form is OutputForm.ISTREAM else "-"
+        net_change = f"SELECT {names}, {sign}sum({q(D)}) AS {q(D)} FROM {{inp}} GROUP BY {names}"
+        rows = self.views.sql(
+            f"SELECT {names}, explode(array_repeat(CAST(1 AS BIGINT), CAST({q(D)} AS INT))) "
+            f"AS {q(D)} FROM ({net_change}) AS n WHERE {q(D)} > 0", inp=inp.df)
         return Slice(rows, inp.lo, inp.hi)
 
     def from_segments(self, inp: Slice, segments: DataFrame) -> Slice:
@@ -247,7 +250,8 @@ class SinkFormatter(Operator):
         if not self.relation:
             if inp.df is None:
                 return inp
-            out = inp.df.select(*names, col(T).alias(TS), col(T).alias(TE), F.lit("I").alias(OP))
+            out = project(inp.df, *map(q, self.names), f"{q(T)} AS {q(TS)}",
+                          f"{q(T)} AS {q(TE)}", f"'I' AS {q(OP)}")
             return Slice(out, inp.lo, inp.hi)
         if self.form is OutputForm.CHANGELOG:
             if inp.df is None:
