@@ -56,7 +56,17 @@ from sparkcq.plan.nodes import (
 )
 from sparkcq.plan.options import Shedding
 from sparkcq.runtime.cycle_input import CycleInput
-from sparkcq.runtime.frames import Runtime, Slice, SqlViews, bound, bound_sql, col, q, union_all
+from sparkcq.runtime.frames import (
+    Runtime,
+    Slice,
+    SqlViews,
+    bound,
+    bound_sql,
+    coalesce_partitions,
+    col,
+    q,
+    union_all,
+)
 from sparkcq.runtime.operators.base import CycleContext, Operator, Progress, as_changes_at
 from sparkcq.runtime.operators.shedding import (
     SLOTS,
@@ -259,7 +269,7 @@ class IntervalJoinOperator(Operator):
             # sort would lose its order, and one before the union would be done twice
             side = union_all([kept, new])
             assert side is not None
-            side = side.coalesce(1)
+            side = coalesce_partitions(side, 1)
         else:
             if new is not None and keys:
                 new = self.rt.partition_by(new, *keys)

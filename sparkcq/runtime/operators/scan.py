@@ -23,6 +23,7 @@ from sparkcq.runtime.frames import (
     Summary,
     bound,
     bound_sql,
+    coalesce_partitions,
     col,
     project,
     q,
@@ -347,7 +348,7 @@ class ScanOperator(Operator):
             frame = self.rt.cache_for_cycle(frame)
             self.rt.keep_after_cycle(frame)
         elif self.rt.single:  # as a cache would be: one partition needs no exchange
-            frame = frame.coalesce(1)
+            frame = coalesce_partitions(frame, 1)
         read = frame
         if arrow is not None and not self.scan.end_col:
             total, bad, largest = self.check_on_driver(arrow, lo)
