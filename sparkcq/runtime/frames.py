@@ -131,12 +131,19 @@ class SqlViews:
         return self.spark.sql(text), keys
 
     def view_of(self, df: DataFrame, key: str) -> str:
-        """A view bound to ``df``: one already bound to it, or this operator's ``key``."""
+        """A view bound to ``df``: one already bound to it, or this operator's ``key``.
+
+        Not another key's view of this operator's: a frame that moves from one key to
+        another between texts (a scan's held batch, ``b1`` then ``b0``) would be read
+        through a name the same text binds again to the frame of that other key.
+        """
         bound, views = SqlViews._bound, SqlViews._views
+        own = f"{self.prefix}_{key}"
         name = views.get((id(self.spark), id(df)))
-        if name is not None and bound.get(name) is df:
+        if name is not None and bound.get(name) is df and (
+                name == own or name not in self._names):
             return name
-        name = f"{self.prefix}_{key}"
+        name = own
         old = bound.get(name)
         if old is not None:
             views.pop((id(self.spark), id(old)), None)

@@ -155,3 +155,19 @@ def test_a_window_join_analyses_its_probes_in_its_first_cycle_only(spark, analys
                   if t % 2 == (u + 1) % 2 and abs(t - u) < 3 and max(t, u) < 5)
     assert sorted(zip(got["k"], got["xt"], got["yt"], strict=True)) == want
     assert counts[2:] == [counts[2]] * 4, counts
+
+
+def test_a_frame_moving_to_another_key_is_read_under_its_new_key(spark):
+    """A scan's held batches shift keys from text to text (``b1`` then ``b0``): a text
+    analysed afresh reads each frame under its own key, not through the view another key
+    of the same text binds again.
+    """
+    views = SqlViews(spark, "moving")
+    first, second, third = (frame(spark, [(n, n, n)]) for n in (1, 2, 3))
+    text = "SELECT k FROM {b0} UNION ALL SELECT k FROM {b1}"
+    assert rows(views.sql(text, b0=first, b1=second)) == [(1,), (2,)]
+    other = "SELECT k FROM {b0} UNION ALL SELECT k + 0 AS k FROM {b1}"  # analysed afresh
+    analysed, keys = views.analyse(other, {"b0": second, "b1": third})
+    assert rows(analysed) == [(2,), (3,)]
+    assert sorted(keys.values()) == ["b0", "b1"]  # a view per key: a template can stand
+    assert rows(views.sql(other, b0=second, b1=third)) == [(2,), (3,)]
