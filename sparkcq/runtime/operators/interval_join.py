@@ -253,6 +253,8 @@ class IntervalJoinOperator(Operator):
         read it in one plan) or of a union with it, and every probe shuffled again.
         A side ``moved`` from a cycle of the other layout (one partition or hash-partitioned)
         is partitioned again with the new elements: else every later probe shuffled it.
+        In one partition no name loses a partitioning, and a join that does not shed takes
+        its side from one text (``side_in_one``).
         """
         names = [*self.names[i], STARTS[i], ENDS[i]]
         if self.shedding is not None:
