@@ -197,8 +197,7 @@ class ScanOperator(Operator):
             out = Slice(self.edge_between(lo, hi) if edge else None, lo, hi,
                         arrivals=None if arrived is None else self.instants(arrived))
         else:
-            on_time = None if arrived is None else arrived.where(col(REASON).isNull())
-            out = self.emit(self.held_between(lo, hi) if edge else None, lo, hi, on_time)
+            out = self.emit(self.held_between(lo, hi) if edge else None, lo, hi)
         return out if ended_at is None else replace(out, ended_at=ended_at)
 
     def instants_sql(self) -> str:
@@ -436,22 +435,17 @@ class ScanOperator(Operator):
             old = old.where(col(DEAD_BATCH) > F.lit(dropped))
         self.dead.set(union_all([old, new_dead.withColumn(DEAD_BATCH, F.lit(batch).cast("long"))]))
 
-    def emit(self, ready: DataFrame | None, lo: int, hi: int,
-             arrived: DataFrame | None = None) -> Slice:
-        """Stream edge: instants with _d = 1 (and the cycle's arrivals, likewise), a keyed
-        stream's deletes with _d = -1; with an end time, +1 at ts and -1 at te.
+    def emit(self, ready: DataFrame | None, lo: int, hi: int) -> Slice:
+        """The edge of a stream with an end time: +1 at ts and -1 at te of each element
+        that does not end where it starts, the -1 waiting in the future buffer until the
+        watermark passes it (a stream of instants: ``edge_between`` and ``instants``).
         """
+        assert self.future is not None
         names = [col(n) for n in self.names]
-        one = self.change()
-        if self.future is None:
-            arrivals = None if arrived is None else arrived.select(*names, col(T), one)
-            if ready is None:
-                return Slice(None, lo, hi, arrivals=arrivals)
-            return Slice(ready.select(*names, col(T), one), lo, hi, arrivals=arrivals)
         produced = None
         if ready is not None:
             live = ready.where(col(TE) > col(T))
-            starts = live.select(*names, col(T), one)
+            starts = live.select(*names, col(T), self.change())
             ends = live.select(*names, col(TE).alias(T), F.lit(-1).cast("long").alias(D))
             produced = starts.unionByName(ends)
         return self.future.emit(produced, lo, hi)
