@@ -91,8 +91,7 @@ class CommitPlan:
         plans = [p._jdf.logicalPlan() if isinstance(p, DataFrame) else p for p in parts]
         union = plans[0] if len(plans) == 1 else self.union_node(self.to_seq(plans), True,
                                                                   True)
-        plan = self.repartition_node(partitions, False, union)
-        return ClassicDataFrame(self.of_rows(self.session, plan), self.spark)
+        return self.frame(self.repartition_node(partitions, False, union))
 
     def frame(self, plan: JavaObject) -> DataFrame:
         """The frame of one node, analysed on its own."""
