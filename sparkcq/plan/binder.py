@@ -8,8 +8,10 @@ analyzer types them on an empty DataFrame, so the engine accepts exactly what Sp
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 import sqlglot
@@ -65,7 +67,7 @@ from sparkcq.plan.nodes import (
 from sparkcq.plan.sandbox import find_refusal, locate
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
     from sparkcq.catalog import Catalog
 
@@ -229,6 +231,15 @@ def bind_select(
         )
         raise AnalysisError(msg, text, Location.of_span(text, select.offset, select.offset + 7))
     return BoundQuery(ToStream(plan, select.form, period), select.form)
+
+
+@lru_cache(maxsize=256)
+def empty_frame(spark: SparkSession, schema_json: str) -> DataFrame:
+    """An empty frame of a schema (as JSON), over which the binder types expressions: made
+    once per schema, as most statements read the same few (a frame is ten calls into the
+    JVM, a query's binding made one per expression).
+    """
+    return spark.createDataFrame([], StructType.fromJson(json.loads(schema_json)))
 
 
 class _Binder:
@@ -871,7 +882,7 @@ class _Binder:
             raise self.error(msg, node)
 
     def empty(self, schema: StructType):  # noqa: ANN201 - a Spark DataFrame
-        return self.spark.createDataFrame([], schema)
+        return empty_frame(self.spark, schema.json())
 
     def filter(self, plan: PlanNode, cond: exp.Expression, scope: _Scope, where: str) -> PlanNode:
         sql = self.render(cond, scope)
@@ -888,13 +899,17 @@ class _Binder:
             msg = f"duplicate output column {dupes[0]!r}; give each column a distinct alias"
             raise self.error(msg, node)
         df = self.empty(plan.schema)
-        for i, (name, sql) in enumerate(exprs):
-            try:
-                df.selectExpr(f"{sql} AS {quote(name)}")
-            except AnalysisException as e:
-                culprit = origins[i] if origins else node
-                raise self.error(_spark_reason(e), culprit) from None
-        schema = df.selectExpr(*[f"{sql} AS {quote(name)}" for name, sql in exprs]).schema
+        try:
+            schema = df.selectExpr(*[f"{sql} AS {quote(name)}" for name, sql in exprs]).schema
+        except AnalysisException as whole:
+            # typed one by one only to blame the expression at fault
+            for i, (name, sql) in enumerate(exprs):
+                try:
+                    df.selectExpr(f"{sql} AS {quote(name)}")
+                except AnalysisException as e:
+                    culprit = origins[i] if origins else node
+                    raise self.error(_spark_reason(e), culprit) from None
+            raise self.error(_spark_reason(whole), node) from None
         if isinstance(plan, Project) and all(sql == quote(n) for n, sql in exprs) and [
             f.name for f in plan.schema.fields
         ] == names:
