@@ -1,4 +1,4 @@
-"""A small cycle's checkpoints, kept as columnar batches and made without a SQL execution.
+"""A cycle's checkpoints, kept as columnar batches and made without a SQL execution.
 
 Every frame a cycle keeps (an operator's new state, a frame read twice in the cycle) is a
 lazy local checkpoint: a leaf for the plans that read it, materialised by the cycle's commit,
@@ -14,8 +14,11 @@ Here the frame's plan builds its RDD, Spark's own columnar cache format copies i
 into batches (what ``Dataset.cache`` stores; no closure to clean), and those batches are
 locally checkpointed: the commit that first computes them keeps them and cuts their
 lineage, as a local checkpoint's rows. The frame is a ``LogicalRDD`` over the batches read
-back as rows, with the plan's partitioning and order, planned as one byte as every small
-cycle's checkpoint is (``size_estimates``); ``free_columnar`` drops the batches.
+back as rows, with the plan's partitioning and order; ``free_columnar`` drops the batches.
+In a small cycle it is planned as one byte, as all that cycle's frames are
+(``size_estimates``); in a large one at Spark's estimate of the plan it replaces, so joins
+over it are chosen as they would be over that plan (a frame of millions of rows planned as
+one byte would be broadcast).
 
     a cycle's frame:   Aggregate <- Filter <- batch       (planned, its RDD built)
     kept as:           LogicalRDD [k, s] <- rows of <- columnar batches (local checkpoint)
@@ -55,7 +58,7 @@ def free_columnar(df: DataFrame) -> bool:
 
 
 class ColumnarCheckpoints:
-    """Makes a session's small-cycle checkpoints; JVM handles looked up once."""
+    """Makes a session's cycle checkpoints; JVM handles looked up once."""
 
     def __init__(self, spark: SparkSession, estimates: SizeEstimates):
         jvm = spark._jvm
@@ -68,16 +71,19 @@ class ColumnarCheckpoints:
         self.level = jvm.org.apache.spark.storage.StorageLevel.MEMORY_AND_DISK()
         self.none = estimates.unknown
         self.one_byte = estimates.one_byte
+        self.some = jvm.scala.Some
         # the session's live configuration (one object, read when the batches are built)
         self.conf = self.session.sessionState().conf()
         self.of_rows = jvm.org.apache.spark.sql.classic.Dataset.ofRows
 
-    def checkpoint(self, df: DataFrame) -> DataFrame | None:
-        """``df`` kept once the commit computes it; None if Spark plans it adaptively (a
+    def checkpoint(self, df: DataFrame, small: bool) -> DataFrame | None:
+        """``df`` kept once the commit computes it, planned as one byte if ``small`` (a
+        small cycle's) or as Spark estimates its plan; None if Spark plans it adaptively (a
         session of the user's), whose plan runs its stages as it is executed: a checkpoint
         of Spark's then.
         """
-        plan = df._jdf.queryExecution().executedPlan()
+        execution = df._jdf.queryExecution()
+        plan = execution.executedPlan()
         if plan.getClass().getSimpleName() == "AdaptiveSparkPlanExec":
             return None
         output, conf = plan.output(), self.conf
@@ -87,7 +93,9 @@ class ColumnarCheckpoints:
         rows = self.serializer.convertCachedBatchToInternalRow(batches, output, output, conf)
         relation = self.logical_rdd(output, rows, plan.outputPartitioning(),
                                     plan.outputOrdering(), False, self.none, self.session,
-                                    self.one_byte, self.none, True)
+                                    self.one_byte if small else self.some(
+                                        execution.optimizedPlan().stats()),
+                                    self.none, True)
         kept = ClassicDataFrame(self.of_rows(self.session, relation), self.spark)
         _BATCHES[kept] = batches
         return kept

@@ -181,7 +181,7 @@ class CycleDriver:
         taken = replace(self.pending, number=self.cycle, throttles=throttles)
         rows = self.rows_taken(taken)
         single = self.small_cycles.single(rows, self.rt.single)
-        self.rt.run_in_one_partition(single, self.small_cycles.interpreted(rows, single))
+        self.rt.run_in_one_partition(single, self.small_cycles.interpreted(rows))
         tag = self.rt.label_jobs(taken.number)
 
         delivered: dict[str, int] = {}

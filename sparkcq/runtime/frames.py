@@ -398,13 +398,14 @@ class Runtime:
         expressions ``interpreted`` or compiled (``runtime/partitioning.py``).
 
         Sets the session's shuffle partitions every time: engines sharing a session (tests)
-        each set it for their own cycles. A small cycle's other settings hold only while it
-        runs (``end_cycle`` puts the session's own back).
+        each set it for their own cycles. The other settings of a cycle in one partition or
+        of one small enough to interpret, in either layout, hold only while it runs
+        (``end_cycle`` puts the session's own back).
         """
         self.single = single
         conf = self.spark.conf
         conf.set("spark.sql.shuffle.partitions", str(self.cycle_partitions))
-        if single:
+        if single or interpreted:
             changed = {**SMALL_CYCLE_CONF, **(INTERPRETED_CONF if interpreted else {})}
             for key, small in changed.items():
                 conf.set(key, small)
@@ -437,7 +438,7 @@ class Runtime:
 
     @cached_property
     def columnar(self) -> ColumnarCheckpoints:
-        """Makes this session's small-cycle checkpoints (``columnar_checkpoints``)."""
+        """Makes this session's cycle checkpoints (``columnar_checkpoints``)."""
         return ColumnarCheckpoints(self.spark, self.estimates)
 
     @cached_property
@@ -446,13 +447,13 @@ class Runtime:
         return SizeEstimates(self.spark)
 
     def checkpoint(self, df: DataFrame) -> DataFrame:
-        """``df`` as a lazy local checkpoint, materialised by the cycle's commit; in a small
-        cycle kept as columnar batches and planned as one byte (``columnar_checkpoints``).
+        """``df`` as a lazy local checkpoint, materialised by the cycle's commit: kept as
+        columnar batches (``columnar_checkpoints``), in a small cycle planned as one byte.
         """
+        kept = self.columnar.checkpoint(df, small=self.single)
+        if kept is not None:
+            return kept
         if self.single:
-            kept = self.columnar.checkpoint(df)
-            if kept is not None:
-                return kept
             return self.estimates.planned_small(df.localCheckpoint(eager=False))
         return df.localCheckpoint(eager=False)
 

@@ -30,8 +30,9 @@ class SmallCycles:
 
     enter: int = 20_000  # a cycle taking at most this many rows runs in one partition ...
     leave: int = 50_000  # ... and so does every next one, until one takes more than this
-    # a small cycle of at most this many rows also interprets its expressions
-    # (``INTERPRETED_CONF``): above it, the work per row pays for compiled code
+    # a cycle of at most this many rows interprets its expressions (``INTERPRETED_CONF``)
+    # and takes the other small-cycle settings, in one partition or (forced) not: above it,
+    # the work per row pays for compiled code
     interpret: int = 10_000
 
     @classmethod
@@ -64,11 +65,12 @@ class SmallCycles:
             return max(last, estimate)
         return last
 
-    def interpreted(self, rows: int, single: bool) -> bool:
-        """Whether a cycle taking ``rows`` rows, in one partition or not (``single``),
-        interprets its expressions rather than compiling them.
+    def interpreted(self, rows: int) -> bool:
+        """Whether a cycle taking ``rows`` rows interprets its expressions rather than
+        compiling them, in either layout: a partitioned cycle of few rows (``never``, or
+        an ``enter`` below ``interpret``) compiles as many classes as a single one would.
         """
-        return single and rows <= self.interpret
+        return rows <= self.interpret
 
     @classmethod
     def parse(cls, text: str) -> SmallCycles:

@@ -35,9 +35,9 @@ def test_the_threshold_has_hysteresis():
 
 def test_only_the_smallest_cycles_interpret_their_expressions():
     small = SmallCycles(enter=100, leave=300, interpret=50)
-    assert [small.interpreted(rows, True) for rows in (0, 50, 51, 300)] == [
+    assert [small.interpreted(rows) for rows in (0, 50, 51, 300)] == [
         True, True, False, False]
-    assert not small.interpreted(10, False)  # a hash-partitioned cycle always compiles
+    assert not SmallCycles(-1, -1, interpret=-1).interpreted(0)  # always compiled
 
 
 @pytest.mark.parametrize(("text", "expected"), [
@@ -83,12 +83,14 @@ def run(spark, small_cycles: SmallCycles, rows_per_cycle: list[int]):
 
 
 def test_results_do_not_depend_on_the_layout(spark):
-    """The same input in one partition, hash-partitioned, and switching as its cycles
-    grow and shrink past the threshold: equal results, each cycle in the layout chosen.
+    """The same input in one partition, hash-partitioned (its expressions interpreted,
+    as in cycles this small, or compiled), and switching as its cycles grow and shrink
+    past the threshold: equal results, each cycle in the layout chosen.
     """
     sizes = [3, 12, 40, 9, 2, 30, 5]
     single, in_one = run(spark, SmallCycles.always(), sizes)
     partitioned, in_many = run(spark, SmallCycles.never(), sizes)
+    compiled, _ = run(spark, SmallCycles(-1, -1, interpret=-1), sizes)
     switching, layouts = run(spark, SmallCycles(enter=10, leave=20), sizes)
     assert set(in_one) == {1}
     # the session's configured partitions (tests share one session, made by several)
@@ -99,6 +101,7 @@ def test_results_do_not_depend_on_the_layout(spark):
     for name, frame in single.items():
         assert len(frame) > 0, name
         assert frame.equals(partitioned[name]), name
+        assert frame.equals(compiled[name]), name
         assert frame.equals(switching[name]), name
 
 
@@ -140,7 +143,7 @@ def test_a_small_cycle_plans_without_generated_code_or_broadcasts(spark):
     as the session was configured; between cycles the session has its own values back.
     """
     sink = ConfSeeingSink(spark=spark)
-    eng = Engine(spark=spark, small_cycles=SmallCycles(enter=10, leave=10),
+    eng = Engine(spark=spark, small_cycles=SmallCycles(enter=10, leave=10, interpret=10),
                  sinks={"seeing": sink})
     eng.execute("CREATE STREAM s (v BIGINT, t BIGINT) WITH (event_time='t'); "
                 "CREATE QUERY q AS SELECT v FROM s WHERE v > 3; "
