@@ -126,11 +126,14 @@ class PlanTemplates:
                 for known_template in known:
                     if all(fits(views[s.key].schema, s.schema) for s in known_template.slots):
                         return self.bind(known_template, views, values)
-        template = None
+        template, analysed = None, None
         if not any(str(_PLACEHOLDER - i) in text for i in range(len(values))):
-            template = self.make(*analyse(shape, views), views, len(values))
+            analysed, keys = analyse(shape, views)
+            template = self.make(analysed, keys, views, len(values))
         if template is None:  # a placeholder's value in the text itself, or see ``make``
             self._templates[key] = []
+            if analysed is not None and not values:  # without bounds the shape is the text
+                return analysed
             return analyse(text, views)[0]
         # frames of another schema (or NULLs where the template has none) take a
         # template of their own
