@@ -4,23 +4,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
 from sparkcq.errors import PlanError
 from sparkcq.model.columns import SIGN, TE, TS, D, T
 from sparkcq.plan.nodes import EdgeKind, Join, JoinHow
-from sparkcq.runtime.frames import Runtime, Slice, StateFrame, col, union_all
+from sparkcq.runtime.frames import (
+    Runtime,
+    Slice,
+    SqlViews,
+    StateFrame,
+    bound_sql,
+    col,
+    q,
+    union_all,
+)
 from sparkcq.runtime.operators.base import CycleContext, FutureBuffer, Operator, Progress
 from sparkcq.runtime.operators.union import AlignedInputs
-
-
-def _keys_equal(left: DataFrame, right: DataFrame, names: list[str], rkeys: list[str]) -> Column:
-    cond: Column = F.lit(True)
-    for n, k in zip(names, rkeys, strict=True):
-        cond = cond & left[f"`{n}`"].eqNullSafe(right[f"`{k}`"])
-    return cond
 
 
 def net(df: DataFrame, names: list[str]) -> DataFrame:
@@ -40,53 +42,61 @@ class ElementTracker:
     Open elements are state. A -1 change closes the oldest open element of the same row
     value (first in, first out): any pairing gives the same snapshots, this one is
     deterministic and never closes an element before it opened.
+
+    One SQL text a cycle, reading the open elements and the changes once each, so it is
+    analysed once and re-bound every later cycle (``runtime/templates.py``): each row
+    value's opens (the open elements and +n changes as n units) and closes (-n as n units)
+    are numbered in one window, opens first, and the k-th close meets the k-th open:
+
+        open (v, ts 3); changes (v, t 5, +1), (v, t 7, -1)
+        numbered: open 3 -> 1, open 5 -> 2, close 7 -> 3 - 2 opens = 1
+        elements: (v, 3, 7), (v, 5, NULL)
     """
 
     def __init__(self, op: Operator, names: list[str], schema: StructType, name: str):
         self.names = names
         self.open: StateFrame = op.state(
             StructType([*schema.fields, StructField(TS, LongType())]), name)
+        self.views = SqlViews(op.rt.spark, "elements")
 
     def elements(self, changes: DataFrame | None, lo: int) -> DataFrame | None:
         """Elements alive at some instant >= lo: names, _ts, _te (null: still open), _chg;
         None when the input has none (no open element and no change).
         """
-        names = self.names
         old = self.open.get()
-        opens = [old] if old is not None else []
-        closes = None
-        if changes is not None:
-            d = net(changes, names)
-            opens.append(units(d.where(col(D) > 0), col(D)).select(*[col(n) for n in names],
-                                                                    col(T).alias(TS)))
-            closes = units(d.where(col(D) < 0), -col(D)).select(*[col(n) for n in names],
-                                                                 col(T).alias("_tc"))
-        cands = union_all(opens)
-        if cands is None:
-            return None
-        if closes is None:
-            return cands.withColumn(TE, F.lit(None).cast("long")).withColumn(
-                "_chg", col(TS) >= F.lit(lo))
-        part = [col(n) for n in names]
-        cands = cands.withColumn("_r", F.row_number().over(Window.partitionBy(*part)
-                                                           .orderBy(col(TS))))
-        keys = [f"_k{i}" for i in range(len(names))]
-        closes = closes.withColumn("_r", F.row_number().over(Window.partitionBy(*part)
-                                                             .orderBy(col("_tc"))))
-        closes = closes.select(*[col(n).alias(k) for n, k in zip(names, keys, strict=True)],
-                               col("_r").alias("_cr"), col("_tc"))
-        cond = _keys_equal(cands, closes, names, keys) & (cands["_r"] == closes["_cr"])
-        out = cands.join(closes, cond, "left").select(
-            *[cands[f"`{n}`"] for n in names], col(TS), col("_tc").alias(TE))
-        return out.withColumn("_chg", (col(TS) >= F.lit(lo)) | col(TE).isNotNull())
+        cols = "".join(f"{q(n)}, " for n in self.names)
+        if changes is None:
+            if old is None:
+                return None
+            return self.views.sql(
+                f"SELECT {cols}{q(TS)}, CAST(NULL AS BIGINT) AS {q(TE)}, "
+                f"{q(TS)} >= {bound_sql(lo)} AS `_chg` FROM {{old}}", old=old)
+        netted = (f"SELECT {cols}{q(T)}, sum({q(D)}) AS `_n` FROM {{ch}} "
+                  f"GROUP BY {cols}{q(T)} HAVING sum({q(D)}) <> 0")
+        marks = (f"SELECT {cols}{q(T)} AS `_at`, IF(`_n` > 0, 0, 1) AS `_close` "
+                 f"FROM ({netted}) n LATERAL VIEW explode(array_repeat(1, "
+                 f"CAST(abs(`_n`) AS INT))) u AS `_u`")
+        if old is not None:
+            marks += f" UNION ALL SELECT {cols}{q(TS)}, 0 FROM {{old}}"
+        part = f"PARTITION BY {cols.rstrip(', ')} " if self.names else ""
+        numbered = (f"SELECT *, row_number() OVER ({part}ORDER BY `_close`, `_at`) - "
+                    f"IF(`_close` = 1, sum(1 - `_close`) OVER ({part.rstrip()}), 0) AS `_r` "
+                    f"FROM ({marks})")
+        paired = (f"SELECT {cols}max(IF(`_close` = 0, `_at`, NULL)) AS {q(TS)}, "
+                  f"max(IF(`_close` = 1, `_at`, NULL)) AS {q(TE)} FROM ({numbered}) "
+                  f"GROUP BY {cols}`_r`")
+        text = (f"SELECT {cols}{q(TS)}, {q(TE)}, {q(TS)} >= {bound_sql(lo)} OR {q(TE)} IS NOT "
+                f"NULL AS `_chg` FROM ({paired}) WHERE {q(TS)} IS NOT NULL")
+        return self.views.sql(text, ch=changes, **({"old": old} if old is not None else {}))
 
     def keep_open(self, elements: DataFrame | None) -> None:
         """Carry the elements still open into the next cycle."""
         if elements is None:
             self.open.set(None)
             return
-        self.open.set(elements.where(col(TE).isNull()).select(*[col(n) for n in self.names],
-                                                               col(TS)))
+        cols = "".join(f"{q(n)}, " for n in self.names)
+        self.open.set(self.views.sql(f"SELECT {cols}{q(TS)} FROM {{el}} WHERE {q(TE)} IS NULL",
+                                     el=elements))
 
 
 @dataclass(frozen=True)
@@ -136,6 +146,7 @@ class JoinOperator(Operator):
             self.aligned = AlignedInputs(self, node.children)
             self.left = ElementTracker(self, self.lnames, node.left.schema, "left-open")
             self.right = ElementTracker(self, self.rnames, node.right.schema, "right-open")
+            self.views = SqlViews(rt.spark, "join")
 
     @property
     def dynamic(self) -> int:
@@ -167,25 +178,31 @@ class JoinOperator(Operator):
             self.right.keep_open(rel)
             return Slice(None, lo, hi)
         lel, rel = self.rt.cache_for_cycle(lel), self.rt.cache_for_cycle(rel)
-        l_ = lel.select(*[col(n) for n in self.lnames], col(TS).alias("_lts"),
-                        col(TE).alias("_lte"), col("_chg").alias("_lch"))
-        r_ = rel.select(*[col(n) for n in self.rnames], col(TS).alias("_rts"),
-                        col(TE).alias("_rte"), col("_chg").alias("_rch"))
-        pairs = l_.where(col("_lch")).join(r_, self.cond).unionByName(
-            l_.where(~col("_lch")).join(r_.where(col("_rch")), self.cond))
-        s = F.greatest(col("_lts"), col("_rts"))
-        e = F.least(col("_lte"), col("_rte"))
-        pairs = pairs.select(*[col(n) for n in [*self.lnames, *self.rnames]], s.alias("_s"),
-                             e.alias("_e"))
-        pairs = pairs.where(col("_e").isNull() | (col("_s") < col("_e")))
-        names = [col(n) for n in [*self.lnames, *self.rnames]]
-        plus = pairs.where(col("_s") >= F.lit(lo)).select(*names, col("_s").alias(T),
-                                                          F.lit(1).cast("long").alias(D))
-        minus = pairs.where(col("_e").isNotNull()).select(*names, col("_e").alias(T),
-                                                          F.lit(-1).cast("long").alias(D))
         self.left.keep_open(lel)
         self.right.keep_open(rel)
-        return Slice(plus.unionByName(minus), lo, hi)
+        return Slice(self.views.sql(self.pairs_sql(lo), l=lel, r=rel), lo, hi)
+
+    def pairs_sql(self, lo: int) -> str:
+        """The changes of the pairs of elements ``{l}`` and ``{r}`` meeting the condition
+        where either changed: +1 where a pair begins (at or after ``lo``), -1 where it ends.
+
+        One text reading each side once (analysed once, re-bound every cycle): the pairs
+        where the left one changed and those where only the right one did are one join on
+        ``l._chg OR r._chg``, and each pair's begin and end come from one generator.
+        """
+        names = "".join(f"{q(n)}, " for n in [*self.lnames, *self.rnames])
+        sides = "".join(f"l.{q(n)}, " for n in self.lnames) + "".join(
+            f"r.{q(n)}, " for n in self.rnames)
+        cond = self.join.condition or "TRUE"
+        pairs = (f"SELECT {sides}greatest(l.{q(TS)}, r.{q(TS)}) AS `_s`, "
+                 f"least(l.{q(TE)}, r.{q(TE)}) AS `_e` FROM {{l}} l JOIN {{r}} r "
+                 f"ON ({cond}) AND (l.`_chg` OR r.`_chg`)")
+        ends = ("inline(array(named_struct('_at', `_s`, '_d', CAST(1 AS BIGINT)), "
+                "named_struct('_at', `_e`, '_d', CAST(-1 AS BIGINT))))")
+        return (f"SELECT {names}e.`_at` AS {q(T)}, e.`_d` AS {q(D)} FROM ({pairs}) p "
+                f"LATERAL VIEW {ends} e WHERE (`_e` IS NULL OR `_s` < `_e`) AND "
+                f"(e.`_d` = 1 AND e.`_at` >= {bound_sql(lo)} OR e.`_d` = -1 AND "
+                f"e.`_at` IS NOT NULL)")
 
     def contents(self, children: list[DataFrame | None], at: int) -> DataFrame | None:
         """Pairs of live elements (both still open) meeting the condition; with a static
