@@ -55,6 +55,7 @@ class ElementTracker:
 
     def __init__(self, op: Operator, names: list[str], schema: StructType, name: str):
         self.names = names
+        self.cols = "".join(f"{q(n)}, " for n in names)  # the row's columns in SQL, then ", "
         self.open: StateFrame = op.state(
             StructType([*schema.fields, StructField(TS, LongType())]), name)
         self.views = SqlViews(op.rt.spark, "elements")
@@ -63,8 +64,7 @@ class ElementTracker:
         """Elements alive at some instant >= lo: names, _ts, _te (null: still open), _chg;
         None when the input has none (no open element and no change).
         """
-        old = self.open.get()
-        cols = "".join(f"{q(n)}, " for n in self.names)
+        old, cols = self.open.get(), self.cols
         if changes is None:
             if old is None:
                 return None
@@ -94,8 +94,7 @@ class ElementTracker:
         if elements is None:
             self.open.set(None)
             return
-        cols = "".join(f"{q(n)}, " for n in self.names)
-        self.open.set(self.views.sql(f"SELECT {cols}{q(TS)} FROM {{el}} WHERE {q(TE)} IS NULL",
+        self.open.set(self.views.sql(f"SELECT {self.cols}{q(TS)} FROM {{el}} WHERE {q(TE)} IS NULL",
                                      el=elements))
 
 
