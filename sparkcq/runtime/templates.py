@@ -20,6 +20,11 @@ the analyser), each view read once (a self-join needs the analyser to tell its s
 apart), and each frame of the schema the template was made for (names and types; a column
 never NULL fits one that may be, not the reverse, which would let the optimiser drop a NULL
 check). Otherwise the text is analysed as before.
+
+A session's operators share their templates: an operator of another query (or of another
+engine on the session) running the same text over frames of the same columns re-binds the
+template the first one made. Not a template holding a user's function, whose name another
+engine may give to another function: that one stays its operator's.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import re
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from weakref import WeakKeyDictionary
 
 from py4j.java_gateway import JavaObject
 from pyspark.sql import DataFrame, SparkSession
@@ -46,6 +52,31 @@ _PLACEHOLDER = -(1 << 62) - 7_777_777
 _NOT_REBINDABLE = re.compile(r"WithCTE|CTERelation|scalar-subquery#|exists#|list#|View \(`"
                              r"|\b(rand|randn|uuid|shuffle|randstr|uniform)\(")
 _SCHEMAS = 4  # templates kept per text, for frames of as many schemas
+# a user's (Python) function in an analysed plan's tree string, ``f(v#3L)#9L`` (see
+# ``_Template.own``); a column named ``count(1)#5L`` looks alike, and is kept private too
+_USER_FUNCTION = re.compile(r"\)#\d")
+# texts whose templates a session's operators share, the least recently used dropped
+_SHARED_TEXTS = 4096
+_SHARED: WeakKeyDictionary[SparkSession, OrderedDict[tuple[str, tuple[str, ...]],
+                                                     list[_Template]]] = WeakKeyDictionary()
+
+
+def forget_shared(spark: SparkSession) -> None:
+    """Drop the templates ``spark``'s operators share (what a count of analyses from a
+    clean start needs; nothing else does).
+    """
+    _SHARED.pop(spark, None)
+
+
+def _shared(spark: SparkSession) -> OrderedDict[tuple[str, tuple[str, ...]], list[_Template]]:
+    """The templates every operator of ``spark`` reads: the same text over frames of the
+    same columns (another engine's query of the same shape, a test's next scenario) is
+    analysed once per session, not once per operator.
+    """
+    store = _SHARED.get(spark)
+    if store is None:
+        store = _SHARED[spark] = OrderedDict()
+    return store
 
 
 @dataclass(frozen=True)
@@ -70,6 +101,9 @@ class _Template:
     plan: JavaObject
     slots: tuple[_Slot, ...]
     bounds: tuple[JavaObject, ...]  # the placeholder literal of each bound, in order
+    # it holds a user's function, which another engine may define otherwise by that name:
+    # kept by its operator alone, not shared by the session's operators
+    own: bool = False
 
 
 class _Jvm:
@@ -117,9 +151,11 @@ class PlanTemplates:
         numbers = itertools.count()
         shape = _BOUND.sub(lambda _: bound_text(_PLACEHOLDER - next(numbers)), text)
         key = (shape, tuple(views))
-        known = self._templates.get(key)
+        shared = _shared(self.spark)
+        store = self._templates if key in self._templates else shared
+        known = store.get(key)
         if known is not None:
-            self._templates.move_to_end(key)
+            store.move_to_end(key)
             if not known:  # no template can stand for the text
                 return analyse(text, views)[0]
             for fits in (_same, _fits):  # the closest template first
@@ -136,10 +172,12 @@ class PlanTemplates:
                 return analysed
             return analyse(text, views)[0]
         # frames of another schema (or NULLs where the template has none) take a
-        # template of their own
-        self._templates[key] = [template, *(known or [])][:_SCHEMAS]
-        if len(self._templates) > self.texts:
-            self._templates.popitem(last=False)
+        # template of their own; one naming a user's function stays this operator's
+        store, limit = (self._templates, self.texts) if template.own else (shared, _SHARED_TEXTS)
+        store[key] = [template, *(store.get(key) or [])][:_SCHEMAS]
+        store.move_to_end(key)
+        if len(store) > limit:
+            store.popitem(last=False)
         return self.bind(template, views, values)
 
     def make(self, analysed: DataFrame, keys: dict[str, str], views: Mapping[str, DataFrame],
@@ -167,16 +205,16 @@ class PlanTemplates:
                                tuple(a.exprId() for a in attributes)))
             swap.put(view, leaf)
         plan = plan.transformUp(jvm.as_scala(swap))
-        if _NOT_REBINDABLE.search(plan.treeString()):
+        tree = plan.treeString()
+        if _NOT_REBINDABLE.search(tree):
             return None
         literals = tuple(jvm.literal.apply(_PLACEHOLDER - i) for i in range(bounds))
-        return _Template(plan, tuple(slots), literals)
+        return _Template(plan, tuple(slots), literals, own=_USER_FUNCTION.search(tree) is not None)
 
     def bind(self, template: _Template, views: Mapping[str, DataFrame],
              values: list[int]) -> DataFrame:
         """The template with this cycle's bounds and frames in place, analysed as it is."""
-        jvm = self._jvm
-        assert jvm is not None
+        jvm = self._jvm = self._jvm or _Jvm(self.spark)  # the template may be another's
         plan = template.plan
         if values:
             literals = jvm.jvm.java.util.HashMap()

@@ -10,6 +10,7 @@ import pytest
 from sparkcq import Engine
 from sparkcq.runtime.frames import SqlViews, bound_sql
 from sparkcq.runtime.partitioning import SmallCycles
+from sparkcq.runtime.templates import forget_shared
 
 
 def frame(spark, rows: list[tuple[int, int, int]], checkpoint: bool = True):
@@ -106,11 +107,33 @@ def test_a_column_never_null_fits_a_nullable_slot_and_not_the_reverse(spark, ana
     assert rows(views.sql(text, x=nullable)) == [(1, 4), (4, -2)]
     assert rows(views.sql(text, x=no_nulls)) == [(0, 0), (1, 2)]
     assert len(analyses) == 1  # re-bound: the slot admits NULLs the frame never has
+    forget_shared(spark)
     views = SqlViews(spark, "test")
     assert rows(views.sql(text, x=no_nulls)) == [(0, 0), (1, 2)]
     # a template made for a column never NULL may have dropped the NULL check
     assert rows(views.sql(text, x=nullable)) == [(1, 4), (4, -2)]
     assert len(analyses) == 3
+
+
+def test_operators_of_one_session_share_a_template_and_read_their_own_frames(spark, analyses):
+    text = "SELECT k, sum(v) AS s FROM {x} GROUP BY k"
+    first, second = SqlViews(spark, "test"), SqlViews(spark, "test")
+    assert rows(first.sql(text, x=frame(spark, [(1, 2, 3), (1, 5, 4)]))) == [(1, 7)]
+    assert rows(second.sql(text, x=frame(spark, [(2, 1, 3), (3, 4, 4)]))) == [(2, 1), (3, 4)]
+    assert rows(first.sql(text, x=frame(spark, [(4, 4, 4)]))) == [(4, 4)]
+    assert len(analyses) == 1  # the second operator's text re-bound from the first's
+
+
+def test_a_text_calling_a_users_function_keeps_its_operators_function(spark, analyses):
+    text = "SELECT bump(v) AS b FROM {x}"
+    spark.udf.register("bump", lambda v: v + 1, "bigint")
+    first = SqlViews(spark, "test")
+    assert rows(first.sql(text, x=frame(spark, [(1, 2, 3)]))) == [(3,)]
+    spark.udf.register("bump", lambda v: v + 100, "bigint")  # another engine's, same name
+    second = SqlViews(spark, "test")
+    assert rows(second.sql(text, x=frame(spark, [(1, 2, 3)]))) == [(102,)]
+    assert rows(first.sql(text, x=frame(spark, [(1, 5, 3)]))) == [(6,)]
+    assert len(analyses) == 2  # not shared: each operator analysed it once
 
 
 def test_a_random_function_draws_a_new_seed_every_cycle(spark, analyses):
