@@ -31,7 +31,15 @@ from pyspark.sql.types import (
 from sparkcq.model.columns import AID, FROM, GROUP_HASH, TO, D, N, T
 from sparkcq.model.types import INTEGRAL_TYPES
 from sparkcq.plan.nodes import AggCall, Aggregate
-from sparkcq.runtime.frames import Runtime, Slice, SqlViews, col, no_broadcast, q
+from sparkcq.runtime.frames import (
+    Runtime,
+    Slice,
+    SqlViews,
+    coalesce_partitions,
+    col,
+    no_broadcast,
+    q,
+)
 from sparkcq.runtime.operators.base import CycleContext, Operator, as_changes_at
 from sparkcq.runtime.operators.multiset import GroupKeys, Multiset, group_hash
 from sparkcq.runtime.operators.user_aggregate import UserAggregateInstances, value_column
@@ -308,6 +316,10 @@ class AggregateOperator(Operator):
             if rows.frame.get() is not None:
                 views["ms"] = rows.frame.get()  # type: ignore[assignment]
             ext = sql(self.extreme_sql(rows.live_segments_sql()), **views)
+            if self.rt.single:  # one partition as Spark sees it: a join of one-partition
+                # sides (the segments and instants) reports a collection of partitionings,
+                # which Spark would shuffle before joining it onto the deltas
+                ext = coalesce_partitions(ext, 1)
             d = sql(self.join_on_instant_sql([f"_ext{a.name}" for a in self.extreme_aggs]),
                     l=d, r=ext)
         instance_rows = None
