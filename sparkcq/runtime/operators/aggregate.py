@@ -31,15 +31,7 @@ from pyspark.sql.types import (
 from sparkcq.model.columns import AID, FROM, GROUP_HASH, TO, D, N, T
 from sparkcq.model.types import INTEGRAL_TYPES
 from sparkcq.plan.nodes import AggCall, Aggregate
-from sparkcq.runtime.frames import (
-    Runtime,
-    Slice,
-    SqlViews,
-    coalesce_partitions,
-    col,
-    no_broadcast,
-    q,
-)
+from sparkcq.runtime.frames import Runtime, Slice, SqlViews, col, no_broadcast, q
 from sparkcq.runtime.operators.base import CycleContext, Operator, as_changes_at
 from sparkcq.runtime.operators.multiset import GroupKeys, Multiset, group_hash
 from sparkcq.runtime.operators.user_aggregate import UserAggregateInstances, value_column
@@ -182,15 +174,13 @@ class AggregateOperator(Operator):
                 f"GROUP BY {self.k.group(q(T))}")
 
     def extreme_sql(self, segments: str) -> str:
-        """Min and max of every min/max call at each instant its group changed (each
-        (group, instant) of the cycle's input ``src``), over the live rows' ``segments``
-        (``Multiset.live_segments_sql``).
+        """Min and max of every min/max call at each instant its group changed, over the
+        live rows' ``segments`` (``Multiset.live_segments_sql``).
         """
         picks = ", ".join(f"{a.func}(s.{q(a.arg)}) AS {q('_ext' + a.name)}"  # type: ignore[arg-type]
                           for a in self.extreme_aggs)
         k = self.k
-        return (f"WITH segs AS ({segments}), "
-                f"inst AS (SELECT DISTINCT {k.cols()}{q(T)} FROM {{src}}) "
+        return (f"WITH segs AS ({segments}), inst AS (SELECT DISTINCT {k.cols()}{q(T)} FROM {{d}}) "
                 f"SELECT {no_broadcast('i')} {k.cols('i')}i.{q(T)}, {picks} "
                 f"FROM inst i JOIN segs s ON "
                 f"{k.on('i', 's')} AND (s.{q(FROM)} IS NULL OR s.{q(FROM)} <= i.{q(T)}) "
@@ -296,13 +286,8 @@ class AggregateOperator(Operator):
         if inp.df is None:
             return inp
         sql = self.views.sql
-        src = self.rt.partition_by(inp.df.withColumn(GROUP_HASH, self.group_hash()),
-                                   col(GROUP_HASH))
-        if self.multisets or self.instances is not None:  # read more than once
-            src = self.rt.cache_for_cycle(src)
-        # the per-instant frames below are each read once, by the running values' plan
-        # (which the cycle caches): a cache of their own would be one more planning pass
-        # and materialisation each
+        src = self.rt.cache_for_cycle(self.rt.partition_by(
+            inp.df.withColumn(GROUP_HASH, self.group_hash()), col(GROUP_HASH)))
         d = sql(self.deltas_sql(), inp=src)
         changes = {name: self.rt.cache_for_cycle(ms.changes(self.views, src))
                    for name, ms in self.multisets.items()}
@@ -310,16 +295,15 @@ class AggregateOperator(Operator):
             distinct = [a for a in self.distinct_aggs if a.arg in args]
             flips = sql(self.distinct_counts_sql(distinct), ch=changes[tname])
             d = sql(self.join_on_instant_sql([f"{a.name}_dc" for a in distinct]), l=d, r=flips)
+        d = self.rt.cache_for_cycle(d)
         if "rows" in self.multisets:
             rows = self.multisets["rows"]
-            views = {"ch": changes["rows"], "src": src}
+            views = {"ch": changes["rows"], "d": d}
             if rows.frame.get() is not None:
                 views["ms"] = rows.frame.get()  # type: ignore[assignment]
-            ext = sql(self.extreme_sql(rows.live_segments_sql()), **views)
-            if self.rt.single:  # one partition as Spark sees it: a join of one-partition
-                # sides (the segments and instants) reports a collection of partitionings,
-                # which Spark would shuffle before joining it onto the deltas
-                ext = coalesce_partitions(ext, 1)
+            # cached: joined back onto d, the plan would read d twice (see Multiset.update)
+            ext = self.rt.cache_for_cycle(sql(self.extreme_sql(rows.live_segments_sql()),
+                                              **views))
             d = sql(self.join_on_instant_sql([f"_ext{a.name}" for a in self.extreme_aggs]),
                     l=d, r=ext)
         instance_rows = None
