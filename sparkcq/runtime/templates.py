@@ -126,6 +126,19 @@ class _Jvm:
         self.of_rows = jvm.org.apache.spark.sql.classic.Dataset.ofRows
 
 
+_JVMS: WeakKeyDictionary[SparkSession, _Jvm] = WeakKeyDictionary()
+
+
+def _jvm_of(spark: SparkSession) -> _Jvm:
+    """The JVM handles of ``spark``, looked up once per session (its operators share
+    templates, so whichever binds first may not be the one that made the template).
+    """
+    jvm = _JVMS.get(spark)
+    if jvm is None:
+        jvm = _JVMS[spark] = _Jvm(spark)
+    return jvm
+
+
 # runs a text with ``{key}`` naming each frame of ``views``: the frame, and the key of each
 # view name the text was run with
 Analyse = Callable[[str, Mapping[str, DataFrame]], tuple[DataFrame, dict[str, str]]]
@@ -137,7 +150,6 @@ class PlanTemplates:
     def __init__(self, spark: SparkSession, texts: int = 16):
         self.spark = spark
         self.texts = texts  # texts whose templates are kept, the least recently used dropped
-        self._jvm: _Jvm | None = None
         # the templates of each text, one per schema of its frames (none: see ``make``)
         self._templates: OrderedDict[tuple[str, tuple[str, ...]], list[_Template]] = (
             OrderedDict())
@@ -186,7 +198,7 @@ class PlanTemplates:
         view name): a placeholder leaf in place of each view; None when the plan is not one
         a template can stand for (see module).
         """
-        jvm = self._jvm = self._jvm or _Jvm(self.spark)
+        jvm = _jvm_of(self.spark)
         plan = analysed._jdf.queryExecution().analyzed()
         found: dict[str, JavaObject] = {}
         if not _find_views(plan, found) or set(found) != set(keys):
@@ -214,7 +226,7 @@ class PlanTemplates:
     def bind(self, template: _Template, views: Mapping[str, DataFrame],
              values: list[int]) -> DataFrame:
         """The template with this cycle's bounds and frames in place, analysed as it is."""
-        jvm = self._jvm = self._jvm or _Jvm(self.spark)  # the template may be another's
+        jvm = _jvm_of(self.spark)
         plan = template.plan
         if values:
             literals = jvm.jvm.java.util.HashMap()
