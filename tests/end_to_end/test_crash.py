@@ -18,6 +18,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from served import short_lived_jvm
 
 JOB = Path(__file__).parent.parent / "crash_job.py"
 PACKETS = 18_000  # the job's stream: t = 0 .. 17,999 s (crash_job.PACKETS)
@@ -28,7 +29,7 @@ TRIALS = int(os.environ.get("SPARKCQ_CRASH_TRIALS", "4"))
 
 
 def start(folder: Path, url: str, prefix: str) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **short_lived_jvm()}
     return subprocess.Popen([sys.executable, str(JOB), str(folder), url, prefix],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                             env=env)
