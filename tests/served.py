@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import IO
 
 import pytest
+from cluster import QUICK_JVM
 
 from sparkcq.server.client import Client, ServerError
 
@@ -25,7 +26,7 @@ def short_lived_jvm() -> dict[str, str]:
     78-86 s against 96-99 s; the server tests with test_feed_crash 216 s against 252 s.
     """
     options = os.environ.get("JAVA_TOOL_OPTIONS", "")
-    return {"JAVA_TOOL_OPTIONS": f"{options} -XX:TieredStopAtLevel=1".strip()}
+    return {"JAVA_TOOL_OPTIONS": f"{options} {QUICK_JVM}".strip()}
 
 
 def free_port() -> int:
