@@ -344,6 +344,9 @@ class Runtime:
     # the session's own values of what a small cycle changes (``SMALL_CYCLE_CONF``)
     large_conf: dict[str, str] = field(default_factory=dict)
     single: bool = False  # this cycle runs in one partition (``runtime/partitioning.py``)
+    # this cycle changed the session's settings (a small or an interpreted cycle): its end
+    # puts the session's own back
+    conf_changed: bool = False
     # tells this engine's cycles' job tags from other engines' on the same session
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
     job_tag: str | None = None  # the tag of the running cycle's Spark jobs
@@ -405,7 +408,8 @@ class Runtime:
         self.single = single
         conf = self.spark.conf
         conf.set("spark.sql.shuffle.partitions", str(self.cycle_partitions))
-        if single or interpreted:
+        self.conf_changed = single or interpreted
+        if self.conf_changed:
             changed = {**SMALL_CYCLE_CONF, **(INTERPRETED_CONF if interpreted else {})}
             for key, small in changed.items():
                 conf.set(key, small)
@@ -675,10 +679,11 @@ class Runtime:
 
     def end_cycle(self) -> None:
         """Drop the cycle's caches and the state frames replaced during the cycle; the
-        session's own settings back after a small cycle.
+        session's own settings back after a small or interpreted cycle.
         """
-        if self.single:
+        if self.conf_changed:  # an interpreted cycle may be hash-partitioned
             self.restore_session_conf()
+            self.conf_changed = False
         kept = {id(df) for df in self.kept}
         for df in self.cycle_frames:
             if id(df) not in kept:

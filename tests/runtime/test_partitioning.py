@@ -167,6 +167,23 @@ def test_a_small_cycle_plans_without_generated_code_or_broadcasts(spark):
     assert "s" not in {table.name for table in spark.catalog.listTables()}
 
 
+def test_a_hash_partitioned_interpreted_cycle_gives_the_session_its_own_values_back(spark):
+    """A cycle of few rows interprets its expressions even when it runs hash-partitioned;
+    after it, the session's own values are back (they once stayed, and the next listing
+    of the catalog failed to build its rows).
+    """
+    eng = Engine(spark=spark, small_cycles=SmallCycles.never())
+    eng.execute("CREATE STREAM s (v BIGINT, t BIGINT) WITH (event_time='t'); "
+                "CREATE QUERY q AS SELECT v FROM s WHERE v > 1")
+    own = large_cycle_conf(spark)
+    eng.push("s", [{"v": i, "t": i} for i in range(4)], watermark=4)
+    eng.run_cycle()
+    assert [r.partitions for r in eng.reports] == [configured_partitions(spark)]
+    assert {key: spark.conf.get(key) for key in [*SMALL_CYCLE_CONF, *INTERPRETED_CONF]} == own
+    assert sorted(eng.results("q")["v"]) == [2, 3]
+    assert "s" not in {table.name for table in spark.catalog.listTables()}
+
+
 def test_small_cycles_of_joined_state_shuffle_nothing_however_many_cycles_ran(spark):
     """A grouped aggregate joins each cycle's changes with its state, so the state's size
     estimate, kept by its checkpoint, would multiply cycle after cycle (10^90 bytes after
