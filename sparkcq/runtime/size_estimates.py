@@ -60,4 +60,5 @@ class SizeEstimates:
         copied = plan.copy(plan.output(), plan.rdd(), plan.outputPartitioning(),
                            plan.outputOrdering(), plan.isStreaming(), plan.stream(),
                            rest.apply(0), stats, rest.apply(2), rest.apply(3))
+        copied.setAnalyzed()  # a resolved leaf, as ``ColumnarCheckpoints`` makes it
         return ClassicDataFrame(self.of_rows(self.spark._jsparkSession, copied), self.spark)
