@@ -75,6 +75,11 @@ class ColumnarCheckpoints:
         # the session's live configuration (one object, read when the batches are built)
         self.conf = self.session.sessionState().conf()
         self.of_rows = jvm.org.apache.spark.sql.classic.Dataset.ofRows
+        self.java_map = jvm.java.util.HashMap
+        self.java_list = jvm.java.util.ArrayList
+        self.as_scala = jvm.scala.jdk.javaapi.CollectionConverters.asScala
+        self.to_seq = jvm.org.apache.spark.api.python.PythonUtils.toSeq
+        self.no_qualifier = self.to_seq(jvm.java.util.ArrayList())
 
     def checkpoint(self, df: DataFrame, small: bool) -> DataFrame | None:
         """``df`` kept once the commit computes it, planned as one byte if ``small`` (a
@@ -91,8 +96,10 @@ class ColumnarCheckpoints:
             plan.execute(), output, self.level, conf)
         batches.localCheckpoint()
         rows = self.serializer.convertCachedBatchToInternalRow(batches, output, output, conf)
-        relation = self.logical_rdd(output, rows, plan.outputPartitioning(),
-                                    plan.outputOrdering(), False, self.none, self.session,
+        partitioning, ordering = self.over_output(output, plan.outputPartitioning(),
+                                                  plan.outputOrdering())
+        relation = self.logical_rdd(output, rows, partitioning,
+                                    ordering, False, self.none, self.session,
                                     self.one_byte if small else self.some(
                                         execution.optimizedPlan().stats()),
                                     self.none, True)
@@ -101,3 +108,43 @@ class ColumnarCheckpoints:
         kept = ClassicDataFrame(self.of_rows(self.session, relation), self.spark)
         _BATCHES[kept] = batches
         return kept
+
+    def over_output(self, output: JavaObject, partitioning: JavaObject,
+                    ordering: JavaObject) -> tuple[JavaObject, JavaObject]:
+        """``partitioning`` and ``ordering`` over the very attributes of ``output``.
+
+        A plan's order may name its columns with a subquery's qualifier (``SORT BY k`` over
+        ``(...) AS c`` orders by ``c.k``) that its output does not carry. The frame's
+        relation keeps both as given, and when a plan reads it twice, Spark renames the
+        second reading's columns by a map of its output: the order, naming no column of
+        that map, stays on the old names, and every join over the second reading sorted
+        it again (the four probes of the demo's window join sorted both of its sides,
+        every cycle). Each such column is put in as the output has it.
+        """
+        hashed = "#" in partitioning.toString()  # by columns (not one or no partition)
+        if ordering.isEmpty() and not hashed:
+            return partitioning, ordering
+        same = self.java_map()
+        for n in range(ordering.size()):
+            self._named_as_output(ordering.apply(n), output, same)
+        if hashed:
+            self._named_as_output(partitioning, output, same)
+        if same.isEmpty():
+            return partitioning, ordering
+        renamed = self.as_scala(same)
+        orders = self.java_list()
+        for n in range(ordering.size()):
+            orders.add(ordering.apply(n).transform(renamed))
+        if hashed:
+            partitioning = partitioning.transform(renamed)
+        return partitioning, self.to_seq(orders)
+
+    def _named_as_output(self, expression: JavaObject, output: JavaObject,
+                         same: JavaObject) -> None:
+        """Map each column ``expression`` names with another qualifier to ``output``'s."""
+        columns = expression.references().toSeq()
+        for n in range(columns.size()):
+            column = columns.apply(n)
+            at = output.indexOf(column.withQualifier(self.no_qualifier))
+            if at >= 0 and not output.apply(at).equals(column):
+                same.put(column, output.apply(at))

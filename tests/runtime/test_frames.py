@@ -1,6 +1,7 @@
 """The cycle's frame helpers: an n-ary union by name gives what chained ``unionByName``
 calls give (names matched, types widened, missing columns padded or named); a view bound
-again reads its new frame, and frames analysed before keep reading the old one.
+again reads its new frame, and frames analysed before keep reading the old one; a kept
+frame's order holds wherever a plan reads it.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import pytest
 from pyspark.errors import AnalysisException
 
 from sparkcq import Engine
-from sparkcq.runtime.frames import SqlViews, rebind_view, union_by_name
+from sparkcq.runtime.frames import Runtime, SqlViews, rebind_view, union_by_name
 
 
 def test_a_union_by_name_of_many_frames_matches_names_and_widens_types(spark):
@@ -82,3 +83,32 @@ def test_a_dropped_querys_views_leave_the_session_with_their_frames(spark):
     assert {n for n in bound if n in SqlViews._bound} - theirs  # the others' stay bound
     assert eng.results("keep")["n"].tolist()[-1:] == [1]
     eng.stop()
+
+
+def test_a_kept_frame_sorted_under_a_subquerys_name_is_read_sorted_by_every_reading(spark):
+    """A frame sorted by ``c.k`` (a subquery's column) and kept for the cycle is merge
+    joined without a sort, also where one plan reads it several times (Spark renames the
+    columns of every reading but the first): the joins' rows are those of the frame.
+    """
+    rt = Runtime(spark)
+    rt.run_in_one_partition(True)
+    try:
+        views = SqlViews(spark, "kept")
+        made = spark.range(40).selectExpr("id % 7 AS k", "id AS v")
+        kept = rt.cache_for_cycle(views.sql(
+            "SELECT * FROM (SELECT /*+ COALESCE(1) */ * FROM {made}) AS c SORT BY k",
+            made=made), ordered=True)
+        other = rt.cache_for_cycle(views.sql(
+            "SELECT * FROM (SELECT /*+ COALESCE(1) */ id AS j FROM {few}) AS d SORT BY j",
+            few=spark.range(3)), ordered=True)
+        texts = [f"SELECT /*+ MERGE(r) */ l.v, r.j FROM {{kept}} AS l JOIN {{other}} AS r "
+                 f"ON l.k = r.j AND l.v {op} 20" for op in ("<", ">=")]
+        joined = views.sql_union(texts, kept=kept, other=other)
+        plan = joined._jdf.queryExecution().executedPlan().toString()
+        assert plan.count("SortMergeJoin") == 2
+        assert "Sort [" not in plan
+        assert sorted(r.v for r in joined.collect()) == [v for v in range(40) if v % 7 < 3]
+    finally:
+        rt.abort_cycle()
+        rt.restore_session_conf()
+
