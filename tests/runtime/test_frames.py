@@ -109,6 +109,4 @@ def test_a_kept_frame_sorted_under_a_subquerys_name_is_read_sorted_by_every_read
         assert "Sort [" not in plan
         assert sorted(r.v for r in joined.collect()) == [v for v in range(40) if v % 7 < 3]
     finally:
-        rt.abort_cycle()
-        rt.restore_session_conf()
-
+        rt.end_cycle()  # frees the frames, puts the session's settings back
