@@ -1,4 +1,7 @@
-"""One Spark session for the whole test run: small shuffle partitions, UI off, a 4 GB heap.
+"""One Spark session per test process: small shuffle partitions, UI off, a 4 GB heap.
+
+``make test`` runs two test processes (pytest-xdist, work stealing); ``pytest`` alone runs
+one. Each process shares its session among all its tests.
 
 PostgreSQL (``postgres`` fixture, tests/postgres_server.py): when a collected test uses it,
 its packages are installed (as root) before any test runs, so the Spark session, started
@@ -171,6 +174,32 @@ def engine(spark, tmp_path):
 def trusted_engine(spark):
     """A fresh engine that may call any function and name any path (``trusted=True``)."""
     return Engine(spark=spark, trusted=True)
+
+
+# ``make test`` runs the tests in two processes (pytest-xdist's workers): each counts the cases
+# its property tests checked, and sends its counts to the process that prints the summary
+_COUNTS = "property_case_counts"
+
+
+def _counters():
+    from scenarios import CASES_CHECKED, SCHEDULE_STATS, SHED_PAIRS
+
+    return {"cases": CASES_CHECKED, "schedule": SCHEDULE_STATS, "shed": SHED_PAIRS}
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """In a worker process, hand its counts to the controlling process."""
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:
+        output[_COUNTS] = {name: dict(counter) for name, counter in _counters().items()}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    """In the controlling process, add a finished worker's counts to its own."""
+    counts = getattr(node, "workeroutput", {}).get(_COUNTS, {})
+    for name, counter in _counters().items():
+        counter.update(counts.get(name, {}))
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
