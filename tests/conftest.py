@@ -204,14 +204,13 @@ def pytest_testnodedown(node, error) -> None:
 
 def pytest_terminal_summary(terminalreporter) -> None:
     """How many generated cases each query shape was checked on (tests/scenarios.py)."""
-    from scenarios import CASES_CHECKED, SCHEDULE_STATS, SHED_PAIRS
-
-    if not CASES_CHECKED:
+    counts = _counters()
+    if not counts["cases"]:
         return
     terminalreporter.section("property cases checked against the reference")
-    for label, n in sorted(CASES_CHECKED.items()):
+    for label, n in sorted(counts["cases"].items()):
         terminalreporter.write_line(f"{n:7d}  {label}")
-    for label, n in SCHEDULE_STATS.items():
+    for label, n in counts["schedule"].items():
         terminalreporter.write_line(f"{n:7d}  {label}")
-    for label, n in SHED_PAIRS.items():
+    for label, n in counts["shed"].items():
         terminalreporter.write_line(f"{n:7d}  shedding below z = 1: {label}")
