@@ -33,13 +33,15 @@ import itertools
 import re
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from weakref import WeakKeyDictionary
 
 from py4j.java_gateway import JavaObject
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
 from pyspark.sql.types import StructType
+
+from sparkcq.runtime.jvm_classes import prototype
 
 # a bound as ``frames.bound_sql`` writes it
 _BOUND = re.compile(
@@ -52,6 +54,8 @@ _PLACEHOLDER = -(1 << 62) - 7_777_777
 _NOT_REBINDABLE = re.compile(r"WithCTE|CTERelation|scalar-subquery#|exists#|list#|View \(`"
                              r"|\b(rand|randn|uuid|shuffle|randstr|uniform)\(")
 _SCHEMAS = 4  # templates kept per text, for frames of as many schemas
+# the frames ``TemplateBinding.bind`` takes as arguments (more go as a list)
+_BOUND_ARGUMENTS = 4
 # a user's (Python) function in an analysed plan's tree string, ``f(v#3L)#9L`` (see
 # ``_Template.own``); a column named ``count(1)#5L`` looks alike, and is kept private too
 _USER_FUNCTION = re.compile(r"\)#\d")
@@ -81,49 +85,37 @@ def _shared(spark: SparkSession) -> OrderedDict[tuple[str, tuple[str, ...]], lis
 
 @dataclass(frozen=True)
 class _Slot:
-    """A view of the template: the placeholder leaf and the columns it stands for."""
+    """A view of the template: its key and the columns it stands for."""
 
     key: str
-    placeholder: JavaObject
     schema: StructType
-    names: tuple[str, ...]
-    expr_ids: tuple[JavaObject, ...]
-    # the projection's columns (a Scala Seq of aliases) for a frame's columns, by the text
-    # of those (names and attribute ids): a state checkpointed from a template's plan has
-    # the same ones every cycle, and building them is two calls into the JVM per column
-    aliases: dict[str, JavaObject] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class _Template:
-    """An analysed plan with placeholders for its views and bounds."""
+    """An analysed plan with placeholders for its views and bounds, held in the JVM with
+    what re-binds it (``runtime/java/TemplateBinding.java``: one call per cycle).
+    """
 
-    plan: JavaObject
+    binding: JavaObject
     slots: tuple[_Slot, ...]
-    bounds: tuple[JavaObject, ...]  # the placeholder literal of each bound, in order
     # it holds a user's function, which another engine may define otherwise by that name:
     # kept by its operator alone, not shared by the session's operators
     own: bool = False
 
 
 class _Jvm:
-    """The JVM classes and constants re-binding uses, looked up once per session."""
+    """The JVM classes re-binding uses, looked up once per session."""
 
     def __init__(self, spark: SparkSession):
         jvm = spark._jvm
         assert jvm is not None
         self.jvm = jvm
         catalyst = jvm.org.apache.spark.sql.catalyst
-        self.alias = catalyst.expressions.Alias
-        self.project = catalyst.plans.logical.Project
-        self.literal = getattr(getattr(catalyst.expressions, "Literal$"), "MODULE$")
         self.local_relation = getattr(getattr(catalyst.plans.logical, "LocalRelation$"),
                                       "MODULE$")
-        self.to_seq = jvm.org.apache.spark.api.python.PythonUtils.toSeq
         self.as_scala = jvm.scala.jdk.javaapi.CollectionConverters.asScala
-        self.none = getattr(getattr(jvm.scala, "None$"), "MODULE$")
-        self.no_names = self.to_seq(jvm.java.util.ArrayList())
-        self.of_rows = jvm.org.apache.spark.sql.classic.Dataset.ofRows
+        self.bindings = prototype(spark, "TemplateBinding")
 
 
 _JVMS: WeakKeyDictionary[SparkSession, _Jvm] = WeakKeyDictionary()
@@ -208,50 +200,34 @@ class PlanTemplates:
         outputs = {name: view.output() for name, view in found.items()}
         if len({output.toString() for output in outputs.values()}) < len(outputs):
             return None  # two placeholders would be one leaf (the analyser renews such)
+        leaves: list[JavaObject] = []
         for name, view in found.items():
-            output = outputs[name]
-            leaf = jvm.local_relation.apply(output)
-            attributes = [output.apply(i) for i in range(output.size())]
-            slots.append(_Slot(keys[name], leaf, views[keys[name]].schema,
-                               tuple(a.name() for a in attributes),
-                               tuple(a.exprId() for a in attributes)))
+            leaf = jvm.local_relation.apply(outputs[name])
+            slots.append(_Slot(keys[name], views[keys[name]].schema))
+            leaves.append(leaf)
             swap.put(view, leaf)
         plan = plan.transformUp(jvm.as_scala(swap))
         tree = plan.treeString()
         if _NOT_REBINDABLE.search(tree):
             return None
-        literals = tuple(jvm.literal.apply(_PLACEHOLDER - i) for i in range(bounds))
-        return _Template(plan, tuple(slots), literals, own=_USER_FUNCTION.search(tree) is not None)
+        binding = jvm.bindings.create(self.spark._jsparkSession, plan)
+        for i in range(bounds):
+            binding.addBound(_PLACEHOLDER - i)
+        for leaf in leaves:
+            binding.addSlot(leaf)
+        return _Template(binding, tuple(slots), own=_USER_FUNCTION.search(tree) is not None)
 
     def bind(self, template: _Template, views: Mapping[str, DataFrame],
              values: list[int]) -> DataFrame:
         """The template with this cycle's bounds and frames in place, analysed as it is."""
-        jvm = _jvm_of(self.spark)
-        plan = template.plan
-        if values:
-            literals = jvm.jvm.java.util.HashMap()
-            for placeholder, value in zip(template.bounds, values, strict=True):
-                literals.put(placeholder, jvm.literal.apply(value))
-            plan = plan.transformAllExpressions(jvm.as_scala(literals))
-        frames = jvm.jvm.java.util.HashMap()
-        for slot in template.slots:
-            frame = views[slot.key]._jdf.logicalPlan()
-            output = frame.output()
-            text = output.toString()
-            aliases = slot.aliases.get(text)
-            if aliases is None:
-                aliases = jvm.to_seq([
-                    jvm.alias(output.apply(i), name, expr_id, jvm.no_names, jvm.none,
-                              jvm.no_names)
-                    for i, (name, expr_id) in enumerate(zip(slot.names, slot.expr_ids,
-                                                            strict=True))])
-                if len(slot.aliases) >= _SCHEMAS:
-                    slot.aliases.clear()
-                slot.aliases[text] = aliases
-            frames.put(slot.placeholder, jvm.project(aliases, frame))
-        plan = plan.transformUp(jvm.as_scala(frames))
-        plan.setAnalyzed()
-        return ClassicDataFrame(jvm.of_rows(self.spark._jsparkSession, plan), self.spark)
+        frames = [views[slot.key]._jdf for slot in template.slots]
+        text = ",".join(map(str, values))
+        if len(frames) <= _BOUND_ARGUMENTS:
+            padded = frames + [None] * (_BOUND_ARGUMENTS - len(frames))
+            bound = template.binding.bind(text, *padded)
+        else:
+            bound = template.binding.bindAll(text, frames)
+        return ClassicDataFrame(bound, self.spark)
 
 
 def _same(frame: StructType, slot: StructType) -> bool:

@@ -195,3 +195,18 @@ def test_a_frame_moving_to_another_key_is_read_under_its_new_key(spark):
     assert rows(analysed) == [(2,), (3,)]
     assert sorted(keys.values()) == ["b0", "b1"]  # a view per key: a template can stand
     assert rows(views.sql(other, b0=second, b1=third)) == [(2,), (3,)]
+
+
+def test_a_text_over_more_views_than_the_binding_takes_as_arguments(spark, analyses):
+    """Six views: the binding takes the frames as a list rather than one by one."""
+    views = SqlViews(spark, "test")
+    names = [f"v{i}" for i in range(6)]
+    text = " UNION ALL ".join(f"SELECT k, v + {i} AS v FROM {{{n}}} WHERE t < {{hi}}"
+                              for i, n in enumerate(names))
+    for events, _state, _lo, hi in CYCLES:
+        frames = {n: frame(spark, [(k, v * (i + 1), t) for k, v, t in events])
+                  for i, n in enumerate(names)}
+        got = views.sql(text.replace("{hi}", bound_sql(hi)), **frames)
+        assert rows(got) == sorted((k, v * (i + 1) + i) for i in range(6)
+                                   for k, v, t in events if t < hi)
+    assert len(analyses) == 1
