@@ -32,6 +32,7 @@ from py4j.java_gateway import JavaObject
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
 
+from sparkcq.runtime.jvm_classes import prototype
 from sparkcq.runtime.size_estimates import SizeEstimates
 
 # the batches behind each such frame, for ``free_columnar``: the frame's own RDD is the rows
@@ -58,28 +59,15 @@ def free_columnar(df: DataFrame) -> bool:
 
 
 class ColumnarCheckpoints:
-    """Makes a session's cycle checkpoints; JVM handles looked up once."""
+    """Makes a session's cycle checkpoints, each in one call into the JVM
+    (``runtime/java/CycleCheckpoint.java``, which also explains how a kept frame's order
+    is named by its own columns).
+    """
 
     def __init__(self, spark: SparkSession, estimates: SizeEstimates):
-        jvm = spark._jvm
-        assert jvm is not None
         self.spark = spark
-        self.session = spark._jsparkSession
-        execution = jvm.org.apache.spark.sql.execution
-        self.logical_rdd = execution.LogicalRDD
-        self.serializer = execution.columnar.DefaultCachedBatchSerializer()
-        self.level = jvm.org.apache.spark.storage.StorageLevel.MEMORY_AND_DISK()
-        self.none = estimates.unknown
-        self.one_byte = estimates.one_byte
-        self.some = jvm.scala.Some
-        # the session's live configuration (one object, read when the batches are built)
-        self.conf = self.session.sessionState().conf()
-        self.of_rows = jvm.org.apache.spark.sql.classic.Dataset.ofRows
-        self.java_map = jvm.java.util.HashMap
-        self.java_list = jvm.java.util.ArrayList
-        self.as_scala = jvm.scala.jdk.javaapi.CollectionConverters.asScala
-        self.to_seq = jvm.org.apache.spark.api.python.PythonUtils.toSeq
-        self.no_qualifier = self.to_seq(jvm.java.util.ArrayList())
+        self.keeper = prototype(spark, "CycleCheckpoint").create(
+            spark._jsparkSession, estimates.unknown, estimates.one_byte)
 
     def checkpoint(self, df: DataFrame, small: bool) -> DataFrame | None:
         """``df`` kept once the commit computes it, planned as one byte if ``small`` (a
@@ -87,64 +75,9 @@ class ColumnarCheckpoints:
         session of the user's), whose plan runs its stages as it is executed: a checkpoint
         of Spark's then.
         """
-        execution = df._jdf.queryExecution()
-        plan = execution.executedPlan()
-        if plan.getClass().getSimpleName() == "AdaptiveSparkPlanExec":
+        batches = self.keeper.keep(df._jdf, small)
+        if batches is None:
             return None
-        output, conf = plan.output(), self.conf
-        batches = self.serializer.convertInternalRowToCachedBatch(
-            plan.execute(), output, self.level, conf)
-        batches.localCheckpoint()
-        rows = self.serializer.convertCachedBatchToInternalRow(batches, output, output, conf)
-        partitioning, ordering = self.over_output(output, plan.outputPartitioning(),
-                                                  plan.outputOrdering())
-        relation = self.logical_rdd(output, rows, partitioning,
-                                    ordering, False, self.none, self.session,
-                                    self.one_byte if small else self.some(
-                                        execution.optimizedPlan().stats()),
-                                    self.none, True)
-        # a leaf of resolved attributes: marked analysed, it skips the analyser's ~2 ms
-        relation.setAnalyzed()
-        kept = ClassicDataFrame(self.of_rows(self.session, relation), self.spark)
+        kept = ClassicDataFrame(self.keeper.kept(), self.spark)
         _BATCHES[kept] = batches
         return kept
-
-    def over_output(self, output: JavaObject, partitioning: JavaObject,
-                    ordering: JavaObject) -> tuple[JavaObject, JavaObject]:
-        """``partitioning`` and ``ordering`` over the very attributes of ``output``.
-
-        A plan's order may name its columns with a subquery's qualifier (``SORT BY k`` over
-        ``(...) AS c`` orders by ``c.k``) that its output does not carry. The frame's
-        relation keeps both as given, and when a plan reads it twice, Spark renames the
-        second reading's columns by a map of its output: the order, naming no column of
-        that map, stays on the old names, and every join over the second reading sorted
-        it again (the four probes of the demo's window join sorted both of its sides,
-        every cycle). Each such column is put in as the output has it.
-        """
-        hashed = "#" in partitioning.toString()  # by columns (not one or no partition)
-        if ordering.isEmpty() and not hashed:
-            return partitioning, ordering
-        same = self.java_map()
-        for n in range(ordering.size()):
-            self._named_as_output(ordering.apply(n), output, same)
-        if hashed:
-            self._named_as_output(partitioning, output, same)
-        if same.isEmpty():
-            return partitioning, ordering
-        renamed = self.as_scala(same)
-        orders = self.java_list()
-        for n in range(ordering.size()):
-            orders.add(ordering.apply(n).transform(renamed))
-        if hashed:
-            partitioning = partitioning.transform(renamed)
-        return partitioning, self.to_seq(orders)
-
-    def _named_as_output(self, expression: JavaObject, output: JavaObject,
-                         same: JavaObject) -> None:
-        """Map each column ``expression`` names with another qualifier to ``output``'s."""
-        columns = expression.references().toSeq()
-        for n in range(columns.size()):
-            column = columns.apply(n)
-            at = output.indexOf(column.withQualifier(self.no_qualifier))
-            if at >= 0 and not output.apply(at).equals(column):
-                same.put(column, output.apply(at))
