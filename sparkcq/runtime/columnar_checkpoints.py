@@ -75,9 +75,9 @@ class ColumnarCheckpoints:
         session of the user's), whose plan runs its stages as it is executed: a checkpoint
         of Spark's then.
         """
-        batches = self.keeper.keep(df._jdf, small)
-        if batches is None:
+        made = self.keeper.keep(df._jdf, small)
+        if made is None:
             return None
-        kept = ClassicDataFrame(self.keeper.kept(), self.spark)
-        _BATCHES[kept] = batches
+        kept = ClassicDataFrame(made[0], self.spark)
+        _BATCHES[kept] = made[1]
         return kept

@@ -31,7 +31,6 @@ public class CycleCheckpoint {
     private Option oneByte;   // a small cycle's frames are planned as one byte
     private final DefaultCachedBatchSerializer serializer = new DefaultCachedBatchSerializer();
     private final Seq noQualifier = PythonUtils.toSeq(new ArrayList());
-    private Dataset kept;
 
     /** The prototype: ``create`` makes a session's. */
     public CycleCheckpoint() {}
@@ -44,11 +43,10 @@ public class CycleCheckpoint {
         return made;
     }
 
-    /** Keep ``df`` as columnar batches computed by the commit: the batches' RDD (what holds
-     * their blocks), the frame over them then given by ``kept``; null when Spark plans
-     * ``df`` adaptively (a checkpoint of Spark's is taken then). */
-    public RDD keep(Dataset df, boolean small) {
-        kept = null;
+    /** Keep ``df`` as columnar batches computed by the commit: the frame over them and
+     * the batches' RDD (what holds their blocks); null when Spark plans ``df`` adaptively
+     * (a checkpoint of Spark's is taken then). */
+    public Object[] keep(Dataset df, boolean small) {
         QueryExecution execution = df.queryExecution();
         SparkPlan plan = execution.executedPlan();
         if (plan.getClass().getSimpleName().equals("AdaptiveSparkPlanExec")) {
@@ -79,13 +77,7 @@ public class CycleCheckpoint {
                                              unknown, session, stats, unknown, true);
         // a leaf of resolved attributes: marked analysed, it skips the analyser's ~2 ms
         relation.setAnalyzed();
-        kept = Dataset.ofRows(session, (LogicalPlan) relation);
-        return batches;
-    }
-
-    /** The frame the last ``keep`` made. */
-    public Dataset kept() {
-        return kept;
+        return new Object[] {Dataset.ofRows(session, (LogicalPlan) relation), batches};
     }
 
     private static boolean hashed(Partitioning partitioning) {
