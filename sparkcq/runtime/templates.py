@@ -39,7 +39,6 @@ from weakref import WeakKeyDictionary
 from py4j.java_gateway import JavaObject
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
-from pyspark.sql.types import StructType
 
 from sparkcq.runtime.jvm_classes import prototype
 
@@ -84,21 +83,13 @@ def _shared(spark: SparkSession) -> OrderedDict[tuple[str, tuple[str, ...]], lis
 
 
 @dataclass(frozen=True)
-class _Slot:
-    """A view of the template: its key and the columns it stands for."""
-
-    key: str
-    schema: StructType
-
-
-@dataclass(frozen=True)
 class _Template:
     """An analysed plan with placeholders for its views and bounds, held in the JVM with
     what re-binds it (``runtime/java/TemplateBinding.java``: one call per cycle).
     """
 
     binding: JavaObject
-    slots: tuple[_Slot, ...]
+    slots: tuple[str, ...]  # the key of each view, in the binding's order
     # it holds a user's function, which another engine may define otherwise by that name:
     # kept by its operator alone, not shared by the session's operators
     own: bool = False
@@ -162,10 +153,11 @@ class PlanTemplates:
             store.move_to_end(key)
             if not known:  # no template can stand for the text
                 return analyse(text, views)[0]
-            for fits in (_same, _fits):  # the closest template first
+            for exact in (True, False):  # the closest template first
                 for known_template in known:
-                    if all(fits(views[s.key].schema, s.schema) for s in known_template.slots):
-                        return self.bind(known_template, views, values)
+                    bound = self.bind(known_template, views, values, exact)
+                    if bound is not None:
+                        return bound
         template, analysed = None, None
         if not any(str(_PLACEHOLDER - i) in text for i in range(len(values))):
             analysed, keys = analyse(shape, views)
@@ -182,7 +174,9 @@ class PlanTemplates:
         store.move_to_end(key)
         if len(store) > limit:
             store.popitem(last=False)
-        return self.bind(template, views, values)
+        bound = self.bind(template, views, values, exact=True)
+        assert bound is not None  # made over these very frames
+        return bound
 
     def make(self, analysed: DataFrame, keys: dict[str, str], views: Mapping[str, DataFrame],
              bounds: int) -> _Template | None:
@@ -195,7 +189,7 @@ class PlanTemplates:
         found: dict[str, JavaObject] = {}
         if not _find_views(plan, found) or set(found) != set(keys):
             return None
-        slots: list[_Slot] = []
+        slots: list[str] = []
         swap = jvm.jvm.java.util.HashMap()
         outputs = {name: view.output() for name, view in found.items()}
         if len({output.toString() for output in outputs.values()}) < len(outputs):
@@ -203,8 +197,8 @@ class PlanTemplates:
         leaves: list[JavaObject] = []
         for name, view in found.items():
             leaf = jvm.local_relation.apply(outputs[name])
-            slots.append(_Slot(keys[name], views[keys[name]].schema))
-            leaves.append(leaf)
+            slots.append(keys[name])
+            leaves.append((leaf, views[keys[name]]._jdf.schema()))
             swap.put(view, leaf)
         plan = plan.transformUp(jvm.as_scala(swap))
         tree = plan.treeString()
@@ -213,36 +207,26 @@ class PlanTemplates:
         binding = jvm.bindings.create(self.spark._jsparkSession, plan)
         for i in range(bounds):
             binding.addBound(_PLACEHOLDER - i)
-        for leaf in leaves:
-            binding.addSlot(leaf)
+        for leaf, schema in leaves:
+            binding.addSlot(leaf, schema)
         return _Template(binding, tuple(slots), own=_USER_FUNCTION.search(tree) is not None)
 
     def bind(self, template: _Template, views: Mapping[str, DataFrame],
-             values: list[int]) -> DataFrame:
-        """The template with this cycle's bounds and frames in place, analysed as it is."""
-        frames = [views[slot.key]._jdf for slot in template.slots]
+             values: list[int], exact: bool) -> DataFrame | None:
+        """The template with this cycle's bounds and frames in place, analysed as it is;
+        None if a frame does not fit its slot: with exactly its columns (``exact``), or
+        with the same names and types and no column that may be NULL where the slot's may
+        not (a column never NULL fits a nullable one; the reverse would let the optimiser
+        drop a NULL check the frame needs). Checked in the JVM, in the call that binds.
+        """
+        frames = [views[key]._jdf for key in template.slots]
         text = ",".join(map(str, values))
         if len(frames) <= _BOUND_ARGUMENTS:
             padded = frames + [None] * (_BOUND_ARGUMENTS - len(frames))
-            bound = template.binding.bind(text, *padded)
+            bound = template.binding.bind(text, exact, *padded)
         else:
-            bound = template.binding.bindAll(text, frames)
-        return ClassicDataFrame(bound, self.spark)
-
-
-def _same(frame: StructType, slot: StructType) -> bool:
-    """Whether a frame has exactly the columns of a template's slot."""
-    return frame == slot
-
-
-def _fits(frame: StructType, slot: StructType) -> bool:
-    """Whether a frame can stand in a slot: the same names and types, and no column that
-    may be NULL where the slot's may not (a column that is never NULL fits a nullable one;
-    the reverse would let the optimiser drop a NULL check the frame needs).
-    """
-    return len(frame.fields) == len(slot.fields) and all(
-        f.name == s.name and f.dataType == s.dataType and (s.nullable or not f.nullable)
-        for f, s in zip(frame.fields, slot.fields, strict=True))
+            bound = template.binding.bindAll(text, exact, frames)
+        return None if bound is None else ClassicDataFrame(bound, self.spark)
 
 
 def bound_text(value: int) -> str:

@@ -14,6 +14,8 @@ import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.plans.logical.Project;
 import org.apache.spark.sql.classic.Dataset;
 import org.apache.spark.sql.classic.SparkSession;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
 import scala.PartialFunction;
 import scala.collection.immutable.Seq;
 import scala.jdk.javaapi.CollectionConverters;
@@ -26,6 +28,7 @@ public class TemplateBinding {
     private LogicalPlan plan;
     private final List bounds = new ArrayList();    // placeholder literals, in order
     private final List leaves = new ArrayList();    // placeholder leaves, in slot order
+    private final List schemas = new ArrayList();   // per slot: the columns it stands for
     private final List projections = new ArrayList();  // per slot: output text -> aliases
     private final Seq noNames = PythonUtils.toSeq(new ArrayList());
 
@@ -44,29 +47,68 @@ public class TemplateBinding {
         bounds.add(Literal$.MODULE$.apply(Long.valueOf(placeholder)));
     }
 
-    /** The next view's placeholder leaf (its output: the view's columns and ids). */
-    public void addSlot(LogicalPlan leaf) {
+    /** The next view's placeholder leaf (its output: the view's columns and ids) and the
+     * columns of the frame the template was made over. */
+    public void addSlot(LogicalPlan leaf, StructType schema) {
         leaves.add(leaf);
+        schemas.add(schema);
         projections.add(new HashMap());
     }
 
     /** The plan over frames ``a`` .. ``d`` (as many as slots, the rest null), its bounds
-     * ``values`` (comma-separated, as many as bounds; empty for none), marked analysed. */
-    public Dataset bind(String values, Dataset a, Dataset b, Dataset c, Dataset d) {
+     * ``values`` (comma-separated, as many as bounds; empty for none), marked analysed;
+     * null if a frame does not fit its slot (see ``fits``). */
+    public Dataset bind(String values, boolean exact, Dataset a, Dataset b, Dataset c,
+                        Dataset d) {
         Dataset[] frames = new Dataset[] {a, b, c, d};
-        return bound(values, frames);
+        return bound(values, exact, frames);
     }
 
     /** ``bind`` for a template of more than four views. */
-    public Dataset bindAll(String values, List frames) {
+    public Dataset bindAll(String values, boolean exact, List frames) {
         Dataset[] array = new Dataset[frames.size()];
         for (int i = 0; i < array.length; i++) {
             array[i] = (Dataset) frames.get(i);
         }
-        return bound(values, array);
+        return bound(values, exact, array);
     }
 
-    private Dataset bound(String values, Dataset[] frames) {
+    /** Whether each frame can stand in its slot: with exactly the slot's columns
+     * (``exact``), or with the same names and types and no column that may be NULL where
+     * the slot's may not (a column never NULL fits a nullable one; the reverse would let
+     * the optimiser drop a NULL check the frame needs). Checked here, in the call that
+     * binds, rather than by fetching each frame's schema into Python (a call and a JSON
+     * text per frame). */
+    private boolean fits(Dataset[] frames, boolean exact) {
+        for (int i = 0; i < leaves.size(); i++) {
+            StructType frame = frames[i].schema();
+            StructType slot = (StructType) schemas.get(i);
+            if (exact) {
+                if (!frame.equals(slot)) {
+                    return false;
+                }
+                continue;
+            }
+            StructField[] have = frame.fields();
+            StructField[] want = slot.fields();
+            if (have.length != want.length) {
+                return false;
+            }
+            for (int j = 0; j < have.length; j++) {
+                if (!have[j].name().equals(want[j].name())
+                        || !have[j].dataType().equals(want[j].dataType())
+                        || (have[j].nullable() && !want[j].nullable())) {
+                    return false;
+                }
+            }
+        }
+        return true;
+    }
+
+    private Dataset bound(String values, boolean exact, Dataset[] frames) {
+        if (!fits(frames, exact)) {
+            return null;
+        }
         LogicalPlan p = plan;
         String[] parts = values.isEmpty() ? new String[0] : values.split(",");
         if (parts.length != bounds.size()) {
