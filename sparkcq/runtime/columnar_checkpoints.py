@@ -26,6 +26,7 @@ one byte would be broadcast).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from weakref import WeakKeyDictionary
 
 from py4j.java_gateway import JavaObject
@@ -35,27 +36,36 @@ from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
 from sparkcq.runtime.jvm_classes import prototype
 from sparkcq.runtime.size_estimates import SizeEstimates
 
-# the batches behind each such frame, for ``free_columnar``: the frame's own RDD is the rows
-# read from them, which hold no blocks
-_BATCHES: WeakKeyDictionary[DataFrame, JavaObject] = WeakKeyDictionary()
+# the frames made here, each with the keeper that made it (which frees their batches)
+_MADE: WeakKeyDictionary[DataFrame, JavaObject] = WeakKeyDictionary()
+_FREED_PER_CALL = 8  # frames ``CycleCheckpoint.free`` takes in one call
 
 
-def columnar_batches(df: DataFrame) -> JavaObject | None:
-    """The RDD of batches behind ``df`` (the one that holds its blocks), if
+def columnar_batches_id(df: DataFrame) -> int | None:
+    """The id of the RDD of batches behind ``df`` (the one that holds its blocks), if
     ``ColumnarCheckpoints`` made it.
     """
-    return _BATCHES.get(df)
+    keeper = _MADE.get(df)
+    return None if keeper is None else int(keeper.batchesId(df._jdf))
 
 
-def free_columnar(df: DataFrame) -> bool:
-    """Drop the batches of ``df`` (no wait for them to go); False if it is not a frame
-    ``ColumnarCheckpoints`` made (or they were dropped already).
+def free_columnar(frames: Sequence[DataFrame]) -> list[DataFrame]:
+    """Drop the batches of ``frames`` (no wait for them to go), eight in one call into the
+    JVM; returns the frames ``ColumnarCheckpoints`` did not make (or freed already).
     """
-    batches = _BATCHES.pop(df, None)
-    if batches is None:
-        return False
-    batches.unpersist(False)
-    return True
+    others: list[DataFrame] = []
+    by_keeper: dict[int, tuple[JavaObject, list[JavaObject]]] = {}
+    for df in frames:
+        keeper = _MADE.pop(df, None)
+        if keeper is None:
+            others.append(df)
+        else:
+            by_keeper.setdefault(id(keeper), (keeper, []))[1].append(df._jdf)
+    for keeper, made in by_keeper.values():
+        for i in range(0, len(made), _FREED_PER_CALL):
+            chunk = made[i:i + _FREED_PER_CALL]
+            keeper.free(*chunk, *[None] * (_FREED_PER_CALL - len(chunk)))
+    return others
 
 
 class ColumnarCheckpoints:
@@ -78,6 +88,6 @@ class ColumnarCheckpoints:
         made = self.keeper.keep(df._jdf, small)
         if made is None:
             return None
-        kept = ClassicDataFrame(made[0], self.spark)
-        _BATCHES[kept] = made[1]
+        kept = ClassicDataFrame(made, self.spark)
+        _MADE[kept] = self.keeper
         return kept

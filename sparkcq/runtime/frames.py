@@ -35,11 +35,12 @@ from sparkcq.model.clock import Clock
 from sparkcq.model.columns import TE, TS, T
 from sparkcq.runtime.columnar_checkpoints import (
     ColumnarCheckpoints,
-    columnar_batches,
+    columnar_batches_id,
     free_columnar,
 )
 from sparkcq.runtime.commit_plan import CommitPlan
 from sparkcq.runtime.cycle_cost import cycle_tag
+from sparkcq.runtime.jvm_classes import prototype
 from sparkcq.runtime.partitioning import CHANGED_KEYS, INTERPRETED_CONF, SMALL_CYCLE_CONF
 from sparkcq.runtime.size_estimates import SizeEstimates
 from sparkcq.runtime.templates import PlanTemplates, bound_text
@@ -355,13 +356,13 @@ class Runtime:
     released: list[DataFrame] = field(default_factory=list)
     changed_states: list[StateFrame] = field(default_factory=list)
     # frames whose summary the commit computes, and who is told: see ``measure``
-    measured: list[tuple[DataFrame, Column, Column, Callable[[Summary], None]]] = field(
+    measured: list[tuple[DataFrame, str, str, Callable[[Summary], None]]] = field(
         default_factory=list)
     # frames whose rows the commit counts by a small whole-number key: see ``tally``
     tallied: list[tuple[DataFrame, Column, Callable[[dict[int, int]], None]]] = field(
         default_factory=list)
     # frames measured where their one reader reads them: see ``measure_in_place``
-    measured_in_place: list[tuple[DataFrame, Column, Column, Callable[[Summary], None]]] = (
+    measured_in_place: list[tuple[DataFrame, str, str, Callable[[Summary], None]]] = (
         field(default_factory=list))
     # the frames this cycle's caches were checkpointed from: their plans hold the
     # observations made inside them
@@ -406,26 +407,18 @@ class Runtime:
         (``end_cycle`` puts the session's own back).
         """
         self.single = single
-        conf = self.spark.conf
-        conf.set("spark.sql.shuffle.partitions", str(self.cycle_partitions))
+        settings = {"spark.sql.shuffle.partitions": str(self.cycle_partitions)}
         self.conf_changed = single or interpreted
         if self.conf_changed:
-            changed = {**SMALL_CYCLE_CONF, **(INTERPRETED_CONF if interpreted else {})}
-            for key, small in changed.items():
-                conf.set(key, small)
+            settings |= {**SMALL_CYCLE_CONF, **(INTERPRETED_CONF if interpreted else {})}
+        configure(self.spark, settings)
 
     def restore_session_conf(self) -> None:
         """Put back the session's own values of what a small cycle changed: code run on the
         session between cycles (the user's, the catalog's) sees the session as it was made;
         Spark's interpreted object factory, for one, cannot build the catalog's rows.
         """
-        conf = self.spark.conf
-        for key in CHANGED_KEYS:
-            value = self.large_conf.get(key)
-            if value is None:
-                conf.unset(key)
-            else:
-                conf.set(key, value)
+        configure(self.spark, {key: self.large_conf.get(key) for key in CHANGED_KEYS})
 
     def partition_by(self, df: DataFrame, *columns: Column) -> DataFrame:
         """``df`` hash-partitioned by ``columns`` into the cycle's partitions; in a small
@@ -477,25 +470,24 @@ class Runtime:
         self.cycle_frames.append(df)
         return df
 
-    def measure(self, df: DataFrame, flag: Column, value: Column,
+    def measure(self, df: DataFrame, flag: str, value: str,
                 then: Callable[[Summary], None]) -> None:
         """Have the cycle's commit count ``df``'s rows, those where ``flag`` holds, and find
-        the largest ``value``; ``then`` receives them once the commit ran.
+        the largest ``value`` (both SQL); ``then`` receives them once the commit ran.
 
         For what a source's batch holds (rows, late rows, largest event time): learnt in
         the cycle's one action rather than a Spark job of its own.
         """
         self.measured.append((df, flag, value, then))
 
-    def measure_in_place(self, df: DataFrame, flag: Column, value: Column,
+    def measure_in_place(self, df: DataFrame, flag: str, value: str,
                          then: Callable[[Summary], None]) -> DataFrame:
         """``measure`` for a frame that exactly one plan of the cycle reads once: returns
         ``df`` observed, to be read instead of it, so the reader's tasks count it as they
         go and it need not be cached for a second reading by the commit.
         """
         name = f"p{len(self.measured_in_place)}"
-        observed = df.observe(name, *[m.alias(f"v{i}")
-                                      for i, m in enumerate(summary_metrics(flag, value))])
+        observed = df.observe(name, *summary_metrics(flag, value))
         self.measured_in_place.append((df, flag, value, then))
         return observed
 
@@ -565,13 +557,15 @@ class Runtime:
         nodes = self.commit_plan
         observed: list[JavaObject] = []
         for i, df in enumerate(counted.values()):
-            observed.append(_observed(nodes, df, f"c{i}", "count(1)"))
+            observed.append(_observed(nodes, df, f"c{i}", [sql_column("count(1) AS `v0`")]))
         for i, st in enumerate(states):
             assert st.df is not None
-            least = f"min({q(T)})" if T in st.df.columns else "CAST(NULL AS BIGINT)"
-            observed.append(_observed(nodes, st.df, f"s{i}", "count(1)", least))
+            observed.append(nodes.observed_state(
+                st.df, f"s{i}", sql_column("count(1) AS `v0`"),
+                sql_column(f"min({q(T)}) AS `v1`"), sql_column("CAST(NULL AS BIGINT) AS `v1`"),
+                T, sql_column("spark_partition_id() < 0"), sid_of(_OBSERVED_SID)))
         for j, (df, flag, value, _then) in enumerate(measured):
-            observed.append(_observed(nodes, df, f"m{j}", *summary_metrics(flag, value)))
+            observed.append(_observed(nodes, df, f"m{j}", summary_metrics(flag, value)))
         parts += observed
         if tallied:  # counts by key: a grouping (only shedding joins tally)
             keyed = union_all([df.select(sid_of(_TALLIED_BASE + j), key.cast("long").alias("_k"))
@@ -654,7 +648,7 @@ class Runtime:
                                                  names=[f.name for f in rows.type])
         return out, counts, planning
 
-    def measured_where_read(self, in_place: list[tuple[DataFrame, Column, Column,
+    def measured_where_read(self, in_place: list[tuple[DataFrame, str, str,
                                                       Callable[[Summary], None]]],
                             metrics: dict[str, list[int | None]]) -> None:
         """Hand each frame measured in place its summary: found in the commit's plan or in
@@ -685,11 +679,8 @@ class Runtime:
             self.restore_session_conf()
             self.conf_changed = False
         kept = {id(df) for df in self.kept}
-        for df in self.cycle_frames:
-            if id(df) not in kept:
-                unpersist_checkpoint(df)
-        for df in self.released:
-            unpersist_checkpoint(df)
+        unpersist_checkpoints([*(df for df in self.cycle_frames if id(df) not in kept),
+                               *self.released])
         self.cycle_frames.clear()
         self.cached_from.clear()
         self.released.clear()
@@ -697,8 +688,7 @@ class Runtime:
 
     def abort_cycle(self) -> None:
         """Forget a failed cycle: free its caches, keep the states it meant to replace."""
-        for df in self.cycle_frames:
-            unpersist_checkpoint(df)
+        unpersist_checkpoints(self.cycle_frames)
         self.cycle_frames.clear()
         self.released.clear()
         self.kept.clear()
@@ -724,20 +714,26 @@ def _flatten_record(column: pa.StructArray) -> pa.Table:
 
 def rdd_id(df: DataFrame) -> int:
     """The id of the RDD behind a DataFrame (a local checkpoint's: its persisted blocks)."""
-    batches = columnar_batches(df)
+    batches = columnar_batches_id(df)
     if batches is not None:
-        return int(batches.id())
+        return batches
     return int(df._jdf.queryExecution().analyzed().rdd().id())
 
 
 def unpersist_checkpoint(df: DataFrame) -> None:
     """Free the blocks behind a locally checkpointed DataFrame (Dataset.unpersist does not)."""
-    if free_columnar(df):
-        return
-    try:
-        df._jdf.queryExecution().analyzed().rdd().unpersist(False)
-    except Exception:  # noqa: BLE001 - not a checkpointed frame: fall back to the cache manager
-        df.unpersist()
+    unpersist_checkpoints([df])
+
+
+def unpersist_checkpoints(frames: Sequence[DataFrame]) -> None:
+    """``unpersist_checkpoint`` for each of ``frames``: a cycle's own checkpoints in a call
+    or two into the JVM, not one each.
+    """
+    for df in free_columnar(frames):
+        try:
+            df._jdf.queryExecution().analyzed().rdd().unpersist(False)
+        except Exception:  # noqa: BLE001 - not a checkpointed frame: the cache manager's
+            df.unpersist()
 
 
 @dataclass(frozen=True)
@@ -882,26 +878,26 @@ def sid_of(number: int) -> Column:
     return sql_column(f"CAST({number} AS BIGINT) AS `_sid`")
 
 
-def summary_metrics(flag: Column, value: Column) -> list[Column]:
-    """A measured frame's ``Summary`` as aggregates: its rows, those where ``flag`` holds,
-    the largest ``value``.
+def summary_metrics(flag: str, value: str) -> list[Column]:
+    """A measured frame's ``Summary`` as aggregates named ``v0``-``v2``: its rows, those
+    where ``flag`` holds, the largest ``value`` (SQL, the same every cycle: the columns
+    are built once, not three calls into the JVM each per cycle).
     """
-    return [F.count(F.lit(1)), F.sum(F.when(flag, 1).otherwise(0)).cast("long"),
-            F.max(value.cast("long"))]
+    return [sql_column("count(1) AS `v0`"),
+            sql_column(f"CAST(sum(CASE WHEN {flag} THEN 1 ELSE 0 END) AS BIGINT) AS `v1`"),
+            sql_column(f"max(CAST({value} AS BIGINT)) AS `v2`")]
 
 
 def _observed(nodes: CommitPlan, df: DataFrame, name: str,
-              *metrics: str | Column) -> JavaObject:
+              metrics: Sequence[Column]) -> JavaObject:
     """A commit part that gives no row but has the tasks reading ``df`` compute ``metrics``
-    (aggregates, read back by ``observed_metrics`` under ``name``).
+    (aggregates named ``v0``, ``v1``, ...: read back by ``observed_metrics`` under ``name``).
 
     The filter that drops every row is one Spark cannot fold away (a partition id is never
     negative, but Spark does not know it): folded, it would prune the observation with it.
     """
-    named = [sql_column(f"{m} AS `v{i}`") if isinstance(m, str) else m.alias(f"v{i}")
-             for i, m in enumerate(metrics)]
-    return nodes.observed(df, name, named, sql_column("spark_partition_id() < 0"),
-                          [sid_of(_OBSERVED_SID)])
+    return nodes.observed(df, name, metrics, sql_column("spark_partition_id() < 0"),
+                          sid_of(_OBSERVED_SID))
 
 
 _METRIC = re.compile(r"(\w+) -> \[([^\]]*)\]")
@@ -939,14 +935,33 @@ def record_struct(columns: tuple[str, ...], stamped: bool, shape: str) -> Column
     return F.struct(*fields).alias(shape)
 
 
+def cycle_frames(spark: SparkSession) -> JavaObject:
+    """``spark``'s helper for small steps on frames, each one call into the JVM
+    (``runtime/java/CycleFrames.java``).
+    """
+    found = _CYCLE_FRAMES.get(spark)
+    if found is None:
+        found = _CYCLE_FRAMES[spark] = prototype(spark, "CycleFrames").create(
+            spark._jsparkSession)
+    return found
+
+
+_CYCLE_FRAMES: weakref.WeakKeyDictionary[SparkSession, JavaObject] = (
+    weakref.WeakKeyDictionary())
+
+
+def configure(spark: SparkSession, settings: Mapping[str, str | None]) -> None:
+    """Set each of ``settings`` in ``spark``'s conf (unset those None) in one call."""
+    cycle_frames(spark).configure("\n".join(
+        key if value is None else f"{key}={value}" for key, value in settings.items()))
+
+
 def same_column_types(frames: Sequence[DataFrame]) -> bool:
     """Whether every column name has one type (nullability apart) in all ``frames``."""
-    types: dict[str, str] = {}
-    for df in frames:
-        for f in df.schema.fields:
-            if types.setdefault(f.name, f.dataType.simpleString()) != f.dataType.simpleString():
-                return False
-    return True
+    if len(frames) < 2:
+        return True
+    return bool(cycle_frames(frames[0].sparkSession).sameColumnTypes(
+        [df._jdf for df in frames]))
 
 
 def coalesce_partitions(df: DataFrame, partitions: int) -> DataFrame:
@@ -955,13 +970,7 @@ def coalesce_partitions(df: DataFrame, partitions: int) -> DataFrame:
     again (about 1.5 ms on a warm JVM, four to six times a small cycle).
     """
     spark = df.sparkSession
-    jvm = spark._jvm
-    assert jvm is not None
-    node = jvm.org.apache.spark.sql.catalyst.plans.logical.Repartition(
-        partitions, False, df._jdf.logicalPlan())
-    node.setAnalyzed()
-    return ClassicDataFrame(
-        jvm.org.apache.spark.sql.classic.Dataset.ofRows(spark._jsparkSession, node), spark)
+    return ClassicDataFrame(cycle_frames(spark).coalesce(df._jdf, partitions), spark)
 
 
 def union_all(frames: Sequence[DataFrame | None]) -> DataFrame | None:
@@ -984,24 +993,11 @@ def union_by_name(frames: Sequence[DataFrame], allow_missing: bool = False) -> D
     """
     if len(frames) == 1:
         return frames[0]
-    if not same_column_types(frames):  # only a chain widens them (an INT and a BIGINT)
-        out = frames[0]
-        for df in frames[1:]:
-            out = out.unionByName(df, allowMissingColumns=allow_missing)
-        return out
     spark = frames[0].sparkSession
-    jvm = spark._jvm
-    assert jvm is not None
-    plans = jvm.java.util.ArrayList()
-    for df in frames:
-        plans.add(df._jdf.logicalPlan())
-    union = jvm.org.apache.spark.sql.catalyst.plans.logical.Union(
-        jvm.org.apache.spark.api.python.PythonUtils.toSeq(plans), True, allow_missing)
-    # called straight into the JVM: its errors become PySpark's (an AnalysisException with
-    # Spark's message), as those of ``unionByName`` do
-    of_rows = capture_sql_exception(jvm.org.apache.spark.sql.classic.Dataset.ofRows)
-    plan = of_rows(spark._jsparkSession, union)
-    return ClassicDataFrame(plan, spark)
+    # its errors become PySpark's (an AnalysisException with Spark's message), as those
+    # of ``unionByName`` do
+    union = capture_sql_exception(cycle_frames(spark).unionByName)
+    return ClassicDataFrame(union([df._jdf for df in frames], allow_missing), spark)
 
 
 def split_at(df: DataFrame, hi: int) -> tuple[DataFrame, DataFrame]:

@@ -43,10 +43,10 @@ public class CycleCheckpoint {
         return made;
     }
 
-    /** Keep ``df`` as columnar batches computed by the commit: the frame over them and
-     * the batches' RDD (what holds their blocks); null when Spark plans ``df`` adaptively
-     * (a checkpoint of Spark's is taken then). */
-    public Object[] keep(Dataset df, boolean small) {
+    /** Keep ``df`` as columnar batches computed by the commit: the frame over them (whose
+     * batches ``free`` drops); null when Spark plans ``df`` adaptively (a checkpoint of
+     * Spark's is taken then). */
+    public Dataset keep(Dataset df, boolean small) {
         QueryExecution execution = df.queryExecution();
         SparkPlan plan = execution.executedPlan();
         if (plan.getClass().getSimpleName().equals("AdaptiveSparkPlanExec")) {
@@ -77,7 +77,30 @@ public class CycleCheckpoint {
                                              unknown, session, stats, unknown, true);
         // a leaf of resolved attributes: marked analysed, it skips the analyser's ~2 ms
         relation.setAnalyzed();
-        return new Object[] {Dataset.ofRows(session, (LogicalPlan) relation), batches};
+        return Dataset.ofRows(session, (LogicalPlan) relation);
+    }
+
+    /** Drop the batches behind frames ``keep`` made (no wait for them to go); null
+     * arguments are skipped. Eight at a time: a cycle frees about that many, in one call. */
+    public void free(Dataset a, Dataset b, Dataset c, Dataset d, Dataset e, Dataset f,
+                     Dataset g, Dataset h) {
+        Dataset[] frames = {a, b, c, d, e, f, g, h};
+        for (int n = 0; n < frames.length; n++) {
+            if (frames[n] != null) {
+                batchesOf(frames[n]).unpersist(false);
+            }
+        }
+    }
+
+    /** The id of the RDD of batches behind a frame ``keep`` made (what holds its blocks). */
+    public int batchesId(Dataset kept) {
+        return batchesOf(kept).id();
+    }
+
+    private static RDD batchesOf(Dataset kept) {
+        // the frame is a LogicalRDD over its rows, read from the batches
+        RDD rows = ((LogicalRDD) kept.logicalPlan()).rdd();
+        return ((org.apache.spark.Dependency) rows.dependencies().head()).rdd();
     }
 
     private static boolean hashed(Partitioning partitioning) {

@@ -29,7 +29,7 @@ from sparkcq.runtime.frames import (
     q,
     sql_literal,
     union_all,
-    unpersist_checkpoint,
+    unpersist_checkpoints,
 )
 from sparkcq.runtime.operators.base import CycleContext, FutureBuffer, Operator, Progress
 from sparkcq.runtime.saved_frames import FrameReader, FrameWriter
@@ -302,8 +302,7 @@ class ScanOperator(Operator):
 
     def release(self) -> None:  # noqa: D102
         super().release()
-        for frame in self.held_frames:
-            unpersist_checkpoint(frame)
+        unpersist_checkpoints(self.held_frames)
         self.progress = replace(self.progress, held=(), let_go=())
 
     def accept(self, raw: DataFrame, lo: int, arrow: pa.Table | None = None,
@@ -355,8 +354,8 @@ class ScanOperator(Operator):
             self.counted_batch(frame, total, bad, largest)
         else:
             self.hold(HeldBatch(frame, False, cached=not once))
-            flag = col(REASON).isNotNull()
-            value = F.when(col(REASON).isNull(), col(T))
+            flag = f"{q(REASON)} IS NOT NULL"
+            value = f"CASE WHEN {q(REASON)} IS NULL THEN {q(T)} END"
             then = partial(self.measured, frame)
             if once:
                 read = self.rt.measure_in_place(frame, flag, value, then)
