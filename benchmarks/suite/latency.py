@@ -12,6 +12,10 @@ Workloads:
   sizes and 25 filters, on sparkcq only (Spark SS would run 50 streaming queries, each with
   micro-batches of its own: no one cycle to compare); its target is relative to sparkcq's
   own one-query cycle.
+- ``window-join``: two streams of 1,000 events a second each (10,000 keys) joined on the
+  key over ``[RANGE 60 SECONDS]`` on both sides (Spark SS: a stream-stream join within
+  60 s either way), one second of each stream per cycle, 100 cycles; only the cycles after
+  the first 60 are timed, once each side holds a minute of state.
 
 Fair rule: both engines run in the same JVM, warm (one untimed round of each first, as a
 JVM's first minutes run 2-3x slower), alternately; each run's first ``SKIP`` cycles are
@@ -38,11 +42,14 @@ from benchmarks.suite.compare import check_output
 from benchmarks.suite.data import Input, read_events, write_events
 from benchmarks.suite.engines import run_structured_streaming, sparkcq_engine
 from benchmarks.suite.spark_work import SparkWork, job_group, spark_work
-from benchmarks.suite.workloads import TUMBLE, Workload
+from benchmarks.suite.workloads import TUMBLE, Workload, window_join
 from sparkcq.session import make_session
 
 EVENTS_PER_CYCLE = 1_000
 SKIP = 3  # cycles of each run left out of the quantiles (a new plan's first cycles)
+JOIN_WINDOW = 60  # seconds, each side's window in ``window-join``
+JOIN_CYCLES = 100  # cycles of ``window-join``, of which the first ``JOIN_WINDOW`` untimed
+JOIN_KEYS = 10_000
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WINDOW_SIZES = (5, 10, 20, 30, 60)  # seconds, for mixed-50's aggregates
 MIXED_AGGS = ("sum", "count", "avg", "min", "max")
@@ -93,10 +100,13 @@ class Timed:
                 "tasks": self.work.tasks / n, "shuffled": self.work.shuffled / n}
 
 
-def run_sparkcq_cycles(spark: SparkSession, wl: Workload, inp: Input,
-                       check: Callable[[dict[str, pd.DataFrame]], str]) -> Timed:
-    """``wl``'s queries over ``inp``, one 1,000-event file per cycle, each cycle timed."""
-    eng = sparkcq_engine(spark, wl, {"events": inp}, "")
+def run_sparkcq_cycles(spark: SparkSession, wl: Workload, inputs: dict[str, Input],
+                       check: Callable[[dict[str, pd.DataFrame]], str],
+                       skip: int = SKIP) -> Timed:
+    """``wl``'s queries over ``inputs`` (streams by name), one 1,000-event file of each per
+    cycle, each cycle after the first ``skip`` timed.
+    """
+    eng = sparkcq_engine(spark, wl, inputs, "")
     times: list[float] = []
     group = f"sparkcq-latency-{wl.name}-{time.monotonic_ns()}"
     began = None
@@ -105,27 +115,30 @@ def run_sparkcq_cycles(spark: SparkSession, wl: Workload, inp: Input,
             t0 = time.time()
             eng.run_cycle()
             times.append(time.time() - t0)
-            if len(times) == SKIP:
+            if len(times) == skip:
                 began = time.time()
-    assert began is not None, "fewer cycles than SKIP"
+    assert began is not None, f"fewer cycles than {skip}"
     work = spark_work(spark, [group], since=began, until=time.time())
     results = {f"q{i}": eng.results(f"q{i}") for i in range(wl.queries)}
     eng.stop()
     # the last cycle only ends the bounded input (no file): left out as well
-    return Timed("sparkcq", times[SKIP:-1], work, check(results))
+    return Timed("sparkcq", times[skip:-1], work, check(results))
 
 
-def run_spark_batches(spark: SparkSession, wl: Workload, inp: Input,
-                      check: Callable[[pd.DataFrame], str]) -> Timed:
-    """``wl`` as one Structured Streaming query, one 1,000-event file per micro-batch."""
+def run_spark_batches(spark: SparkSession, wl: Workload, inputs: dict[str, Input],
+                      check: Callable[[pd.DataFrame], str], skip: int = SKIP) -> Timed:
+    """``wl`` as one Structured Streaming query over ``inputs`` (streams by name), one
+    1,000-event file of each per micro-batch, each batch after the first ``skip`` timed.
+    """
     assert wl.spark is not None
-    frame = spark.readStream.schema("k INT, v DOUBLE, ts TIMESTAMP") \
-        .option("header", "false").option("maxFilesPerTrigger", 1).csv(inp.chunks_path)
-    run = run_structured_streaming(spark, wl.name, wl.spark({"events": frame}),
-                                   list(wl.columns), inp.events)
+    frames = {name: spark.readStream.schema("k INT, v DOUBLE, ts TIMESTAMP")
+              .option("header", "false").option("maxFilesPerTrigger", 1).csv(inp.chunks_path)
+              for name, inp in inputs.items()}
+    run = run_structured_streaming(spark, wl.name, wl.spark(frames), list(wl.columns),
+                                   sum(inp.events for inp in inputs.values()))
     assert run.work is not None and run.output is not None
-    # the first batch is start-up (left out by the runner); leave out SKIP in all
-    return Timed("spark", run.cycles[SKIP - 1:], run.work, check(run.output))
+    # the first batch is start-up (left out by the runner); leave out ``skip`` in all
+    return Timed("spark", run.cycles[skip - 1:], run.work, check(run.output))
 
 
 def tumble_checks(events: pd.DataFrame) -> tuple[Callable[[dict[str, pd.DataFrame]], str],
@@ -139,6 +152,20 @@ def tumble_checks(events: pd.DataFrame) -> tuple[Callable[[dict[str, pd.DataFram
 
     def of_spark(got: pd.DataFrame) -> str:
         return check_output("spark", got, expected, TUMBLE, {"events": events})
+
+    return of_sparkcq, of_spark
+
+
+def join_checks(wl: Workload, events: dict[str, pd.DataFrame]) -> tuple[
+        Callable[[dict[str, pd.DataFrame]], str], Callable[[pd.DataFrame], str]]:
+    """Checks of each engine's join output against pandas: the same pairs."""
+    expected = wl.expected(events, "")
+
+    def of_sparkcq(results: dict[str, pd.DataFrame]) -> str:
+        return check_output("sparkcq", results["q0"][list(wl.columns)], expected, wl, events)
+
+    def of_spark(got: pd.DataFrame) -> str:
+        return check_output("spark", got, expected, wl, events)
 
     return of_sparkcq, of_spark
 
@@ -195,7 +222,10 @@ def write_report(rows: list[dict[str, float | str]], out: str, cycles: int, reps
              f"{SKIP} and the end-of-input cycle left out; medians over {reps} timed runs "
              "per engine, after one untimed round of each (`python -m "
              "benchmarks.suite.latency`). Per cycle: driver alone (wall minus Spark jobs "
-             "running), jobs, stages, tasks, records shuffled.", "",
+             "running), jobs, stages, tasks, records shuffled."
+             + (f" `window-join`: {JOIN_CYCLES} cycles per run, the first {JOIN_WINDOW} "
+                "left out (each side then holds a minute of state)."
+                if any(r["workload"] == "window-join" for r in rows) else ""), "",
              "| workload | engine | p50 | p99 | driver alone | jobs | stages | tasks "
              "| shuffled | output |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -206,6 +236,19 @@ def write_report(rows: list[dict[str, float | str]], out: str, cycles: int, reps
     with open(path, "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")
     return path
+
+
+def join_runners(spark: SparkSession, data: str) -> list[Callable[[], Timed]]:
+    """The ``window-join`` runs of both engines over two streams of ``JOIN_CYCLES`` files."""
+    wl = window_join(JOIN_WINDOW, JOIN_KEYS, name="window-join")
+    inputs = {spec.name: write_events(
+        os.path.join(data, f"latency-join-{spec.name}-{JOIN_CYCLES}x{EVENTS_PER_CYCLE}"),
+        JOIN_CYCLES * EVENTS_PER_CYCLE, keys=JOIN_KEYS, files=JOIN_CYCLES, seed=spec.seed)
+        for spec in wl.streams}
+    events = {name: read_events(inp) for name, inp in inputs.items()}
+    of_sparkcq, of_spark = join_checks(wl, events)
+    return [lambda: run_sparkcq_cycles(spark, wl, inputs, of_sparkcq, skip=JOIN_WINDOW),
+            lambda: run_spark_batches(spark, wl, inputs, of_spark, skip=JOIN_WINDOW)]
 
 
 def main(argv: list[str] | None = None) -> None:  # noqa: D103
@@ -222,10 +265,13 @@ def main(argv: list[str] | None = None) -> None:  # noqa: D103
     events = read_events(inp)
     of_sparkcq, of_spark = tumble_checks(events)
     runners: dict[str, list[Callable[[], Timed]]] = {
-        "tumble": [lambda: run_sparkcq_cycles(spark, TUMBLE, inp, of_sparkcq),
-                   lambda: run_spark_batches(spark, TUMBLE, inp, of_spark)],
-        "mixed-50": [lambda: run_sparkcq_cycles(spark, MIXED, inp, mixed_check(events))],
+        "tumble": [lambda: run_sparkcq_cycles(spark, TUMBLE, {"events": inp}, of_sparkcq),
+                   lambda: run_spark_batches(spark, TUMBLE, {"events": inp}, of_spark)],
+        "mixed-50": [lambda: run_sparkcq_cycles(spark, MIXED, {"events": inp},
+                                                mixed_check(events))],
     }
+    if "window-join" in args.workloads:
+        runners["window-join"] = join_runners(spark, data)
     chosen = {name: runners[name] for name in args.workloads}
     for engines in chosen.values():  # warm-up round, untimed
         for run in engines:

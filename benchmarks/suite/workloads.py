@@ -242,46 +242,53 @@ REPORT = Workload(
 )
 
 
-# -- interval join of two streams within 5 s -----------------------------------------------
+# -- interval join of two streams within w seconds ----------------------------------------
 
 
-def _join_spark(streams: dict[str, DataFrame]) -> list[DataFrame]:
-    a = _watermarked(streams["events"]).alias("a")
-    b = _watermarked(streams["other"]).alias("b")
-    cond = F.expr("a.k = b.k AND a.ts > b.ts - INTERVAL 5 SECONDS "
-                  "AND a.ts < b.ts + INTERVAL 5 SECONDS")
-    return [a.join(b, cond).select(F.col("a.k").alias("k"), F.col("a.ts").alias("ta"),
-                                   F.col("b.ts").alias("tb"), F.col("a.v").alias("va"),
-                                   F.col("b.v").alias("vb"))]
+def window_join(seconds: int, keys: int, name: str = "join") -> Workload:
+    """Two streams joined on the key over ``[RANGE seconds]`` windows on both sides:
+    the pairs with ``|ta - tb| < seconds``.
+    """
+
+    def spark(streams: dict[str, DataFrame]) -> list[DataFrame]:
+        a = _watermarked(streams["events"]).alias("a")
+        b = _watermarked(streams["other"]).alias("b")
+        cond = F.expr(f"a.k = b.k AND a.ts > b.ts - INTERVAL {seconds} SECONDS "
+                      f"AND a.ts < b.ts + INTERVAL {seconds} SECONDS")
+        return [a.join(b, cond).select(F.col("a.k").alias("k"), F.col("a.ts").alias("ta"),
+                                       F.col("b.ts").alias("tb"), F.col("a.v").alias("va"),
+                                       F.col("b.v").alias("vb"))]
+
+    def expected(events: dict[str, pd.DataFrame], engine: str) -> pd.DataFrame:
+        a = events["events"].rename(columns={"ts": "ta", "v": "va"})
+        b = events["other"].rename(columns={"ts": "tb", "v": "vb"})
+        pairs = a.merge(b, on="k")
+        close = (pairs["ta"] - pairs["tb"]).abs() < pd.Timedelta(seconds=seconds)
+        return pairs[close][["k", "ta", "tb", "va", "vb"]]
+
+    return Workload(
+        name=name,
+        title=f"interval join of two streams, |ta - tb| < {seconds} s",
+        sparkcq=("ISTREAM SELECT a.k, a.ts AS ta, b.ts AS tb, a.v AS va, b.v AS vb "
+                 f"FROM events [RANGE {seconds} SECONDS] AS a "
+                 f"JOIN other [RANGE {seconds} SECONDS] AS b ON a.k = b.k",),
+        spark=spark,
+        flink=("SELECT a.k, CAST(a.ts AS TIMESTAMP(3)), CAST(b.ts AS TIMESTAMP(3)), a.v, b.v "
+               "FROM events a, other b WHERE a.k = b.k "
+               f"AND a.ts > b.ts - INTERVAL '{seconds}' SECOND "
+               f"AND a.ts < b.ts + INTERVAL '{seconds}' SECOND",),
+        flink_sink="k INT, ta TIMESTAMP(3), tb TIMESTAMP(3), va DOUBLE, vb DOUBLE",
+        columns=("k", "ta", "tb", "va", "vb"),
+        expected=expected,
+        streams=(StreamSpec(keys=keys, seed=21, scale=0.5),
+                 StreamSpec(name="other", keys=keys, seed=22, scale=0.5)),
+        times=("ta", "tb"),
+        sparkcq_time="",
+        notes=f"{keys:,} keys; each stream half the events",
+    )
 
 
-def _join_expected(events: dict[str, pd.DataFrame], engine: str) -> pd.DataFrame:
-    a = events["events"].rename(columns={"ts": "ta", "v": "va"})
-    b = events["other"].rename(columns={"ts": "tb", "v": "vb"})
-    pairs = a.merge(b, on="k")
-    close = (pairs["ta"] - pairs["tb"]).abs() < pd.Timedelta(seconds=5)
-    return pairs[close][["k", "ta", "tb", "va", "vb"]]
-
-
-JOIN = Workload(
-    name="join",
-    title="interval join of two streams, |ta - tb| < 5 s",
-    sparkcq=("ISTREAM SELECT a.k, a.ts AS ta, b.ts AS tb, a.v AS va, b.v AS vb "
-             "FROM events [RANGE 5 SECONDS] AS a JOIN other [RANGE 5 SECONDS] AS b "
-             "ON a.k = b.k",),
-    spark=_join_spark,
-    flink=("SELECT a.k, CAST(a.ts AS TIMESTAMP(3)), CAST(b.ts AS TIMESTAMP(3)), a.v, b.v "
-           "FROM events a, other b WHERE a.k = b.k "
-           "AND a.ts > b.ts - INTERVAL '5' SECOND AND a.ts < b.ts + INTERVAL '5' SECOND",),
-    flink_sink="k INT, ta TIMESTAMP(3), tb TIMESTAMP(3), va DOUBLE, vb DOUBLE",
-    columns=("k", "ta", "tb", "va", "vb"),
-    expected=_join_expected,
-    streams=(StreamSpec(keys=10_000, seed=21, scale=0.5),
-             StreamSpec(name="other", keys=10_000, seed=22, scale=0.5)),
-    times=("ta", "tb"),
-    sparkcq_time="",
-    notes="10,000 keys; each stream half the events",
-)
+JOIN = window_join(5, 10_000)
 
 
 # -- N queries sharing a filter and a window -----------------------------------------------
