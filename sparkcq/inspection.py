@@ -172,7 +172,7 @@ class SystemView:
         caught_up(spark)  # once for all the cycles read: their jobs are all recorded
         return [CycleCost(r.cycle, r.seconds, r.rows_in, r.partitions, r.phases,
                           tagged_work(spark, r.job_tag, wait=False) if r.job_tag
-                          else SparkWork.of([]))
+                          else SparkWork.of([]), r.state_rows_written)
                 for r in list(self.reports)[-last:]]
 
     def explain_analyze(self, spark: SparkSession) -> str:
@@ -199,6 +199,8 @@ class SystemView:
             "last_cycle_partitions": last.partitions if last else None,
             # the driver's seconds by phase (runtime/cycle_cost.py; Spark's side: EXPLAIN ANALYZE)
             "last_cycle_phases": {str(k): v for k, v in last.phases.items()} if last else {},
+            # rows of the state frames the last cycle's commit materialised (wrote)
+            "last_cycle_state_rows_written": last.state_rows_written if last else None,
             "state_rows": {f"#{i} {n.label()}": op.state_rows
                            for i, (n, op) in enumerate(plan.ops.items())},
             "total_state_rows": sum(op.state_rows for op in plan.state_holders())

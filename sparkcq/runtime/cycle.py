@@ -251,6 +251,7 @@ class CycleResult:
     rows: Mapping[PlanNode, int | None] = field(default_factory=dict)
     fused: frozenset[PlanNode] = frozenset()
     phases: Mapping[Phase, float] = field(default_factory=dict)  # the driver's seconds
+    state_rows_written: int = 0  # rows of the states the commit materialised
 
 
 class QueriesFailedError(ExecutionError):
@@ -418,11 +419,12 @@ class CycleEngine:
         bundle = None if shared is None else decode(shared, shapes)
         timestamped = frozenset(q.name for q in queries if q.timestamps)
         committing = self.clock.monotonic()
-        tables, counts, planning = self.rt.commit_cycle(outputs, counted, bundle, tagged,
-                                                        timestamped, self.clock)
+        committed = self.rt.commit_cycle(outputs, counted, bundle, tagged, timestamped,
+                                         self.clock)
+        tables, counts = committed.tables, committed.counts
         phases = {Phase.OPERATORS: committing - began,
                   Phase.COMMIT: self.clock.monotonic() - committing,
-                  Phase.COMMIT_PLANNING: planning}
+                  Phase.COMMIT_PLANNING: committed.planning_s}
         split_by_query(tables, shapes)
         rows: dict[PlanNode, int | None] = {}
         if self.count_rows is not RowCounting.OFF:
@@ -430,7 +432,8 @@ class CycleEngine:
                 inline = i not in counted and (slices[op.node].df is not None
                                                or op.node in compiled.edges_unread)
                 rows[op.node] = None if inline else counts.get(i, 0)
-        return CycleResult(tables, seconds, rows, unread, phases)
+        return CycleResult(tables, seconds, rows, unread, phases,
+                           committed.state_rows_written)
 
     def _stream_records(self, compiled: CompiledPlan,
                         streamed: Mapping[PlanNode, list[CompiledQuery]],

@@ -46,6 +46,7 @@ class CycleReport:
     partitions: int = 0  # the partitions it ran in: 1 for a small cycle
     phases: dict[Phase, float] = field(default_factory=dict)  # the driver's seconds
     job_tag: str | None = None  # of its Spark jobs (``spark_work.tagged_work``)
+    state_rows_written: int = 0  # rows of the states its commit materialised
 
 
 class InputSource(Protocol):
@@ -211,7 +212,8 @@ class CycleDriver:
             self.rt.jobs - jobs_before,
             {k: s.watermark for k, s in scans.items()},
             {n.name: v for n, v in plan.table_versions().items()
-             if isinstance(n, TableScan)}, delivered, self.rt.cycle_partitions, phases, tag)
+             if isinstance(n, TableScan)}, delivered, self.rt.cycle_partitions, phases, tag,
+            result.state_rows_written)
         self.reports.append(report)
         self.cycle += 1
         if self.journal is not None:

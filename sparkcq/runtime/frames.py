@@ -535,9 +535,10 @@ class Runtime:
                      by_id: Sequence[TaggedRecords] = (),
                      timestamped: frozenset[str] = frozenset(),
                      clock: Clock | None = None,
-                     ) -> tuple[dict[str, pa.Table], dict[int, int], float]:
+                     ) -> Committed:
         """Run the cycle's one Spark action: materialise changed states, collect records;
-        with the seconds (by ``clock``) Spark took to optimise and plan it.
+        with the seconds (by ``clock``) Spark took to optimise and plan it and the rows the
+        states it materialised hold.
 
         ``counted`` frames (operator outputs, for EXPLAIN GLOBAL's rows per cycle) are
         counted by the same action; their counts come back by key. ``bundle`` holds the
@@ -593,7 +594,7 @@ class Runtime:
         in_place, self.measured_in_place = self.measured_in_place, []
         if not parts:
             self.measured_where_read(in_place, {})
-            return {}, {}, 0.0
+            return Committed({}, {}, 0.0, 0)
         # a union has a partition per partition of every part: fifty queries' records made
         # a last stage of hundreds of tiny tasks
         frames = [p for p in parts if isinstance(p, DataFrame)]
@@ -617,9 +618,11 @@ class Runtime:
         for j, (_df, _flag, _value, then) in enumerate(measured):
             rows, flagged, largest = metrics[f"m{j}"]
             then(Summary(rows or 0, flagged or 0, largest))
+        state_rows = 0
         for i, st in enumerate(states):
             rows, earliest = metrics[f"s{i}"]
             st.committed(rows or 0, earliest)
+            state_rows += rows or 0
         counts = {key: metrics[f"c{i}"][0] or 0 for i, key in enumerate(counted)}
         table = pa.Table.from_batches(batches) if batches else None
         sid = table.column("_sid") if table is not None else None
@@ -631,7 +634,7 @@ class Runtime:
             then_counts(dict(zip(rows_of.column("_k").to_pylist(),
                                  rows_of.column("_n").to_pylist(), strict=True)))
         if table is None:
-            return {}, counts, planning
+            return Committed({}, counts, planning, state_rows)
         out: dict[str, pa.Table] = {}
         for j, name in enumerate(names):
             rows = table.filter(pc.equal(sid, -1 - j)).column(column_of[name]).combine_chunks()
@@ -646,7 +649,7 @@ class Runtime:
                 rows = table.filter(pc.equal(sid, query_id)).column(column).combine_chunks()
                 out[name] = pa.Table.from_arrays(rows.flatten(),
                                                  names=[f.name for f in rows.type])
-        return out, counts, planning
+        return Committed(out, counts, planning, state_rows)
 
     def measured_where_read(self, in_place: list[tuple[DataFrame, str, str,
                                                       Callable[[Summary], None]]],
@@ -734,6 +737,20 @@ def unpersist_checkpoints(frames: Sequence[DataFrame]) -> None:
             df._jdf.queryExecution().analyzed().rdd().unpersist(False)
         except Exception:  # noqa: BLE001 - not a checkpointed frame: the cache manager's
             df.unpersist()
+
+
+@dataclass(frozen=True)
+class Committed:
+    """What a cycle's commit gave back: each query's records, the counted frames' rows by
+    key, the seconds Spark took to optimise and plan it, and the rows held by the states it
+    materialised (what the cycle wrote of its state: a state rewritten whole counts all its
+    rows, every cycle).
+    """
+
+    tables: dict[str, pa.Table]
+    counts: dict[int, int]
+    planning_s: float
+    state_rows_written: int
 
 
 @dataclass(frozen=True)

@@ -74,12 +74,42 @@ def test_explain_analyze_shows_the_plan_and_the_last_cycles(spark):
     plan, _, cycles = text.partition("\n\nlast cycles:\n")
     assert "SlicedAggregate sum" in plan and "plan_ms/cycle=" in plan
     lines = cycles.splitlines()
-    blocks = [lines[i:i + 3] for i in range(0, len(lines), 3)]
-    for report, (head, driver, work) in zip(eng.reports, blocks, strict=True):
+    blocks = [lines[i:i + 4] for i in range(0, len(lines), 4)]
+    for report, (head, driver, work, state) in zip(eng.reports, blocks, strict=True):
         assert head.startswith(f"cycle {report.cycle}: {report.rows_in:,} rows in "), head
         assert driver.strip().startswith("driver: operators "), driver
         assert work.strip().startswith("Spark: 1 job, 1 stage, 1 task, "), work
         assert work.endswith("0 records shuffled"), work
+        assert state.strip() == f"state: {report.state_rows_written:,} rows written", state
+
+
+JOIN = """
+CREATE STREAM a (k STRING, t BIGINT) WITH (event_time='t');
+CREATE STREAM b (k STRING, t BIGINT) WITH (event_time='t');
+CREATE QUERY pairs AS ISTREAM SELECT a.k, a.t AS ta, b.t AS tb
+  FROM a [RANGE 10] JOIN b [RANGE 10] ON a.k = b.k;
+"""
+
+
+@pytest.mark.parametrize("small", [True, False], ids=["one partition", "partitioned"])
+def test_a_cycle_counts_the_state_rows_it_wrote(spark, small):
+    """A window join keeps, per side, the elements that may still start or end a pair at
+    or after the cycle's start ``lo`` (an event at t is the element [t, t + 10)) and the
+    new ones, and writes that side again in every cycle that brings it new elements: by
+    hand, 3 + 2 rows in the first cycle, (3 + 2) + (2 + 1) in the second (every element
+    still live at lo = 5), (3 + 1) + (1 + 1) in the third (at lo = 12, a's events 2, 5, 6
+    and b's 5 are live), none in a cycle without events.
+    """
+    cycles = SmallCycles.always() if small else SmallCycles.never()
+    eng = Engine(spark=spark, small_cycles=cycles)
+    eng.execute(JOIN)
+    pushes = [([0, 1, 2], [0, 1], 5), ([5, 6], [5], 12), ([13], [13], 20), ([], [], 25)]
+    for ta, tb, mark in pushes:
+        eng.push("a", [{"k": "x", "t": t} for t in ta], watermark=mark)
+        eng.push("b", [{"k": "x", "t": t} for t in tb], watermark=mark)
+        eng.run_cycle()
+    assert [r.state_rows_written for r in eng.reports] == [5, 8, 6, 0]
+    assert eng.metrics()["last_cycle_state_rows_written"] == 0
 
 
 def test_explain_analyze_parses_alone():
