@@ -29,7 +29,7 @@ from pyspark.errors.exceptions.captured import capture_sql_exception
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
 
-from sparkcq.runtime.jvm_classes import prototype
+from sparkcq.runtime.jvm_classes import session_instance
 
 # a CollectMetrics node's id, as a DataFrame's ``observe`` gives its frame's: unique names
 # are what Spark checks (one name, one definition per plan)
@@ -47,7 +47,7 @@ class CommitPlan:
         self.session = spark._jsparkSession
         logical = jvm.org.apache.spark.sql.catalyst.plans.logical
         self.project_node = logical.Project
-        self.frames = prototype(spark, "CycleFrames").create(self.session)
+        self.frames = session_instance(spark, "CycleFrames")
         self.union_node = logical.Union
         self.repartition_node = logical.Repartition
         self.to_seq = jvm.org.apache.spark.api.python.PythonUtils.toSeq

@@ -40,7 +40,7 @@ from sparkcq.runtime.columnar_checkpoints import (
 )
 from sparkcq.runtime.commit_plan import CommitPlan
 from sparkcq.runtime.cycle_cost import cycle_tag
-from sparkcq.runtime.jvm_classes import prototype
+from sparkcq.runtime.jvm_classes import session_instance
 from sparkcq.runtime.partitioning import CHANGED_KEYS, INTERPRETED_CONF, SMALL_CYCLE_CONF
 from sparkcq.runtime.size_estimates import SizeEstimates
 from sparkcq.runtime.templates import PlanTemplates, bound_text
@@ -51,6 +51,8 @@ if TYPE_CHECKING:
 _TALLIED_BASE = 1 << 41  # ids of tallied frames (``Runtime.tally``)
 _BUNDLE_SID = -(1 << 30)  # id of the bundled records of several queries
 _OBSERVED_SID = -(1 << 31)  # id of the observed parts (which give no rows)
+# what keeps no row of an observed part (see ``_observed``)
+_NO_ROW = "spark_partition_id() < 0"
 
 
 def q(name: str) -> str:
@@ -561,10 +563,7 @@ class Runtime:
             observed.append(_observed(nodes, df, f"c{i}", [sql_column("count(1) AS `v0`")]))
         for i, st in enumerate(states):
             assert st.df is not None
-            observed.append(nodes.observed_state(
-                st.df, f"s{i}", sql_column("count(1) AS `v0`"),
-                sql_column(f"min({q(T)}) AS `v1`"), sql_column("CAST(NULL AS BIGINT) AS `v1`"),
-                T, sql_column("spark_partition_id() < 0"), sid_of(_OBSERVED_SID)))
+            observed.append(_observed_state(nodes, st.df, f"s{i}"))
         for j, (df, flag, value, _then) in enumerate(measured):
             observed.append(_observed(nodes, df, f"m{j}", summary_metrics(flag, value)))
         parts += observed
@@ -913,8 +912,17 @@ def _observed(nodes: CommitPlan, df: DataFrame, name: str,
     The filter that drops every row is one Spark cannot fold away (a partition id is never
     negative, but Spark does not know it): folded, it would prune the observation with it.
     """
-    return nodes.observed(df, name, metrics, sql_column("spark_partition_id() < 0"),
-                          sid_of(_OBSERVED_SID))
+    return nodes.observed(df, name, metrics, sql_column(_NO_ROW), sid_of(_OBSERVED_SID))
+
+
+def _observed_state(nodes: CommitPlan, df: DataFrame, name: str) -> JavaObject:
+    """``_observed`` of a state: its rows and its earliest instant (NULL for a state
+    without instants).
+    """
+    return nodes.observed_state(
+        df, name, sql_column("count(1) AS `v0`"), sql_column(f"min({q(T)}) AS `v1`"),
+        sql_column("CAST(NULL AS BIGINT) AS `v1`"), T, sql_column(_NO_ROW),
+        sid_of(_OBSERVED_SID))
 
 
 _METRIC = re.compile(r"(\w+) -> \[([^\]]*)\]")
@@ -956,15 +964,7 @@ def cycle_frames(spark: SparkSession) -> JavaObject:
     """``spark``'s helper for small steps on frames, each one call into the JVM
     (``runtime/java/CycleFrames.java``).
     """
-    found = _CYCLE_FRAMES.get(spark)
-    if found is None:
-        found = _CYCLE_FRAMES[spark] = prototype(spark, "CycleFrames").create(
-            spark._jsparkSession)
-    return found
-
-
-_CYCLE_FRAMES: weakref.WeakKeyDictionary[SparkSession, JavaObject] = (
-    weakref.WeakKeyDictionary())
+    return session_instance(spark, "CycleFrames")
 
 
 def configure(spark: SparkSession, settings: Mapping[str, str | None]) -> None:

@@ -35,3 +35,18 @@ def prototype(spark: SparkSession, name: str) -> JavaObject:
         compiler.cook(source.read_text(encoding="utf-8"))
         found = known[name] = compiler.getClassLoader().loadClass(name).newInstance()
     return found
+
+
+_SESSION_INSTANCES: WeakKeyDictionary[SparkSession, dict[str, JavaObject]] = (
+    WeakKeyDictionary())
+
+
+def session_instance(spark: SparkSession, name: str) -> JavaObject:
+    """``spark``'s one instance of sparkcq's Java class ``name`` whose ``create`` takes the
+    session alone (``CycleFrames``), made the first time it is asked for.
+    """
+    known = _SESSION_INSTANCES.setdefault(spark, {})
+    found = known.get(name)
+    if found is None:
+        found = known[name] = prototype(spark, name).create(spark._jsparkSession)
+    return found
