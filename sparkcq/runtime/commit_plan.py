@@ -34,7 +34,7 @@ from sparkcq.runtime.jvm_classes import session_instance
 # a CollectMetrics node's id, as a DataFrame's ``observe`` gives its frame's: unique names
 # are what Spark checks (one name, one definition per plan)
 _IDS = itertools.count(1 << 40)
-_METRICS = 3  # aggregates an observed part computes at most (``CycleFrames.observed``)
+_METRICS = 4  # aggregates an observed part computes at most (``CycleFrames.observed``)
 
 
 class CommitPlan:
@@ -76,7 +76,7 @@ class CommitPlan:
 
     def observed(self, df: DataFrame, name: str, metrics: Sequence[Column],
                  keep: Column, column: Column) -> JavaObject:
-        """A part whose tasks compute ``metrics`` (at most three named aggregates, read back
+        """A part whose tasks compute ``metrics`` (at most four named aggregates, read back
         under ``name``) over ``df`` as they read it, and keep the rows where ``keep``
         holds, projected to ``column``: one call into the JVM.
         """

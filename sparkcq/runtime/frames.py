@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property, lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -360,6 +360,9 @@ class Runtime:
     # frames whose summary the commit computes, and who is told: see ``measure``
     measured: list[tuple[DataFrame, str, str, Callable[[Summary], None]]] = field(
         default_factory=list)
+    # frames whose aggregates the commit computes, and who is told: see ``observe``
+    observed: list[tuple[DataFrame, Sequence[Column], Callable[[list[int | None]], None],
+                         bool]] = field(default_factory=list)
     # frames whose rows the commit counts by a small whole-number key: see ``tally``
     tallied: list[tuple[DataFrame, Column, Callable[[dict[int, int]], None]]] = field(
         default_factory=list)
@@ -482,6 +485,16 @@ class Runtime:
         """
         self.measured.append((df, flag, value, then))
 
+    def observe(self, df: DataFrame, metrics: Sequence[Column],
+                then: Callable[[list[int | None]], None], written: bool = False) -> None:
+        """Have the cycle's commit compute ``metrics`` over ``df`` as its tasks read it (at
+        most four whole-number aggregates named ``v0``, ``v1``, ...; columns the caller
+        builds once); ``then`` receives their values once the commit ran. A ``written``
+        frame is state the cycle writes (a run of a ``StateRuns``): its ``v0``, its rows,
+        count among the state rows the cycle wrote.
+        """
+        self.observed.append((df, metrics, then, written))
+
     def measure_in_place(self, df: DataFrame, flag: str, value: str,
                          then: Callable[[Summary], None]) -> DataFrame:
         """``measure`` for a frame that exactly one plan of the cycle reads once: returns
@@ -566,6 +579,9 @@ class Runtime:
             observed.append(_observed_state(nodes, st.df, f"s{i}"))
         for j, (df, flag, value, _then) in enumerate(measured):
             observed.append(_observed(nodes, df, f"m{j}", summary_metrics(flag, value)))
+        watched, self.observed = self.observed, []
+        for j, (df, aggregates, _told, _written) in enumerate(watched):
+            observed.append(_observed(nodes, df, f"o{j}", aggregates))
         parts += observed
         if tallied:  # counts by key: a grouping (only shedding joins tally)
             keyed = union_all([df.select(sid_of(_TALLIED_BASE + j), key.cast("long").alias("_k"))
@@ -618,6 +634,10 @@ class Runtime:
             rows, flagged, largest = metrics[f"m{j}"]
             then(Summary(rows or 0, flagged or 0, largest))
         state_rows = 0
+        for j, (_df, _aggregates, then_values, written) in enumerate(watched):
+            values = metrics[f"o{j}"]
+            then_values(values)
+            state_rows += (values[0] or 0) if written else 0
         for i, st in enumerate(states):
             rows, earliest = metrics[f"s{i}"]
             st.committed(rows or 0, earliest)
@@ -696,6 +716,7 @@ class Runtime:
         self.kept.clear()
         self.changed_states.clear()
         self.measured.clear()
+        self.observed.clear()
         self.measured_in_place.clear()
         self.cached_from.clear()
         self.tallied.clear()
@@ -761,6 +782,35 @@ class FrameState:
     min_t: int | None
     one_partition: bool = False
 
+    @property
+    def frames(self) -> tuple[DataFrame, ...]:
+        """The frames it holds."""
+        return () if self.df is None else (self.df,)
+
+
+class HeldState(Protocol):
+    """What an operator keeps across cycles in Spark (a ``StateFrame``, or a
+    ``StateRuns``): a cycle's transaction takes its ``snapshot`` and, on a rollback,
+    frees the ``frames`` the failed attempt made and ``restore``s it.
+    """
+
+    name: str
+
+    @property
+    def rows(self) -> int: ...  # noqa: D102
+
+    def snapshot(self) -> Any: ...  # noqa: D102
+
+    def restore(self, state: Any) -> None: ...  # noqa: D102
+
+    def frames(self) -> tuple[DataFrame, ...]: ...  # noqa: D102
+
+    def save(self, path: str, frames: FrameWriter) -> None: ...  # noqa: D102
+
+    def load(self, path: str, frames: FrameReader) -> None: ...  # noqa: D102
+
+    def release(self) -> None: ...  # noqa: D102
+
 
 class StateFrame:
     """Operator state carried across cycles as a Spark DataFrame with its lineage cut.
@@ -818,6 +868,14 @@ class StateFrame:
         """Hold ``state`` again (a failed cycle is rolled back)."""
         self.df, self.rows, self.min_t = state.df, state.rows, state.min_t
         self.one_partition = state.one_partition
+
+    def frames(self) -> tuple[DataFrame, ...]:
+        """The frame it holds now (none when it holds no rows)."""
+        return () if self.df is None else (self.df,)
+
+    def release(self) -> None:
+        """Hold nothing (the operator leaves the plan)."""
+        self.set(None)
 
     def get_or_empty(self) -> DataFrame:
         """The current state, or an empty frame of its schema."""

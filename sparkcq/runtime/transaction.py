@@ -14,11 +14,11 @@ puts every record and frame state back whole and frees the frames the failed att
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sparkcq.runtime.frames import FrameState, Runtime, StateFrame, unpersist_checkpoint
+from sparkcq.runtime.frames import HeldState, Runtime, unpersist_checkpoints
 
 
 class CycleParticipant:
@@ -40,8 +40,8 @@ class CycleParticipant:
         """The helpers this object owns that a cycle changes too."""
         return ()
 
-    def cycle_states(self) -> list[StateFrame]:
-        """The state frames a cycle may replace."""
+    def cycle_states(self) -> Sequence[HeldState]:
+        """The states (frames, runs) a cycle may change."""
         return []
 
 
@@ -62,14 +62,14 @@ class CycleSnapshot:
     """
 
     progress: tuple[tuple[CycleParticipant, Any], ...]
-    frames: tuple[tuple[StateFrame, FrameState], ...]
+    frames: tuple[tuple[HeldState, Any], ...]  # each state with its snapshot
 
     @classmethod
     def of(cls, participants: Iterable[CycleParticipant]) -> CycleSnapshot:
         """The snapshot of ``participants`` and the helpers they own, each once."""
         seen: set[int] = set()
         progress: list[tuple[CycleParticipant, Any]] = []
-        frames: list[tuple[StateFrame, FrameState]] = []
+        frames: list[tuple[HeldState, Any]] = []
         for top in participants:
             for obj in _participants(top, seen):
                 progress.append((obj, obj.progress))
@@ -91,14 +91,12 @@ class CycleTransaction:
 
     def rollback(self) -> None:
         """Undo the cycle: old frames and records back, frames built by the attempt freed."""
-        kept = {id(state.df) for _frame, state in self.before.frames}
-        for middle in self.rt.released:  # replaced twice in the attempt
-            if id(middle) not in kept:
-                unpersist_checkpoint(middle)
-        for frame, state in self.before.frames:
-            if frame.df is not None and frame.df is not state.df:
-                unpersist_checkpoint(frame.df)
-            frame.restore(state)
+        kept = {id(df) for _held, state in self.before.frames for df in state.frames}
+        made = {id(df): df for df in self.rt.released if id(df) not in kept}
+        for held, state in self.before.frames:
+            made |= {id(df): df for df in held.frames() if id(df) not in kept}
+            held.restore(state)
+        unpersist_checkpoints(list(made.values()))
         for obj, progress in self.before.progress:
             obj.restore_progress(progress)
         self.rt.abort_cycle()

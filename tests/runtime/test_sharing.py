@@ -105,7 +105,7 @@ def live_frames(engine):
     ops = [*engine.plan.state_holders(), *(r.formatter for r in engine.queries.running.values()),
            engine.queries.intervals]
     ops += [s for s in engine.scans.values() if s.node not in engine.plan.ops]
-    frames = [f.df for op in ops for f in op.cycle_states() if f.df is not None]
+    frames = [df for op in ops for f in op.cycle_states() for df in f.frames()]
     frames += [df for s in engine.scans.values() for df in s.held_frames]
     return {rdd_id(df) for df in frames}
 

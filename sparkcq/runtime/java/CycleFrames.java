@@ -91,17 +91,18 @@ public class CycleFrames {
                                      Expression column, Expression rows, Expression earliest,
                                      Expression none, String time) {
         boolean timed = java.util.Arrays.asList(df.columns()).contains(time);
-        return observed(df, name, id, keep, column, rows, timed ? earliest : none, null);
+        return observed(df, name, id, keep, column, rows, timed ? earliest : none, null, null);
     }
 
-    /** A commit part over ``df`` whose tasks compute ``a``, ``b``, ``c`` (named
+    /** A commit part over ``df`` whose tasks compute ``a`` to ``d`` (named
      * aggregates; null past the last) under ``name`` as they read it, keep the rows where
      * ``keep`` holds and project them to ``column``: unresolved, for the union's one
      * analysis. */
     public LogicalPlan observed(Dataset df, String name, long id, Expression keep,
-                                Expression column, Expression a, Expression b, Expression c) {
+                                Expression column, Expression a, Expression b, Expression c,
+                                Expression d) {
         List metrics = new ArrayList();
-        Expression[] given = {a, b, c};
+        Expression[] given = {a, b, c, d};
         for (int i = 0; i < given.length; i++) {
             if (given[i] != null) {
                 metrics.add(given[i]);
