@@ -2,19 +2,29 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from sparkcq.errors import PlanError
 from sparkcq.model.columns import D, T
 from sparkcq.plan.nodes import EdgeKind, PlanNode, Window
 from sparkcq.runtime.cycle_input import CycleInput
-from sparkcq.runtime.frames import Runtime, Slice, StateFrame, col, split_at, union_all
+from sparkcq.runtime.frames import (
+    HeldState,
+    Runtime,
+    Slice,
+    StateFrame,
+    col,
+    split_at,
+    union_all,
+)
 from sparkcq.runtime.saved_frames import FrameReader, FrameWriter
+from sparkcq.runtime.state_runs import StateRuns
 from sparkcq.runtime.transaction import CycleParticipant
 
 
@@ -96,7 +106,7 @@ class Operator(CycleParticipant):
     def __init__(self, node: PlanNode, rt: Runtime):
         self.node = node
         self.rt = rt
-        self.states: list[StateFrame] = []
+        self.states: list[HeldState] = []
         self.progress: Progress = Progress()
 
     @property
@@ -117,7 +127,15 @@ class Operator(CycleParticipant):
         self.states.append(frame)
         return frame
 
-    def cycle_states(self) -> list[StateFrame]:  # noqa: D102
+    def state_runs(self, schema: StructType, name: str, starts: str, ends: str,
+                   keys: Sequence[str] = (), span: int | None = None) -> StateRuns:
+        """Create event-time state kept as runs, owned by this operator (``StateRuns``)."""
+        runs = StateRuns(self.rt, schema, f"{type(self).__name__}-{len(self.states)}-{name}",
+                         starts, ends, keys, span)
+        self.states.append(runs)
+        return runs
+
+    def cycle_states(self) -> list[HeldState]:  # noqa: D102
         return self.states
 
     @property
@@ -238,7 +256,7 @@ class Operator(CycleParticipant):
     def release(self) -> None:
         """Free all state (the operator leaves the plan)."""
         for s in self.states:
-            s.set(None)
+            s.release()
 
 
 class FutureBuffer:

@@ -17,17 +17,20 @@ probing the elements that start (or end) in the cycle against the other side's e
 faster input's events beyond ``hi`` need not wait in a buffer: their elements start at or
 after ``hi``, so they are only kept, and probed in the cycle they start in.
 
-Each side's state is its elements that may still start or end a pair, ``e >= hi``: the
-cycle's frame of the side itself, hash-partitioned by the equi-join keys and kept for the
-next cycle rather than copied (``StateFrame.adopt``); elements that ended are filtered out
-when it is read. Only the new elements are shuffled (a union with the kept ones keeps their
-partitioning), and the four probes run on co-partitioned frames with no shuffle of their own.
+Each side's state is its elements that may still start or end a pair, kept as runs
+(``runtime/state_runs.py``): a cycle's new elements become one run, cached once, and a run
+is dropped whole once every element in it ended. A cycle writes its new elements, not the
+windows. Its probes read only the runs that may hold elements starting or ending in the
+cycle (each run's extent in time is known), and join them, as the small side on which the
+join builds its hash table, with the other side's runs streamed through it: both changes
+of a side in one pass over the other side's runs, no sort, and in a large cycle no shuffle
+(runs are hash-partitioned by the equi-join keys, and so is their union).
 
 A join that sheds (DESIGN 4.4, ``runtime/operators/shedding.py``) gives each element two
 more columns: its basic sub-window (``_la``/``_ra``) and a hash in [0, 1) (``_lu``/``_ru``)
 that picks it in a partly taken sub-window. The two probes that find pairs (+1) meet only
 the taken sub-windows: each prober is expanded into its taken buckets and joined on the
-keys and the partner's sub-window, so skipped sub-windows are never touched. It does not
+keys and the partner's sub-window, so skipped sub-windows meet no prober. It does not
 probe again for the ends (-1): a pair's end, the earlier of its elements' ends, is known
 when it is found, so the pairs it found wait in a state of their own until their end
 passes. Each pair the join emits ends, no other does, and ending costs a filter of the
@@ -62,10 +65,9 @@ from sparkcq.runtime.frames import (
     SqlViews,
     bound,
     bound_sql,
-    coalesce_partitions,
     col,
     q,
-    union_all,
+    union_by_name,
 )
 from sparkcq.runtime.operators.base import CycleContext, Operator, Progress, as_changes_at
 from sparkcq.runtime.operators.shedding import (
@@ -85,7 +87,6 @@ from sparkcq.runtime.operators.shedding import (
     work_per_bucket,
 )
 from sparkcq.runtime.operators.window import (
-    element_interval,
     element_interval_sql,
     element_span,
 )
@@ -191,11 +192,13 @@ class IntervalJoinOperator(Operator):
             shed_fields = [[StructField(SLICES[i], LongType()),
                             StructField(HASHES[i], DoubleType()),
                             StructField(SLOT_COLUMNS[i], LongType())] for i in (0, 1)]
-        self.sides = [self.state(StructType([
+        self.sides = [self.state_runs(StructType([
             *node.join.children[i].schema.fields,
             StructField(STARTS[i], LongType()), StructField(ENDS[i], LongType()),
             *shed_fields[i]]),
-            ("left", "right")[i] + "-elements") for i in (0, 1)]
+            ("left", "right")[i] + "-elements", STARTS[i], ENDS[i], self.keys[i],
+            element_span(node.side(i)[0].spec)) for i in (0, 1)]
+        self.elements_sql = [self.build_elements_sql(i) for i in (0, 1)]
         # a shedding join's found pairs that have not ended yet (see module)
         self.pairs = None if self.shedding is None else self.state(StructType([
             *node.join.children[0].schema.fields, *node.join.children[1].schema.fields,
@@ -221,145 +224,86 @@ class IntervalJoinOperator(Operator):
                 src = f"(SELECT {exprs}, {q(T)} FROM {src})"
         return f"SELECT {', '.join(map(q, self.names[i]))}, {q(T)} FROM {src}"
 
-    def elements(self, i: int, events: DataFrame) -> DataFrame:
-        """Side ``i``'s new events as elements: its columns with the interval's start and
-        end (``element_interval``, as its window would give them); empty ones dropped.
+    def build_elements_sql(self, i: int) -> str:
+        """Side ``i``'s new events (view ``{inp}``) as elements: its columns with the
+        interval's start and end (as its window would give them), empty ones dropped; of a
+        shedding join, with each element's sub-window, hash and slot (see module).
         """
         window, _steps = self.interval_join.side(i)
-        start, end = element_interval(window.spec)
+        start, end = element_interval_sql(window.spec, q(T))
         assert end is not None  # the rule takes windows whose elements end
-        rows = self.views.sql(self.events_sql[i], inp=events)
-        out = rows.select(*[col(n) for n in self.names[i]], start.alias(STARTS[i]),
-                          end.alias(ENDS[i])).where(col(ENDS[i]) > col(STARTS[i]))
+        names = ", ".join(map(q, self.names[i]))
+        text = (f"SELECT {names}, {start} AS {q(STARTS[i])}, {end} AS {q(ENDS[i])} "
+                f"FROM ({self.events_sql[i]}) AS e WHERE {end} > {start}")
         if self.shedding is None:
-            return out
+            return text
         # the hash of the whole element, the same in every process (xxhash64's fixed seed)
-        digest = F.xxhash64(*[col(n) for n in self.names[i]], col(STARTS[i]))
-        share = F.pmod(digest, F.lit(1_000_003)) / F.lit(1_000_003.0)
-        return out.select(
-            "*", F.expr(floor_div(q(STARTS[i]), self.slices[i])).alias(SLICES[i]),
-            share.alias(HASHES[i]), F.floor(share * SLOTS).cast("long").alias(SLOT_COLUMNS[i]))
+        share = (f"(pmod(xxhash64({names}, {q(STARTS[i])}), 1000003) / 1000003.0)")
+        return (f"SELECT *, {floor_div(q(STARTS[i]), self.slices[i])} AS {SLICES[i]}, "
+                f"{share} AS {HASHES[i]}, CAST(floor({share} * {SLOTS}) AS BIGINT) AS "
+                f"{SLOT_COLUMNS[i]} FROM ({text}) AS x")
 
-    def side(self, i: int, old: DataFrame | None, new: DataFrame | None,
-             lo: int, moved: bool = False) -> DataFrame | None:  # noqa: C901 - one frame
-        """Side ``i``'s elements that may still start or end a pair at or after ``lo``: the
-        kept ones (``old``) and the ``new`` ones (``elements``), hash-partitioned by the equi-join
-        keys and sorted by them within each partition, so the probes merge-join the frames
-        with no shuffle and no sort of their own (a hash join builds a table per probe that
-        cannot spill: many joins in one commit ran out of memory).
+    def changes_sql(self, lo: int, hi: int) -> list[tuple[str, str, str]]:
+        """The changes of the cycle ``[lo, hi)`` of a join that does not shed: +1 at the
+        later start, -1 at the earlier end, each pair found once (see module). Two probes,
+        each as (text, its left view, its right view): side ``i``'s elements that start
+        or end in the cycle (view ``probers<i>``, the runs that may hold them), each with
+        its change (an element that does both, twice), against the other side's runs
+        (``all<j>``).
 
-        Built with DataFrame calls, not SQL text: a subquery's name on the columns makes
-        Spark 4.3 forget the partitioning of a copy of the cached frame (the four probes
-        read it in one plan) or of a union with it, and every probe shuffled again.
-        A side ``moved`` from a cycle of the other layout (one partition or hash-partitioned)
-        is partitioned again with the new elements: else every later probe shuffled it.
-        In one partition no name loses a partitioning, and a join that does not shed takes
-        its side from one text (``side_in_one``).
-        """
-        names = [*self.names[i], STARTS[i], ENDS[i]]
-        if self.shedding is not None:
-            names += [SLICES[i], HASHES[i], SLOT_COLUMNS[i]]
-        kept = None
-        if old is not None:  # partitioned and sorted already
-            kept = old.select(*[col(n).alias(n) for n in names])
-            if lo != TIME_MIN:
-                kept = kept.where(col(ENDS[i]) >= bound(lo))
-        keys = [col(k) for k in self.keys[i]]
-        if new is None and not (moved and kept is not None):
-            return kept
-        if self.rt.single:  # the union in one partition, then sorted: a coalesce after the
-            # sort would lose its order, and one before the union would be done twice
-            side = union_all([kept, new])
-            assert side is not None
-            side = coalesce_partitions(side, 1)
-        else:
-            if new is not None and keys:
-                new = self.rt.partition_by(new, *keys)
-            if moved and kept is not None and keys:
-                kept = self.rt.partition_by(kept, *keys)
-            side = union_all([kept, new])
-            assert side is not None
-        if self.shedding is not None:  # sorted by sub-window and slot: the +1 probes join on them
-            return side.sortWithinPartitions(*keys, col(SLICES[i]), col(SLOT_COLUMNS[i]))
-        return side.sortWithinPartitions(*keys) if keys else side
-
-    def side_in_one(self, i: int, old: DataFrame | None, events: DataFrame | None, lo: int,
-                    moved: bool) -> DataFrame | None:
-        """``side`` of a small cycle of a join that does not shed, from side ``i``'s new
-        ``events`` rather than its elements: one text of the kept elements still live at
-        ``lo`` and the new ones (``elements``), in one partition and sorted by the keys
-        (a subquery's name costs no partitioning in one partition, see ``side``).
-        """
-        names = [*self.names[i], STARTS[i], ENDS[i]]
-        parts, views = [], {}
-        if old is not None:
-            live = f" WHERE {q(ENDS[i])} >= {bound_sql(lo)}" if lo != TIME_MIN else ""
-            parts.append(f"SELECT {', '.join(map(q, names))} FROM {{old}}{live}")
-            views["old"] = old
-        if events is not None:
-            window, _steps = self.interval_join.side(i)
-            start, end = element_interval_sql(window.spec, q(T))
-            assert end is not None  # the rule takes windows whose elements end
-            parts.append(f"SELECT {', '.join(map(q, self.names[i]))}, {start} AS "
-                         f"{q(STARTS[i])}, {end} AS {q(ENDS[i])} FROM "
-                         f"({self.events_sql[i]}) AS e WHERE {end} > {start}")
-            views["inp"] = events
-        if not parts:
-            return None
-        if events is None and not moved:  # sorted already
-            return self.views.sql(parts[0], **views)
-        # the one partition's rows sorted, after the union (as ``side``)
-        keys = f" SORT BY {', '.join(map(q, self.keys[i]))}" if self.keys[i] else ""
-        text = (f"SELECT * FROM (SELECT /*+ COALESCE(1) */ * FROM "
-                f"({' UNION ALL '.join(parts)}) AS u) AS c{keys}")
-        return self.views.sql(text, **views)
-
-    def changes_sql(self, lo: int, hi: int) -> list[str]:
-        """The changes of the cycle ``[lo, hi)`` of a join that does not shed, four probes:
-        +1 at the later start, -1 at the earlier end, each pair found once (see module).
-
-        A text per probe, each reading each side once: a text reading a view twice is
-        analysed afresh every cycle (``templates``), one reading it once only the first.
+        The probers are the small side: the join builds its hash table there and streams
+        the other side's runs through it once for both changes, so no side is sorted and
+        a cycle's join work grows with its own elements and one pass over the windows.
         """
         ls, rs = STARTS
         le, re_ = ENDS
         cols = ", ".join(map(q, [*self.names[0], *self.names[1]]))
-        probes = [  # (instant, change, the side it is a column of, band of the pair)
-            (ls, 1, 0, f"{rs} <= {ls} AND {re_} > {ls}"),  # as ``starts_band``
-            (rs, 1, 1, f"{ls} < {rs} AND {le} > {rs}"),
-            (le, -1, 0, f"{re_} >= {le} AND {rs} < {le}"),
-            (re_, -1, 1, f"{le} > {re_} AND {ls} < {re_}"),
-        ]
-        hint = "/*+ MERGE(r) */"  # both sides are frames of the cycle: no broadcast
+        bands = (  # (+1 band, -1 band) of each prober side: ties go to the left side
+            (f"{rs} <= {ls} AND {re_} > {ls}", f"{re_} >= {le} AND {rs} < {le}"),
+            (f"{ls} < {rs} AND {le} > {rs}", f"{le} > {re_} AND {ls} < {re_}"))
+        out = []
+        for i in (0, 1):
+            j = 1 - i
+            # the bounds need not be literals where the instants are filtered on their own
+            # side (a join condition takes only literals, which code generation compiles
+            # afresh every cycle)
+            starts = within_bounds(STARTS[i], lo, hi)
+            ends = within_bounds(ENDS[i], lo, hi)
+            changes = (f"CASE WHEN {starts} AND {ends} THEN array(1L, -1L) "
+                       f"WHEN {starts} THEN array(1L) ELSE array(-1L) END")
+            probers = (f"(SELECT * FROM {{probers{i}}} LATERAL VIEW explode({changes}) "
+                       f"AS {q(D)} WHERE ({starts}) OR ({ends}))")
+            sides = [probers, f"{{all{j}}}"] if i == 0 else [f"{{all{j}}}", probers]
+            views = (f"probers{i}", f"all{j}") if i == 0 else (f"all{j}", f"probers{i}")
+            plus, minus = bands[i]
+            out.append((f"SELECT /*+ SHUFFLE_HASH({'lr'[i]}) */ {cols}, IF({q(D)} = 1, "
+                        f"{STARTS[i]}, {ENDS[i]}) AS {q(T)}, {q(D)} FROM {sides[0]} AS l "
+                        f"JOIN {sides[1]} AS r ON ({self.condition}) AND "
+                        f"(({q(D)} = 1 AND {plus}) OR ({q(D)} = -1 AND {minus}))",
+                        *views))
+        return out
 
-        def side(i: int, at: str) -> str:
-            # the instant's cycle filtered on its own side, where the bounds need not be
-            # literals (a join condition takes only literals, which code generation
-            # compiles afresh every cycle)
-            view = ("{left}", "{right}")[i]
-            return f"(SELECT * FROM {view} WHERE {within_bounds(at, lo, hi)})"
-
-        return [
-            f"SELECT {hint} {cols}, {at} AS {q(T)}, CAST({sign} AS BIGINT) AS {q(D)} "
-            f"FROM {side(0, at) if i == 0 else '{left}'} AS l "
-            f"JOIN {side(1, at) if i == 1 else '{right}'} AS r ON ({self.condition}) AND {band}"
-            for at, sign, i, band in probes]
-
-    def found_sql(self, lo: int, hi: int, plan: CycleShedding) -> str | None:
-        """The pairs a shedding join finds in the cycle ``[lo, hi)``: the two +1 probes,
-        each meeting the cycle's share of each lag bucket (sampled probers: all of them),
-        with each pair's start and end, its prober's side, the partner's lag bucket and
-        whether the prober was sampled. None when no prober meets anything.
+    def found_sql(self, lo: int, hi: int, plan: CycleShedding,
+                  probers: tuple[bool, bool]) -> str | None:
+        """The pairs a shedding join finds in the cycle ``[lo, hi)``: the two +1 probes
+        (of the sides that have ``probers``), each meeting the cycle's share of each lag
+        bucket (sampled probers: all of them), with each pair's start and end, its
+        prober's side, the partner's lag bucket and whether the prober was sampled. None
+        when no prober meets anything. Views as ``changes_sql``'s; each prober expanded
+        is the join's build side.
         """
         cols = ", ".join(map(q, [*self.names[0], *self.names[1]]))
         le, re_ = ENDS
         selects = []
         for prober in (0, 1):
+            if not probers[prober]:
+                continue
             other = 1 - prober
             lag = f"{floor_div(STARTS[prober], self.slices[other])} - {SLICES[other]}"
+            hint = f"/*+ SHUFFLE_HASH({'lr'[prober]}) */"
             for sides, meets in self.taken_sql(prober, plan):
                 selects.append(
-                    f"SELECT /*+ MERGE(r) */ {cols}, {STARTS[prober]} AS {PAIR_START}, "
+                    f"SELECT {hint} {cols}, {STARTS[prober]} AS {PAIR_START}, "
                     f"least({le}, {re_}) AS {PAIR_END}, {prober} AS {PROBER}, "
                     f"{lag} AS {LAG_BUCKET}, {HASHES[prober]} < {plan.rate!r} AS {SAMPLED} "
                     f"FROM {sides} ON ({self.condition}) AND {starts_band(prober, lo, hi)} "
@@ -407,10 +351,10 @@ class IntervalJoinOperator(Operator):
             joins.append((f"IF({sampled}, {slots(every_slot)}, {slots(parts)})", by_slot))
         out = []
         for each, meets in joins:
-            expanded = (f"(SELECT * FROM {{{('left', 'right')[prober]}}} "
+            expanded = (f"(SELECT * FROM {{starting{prober}}} "
                         f"LATERAL VIEW explode({each}) AS _p)")
-            sides = (f"{expanded} AS l JOIN {{right}} AS r" if prober == 0
-                     else f"{{left}} AS l JOIN {expanded} AS r")
+            sides = (f"{expanded} AS l JOIN {{all1}} AS r" if prober == 0
+                     else f"{{all0}} AS l JOIN {expanded} AS r")
             out.append((sides, meets))
         return out
 
@@ -424,50 +368,47 @@ class IntervalJoinOperator(Operator):
         lo = self.progress.position
         lo = lo if lo is not None else min(left.lo, right.lo)
         hi = min(left.hi, right.hi)
-        frames: list[DataFrame | None] = []
         news: list[DataFrame | None] = []
         for i, inp in enumerate((left, right)):
             events = inp.arrivals if self.reads_arrivals[i] else inp.df
-            # a side kept from a cycle of the other layout is partitioned again, once
-            moved = self.sides[i].one_partition != self.rt.single
-            if self.rt.single and self.shedding is None:  # one text, no DataFrame call
-                new = events
-                side = self.side_in_one(i, self.sides[i].get(), events, lo, moved)
-            else:
-                new = None if events is None else self.elements(i, events)
-                side = self.side(i, self.sides[i].get(), new, lo, moved)
-            news.append(new)
-            if side is not None and (new is not None or moved):
-                side = self.rt.cache_for_cycle(side, ordered=True)
-                if hi != TIME_MAX:
-                    self.sides[i].adopt(side)
-            frames.append(side)
-        if hi == TIME_MAX:
-            for state in self.sides:
-                state.set(None)
+            runs = self.sides[i]
+            runs.expire(lo)
+            runs.merge(lo)
+            news.append(None if events is None else
+                        runs.add(self.views.sql(self.elements_sql[i], inp=events)))
+        views: dict[str, DataFrame | None] = {}
+        for i, runs in enumerate(self.sides):
+            views |= {f"starting{i}": runs.starting(lo), f"probers{i}": runs.probers(lo, hi),
+                      f"all{i}": runs.live()}
+        if hi == TIME_MAX:  # the input ended: nothing is kept
+            for runs in self.sides:
+                runs.clear()
         if self.shedding is not None:
-            return Slice(self.shed_changes(frames, news, lo, hi, self.cycle_shedding(cycle)),
+            return Slice(self.shed_changes(views, news, lo, hi, self.cycle_shedding(cycle)),
                          lo, hi)
-        if frames[0] is None or frames[1] is None:
-            return Slice(None, lo, hi)
-        changes = self.views.sql_union(self.changes_sql(lo, hi), left=frames[0],
-                                       right=frames[1])
-        return Slice(changes, lo, hi)
+        probes = []
+        for text, left_view, right_view in self.changes_sql(lo, hi):
+            l_df, r_df = views[left_view], views[right_view]
+            if l_df is not None and r_df is not None:
+                probes.append(self.views.sql(text, **{left_view: l_df, right_view: r_df}))
+        return Slice(union_by_name(probes) if probes else None, lo, hi)
 
-    def shed_changes(self, frames: list[DataFrame | None], news: list[DataFrame | None],
+    def shed_changes(self, views: dict[str, DataFrame | None], news: list[DataFrame | None],
                      lo: int, hi: int, plan: CycleShedding) -> DataFrame | None:
         """A shedding join's changes of the cycle: +1 for each pair it finds meeting the
         cycle's shares, -1 for each pair it found that ends in the cycle; the pairs that
-        end later are kept. ``frames`` are both sides' elements, ``news`` those new.
+        end later are kept. ``views`` are both sides' runs (as ``changes_sql``'s), ``news``
+        their new elements.
         """
         assert self.pairs is not None
         cols = [*self.names[0], *self.names[1]]
         found = None
-        left, right = frames
-        if left is not None and right is not None:
-            sql = self.found_sql(lo, hi, plan)
-            if sql is not None:
-                found = self.rt.cache_for_cycle(self.views.sql(sql, left=left, right=right))
+        probers = (views["starting0"] is not None and views["all1"] is not None,
+                   views["starting1"] is not None and views["all0"] is not None)
+        sql = self.found_sql(lo, hi, plan, probers)
+        if sql is not None:
+            read = {k: df for k, df in views.items() if df is not None and "{" + k + "}" in sql}
+            found = self.rt.cache_for_cycle(self.views.sql(sql, **read))
         self.tally_work(news, found, lo, plan)
         kept = self.pairs.get()
         pairs = [p.select(*[col(c) for c in [*cols, PAIR_START, PAIR_END]])
@@ -661,7 +602,7 @@ class IntervalJoinOperator(Operator):
                 return None
             pairs = found.where((col(PAIR_START) < F.lit(at)) & (col(PAIR_END) >= F.lit(at)))
             return as_changes_at(pairs.select(*[col(c) for c in cols]), cols, None, at)
-        left, right = (s.get() for s in self.sides)
+        left, right = (s.live() for s in self.sides)
         if left is None or right is None:
             return None
         ls, rs = STARTS

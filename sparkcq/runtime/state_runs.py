@@ -1,0 +1,280 @@
+"""Event-time state kept as runs: each cycle's new elements a frame of their own, merged
+when they get many, dropped whole once the watermark passes them.
+
+A state frame rewritten every cycle (``StateFrame``: new state = old state + change,
+cached again) costs a cycle what the state holds, not what changed: a join over a minute
+of events copies the minute every cycle. Here a state is a list of runs. A cycle adds its
+new elements as one run, cached once and never copied again; readers take the union of
+the runs they need. Each run's extent in event time (its latest start, earliest and latest
+end) is observed by the commit that makes it, so the driver knows, with no Spark job,
+
+- which runs a reader need not look at (no element of the run starts, or ends, in the
+  cycle), and
+- which runs hold no live element any more (their latest end lies behind the watermark):
+  they are dropped whole, nothing rewritten.
+
+Runs are merged size-tiered, like the levels of an LSM tree: when the newest ``FANOUT``
+runs are of one level (level 0: a cycle's new elements), they become one run of the next
+level, written in the cycle's one job with the expired elements left out. A state of ``n``
+cycles holds ``O(log n)`` runs and an element is written ``O(log n)`` times, so what a cycle
+writes grows with its change, not with the state. A merged run spans no more than a share
+of the elements' longest life (``span``), so the oldest run, dropped only when its last
+element expires, holds little that is dead::
+
+    cycle  runs (level: cycles they hold; newest last)
+      4    0:1  0:2  0:3  0:4          -> merged: 1:1-4
+      8    1:1-4  0:5 0:6 0:7 0:8      -> 1:1-4  1:5-8
+     16    1:1-4 1:5-8 1:9-12 1:13-16  -> 2:1-16
+     61    (window of 60 cycles) 2:1-16 expires after its last element: dropped whole
+
+A run made in a small cycle is in one partition; a large cycle's runs are hash-partitioned
+by the state's keys, so a union of runs is partitioned as each of them and a join on the
+keys shuffles none. A large cycle first merges the one-partition runs into one partitioned
+run (written once); a small cycle reads any run in its one partition as it is.
+
+A cycle's rollback puts the run list back and frees the runs the failed attempt made;
+``save`` writes the live runs (as one frame), ``load`` reads them back as one run.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql.types import StructType
+
+from sparkcq.runtime.frames import (
+    Runtime,
+    coalesce_partitions,
+    col,
+    q,
+    sql_column,
+    union_by_name,
+    unpersist_checkpoint,
+)
+from sparkcq.runtime.saved_frames import FrameReader, FrameWriter
+
+#: runs of one level merged into one of the next
+FANOUT = 4
+
+
+@dataclass(frozen=True)
+class Run:
+    """One immutable frame of a state's elements and what its commit observed of them
+    (None until that commit ran: a run of the running cycle may hold anything).
+    """
+
+    df: DataFrame
+    level: int  # merges it went through: 0 for a cycle's new elements
+    one_partition: bool  # made in a small cycle
+    rows: int | None = None
+    last_start: int | None = None
+    first_end: int | None = None
+    last_end: int | None = None
+
+    @property
+    def known(self) -> bool:
+        """Whether its commit ran: its rows and extent are known."""
+        return self.rows is not None
+
+    def starts_from(self, lo: int) -> bool:
+        """Whether an element of the run may start at or after ``lo``."""
+        return not self.known or (self.last_start is not None and self.last_start >= lo)
+
+    def ends_within(self, lo: int, hi: int) -> bool:
+        """Whether an element of the run may end in ``[lo, hi)``."""
+        if not self.known:
+            return True
+        return (self.first_end is not None and self.last_end is not None
+                and self.first_end < hi and self.last_end >= lo)
+
+    def live_at(self, lo: int) -> bool:
+        """Whether an element of the run may end at or after ``lo``."""
+        return not self.known or (self.last_end is not None and self.last_end >= lo)
+
+
+@dataclass(frozen=True)
+class RunsState:
+    """What a ``StateRuns`` holds at a cycle boundary: a cycle's rollback puts it back."""
+
+    runs: tuple[Run, ...]
+
+    @property
+    def frames(self) -> tuple[DataFrame, ...]:
+        """The runs' frames."""
+        return tuple(r.df for r in self.runs)
+
+
+class StateRuns:
+    """An operator's event-time state as runs (see module): elements whose interval starts
+    at column ``starts`` and ends at column ``ends``, partitioned by ``keys`` in a large
+    cycle. ``span``, if known, is the longest an element lives: a merged run spans at most
+    a third of it.
+    """
+
+    def __init__(self, rt: Runtime, schema: StructType, name: str, starts: str, ends: str,
+                 keys: Sequence[str] = (), span: int | None = None):
+        self.rt = rt
+        self.schema = schema
+        self.name = name
+        self.starts, self.ends = starts, ends
+        self.keys = tuple(keys)
+        self.span = span
+        self.runs: tuple[Run, ...] = ()
+        # the commit's aggregates over a new run: rows, latest start, earliest and latest end
+        self.metrics: tuple[Column, ...] = (
+            sql_column("count(1) AS `v0`"), sql_column(f"max({q(starts)}) AS `v1`"),
+            sql_column(f"min({q(ends)}) AS `v2`"), sql_column(f"max({q(ends)}) AS `v3`"))
+
+    # -- what it holds --------------------------------------------------------------------
+    @property
+    def rows(self) -> int:
+        """Rows the runs hold (those whose commit ran)."""
+        return sum(r.rows or 0 for r in self.runs)
+
+    def snapshot(self) -> RunsState:
+        """What the state holds now, for a cycle's transaction."""
+        return RunsState(self.runs)
+
+    def restore(self, state: RunsState) -> None:
+        """Hold ``state`` again (a failed cycle is rolled back)."""
+        self.runs = state.runs
+
+    def frames(self) -> tuple[DataFrame, ...]:
+        """The frames of the runs held now."""
+        return tuple(r.df for r in self.runs)
+
+    # -- a cycle ----------------------------------------------------------------------------
+    def add(self, elements: DataFrame) -> DataFrame:
+        """Keep a cycle's new ``elements`` as a run, made by the cycle's commit; returns
+        the run's frame (read it rather than ``elements``: it is computed once).
+        """
+        if self.rt.single:
+            elements = coalesce_partitions(elements, 1)
+        elif self.keys:
+            elements = self.rt.partition_by(elements, *[col(k) for k in self.keys])
+        run = Run(self.rt.checkpoint(elements), 0, self.rt.single)
+        self.runs = (*self.runs, run)
+        self.observe(run)
+        return run.df
+
+    def expire(self, lo: int) -> None:
+        """Drop the runs no element of which ends at or after ``lo`` (freed when the cycle
+        ends: its plans may still read them).
+        """
+        gone = [r for r in self.runs if not r.live_at(lo)]
+        if gone:
+            self.runs = tuple(r for r in self.runs if r.live_at(lo))
+            for run in gone:
+                self.rt.release_at_cycle_end(run.df)
+
+    def merge(self, lo: int) -> None:
+        """Merge runs (see module): in a large cycle every run made in one partition into
+        one partitioned run; then, while the newest ``FANOUT`` runs are of one level and
+        their merge spans no more than a third of ``span``, those into one of the next
+        level. The merged run leaves out elements that ended before ``lo``.
+        """
+        if not self.rt.single:
+            small = [r for r in self.runs if r.one_partition]
+            if small:
+                merged = self.merged(small, lo, max(r.level for r in small))
+                self.runs = (merged, *(r for r in self.runs if not r.one_partition))
+        while len(self.runs) >= FANOUT:
+            tail = self.runs[-FANOUT:]
+            level = tail[-1].level
+            if any(r.level != level or not r.known for r in tail) or not self.spans(tail):
+                return
+            self.runs = (*self.runs[:-FANOUT], self.merged(list(tail), lo, level + 1))
+
+    def spans(self, runs: Sequence[Run]) -> bool:
+        """Whether ``runs`` merged end within a third of ``span`` of one another."""
+        if self.span is None:
+            return True
+        ends = [e for r in runs for e in (r.first_end, r.last_end) if e is not None]
+        return not ends or 3 * (max(ends) - min(ends)) <= self.span
+
+    def merged(self, runs: Sequence[Run], lo: int, level: int) -> Run:
+        """One run of ``runs``' elements that end at or after ``lo``, made by the commit."""
+        union = self.read(runs)
+        assert union is not None
+        live = union.where(col(self.ends) >= lo)
+        if not self.rt.single and self.keys:
+            live = self.rt.partition_by(live, *[col(k) for k in self.keys])
+        for run in runs:
+            self.rt.release_at_cycle_end(run.df)
+        run = Run(self.rt.checkpoint(live), level, self.rt.single)
+        self.observe(run)
+        return run
+
+    def observe(self, run: Run) -> None:
+        """Have the commit that makes ``run`` tell its rows and extent (an empty run is
+        dropped then).
+        """
+        def made(values: list[int | None]) -> None:
+            rows, last_start, first_end, last_end = values
+            known = replace(run, rows=rows or 0, last_start=last_start, first_end=first_end,
+                            last_end=last_end)
+            if not rows:
+                self.rt.release_at_cycle_end(run.df)
+            self.runs = tuple(known if r is run else r for r in self.runs if r is not run
+                              or rows)
+        self.rt.observe(run.df, self.metrics, made, written=True)
+
+    def clear(self) -> None:
+        """Drop every run (the input ended, or the operator leaves the plan)."""
+        for run in self.runs:
+            self.rt.release_at_cycle_end(run.df)
+        self.runs = ()
+
+    # -- reading ------------------------------------------------------------------------------
+    def read(self, runs: Sequence[Run]) -> DataFrame | None:
+        """The union of ``runs`` (None: none): in a small cycle in one partition, in a large
+        one partitioned as each run is.
+        """
+        if not runs:
+            return None
+        union = runs[0].df if len(runs) == 1 else union_by_name([r.df for r in runs])
+        if self.rt.single and not (len(runs) == 1 and runs[0].one_partition):
+            return coalesce_partitions(union, 1)
+        return union
+
+    def live(self) -> DataFrame | None:
+        """Every run."""
+        return self.read(self.runs)
+
+    def starting(self, lo: int) -> DataFrame | None:
+        """The runs that may hold elements starting at or after ``lo``."""
+        return self.read([r for r in self.runs if r.starts_from(lo)])
+
+    def probers(self, lo: int, hi: int) -> DataFrame | None:
+        """The runs that may hold elements starting at or after ``lo`` or ending in
+        ``[lo, hi)``.
+        """
+        return self.read([r for r in self.runs
+                          if r.starts_from(lo) or r.ends_within(lo, hi)])
+
+    # -- checkpoints --------------------------------------------------------------------------
+    def save(self, path: str, frames: FrameWriter) -> None:
+        """Save the live runs under ``path`` with the checkpoint's other ``frames``."""
+        frames.add(os.path.join(path, self.name), self.live())
+
+    def load(self, path: str, frames: FrameReader) -> None:
+        """Restore what ``save`` saved as one run, made and measured at once (a Spark job),
+        between cycles.
+        """
+        for run in self.runs:
+            unpersist_checkpoint(run.df)
+        saved = frames.read(os.path.join(path, self.name), self.schema)
+        saved = self.rt.checkpoint(coalesce_partitions(saved, 1))
+        row = saved.agg(*self.metrics).first()
+        assert row is not None
+        rows, last_start, first_end, last_end = row
+        # in one partition: a large cycle merges it into a partitioned run first
+        self.runs = (Run(saved, 0, True, rows, last_start, first_end, last_end),
+                     ) if rows else ()
+
+    def release(self) -> None:
+        """Hold nothing (the operator leaves the plan)."""
+        self.clear()
