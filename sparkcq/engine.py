@@ -368,11 +368,13 @@ class Engine:
         self.driver.resume_at(cycle)
 
     # -- state at a cycle boundary --------------------------------------------------------
-    def save_state(self, path: str) -> None:
+    def save_state(self, path: str, as_name: str | None = None) -> None:
         """Write every operator's state and every stream's watermark under ``path``
         (between cycles), for an engine given the same statements to ``restore_state``.
+        A folder that will be ``as_name`` beside states saved before (a checkpoint
+        directory's) writes only the runs of state made since, and names the others.
         """
-        save_state(path, self.queries, SavedState(self.cycle, self.engine_id))
+        save_state(path, self.queries, SavedState(self.cycle, self.engine_id), as_name)
 
     def restore_state(self, path: str) -> None:
         """Load what ``save_state`` wrote; the same streams and queries must exist."""

@@ -218,8 +218,10 @@ class Replay(Protocol):
         """Apply a feed's REMOVE."""
         ...
 
-    def save_state(self, path: str) -> None:
-        """Write every operator's state (between cycles)."""
+    def save_state(self, path: str, as_name: str | None = None) -> None:
+        """Write every operator's state (between cycles), in a folder that becomes
+        ``as_name`` beside the states saved before.
+        """
         ...
 
     def restore_state(self, path: str) -> None:
@@ -325,7 +327,8 @@ class Recovery:
             return
         began = time.perf_counter()
         staging = self.store.staging_folder(cycle + 1)
-        self.target.save_state(staging)
+        self.target.save_state(staging, as_name=os.path.basename(
+            self.store.state_folder(cycle + 1)))
         positions = {name: source.position() for name, source in self.sources.items()}
         write_atomically(os.path.join(staging, SOURCES_FILE), json.dumps(positions))
         self.store.commit_state(cycle + 1)

@@ -10,7 +10,9 @@ An engine given ``checkpoint_dir`` writes, in that directory:
   recognises the cycle's number and keeps what it committed);
 - ``state/<c>/``: every operator's state and every stream's and source's position once
   cycles before c are committed (cycle c is next), then ``LATEST`` names it. Older
-  states and offsets are deleted after that.
+  states and offsets are deleted after that, but the states whose runs of state it still
+  reads (``runtime/state_runs.py``: a checkpoint writes only the runs made since the
+  last one, and names the others where they were saved).
 
 Every file is written under a temporary name, synced and renamed into place, so a crash
 leaves either the old or the new version, never half of one.
@@ -22,6 +24,8 @@ import json
 import os
 import shutil
 from typing import Any
+
+from sparkcq.runtime.saved_frames import REFERENCES_FILE
 
 
 def write_atomically(path: str, text: str) -> None:
@@ -142,8 +146,17 @@ class CheckpointStore:
         self.prune(cycle)
 
     def prune(self, cycle: int) -> None:
-        """Delete states older than ``cycle`` and the input of cycles before it."""
+        """Delete states older than ``cycle`` but those whose runs of state it still
+        reads (its ``references.json``), and the input of cycles before it.
+        """
+        kept: set[str] = set()
+        references = os.path.join(self.state_folder(cycle), REFERENCES_FILE)
+        if os.path.exists(references):
+            with open(references, encoding="utf-8") as f:
+                kept = set(json.load(f))
         for name in os.listdir(os.path.join(self.path, "state")):
+            if name in kept:
+                continue
             if name.isdigit() and int(name) < cycle or name.startswith("."):
                 shutil.rmtree(os.path.join(self.path, "state", name), ignore_errors=True)
         offsets = os.path.join(self.path, "offsets")

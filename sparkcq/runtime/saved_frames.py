@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -27,15 +28,59 @@ from sparkcq.runtime.frames import union_all
 
 FRAMES_FOLDER = "frames"
 INDEX_FILE = "frames.json"
+REFERENCES_FILE = "references.json"  # the earlier checkpoints' folders whose runs it reads
+RUNS_FOLDER = "runs"
+OWN_FOLDER = "."  # a run saved in the checkpoint that names it
 FRAME = "_frame"
 
 
-class FrameWriter:
-    """Collects a checkpoint's frames (``add``), then writes them together (``write``)."""
+@dataclass(frozen=True)
+class RunRef:
+    """Where a run of state was saved: frame ``j`` of the checkpoint in ``folder`` of
+    ``base`` (``OWN_FOLDER``: the checkpoint read).
+    """
 
-    def __init__(self, root: str):
+    base: str
+    folder: str
+    j: int
+
+    def to_json(self) -> list[str | int]:
+        """As a manifest keeps it (the base is the manifest's own)."""
+        return [self.folder, self.j]
+
+
+class FrameWriter:
+    """Collects a checkpoint's frames (``add``), then writes them together (``write``).
+
+    A checkpoint of a checkpoint directory is written in a folder that will be ``name``
+    beside the states before it: a run of state (``StateRuns``) one of those wrote, and
+    still live, is referenced there (``reuse``) rather than written again, and the folders
+    this checkpoint references are listed in ``references.json`` (kept while it is the
+    newest: ``CheckpointStore.prune``). Without a ``name`` every run is written.
+    """
+
+    def __init__(self, root: str, name: str | None = None):
         self.root = root
+        self.name = name
+        self.base = os.path.realpath(os.path.dirname(os.path.abspath(root)))
         self.frames: list[tuple[str, DataFrame]] = []
+        self.referenced: set[str] = set()
+
+    def add_run(self, df: DataFrame) -> RunRef:
+        """Save ``df``, a run of state, with the checkpoint's other frames: where it is,
+        for ``FrameReader.read_run`` and for later checkpoints to ``reuse``.
+        """
+        j = len(self.frames)
+        self.frames.append((f"{RUNS_FOLDER}/{j}", df))
+        return RunRef(self.base, self.name or OWN_FOLDER, j)
+
+    def reuse(self, ref: RunRef) -> bool:
+        """Reference a run an earlier checkpoint beside this one saved, if it is there."""
+        if (self.name is None or ref.base != self.base or ref.folder == OWN_FOLDER
+                or not os.path.isdir(os.path.join(self.base, ref.folder))):
+            return False
+        self.referenced.add(ref.folder)
+        return True
 
     def add(self, path: str, df: DataFrame | None) -> None:
         """Save ``df`` as the frame at ``path`` (under the root); None saves it empty."""
@@ -59,6 +104,8 @@ class FrameWriter:
             union.write.mode("overwrite").parquet(os.path.join(self.root, FRAMES_FOLDER))
         with open(os.path.join(self.root, INDEX_FILE), "w", encoding="utf-8") as f:
             json.dump(index, f)
+        with open(os.path.join(self.root, REFERENCES_FILE), "w", encoding="utf-8") as f:
+            json.dump(sorted(self.referenced), f)
 
 
 class FrameReader:
@@ -93,6 +140,21 @@ class FrameReader:
         if self.dataset is None:
             self.dataset = self.spark.read.parquet(os.path.join(self.root, FRAMES_FOLDER))
         return self.dataset.where(F.col(FRAME) == j).select(f"_f{j}.*")
+
+    def read_run(self, saved: list[str | int], schema: StructType,
+                 ) -> tuple[DataFrame, RunRef | None]:
+        """A run a manifest names (``RunRef.to_json``), with the columns of ``schema``, and
+        where it is for a later checkpoint beside this one to reuse (None: nowhere it can).
+        """
+        folder, j = str(saved[0]), int(saved[1])
+        own = folder in (OWN_FOLDER, os.path.basename(os.path.normpath(self.root)))
+        reader = self if own else FrameReader(
+            self.spark, os.path.join(os.path.dirname(os.path.normpath(self.root)), folder))
+        frame = reader.read(os.path.join(reader.root, RUNS_FOLDER, str(j)), schema)
+        if folder == OWN_FOLDER:
+            return frame, None
+        base = os.path.realpath(os.path.dirname(os.path.abspath(self.root)))
+        return frame, RunRef(base, os.path.basename(os.path.normpath(reader.root)), j)
 
     def read(self, path: str, schema: StructType) -> DataFrame:
         """The frame saved at ``path``, with the columns of ``schema``."""

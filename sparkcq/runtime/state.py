@@ -53,12 +53,14 @@ def stateful(queries: RunningQueries,
     return [(key, holder) for key, holder in holders if holder.cycle_states()]
 
 
-def save_state(path: str, queries: RunningQueries, saved: SavedState) -> None:
+def save_state(path: str, queries: RunningQueries, saved: SavedState,
+               as_name: str | None = None) -> None:
     """Write every operator's state and every stream's watermark under ``path`` (between
-    cycles).
+    cycles); a folder that will be ``as_name`` beside earlier states (a checkpoint
+    directory's) references their runs that are still live (``FrameWriter``).
     """
     os.makedirs(path, exist_ok=True)
-    frames = FrameWriter(path)
+    frames = FrameWriter(path, as_name)
     for key, holder in stateful(queries):
         holder.save(os.path.join(path, key), frames)
     frames.write()

@@ -32,12 +32,16 @@ by the state's keys, so a union of runs is partitioned as each of them and a joi
 keys shuffles none. A large cycle first merges the one-partition runs into one partitioned
 run (written once); a small cycle reads any run in its one partition as it is.
 
-A cycle's rollback puts the run list back and frees the runs the failed attempt made;
-``save`` writes the live runs (as one frame), ``load`` reads them back as one run.
+A cycle's rollback puts the run list back and frees the runs the failed attempt made.
+A checkpoint writes the runs made since the last one and a manifest naming every live run
+where it was saved (``save``; ``saved_frames.FrameWriter``); the checkpoints whose runs a
+newer one still names are kept (``CheckpointStore.prune``), and ``load`` reads the runs
+back from where the manifest says.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -54,10 +58,12 @@ from sparkcq.runtime.frames import (
     union_by_name,
     unpersist_checkpoint,
 )
-from sparkcq.runtime.saved_frames import FrameReader, FrameWriter
+from sparkcq.runtime.saved_frames import FrameReader, FrameWriter, RunRef
 
 #: runs of one level merged into one of the next
 FANOUT = 4
+#: a state's manifest in a checkpoint: its runs, where each is saved
+MANIFEST_SUFFIX = ".runs.json"
 
 
 @dataclass(frozen=True)
@@ -73,6 +79,7 @@ class Run:
     last_start: int | None = None
     first_end: int | None = None
     last_end: int | None = None
+    saved: RunRef | None = None  # where a checkpoint saved it, for later ones to reuse
 
     @property
     def known(self) -> bool:
@@ -257,23 +264,55 @@ class StateRuns:
 
     # -- checkpoints --------------------------------------------------------------------------
     def save(self, path: str, frames: FrameWriter) -> None:
-        """Save the live runs under ``path`` with the checkpoint's other ``frames``."""
-        frames.add(os.path.join(path, self.name), self.live())
+        """Save the runs under ``path`` with the checkpoint's other ``frames``: a manifest
+        naming each run where it is saved, written now unless an earlier checkpoint beside
+        this one saved it (``FrameWriter.reuse``), so a checkpoint writes the runs made
+        since the last one.
+        """
+        os.makedirs(path, exist_ok=True)
+        kept, manifest = [], []
+        for run in self.runs:
+            ref = run.saved
+            if ref is None or not frames.reuse(ref):
+                ref = frames.add_run(run.df)
+                run = replace(run, saved=ref)
+            kept.append(run)
+            manifest.append({"run": ref.to_json(), "level": run.level})
+        self.runs = tuple(kept)
+        with open(os.path.join(path, f"{self.name}{MANIFEST_SUFFIX}"), "w",
+                  encoding="utf-8") as f:
+            json.dump(manifest, f)
 
     def load(self, path: str, frames: FrameReader) -> None:
-        """Restore what ``save`` saved as one run, made and measured at once (a Spark job),
-        between cycles.
+        """Restore the runs ``save`` named, each made and measured at once (a Spark job
+        each), between cycles; a run an earlier checkpoint saved stays where it is.
         """
         for run in self.runs:
             unpersist_checkpoint(run.df)
-        saved = frames.read(os.path.join(path, self.name), self.schema)
-        saved = self.rt.checkpoint(coalesce_partitions(saved, 1))
-        row = saved.agg(*self.metrics).first()
-        assert row is not None
-        rows, last_start, first_end, last_end = row
-        # in one partition: a large cycle merges it into a partitioned run first
-        self.runs = (Run(saved, 0, True, rows, last_start, first_end, last_end),
-                     ) if rows else ()
+        self.runs = ()
+        listed = os.path.join(path, f"{self.name}{MANIFEST_SUFFIX}")
+        if os.path.exists(listed):
+            with open(listed, encoding="utf-8") as f:
+                manifest = json.load(f)
+        else:  # saved as one frame, before states were runs
+            manifest = [{"frame": os.path.join(path, self.name), "level": 0}]
+        runs = []
+        for entry in manifest:
+            if "frame" in entry:
+                frame, ref = frames.read(entry["frame"], self.schema), None
+            else:
+                frame, ref = frames.read_run(entry["run"], self.schema)
+            kept = self.rt.checkpoint(coalesce_partitions(frame, 1))
+            row = kept.agg(*self.metrics).first()
+            assert row is not None
+            rows, last_start, first_end, last_end = row
+            if not rows:
+                unpersist_checkpoint(kept)
+                continue
+            # in one partition: a large cycle merges it into a partitioned run first
+            runs.append(Run(kept, int(entry["level"]), True, rows, last_start, first_end,
+                            last_end, ref))
+        self.runs = tuple(runs)
 
     def release(self) -> None:
         """Hold nothing (the operator leaves the plan)."""
