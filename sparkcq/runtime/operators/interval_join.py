@@ -380,9 +380,11 @@ class IntervalJoinOperator(Operator):
         for i, runs in enumerate(self.sides):
             views |= {f"starting{i}": runs.starting(lo), f"probers{i}": runs.probers(lo, hi),
                       f"all{i}": runs.live()}
-        if hi == TIME_MAX:  # the input ended: nothing is kept
-            for runs in self.sides:
+        for runs in self.sides:  # what ends before ``hi`` meets no later cycle
+            if hi == TIME_MAX:  # the input ended: nothing is kept
                 runs.clear()
+            else:
+                runs.expire(hi)
         if self.shedding is not None:
             return Slice(self.shed_changes(views, news, lo, hi, self.cycle_shedding(cycle)),
                          lo, hi)
