@@ -13,7 +13,7 @@ end) is observed by the commit that makes it, so the driver knows, with no Spark
 - which runs hold no live element any more (their latest end lies behind the watermark):
   they are dropped whole, nothing rewritten.
 
-Runs are merged size-tiered, like the levels of an LSM tree: when the newest ``FANOUT``
+Runs are merged size-tiered, like the levels of an LSM tree: when ``FANOUT`` adjacent
 runs are of one level (level 0: a cycle's new elements), they become one run of the next
 level, written in the cycle's one job with the expired elements left out. A state of ``n``
 cycles holds ``O(log n)`` runs and an element is written ``O(log n)`` times, so what a cycle
@@ -179,21 +179,32 @@ class StateRuns:
 
     def merge(self, lo: int) -> None:
         """Merge runs (see module): in a large cycle every run made in one partition into
-        one partitioned run; then, while the newest ``FANOUT`` runs are of one level and
+        one partitioned run; then, while ``FANOUT`` adjacent runs are of one level and
         their merge spans no more than a third of ``span``, those into one of the next
-        level. The merged run leaves out elements that ended before ``lo``.
+        level, the lowest level first. The merged run leaves out elements that ended
+        before ``lo``.
         """
         if not self.rt.single:
             small = [r for r in self.runs if r.one_partition]
             if small:
                 merged = self.merged(small, lo, max(r.level for r in small))
                 self.runs = (merged, *(r for r in self.runs if not r.one_partition))
-        while len(self.runs) >= FANOUT:
-            tail = self.runs[-FANOUT:]
-            level = tail[-1].level
-            if any(r.level != level or not r.known for r in tail) or not self.spans(tail):
-                return
-            self.runs = (*self.runs[:-FANOUT], self.merged(list(tail), lo, level + 1))
+        while (at := self.mergeable()) is not None:
+            group = self.runs[at:at + FANOUT]
+            self.runs = (*self.runs[:at], self.merged(list(group), lo, group[0].level + 1),
+                         *self.runs[at + FANOUT:])
+
+    def mergeable(self) -> int | None:
+        """Where the first ``FANOUT`` adjacent runs of the lowest level that has them begin
+        (each known, their merge spanning no more than ``spans`` allows); None if no level
+        has them.
+        """
+        for level in sorted({r.level for r in self.runs}):
+            for at in range(len(self.runs) - FANOUT + 1):
+                group = self.runs[at:at + FANOUT]
+                if all(r.level == level and r.known for r in group) and self.spans(group):
+                    return at
+        return None
 
     def spans(self, runs: Sequence[Run]) -> bool:
         """Whether ``runs`` merged end within a third of ``span`` of one another."""
@@ -221,6 +232,8 @@ class StateRuns:
         """
         def made(values: list[int | None]) -> None:
             rows, last_start, first_end, last_end = values
+            if not any(r is run for r in self.runs):  # cleared in its own cycle
+                return
             known = replace(run, rows=rows or 0, last_start=last_start, first_end=first_end,
                             last_end=last_end)
             if not rows:

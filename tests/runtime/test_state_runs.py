@@ -1,0 +1,56 @@
+"""State kept as runs (``runtime/state_runs.py``), through a window join's sides: runs merge
+size-tiered and expire whole, so a long run holds few of them and writes each element a
+few times, and the pairs stay exactly those of the windows.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from sparkcq import Engine
+from sparkcq.runtime.operators.interval_join import IntervalJoinOperator
+from sparkcq.runtime.partitioning import SmallCycles
+
+WINDOW = 100
+STEP = 2  # event time a cycle: one event per unit on each side
+CYCLES = 120
+JOIN = f"""
+CREATE STREAM a (id BIGINT, k BIGINT, t BIGINT) WITH (event_time='t');
+CREATE STREAM b (id BIGINT, k BIGINT, t BIGINT) WITH (event_time='t');
+CREATE QUERY pairs AS ISTREAM SELECT a.id AS ai, b.id AS bi
+  FROM a [RANGE {WINDOW}] JOIN b [RANGE {WINDOW}] ON a.k = b.k;
+"""
+
+
+@pytest.mark.parametrize("small", [True, False], ids=["one partition", "partitioned"])
+def test_runs_merge_and_expire_and_the_pairs_stay_exact(spark, small):
+    """Over 120 cycles of 2 units (an element lives 100, 50 cycles), four runs of one level
+    merge into one of the next while the merge spans at most a third of 100 units: levels
+    of 1, 4 and 16 cycles (8 and 32 units), never 64 (128 units). So a side never holds
+    more than 50 / 16 + 3 + 3 + 1 runs (those of 16 cycles the window can hold, three of
+    each lower level, and the new one), and an element is written at most three times: when
+    it arrives and in two merges. Every pair of one key within 100 units is found once.
+    """
+    cycles = SmallCycles.always() if small else SmallCycles.never()
+    eng = Engine(spark=spark, small_cycles=cycles)
+    eng.execute(JOIN)
+    join = next(op for op in eng.plan.ops.values() if isinstance(op, IntervalJoinOperator))
+    most = 0
+    for c in range(CYCLES):
+        times = range(STEP * c, STEP * c + STEP)
+        eng.push("a", [{"id": t, "k": t % 3, "t": t} for t in times], watermark=STEP * c + STEP)
+        eng.push("b", [{"id": 10_000 + t, "k": t % 2, "t": t} for t in times],
+                 watermark=STEP * c + STEP)
+        eng.run_cycle()
+        most = max(most, *(len(side.runs) for side in join.sides))
+        levels = {r.level for side in join.sides for r in side.runs}
+        assert levels <= {0, 1, 2}, (c, levels)
+    assert 2 in {r.level for side in join.sides for r in side.runs}
+    assert most <= WINDOW // (16 * STEP) + 1 + 3 + 3 + 1
+    written = sum(r.state_rows_written for r in eng.reports)
+    assert 2 * STEP * CYCLES < written <= 3 * 2 * STEP * CYCLES
+    events = range(STEP * CYCLES)
+    expected = sorted((ta, 10_000 + tb) for ta in events for tb in events
+                      if ta % 3 == tb % 2 and abs(ta - tb) < WINDOW)
+    got = eng.results("pairs")
+    assert sorted(zip(got["ai"], got["bi"], strict=True)) == expected
