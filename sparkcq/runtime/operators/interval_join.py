@@ -150,6 +150,19 @@ def within_bounds(column: str, lo: int, hi: int) -> str:
     return " AND ".join(b for b in bounds if b) or "TRUE"
 
 
+def partners_sql(side: int, lo: int, hi: int) -> str:
+    """Side ``side``'s elements a prober of the cycle ``[lo, hi)`` may meet (view
+    ``all<side>``): started before ``hi`` and not ended before ``lo``. A run merged from
+    several cycles still holds elements that ended since, and a faster input's elements
+    that start later: left out before the join rather than compared with every prober of
+    their key.
+    """
+    bounds = [f"{ENDS[side]} >= {bound_sql(lo)}" if lo != TIME_MIN else "",
+              f"{STARTS[side]} < {bound_sql(hi)}" if hi != TIME_MAX else ""]
+    where = " AND ".join(b for b in bounds if b)
+    return f"(SELECT * FROM {{all{side}}} WHERE {where})" if where else f"{{all{side}}}"
+
+
 def starts_band(prober: int, lo: int, hi: int) -> str:
     """SQL: the pairs whose later start is side ``prober``'s and lies in ``[lo, hi)`` (ties
     go to the left side), with the partner not ended by then: the +1 probe's band.
@@ -273,7 +286,8 @@ class IntervalJoinOperator(Operator):
                        f"WHEN {starts} THEN array(1L) ELSE array(-1L) END")
             probers = (f"(SELECT * FROM {{probers{i}}} LATERAL VIEW explode({changes}) "
                        f"AS {q(D)} WHERE ({starts}) OR ({ends}))")
-            sides = [probers, f"{{all{j}}}"] if i == 0 else [f"{{all{j}}}", probers]
+            partners = partners_sql(j, lo, hi)
+            sides = [probers, partners] if i == 0 else [partners, probers]
             views = (f"probers{i}", f"all{j}") if i == 0 else (f"all{j}", f"probers{i}")
             plus, minus = bands[i]
             out.append((f"SELECT /*+ SHUFFLE_HASH({'lr'[i]}) */ {cols}, IF({q(D)} = 1, "
@@ -301,7 +315,7 @@ class IntervalJoinOperator(Operator):
             other = 1 - prober
             lag = f"{floor_div(STARTS[prober], self.slices[other])} - {SLICES[other]}"
             hint = f"/*+ SHUFFLE_HASH({'lr'[prober]}) */"
-            for sides, meets in self.taken_sql(prober, plan):
+            for sides, meets in self.taken_sql(prober, plan, lo, hi):
                 selects.append(
                     f"SELECT {hint} {cols}, {STARTS[prober]} AS {PAIR_START}, "
                     f"least({le}, {re_}) AS {PAIR_END}, {prober} AS {PROBER}, "
@@ -310,7 +324,8 @@ class IntervalJoinOperator(Operator):
                     f"AND {meets}")
         return " UNION ALL ".join(selects) or None
 
-    def taken_sql(self, prober: int, plan: CycleShedding) -> list[tuple[str, str]]:
+    def taken_sql(self, prober: int, plan: CycleShedding, lo: int,
+                  hi: int) -> list[tuple[str, str]]:
         """The joins of a +1 probe whose probers (side ``prober``) meet only the lag
         buckets the cycle takes, as (sides, condition): each prober expanded into the
         buckets it meets whole, joined on the partner's sub-window, and into the slots it
@@ -353,8 +368,9 @@ class IntervalJoinOperator(Operator):
         for each, meets in joins:
             expanded = (f"(SELECT * FROM {{starting{prober}}} "
                         f"LATERAL VIEW explode({each}) AS _p)")
-            sides = (f"{expanded} AS l JOIN {{all1}} AS r" if prober == 0
-                     else f"{{all0}} AS l JOIN {expanded} AS r")
+            partners = partners_sql(other, lo, hi)
+            sides = (f"{expanded} AS l JOIN {partners} AS r" if prober == 0
+                     else f"{partners} AS l JOIN {expanded} AS r")
             out.append((sides, meets))
         return out
 
