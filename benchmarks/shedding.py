@@ -1,6 +1,7 @@
 """Load shedding of a windowed stream join (DESIGN 4.4, docs/shedding.md), measured.
 
-    .venv/bin/python benchmarks/shedding.py [--quick]
+    .venv/bin/python benchmarks/shedding.py [--quick] [--window-ms 10000] [--keys 2]
+        [--budget 8] [--rates 125,250,500,1000,2000,4000]
 
 Input: ``sparkcq.testing.correlated_streams``, numeric event time in milliseconds; each
 a-tuple's partner in b (same key and value) lies 2-3 s behind it, b also carries one
@@ -19,8 +20,9 @@ Three parts, one Spark session:
 1. **Sustainable rate.** After a warm-up run (not reported: the JVM compiles the join's
    code in its first cycles), the unshed join fed in real time (event time follows the
    wall clock; each cycle takes what arrived during the last) at rising rates; the highest
-   rate whose cycles stay within the budget (p99 of the last two thirds) is the
-   sustainable one.
+   rate whose cycles stay within the budget (p99 of the cycles after a third of the run,
+   and after a window's length: once a window is held) is the sustainable one. A run
+   lasts twice the window at least.
 2. **Three times that rate**, each mode for the same wall time: ``off`` (cycle times grow
    without bound: the run stops after a cycle of ``GAVE_UP`` budgets), ``random`` and
    ``adaptive`` (z adapts to the budget). Cycle time over time is plotted; p99 is taken
@@ -36,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,12 +48,7 @@ from sparkcq.session import make_session
 from sparkcq.testing import Lag, correlated_streams
 
 RESULTS = Path(__file__).parent / "results"
-WINDOW_MS = 10_000
-#: the latency budget: above the engine's own cost of a cycle on a 2-core machine (about
-#: 3.5 s for a join of a few hundred tuples in 2026-11; issue 31), so shedding can hold it
-BUDGET_S = 8.0
 LAG = Lag(0, 2_000, 3_000)
-KEYS = 2
 #: an unshed run at three times its sustainable rate stops after a cycle this many budgets
 #: long: it has shown that its cycles grow without bound
 GAVE_UP = 4
@@ -58,23 +56,49 @@ STREAMS = """
     CREATE STREAM a (k STRING, v BIGINT, t BIGINT) WITH (event_time='t');
     CREATE STREAM b (k STRING, v BIGINT, t BIGINT) WITH (event_time='t');
 """
-JOIN = (f"SELECT a.k AS k, a.v AS v FROM a [RANGE {WINDOW_MS}] JOIN b [RANGE {WINDOW_MS}] "
-        "ON a.k = b.k AND abs(a.v - b.v) < 1")
 
 
-def shedding_clause(mode: str, throttle: float | None = None) -> str:
-    """The query's WITH clause for ``mode`` (``off``: none)."""
-    if mode == "off":
-        return ""
-    fixed = f", throttle='{throttle}'" if throttle is not None else ""
-    return (f"WITH (shedding='{mode}', latency_budget='{BUDGET_S:g} SECONDS', "
-            f"basic_windows='10'{fixed})")
+@dataclass(frozen=True)
+class Setup:
+    """The join measured: its windows, keys and latency budget.
+
+    The default is the join of 2026-11 (``--window-ms 10000 --keys 2 --budget 8``): with
+    two keys every a-tuple is compared with half of b's window, so the join's work grows
+    with the windows' contents. The budget was above the engine's own cost of a cycle on
+    a 2-core machine then (about 3.5 s for a join of a few hundred tuples; issue 31).
+    """
+
+    window_ms: int = 10_000
+    keys: int = 2
+    budget_s: float = 8.0
+
+    def join_sql(self) -> str:
+        """The query's SELECT."""
+        w = self.window_ms
+        return (f"SELECT a.k AS k, a.v AS v FROM a [RANGE {w}] JOIN b [RANGE {w}] "
+                "ON a.k = b.k AND abs(a.v - b.v) < 1")
+
+    def shedding_clause(self, mode: str, throttle: float | None = None) -> str:
+        """The query's WITH clause for ``mode`` (``off``: none)."""
+        if mode == "off":
+            return ""
+        fixed = f", throttle='{throttle}'" if throttle is not None else ""
+        return (f"WITH (shedding='{mode}', latency_budget='{self.budget_s:g} SECONDS', "
+                f"basic_windows='10'{fixed})")
+
+    def describe(self) -> str:
+        """The join in words, for the report."""
+        return (f"Join of two {self.window_ms / 1000:g} s windows on {self.keys} keys, "
+                "lag-correlated input (partners 2-3 s back, one unmatched b-tuple per "
+                f"a-tuple), budget {self.budget_s:g} s, 10 sub-windows; 2 cores")
 
 
-def new_engine(spark, mode: str, throttle: float | None = None) -> Engine:  # noqa: ANN001
+def new_engine(spark, setup: Setup, mode: str,  # noqa: ANN001
+               throttle: float | None = None) -> Engine:
     eng = Engine(spark=spark)
     eng.execute(STREAMS)
-    eng.execute(f"CREATE QUERY j {shedding_clause(mode, throttle)} AS {JOIN}")
+    eng.execute(f"CREATE QUERY j {setup.shedding_clause(mode, throttle)} AS "
+                f"{setup.join_sql()}")
     return eng
 
 
@@ -99,13 +123,14 @@ class RealTimeRun:
         return statistics.quantiles(kept, n=100, method="inclusive")[98]
 
 
-def run_real_time(spark, mode: str, rate: int, seconds: float) -> RealTimeRun:  # noqa: ANN001
+def run_real_time(spark, setup: Setup, mode: str, rate: int,  # noqa: ANN001
+                  seconds: float) -> RealTimeRun:
     """The join fed at ``rate`` a-tuples per second of wall time for ``seconds``: each
     cycle takes the events whose time (ms since the start) has passed.
     """
-    length_ms = int(seconds * 1000) + WINDOW_MS
-    a_rows, b_rows = correlated_streams(11, length_ms, rate / 1000, [LAG], keys=KEYS)
-    eng = new_engine(spark, mode)
+    length_ms = int(seconds * 1000) + setup.window_ms
+    a_rows, b_rows = correlated_streams(11, length_ms, rate / 1000, [LAG], keys=setup.keys)
+    eng = new_engine(spark, setup, mode)
     out = RealTimeRun(mode, rate)
     pushed = [0, 0]
     began = time.monotonic()
@@ -121,23 +146,24 @@ def run_real_time(spark, mode: str, rate: int, seconds: float) -> RealTimeRun:  
         out.cycles.append((now, report.seconds, report.rows_in))
         shed = eng.metrics()["shedding"]
         out.zs.append(next(iter(shed.values()))["z"] if shed else 1.0)
-        out.gave_up = mode == "off" and report.seconds > GAVE_UP * BUDGET_S
+        out.gave_up = mode == "off" and report.seconds > GAVE_UP * setup.budget_s
     frame = eng.results("j")
     out.output = len(set(frame["v"]))
-    out.false_pairs = count_false_pairs(frame, a_rows, b_rows)
+    out.false_pairs = count_false_pairs(frame, a_rows, b_rows, setup.window_ms)
     out.processed_share = processed_share(eng)
     eng.stop()
     return out
 
 
-def count_false_pairs(frame, a_rows: list[dict], b_rows: list[dict]) -> int:  # noqa: ANN001
+def count_false_pairs(frame, a_rows: list[dict], b_rows: list[dict],  # noqa: ANN001
+                      window_ms: int) -> int:
     """The emitted pairs that are not an a-tuple and its partner within the window,
     computed here from the generated rows.
     """
     true = {r["v"]: r["t"] for r in b_rows if r["v"] >= 0}
     a_time = {r["v"]: r["t"] for r in a_rows}
     return sum(1 for v in map(int, frame["v"])
-               if v not in true or not 0 <= a_time[v] - true[v] < WINDOW_MS)
+               if v not in true or not 0 <= a_time[v] - true[v] < window_ms)
 
 
 def processed_share(eng: Engine) -> float:
@@ -152,8 +178,8 @@ def processed_share(eng: Engine) -> float:
     return done / (done + skipped) if done + skipped else 1.0
 
 
-def sustainable_rate(spark, seconds: float, rates: list[int],  # noqa: ANN001
-                     halvings: int = 2) -> tuple[int, list[RealTimeRun]]:
+def sustainable_rate(spark, setup: Setup, seconds: float, rates: list[int],  # noqa: ANN001
+                     skip_s: float, halvings: int = 2) -> tuple[int, list[RealTimeRun]]:
     """The highest rate the unshed join keeps within the budget, and the runs: the
     highest of ``rates`` (rising) that it keeps, then ``halvings`` times the middle
     (geometric, in 25s) between it and the lowest it does not keep.
@@ -161,12 +187,12 @@ def sustainable_rate(spark, seconds: float, rates: list[int],  # noqa: ANN001
     runs: list[RealTimeRun] = []
 
     def keeps(rate: int) -> bool:
-        run = run_real_time(spark, "off", rate, seconds)
+        run = run_real_time(spark, setup, "off", rate, seconds)
         runs.append(run)
-        p99 = run.p99(seconds / 3)
-        print(f"off at {rate:,} a-tuples/s: p99 cycle {p99:.2f} s over the last two thirds, "
+        p99 = run.p99(skip_s)
+        print(f"off at {rate:,} a-tuples/s: p99 cycle {p99:.2f} s after {skip_s:.0f} s, "
               f"{len(run.cycles)} cycles", flush=True)
-        return p99 <= BUDGET_S
+        return p99 <= setup.budget_s
 
     best, worst = 0, None
     for rate in rates:
@@ -196,12 +222,12 @@ class FixedShare:
     processed_share: float
 
 
-def run_fixed(spark, mode: str, z: float, a_rows: list[dict], b_rows: list[dict],  # noqa: ANN001
-              length_ms: int) -> FixedShare:
+def run_fixed(spark, setup: Setup, mode: str, z: float, a_rows: list[dict],  # noqa: ANN001
+              b_rows: list[dict], length_ms: int) -> FixedShare:
     """``mode`` at ``throttle=z`` (``off``: unshed) over the given input; its pairs checked
     against the true partners (equal value within the window).
     """
-    eng = new_engine(spark, mode, None if mode == "off" else z)
+    eng = new_engine(spark, setup, mode, None if mode == "off" else z)
     for lo in range(0, length_ms, 1000):
         hi = lo + 1000
         eng.push("a", [r for r in a_rows if lo <= r["t"] < hi], watermark=hi,
@@ -212,13 +238,13 @@ def run_fixed(spark, mode: str, z: float, a_rows: list[dict], b_rows: list[dict]
     eng.run_until_idle()
     frame = eng.results("j")
     share = processed_share(eng)
-    out = FixedShare(mode, len(set(frame["v"])), count_false_pairs(frame, a_rows, b_rows),
-                     share)
+    out = FixedShare(mode, len(set(frame["v"])),
+                     count_false_pairs(frame, a_rows, b_rows, setup.window_ms), share)
     eng.stop()
     return out
 
 
-def plot(runs: list[RealTimeRun], path: Path) -> None:
+def plot(runs: list[RealTimeRun], budget_s: float, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -229,7 +255,7 @@ def plot(runs: list[RealTimeRun], path: Path) -> None:
         at = [c[0] for c in run.cycles]
         top.plot(at, [c[1] for c in run.cycles], marker=".", label=run.mode)
         bottom.plot(at, run.zs, marker=".", label=run.mode)
-    top.axhline(BUDGET_S, color="grey", linestyle="--", label="budget")
+    top.axhline(budget_s, color="grey", linestyle="--", label="budget")
     top.set_ylabel("cycle time (s)")
     top.set_title(f"join at {runs[0].rate:,} a-tuples/s (3x the sustainable rate)")
     top.legend()
@@ -243,14 +269,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="shorter runs")
     parser.add_argument("--out", default=time.strftime("%Y-%m-%d") + "-shedding")
+    parser.add_argument("--window-ms", type=int, default=Setup.window_ms)
+    parser.add_argument("--keys", type=int, default=Setup.keys)
+    parser.add_argument("--budget", type=float, default=Setup.budget_s, help="seconds")
+    parser.add_argument("--rates", default="125,250,500,1000,2000,4000",
+                        help="a-tuples/s tried for the sustainable rate, rising")
     args = parser.parse_args()
-    seconds = 30.0 if args.quick else 60.0
+    setup = Setup(args.window_ms, args.keys, args.budget)
+    window_s = setup.window_ms / 1000
+    # a run holds a full window for its last half at least
+    seconds = max(30.0 if args.quick else 60.0, 2 * window_s)
+    skip_probe = max(seconds / 3, window_s)  # p99 of the probes: once a window is held
     spark = make_session(None)
-    run_real_time(spark, "off", 250, seconds / 2)  # warm-up: the JVM compiles the join
-    rate, probes = sustainable_rate(spark, seconds, [125, 250, 500, 1000, 2000, 4000])
+    # warm-up: the JVM compiles the join
+    run_real_time(spark, setup, "off", 250, min(seconds / 2, 30.0))
+    rate, probes = sustainable_rate(spark, setup, seconds,
+                                    [int(r) for r in args.rates.split(",")], skip_probe)
     rate = max(rate, 125)
     print(f"sustainable rate: {rate:,} a-tuples/s ({2 * rate:,} b-tuples/s)", flush=True)
-    runs = [run_real_time(spark, mode, 3 * rate, seconds)
+    runs = [run_real_time(spark, setup, mode, 3 * rate, seconds)
             for mode in ("off", "random", "adaptive")]
     skip = seconds / 4
     for run in runs:
@@ -261,23 +298,22 @@ def main() -> None:
               f"false), processed share {run.processed_share:.3f}"
               + (" (stopped: grows without bound)" if run.gave_up else ""), flush=True)
     length_ms = 40_000 if args.quick else 80_000
-    a_rows, b_rows = correlated_streams(5, length_ms, 0.5, [LAG], keys=KEYS)
-    fixed = [run_fixed(spark, mode, 0.3, a_rows, b_rows, length_ms)
+    a_rows, b_rows = correlated_streams(5, length_ms, 0.5, [LAG], keys=setup.keys)
+    fixed = [run_fixed(spark, setup, mode, 0.3, a_rows, b_rows, length_ms)
              for mode in ("off", "random", "adaptive")]
     for f in fixed:
         print(f"{f.mode:>8} at z = 0.3: {f.pairs:,} pairs ({f.false_pairs} false), "
               f"processed share {f.processed_share:.3f}", flush=True)
     off, rnd, ada = fixed
     RESULTS.mkdir(exist_ok=True)
-    plot(runs, RESULTS / f"{args.out}.png")
+    plot(runs, setup.budget_s, RESULTS / f"{args.out}.png")
     lines = [
         f"# Load shedding ({args.out})", "",
-        f"Join of two 10 s windows on {KEYS} keys, lag-correlated input (partners 2-3 s back, "
-        f"one unmatched b-tuple per a-tuple), budget {BUDGET_S:g} s, 10 sub-windows; 2 cores. "
-        f"Command: `.venv/bin/python benchmarks/shedding.py{' --quick' if args.quick else ''}`.",
+        f"{setup.describe()}. Command: `.venv/bin/python benchmarks/shedding.py "
+        f"{' '.join(sys.argv[1:])}`.",
         "", "## Sustainable rate (unshed, real time)", "",
-        "| a-tuples/s | cycles | p99 cycle (last two thirds) |", "|---|---|---|",
-        *[f"| {p.rate:,} | {len(p.cycles)} | {p.p99(seconds / 3):.2f} s |" for p in probes],
+        f"| a-tuples/s | cycles | p99 cycle (after {skip_probe:.0f} s) |", "|---|---|---|",
+        *[f"| {p.rate:,} | {len(p.cycles)} | {p.p99(skip_probe):.2f} s |" for p in probes],
         "", f"Sustainable: {rate:,} a-tuples/s. Runs below at {3 * rate:,}.", "",
         "| mode | cycles | first / last cycle | p99 after the first quarter | z at the end "
         "| pairs (false) | processed share |", "|---|---|---|---|---|---|---|",
