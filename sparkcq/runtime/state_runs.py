@@ -186,9 +186,11 @@ class StateRuns:
         """
         if not self.rt.single:
             small = [r for r in self.runs if r.one_partition]
-            if small:
+            if small:  # in the place of the newest of them
                 merged = self.merged(small, lo, max(r.level for r in small))
-                self.runs = (merged, *(r for r in self.runs if not r.one_partition))
+                last = max(i for i, r in enumerate(self.runs) if r.one_partition)
+                self.runs = tuple(merged if i == last else r for i, r in enumerate(self.runs)
+                                  if i == last or not r.one_partition)
         while (at := self.mergeable()) is not None:
             group = self.runs[at:at + FANOUT]
             self.runs = (*self.runs[:at], self.merged(list(group), lo, group[0].level + 1),
@@ -218,6 +220,8 @@ class StateRuns:
         union = self.read(runs)
         assert union is not None
         live = union.where(col(self.ends) >= lo)
+        # runs of a large cycle are partitioned alike, and so is their union: Spark then
+        # plans no shuffle for this (measured: a merge shuffled only the cycle's new rows)
         if not self.rt.single and self.keys:
             live = self.rt.partition_by(live, *[col(k) for k in self.keys])
         for run in runs:
