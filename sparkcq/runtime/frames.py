@@ -357,9 +357,6 @@ class Runtime:
     kept: list[DataFrame] = field(default_factory=list)  # cycle frames to keep if committed
     released: list[DataFrame] = field(default_factory=list)
     changed_states: list[StateFrame] = field(default_factory=list)
-    # frames whose summary the commit computes, and who is told: see ``measure``
-    measured: list[tuple[DataFrame, str, str, Callable[[Summary], None]]] = field(
-        default_factory=list)
     # frames whose aggregates the commit computes, and who is told: see ``observe``
     observed: list[tuple[DataFrame, Sequence[Column], Callable[[list[int | None]], None],
                          bool]] = field(default_factory=list)
@@ -483,7 +480,10 @@ class Runtime:
         For what a source's batch holds (rows, late rows, largest event time): learnt in
         the cycle's one action rather than a Spark job of its own.
         """
-        self.measured.append((df, flag, value, then))
+        def summarised(values: list[int | None]) -> None:
+            rows, flagged, largest = values[:3]
+            then(Summary(rows or 0, flagged or 0, largest))
+        self.observe(df, summary_metrics(flag, value), summarised)
 
     def observe(self, df: DataFrame, metrics: Sequence[Column],
                 then: Callable[[list[int | None]], None], written: bool = False) -> None:
@@ -566,7 +566,6 @@ class Runtime:
         parts: list[JavaObject | DataFrame] = []  # plan nodes, analysed once in the union
         counted = counted or {}
         states = [st for st in dict.fromkeys(self.changed_states) if st.df is not None]
-        measured, self.measured = self.measured, []
         tallied, self.tallied = self.tallied, []
         # counts, earliest instants and largest values as observed metrics: gathered by the
         # tasks that compute the frames anyway, with no shuffle and no stage of their own
@@ -577,8 +576,6 @@ class Runtime:
         for i, st in enumerate(states):
             assert st.df is not None
             observed.append(_observed_state(nodes, st.df, f"s{i}"))
-        for j, (df, flag, value, _then) in enumerate(measured):
-            observed.append(_observed(nodes, df, f"m{j}", summary_metrics(flag, value)))
         watched, self.observed = self.observed, []
         for j, (df, aggregates, _told, _written) in enumerate(watched):
             observed.append(_observed(nodes, df, f"o{j}", aggregates))
@@ -630,9 +627,6 @@ class Runtime:
         batches = merged._collect_as_arrow()  # type: ignore[operator]
         metrics = observed_metrics(merged) if observed or in_place else {}
         self.measured_where_read(in_place, metrics)
-        for j, (_df, _flag, _value, then) in enumerate(measured):
-            rows, flagged, largest = metrics[f"m{j}"]
-            then(Summary(rows or 0, flagged or 0, largest))
         state_rows = 0
         for j, (_df, _aggregates, then_values, written) in enumerate(watched):
             values = metrics[f"o{j}"]
@@ -715,7 +709,6 @@ class Runtime:
         self.released.clear()
         self.kept.clear()
         self.changed_states.clear()
-        self.measured.clear()
         self.observed.clear()
         self.measured_in_place.clear()
         self.cached_from.clear()

@@ -393,9 +393,11 @@ class IntervalJoinOperator(Operator):
             news.append(None if events is None else
                         runs.add(self.views.sql(self.elements_sql[i], inp=events)))
         views: dict[str, DataFrame | None] = {}
-        for i, runs in enumerate(self.sides):
-            views |= {f"starting{i}": runs.starting(lo), f"probers{i}": runs.probers(lo, hi),
-                      f"all{i}": runs.live()}
+        for i, runs in enumerate(self.sides):  # the runs each probe reads (``changes_sql``,
+            # ``found_sql``)
+            probers = (f"starting{i}", runs.starting(lo)) if self.shedding is not None \
+                else (f"probers{i}", runs.probers(lo, hi))
+            views |= {probers[0]: probers[1], f"all{i}": runs.live()}
         for runs in self.sides:  # what ends before ``hi`` meets no later cycle
             if hi == TIME_MAX:  # the input ended: nothing is kept
                 runs.clear()
