@@ -60,7 +60,7 @@ from sparkcq.runtime.global_plan import GlobalPlan
 from sparkcq.runtime.partitioning import SmallCycles, large_cycle_conf
 from sparkcq.runtime.queries import RunningQueries
 from sparkcq.runtime.scans import StreamScans
-from sparkcq.runtime.state import SavedState, restore_state, save_state
+from sparkcq.runtime.state import SavedState, StagedState, restore_state, save_state, stage_state
 from sparkcq.session import configured_partitions, make_session
 from sparkcq.statements import run_statement
 from sparkcq.statements.context import Policy, StatementContext
@@ -88,6 +88,7 @@ class Engine:
                  ingest_limits: IngestLimits | None = None,
                  databases: Mapping[str, str] | None = None, engine_id: str | None = None,
                  checkpoint_dir: str | None = None, checkpoint_every: int = 1,
+                 checkpoint_in_background: bool = True,
                  sinks: Mapping[str, Sink] | None = None, feed_dir: str | None = None,
                  max_spool_bytes: int = 1 << 30, clock: Clock | None = None,
                  shedding: ShedMode = ShedMode.OFF, small_cycles: SmallCycles | None = None):
@@ -125,7 +126,8 @@ class Engine:
                                      else None), max_spool_bytes, shedding)
         self.tables = Tables(self.spark, self.catalog, self.queries, self.clock)
         # a checkpoint directory journals the catalog and each cycle's input (recovery.py)
-        self.recovery = (Recovery(store, self.sources, checkpoint_every)
+        self.recovery = (Recovery(store, self.sources, checkpoint_every,
+                                  checkpoint_in_background)
                          if store is not None else None)
         self.driver = CycleDriver(self.rt, self.queries, self.sources, RowCounting(count_rows),
                                   self.recovery, self.clock,
@@ -376,6 +378,20 @@ class Engine:
         """
         save_state(path, self.queries, SavedState(self.cycle, self.engine_id), as_name)
 
+    def stage_state(self, path: str, as_name: str | None = None) -> StagedState:
+        """``save_state`` in two steps: the state taken now, its frames written by the
+        result's ``write`` (in any thread, while cycles run), then ``done``.
+        """
+        return stage_state(path, self.queries, SavedState(self.cycle, self.engine_id),
+                           as_name)
+
+    def wait_for_checkpoint(self) -> None:
+        """Return once the checkpoint being written in the background, if any, is
+        written (or failed: ``recovery.failed_checkpoints``).
+        """
+        if self.recovery is not None:
+            self.recovery.settle(wait=True)
+
     def restore_state(self, path: str) -> None:
         """Load what ``save_state`` wrote; the same streams and queries must exist."""
         saved = restore_state(path, self.queries, self.engine_id)
@@ -424,6 +440,7 @@ class Engine:
         The queries are released, not dropped: a restart from the checkpoint directory
         runs them again.
         """
+        self.wait_for_checkpoint()
         for name in list(self.queries.running):
             drop(self.context, ObjectKind.QUERY, name)
         for source in self.sources.values():

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import importlib
 import json
+import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -33,6 +35,7 @@ from sparkcq.runtime.checkpoint import CheckpointStore, write_atomically
 from sparkcq.runtime.throttles import JOURNAL_KEY
 
 SOURCES_FILE = "sources.json"
+log = logging.getLogger("sparkcq.recovery")
 
 
 def importable_name(obj: Callable[..., Any] | type) -> str:
@@ -218,8 +221,8 @@ class Replay(Protocol):
         """Apply a feed's REMOVE."""
         ...
 
-    def save_state(self, path: str, as_name: str | None = None) -> None:
-        """Write every operator's state (between cycles), in a folder that becomes
+    def stage_state(self, path: str, as_name: str | None = None) -> StagedWrite:
+        """Take every operator's state (between cycles) to write in a folder that becomes
         ``as_name`` beside the states saved before.
         """
         ...
@@ -256,11 +259,45 @@ def apply(entry: JournalEntry, target: Replay) -> None:
             target.feed_remove(stream, reason)
 
 
+class StagedWrite(Protocol):
+    """A state taken at a cycle boundary, its frames still to write."""
+
+    def write(self) -> None:
+        """Write the frames (in any thread)."""
+        ...
+
+    def done(self) -> None:
+        """Written or given up (in the thread that runs cycles)."""
+        ...
+
+
+@dataclass
+class PendingCheckpoint:
+    """A checkpoint being written in a thread of its own while the next cycles run."""
+
+    cycle: int  # the state written is ready to run this cycle
+    staged: StagedWrite
+    positions: dict[str, dict[str, Any]]  # the sources' positions at that boundary
+    began: float
+    thread: threading.Thread | None = None
+    failure: BaseException | None = None
+    seconds: float = 0.0  # writing it, in its thread
+
+
 class Recovery:
-    """An engine's checkpoint directory in use: the journal, the input log, the states."""
+    """An engine's checkpoint directory in use: the journal, the input log, the states.
+
+    A checkpoint is taken between cycles: the small files (manifests, positions) at once,
+    the frames of state (a Spark job) in a thread of its own while the next cycles run
+    (``background``), as Flink writes a snapshot's state asynchronously. The frames it
+    writes stay readable until it is written (``FramePins``); one is written at a time
+    (a checkpoint due while the last is still written waits for it); the state becomes
+    the latest, and the sources let go of the input before it, only once written. A
+    crash meanwhile restarts from the checkpoint before, redoing the logged cycles since.
+    """
 
     def __init__(self, store: CheckpointStore, sources: Mapping[str, CheckpointSource],
-                 every: int = 1):
+                 every: int = 1, background: bool = True):
         if every < 1:
             msg = f"checkpoint_every must be at least 1, got {every}"
             raise CatalogError(msg)
@@ -269,7 +306,14 @@ class Recovery:
         self.every = every
         self.replaying = False
         self.cycle_input: dict[str, list[dict[str, Any]]] = {}  # this cycle's, per stream
-        self.last_checkpoint_seconds = 0.0  # writing the last checkpoint (0: none written)
+        # what the last cycle spent on checkpointing (0: none taken): taking it, and
+        # waiting for the one before if it was still being written
+        self.last_checkpoint_seconds = 0.0
+        self.last_write_seconds = 0.0  # writing the last checkpoint written, in its thread
+        self.background = background
+        self.pending: PendingCheckpoint | None = None
+        self.failed_checkpoints = 0
+        self.last_failure = ""
         self.taken = 0  # cycles that took input, since the start of this process
         self.target: Replay | None = None
 
@@ -320,21 +364,64 @@ class Recovery:
         idle = not any(k != JOURNAL_KEY for k in self.cycle_input)
         self.cycle_input = {}
         self.last_checkpoint_seconds = 0.0
+        self.settle(wait=False)
         if idle:
             return
         self.taken += 1
         if self.taken % self.every or self.target is None:
             return
         began = time.perf_counter()
+        self.settle(wait=True)  # one at a time
         staging = self.store.staging_folder(cycle + 1)
-        self.target.save_state(staging, as_name=os.path.basename(
+        staged = self.target.stage_state(staging, as_name=os.path.basename(
             self.store.state_folder(cycle + 1)))
         positions = {name: source.position() for name, source in self.sources.items()}
         write_atomically(os.path.join(staging, SOURCES_FILE), json.dumps(positions))
-        self.store.commit_state(cycle + 1)
-        for name, source in self.sources.items():
-            source.release_before(positions[name])  # a restart starts from here on
+        pending = PendingCheckpoint(cycle + 1, staged, positions, began)
+        if self.background:
+            pending.thread = threading.Thread(target=self.write, args=(pending,),
+                                              name=f"sparkcq-checkpoint-{cycle + 1}",
+                                              daemon=True)
+            self.pending = pending
+            pending.thread.start()
+        else:
+            self.write(pending)
+            self.pending = pending
+            self.settle(wait=True)
         self.last_checkpoint_seconds = time.perf_counter() - began
+
+    def write(self, pending: PendingCheckpoint) -> None:
+        """Write a staged checkpoint and make it the latest (in the writer's thread)."""
+        try:
+            pending.staged.write()
+            self.store.commit_state(pending.cycle)
+        except Exception as e:  # noqa: BLE001 - told by ``settle``, in the cycles' thread
+            pending.failure = e
+        pending.seconds = time.perf_counter() - pending.began
+
+    def settle(self, wait: bool) -> None:
+        """Finish the checkpoint being written once it is (``wait``: wait for it): free
+        what it kept, let the sources go of the input before it, or tell that it failed
+        (the checkpoint before stays the latest; the next one is taken as due).
+        """
+        pending = self.pending
+        if pending is None or (pending.thread is not None and pending.thread.is_alive()
+                               and not wait):
+            return
+        if pending.thread is not None:
+            pending.thread.join()
+        self.pending = None
+        pending.staged.done()
+        if pending.failure is not None:
+            self.failed_checkpoints += 1
+            self.last_failure = f"{type(pending.failure).__name__}: {pending.failure}"
+            log.warning("checkpoint before cycle %d failed: %s", pending.cycle,
+                        self.last_failure)
+            return
+        self.last_write_seconds = pending.seconds
+        for name, position in pending.positions.items():
+            if name in self.sources:  # a restart starts from here on
+                self.sources[name].release_before(position)
 
     # -- restart --------------------------------------------------------------------------
     def recover(self, target: Replay) -> int:

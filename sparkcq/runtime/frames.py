@@ -370,6 +370,8 @@ class Runtime:
     # observations made inside them
     cached_from: list[DataFrame] = field(default_factory=list)
     jobs: int = 0
+    # frames a checkpoint written in the background still reads (``FramePins``)
+    pins: FramePins = field(default_factory=lambda: FramePins())
 
     @property
     def cycle_partitions(self) -> int:
@@ -695,8 +697,7 @@ class Runtime:
             self.restore_session_conf()
             self.conf_changed = False
         kept = {id(df) for df in self.kept}
-        unpersist_checkpoints([*(df for df in self.cycle_frames if id(df) not in kept),
-                               *self.released])
+        self.free([*(df for df in self.cycle_frames if id(df) not in kept), *self.released])
         self.cycle_frames.clear()
         self.cached_from.clear()
         self.released.clear()
@@ -704,7 +705,7 @@ class Runtime:
 
     def abort_cycle(self) -> None:
         """Forget a failed cycle: free its caches, keep the states it meant to replace."""
-        unpersist_checkpoints(self.cycle_frames)
+        self.free(self.cycle_frames)
         self.cycle_frames.clear()
         self.released.clear()
         self.kept.clear()
@@ -713,6 +714,12 @@ class Runtime:
         self.measured_in_place.clear()
         self.cached_from.clear()
         self.tallied.clear()
+
+    def free(self, frames: Sequence[DataFrame]) -> None:
+        """Free the blocks of checkpointed ``frames``, those a checkpoint being written
+        still reads once it is written (``FramePins``).
+        """
+        unpersist_checkpoints(self.pins.free_now(frames))
 
     def empty(self, schema: StructType) -> DataFrame:
         """An empty DataFrame of ``schema``."""
@@ -750,6 +757,51 @@ def unpersist_checkpoints(frames: Sequence[DataFrame]) -> None:
             df._jdf.queryExecution().analyzed().rdd().unpersist(False)
         except Exception:  # noqa: BLE001 - not a checkpointed frame: the cache manager's
             df.unpersist()
+
+
+class FramePins:
+    """The frames a checkpoint written in the background reads: the cycles that run
+    meanwhile may replace them, but their blocks are freed only once it is written.
+
+    Used from the thread that runs cycles alone: the writer's thread only reads frames.
+    """
+
+    def __init__(self) -> None:
+        self.pins: dict[int, int] = {}  # id of a frame -> the writes reading it
+        self.waiting: dict[int, DataFrame] = {}  # pinned frames freed meanwhile
+
+    def pin(self, frames: Sequence[DataFrame]) -> None:
+        """Keep ``frames`` until ``unpin`` (a frame pinned stays referenced, so its id
+        names it alone).
+        """
+        for df in frames:
+            self.pins[id(df)] = self.pins.get(id(df), 0) + 1
+
+    def unpin(self, frames: Sequence[DataFrame]) -> list[DataFrame]:
+        """Let ``frames`` go; those freed while pinned, to free now."""
+        due = []
+        for df in frames:
+            left = self.pins.get(id(df), 0) - 1
+            if left > 0:
+                self.pins[id(df)] = left
+                continue
+            self.pins.pop(id(df), None)
+            waiting = self.waiting.pop(id(df), None)
+            if waiting is not None:
+                due.append(waiting)
+        return due
+
+    def free_now(self, frames: Sequence[DataFrame]) -> list[DataFrame]:
+        """Of ``frames`` to free, those no write reads; the others wait for ``unpin``."""
+        if not self.pins:
+            return list(frames)
+        now = []
+        for df in frames:
+            if id(df) in self.pins:
+                self.waiting[id(df)] = df
+            else:
+                now.append(df)
+        return now
 
 
 @dataclass(frozen=True)
@@ -914,7 +966,7 @@ class StateFrame:
 
     def save(self, path: str, frames: FrameWriter) -> None:
         """Save the state under ``path`` with the checkpoint's other ``frames``."""
-        frames.add(os.path.join(path, self.name), self.df)
+        frames.add(os.path.join(path, self.name), self.df, self.rows)
 
     def load(self, path: str, frames: FrameReader) -> None:
         """Restore the state ``save`` saved, with its size known at once."""

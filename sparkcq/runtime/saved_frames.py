@@ -32,6 +32,7 @@ REFERENCES_FILE = "references.json"  # the earlier checkpoints' folders whose ru
 RUNS_FOLDER = "runs"
 OWN_FOLDER = "."  # a run saved in the checkpoint that names it
 FRAME = "_frame"
+ONE_TASK_ROWS = 1_000_000  # a checkpoint of at most these rows is written by one task
 
 
 @dataclass(frozen=True)
@@ -65,13 +66,16 @@ class FrameWriter:
         self.base = os.path.realpath(os.path.dirname(os.path.abspath(root)))
         self.frames: list[tuple[str, DataFrame]] = []
         self.referenced: set[str] = set()
+        self.rows: int | None = 0  # the frames' rows, if known of every one
+        self.dataset: DataFrame | None = None  # every frame in one (``seal``)
 
-    def add_run(self, df: DataFrame) -> RunRef:
-        """Save ``df``, a run of state, with the checkpoint's other frames: where it is,
-        for ``FrameReader.read_run`` and for later checkpoints to ``reuse``.
+    def add_run(self, df: DataFrame, rows: int | None) -> RunRef:
+        """Save ``df``, a run of state of ``rows`` rows (None: not known), with the
+        checkpoint's other frames: where it is, for ``FrameReader.read_run`` and for later
+        checkpoints to ``reuse``.
         """
         j = len(self.frames)
-        self.frames.append((f"{RUNS_FOLDER}/{j}", df))
+        self.append(f"{RUNS_FOLDER}/{j}", df, rows)
         return RunRef(self.base, self.name or OWN_FOLDER, j)
 
     def reuse(self, ref: RunRef) -> bool:
@@ -82,15 +86,25 @@ class FrameWriter:
         self.referenced.add(ref.folder)
         return True
 
-    def add(self, path: str, df: DataFrame | None) -> None:
-        """Save ``df`` as the frame at ``path`` (under the root); None saves it empty."""
+    def add(self, path: str, df: DataFrame | None, rows: int | None = None) -> None:
+        """Save ``df`` (``rows`` rows; None: not known) as the frame at ``path`` (under
+        the root); None saves it empty.
+        """
         os.makedirs(path, exist_ok=True)  # the holder's folder, for files of its own
         if df is not None:
-            self.frames.append((os.path.relpath(path, self.root), df))
+            self.append(os.path.relpath(path, self.root), df, rows)
 
-    def write(self) -> None:
-        """Write every frame added, in one Spark job, and the index naming them."""
-        index = {name: j for j, (name, _df) in enumerate(self.frames)}
+    def append(self, name: str, df: DataFrame, rows: int | None) -> None:
+        """Add frame ``name``, counting its rows."""
+        self.frames.append((name, df))
+        self.rows = None if self.rows is None or rows is None else self.rows + rows
+
+    def seal(self) -> None:
+        """Build the one dataset of every frame added (the plan alone: ``write`` runs it,
+        in any thread). Frames of few rows in all are written by one task, into one
+        file: a file and its commit cost a task more than its rows do (a checkpoint that
+        writes a cycle's change is small; ``ONE_TASK_ROWS``).
+        """
         if self.frames:
             kinds = [df.schema for _name, df in self.frames]
             parts = []
@@ -101,7 +115,17 @@ class FrameWriter:
                     c.alias(f"_f{i}") for i, c in enumerate(columns)]))
             union = union_all(parts)
             assert union is not None
-            union.write.mode("overwrite").parquet(os.path.join(self.root, FRAMES_FOLDER))
+            if self.rows is not None and self.rows <= ONE_TASK_ROWS:
+                union = union.coalesce(1)
+            self.dataset = union
+
+    def write(self) -> None:
+        """Write every frame added, in one Spark job, and the index naming them."""
+        if self.dataset is None:
+            self.seal()
+        if self.dataset is not None:
+            self.dataset.write.mode("overwrite").parquet(os.path.join(self.root, FRAMES_FOLDER))
+        index = {name: j for j, (name, _df) in enumerate(self.frames)}
         with open(os.path.join(self.root, INDEX_FILE), "w", encoding="utf-8") as f:
             json.dump(index, f)
         with open(os.path.join(self.root, REFERENCES_FILE), "w", encoding="utf-8") as f:

@@ -13,6 +13,8 @@ import json
 import os
 from dataclasses import dataclass
 
+from pyspark.sql import DataFrame
+
 from sparkcq.errors import CatalogError
 from sparkcq.plan.nodes import PlanNode
 from sparkcq.runtime.operators.base import Operator
@@ -53,20 +55,60 @@ def stateful(queries: RunningQueries,
     return [(key, holder) for key, holder in holders if holder.cycle_states()]
 
 
-def save_state(path: str, queries: RunningQueries, saved: SavedState,
-               as_name: str | None = None) -> None:
-    """Write every operator's state and every stream's watermark under ``path`` (between
-    cycles); a folder that will be ``as_name`` beside earlier states (a checkpoint
-    directory's) references their runs that are still live (``FrameWriter``).
+@dataclass(frozen=True)
+class StagedState:
+    """A state taken at a cycle boundary whose frames are still to be written (``write``),
+    possibly in another thread while later cycles run: the frames its holders held then
+    (``held``) stay readable until ``done``, whatever those cycles replace.
+    """
+
+    frames: FrameWriter
+    held: tuple[DataFrame, ...]
+    queries: RunningQueries
+
+    def write(self) -> None:
+        """Write the frames (a Spark job); safe in a thread of its own."""
+        self.frames.write()
+
+    def done(self) -> None:
+        """Written or given up: free what the cycles since then released (the thread that
+        runs cycles calls this).
+        """
+        rt = self.queries.rt
+        rt.free(rt.pins.unpin(self.held))
+
+
+def stage_state(path: str, queries: RunningQueries, saved: SavedState,
+                as_name: str | None = None) -> StagedState:
+    """Take every operator's state and every stream's watermark under ``path`` (between
+    cycles): the small files now, the frames when the result is written. A folder that
+    will be ``as_name`` beside earlier states (a checkpoint directory's) references their
+    runs that are still live (``FrameWriter``).
     """
     os.makedirs(path, exist_ok=True)
     frames = FrameWriter(path, as_name)
-    for key, holder in stateful(queries):
+    holders = stateful(queries)
+    for key, holder in holders:
         holder.save(os.path.join(path, key), frames)
-    frames.write()
+    frames.seal()
     marks = {name: s.marks() for name, s in queries.scans.items()}
     with open(os.path.join(path, STREAMS_FILE), "w", encoding="utf-8") as f:
         json.dump({"cycle": saved.cycle, "engine_id": saved.engine_id, "streams": marks}, f)
+    held = [df for _key, holder in holders for state in holder.cycle_states()
+            for df in state.frames()]
+    held += [df for scan in queries.scans.values() for df in scan.held_frames]
+    queries.rt.pins.pin(held)
+    return StagedState(frames, tuple(held), queries)
+
+
+def save_state(path: str, queries: RunningQueries, saved: SavedState,
+               as_name: str | None = None) -> None:
+    """``stage_state`` written at once."""
+    staged = stage_state(path, queries, saved, as_name)
+    try:
+        staged.write()
+    finally:
+        staged.done()
 
 
 def restore_state(path: str, queries: RunningQueries, engine_id: str) -> SavedState:

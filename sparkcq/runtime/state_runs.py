@@ -291,7 +291,7 @@ class StateRuns:
         for run in self.runs:
             ref = run.saved
             if ref is None or not frames.reuse(ref):
-                ref = frames.add_run(run.df)
+                ref = frames.add_run(run.df, run.rows)
                 run = replace(run, saved=ref)
             kept.append(run)
             manifest.append({"run": ref.to_json(), "level": run.level})
@@ -304,8 +304,7 @@ class StateRuns:
         """Restore the runs ``save`` named, each made and measured at once (a Spark job
         each), between cycles; a run an earlier checkpoint saved stays where it is.
         """
-        for run in self.runs:
-            unpersist_checkpoint(run.df)
+        self.rt.free([run.df for run in self.runs])
         self.runs = ()
         listed = os.path.join(path, f"{self.name}{MANIFEST_SUFFIX}")
         if os.path.exists(listed):

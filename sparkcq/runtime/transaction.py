@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sparkcq.runtime.frames import HeldState, Runtime, unpersist_checkpoints
+from sparkcq.runtime.frames import HeldState, Runtime
 
 
 class CycleParticipant:
@@ -96,7 +96,7 @@ class CycleTransaction:
         for held, state in self.before.frames:
             made |= {id(df): df for df in held.frames() if id(df) not in kept}
             held.restore(state)
-        unpersist_checkpoints(list(made.values()))
+        self.rt.free(list(made.values()))
         for obj, progress in self.before.progress:
             obj.restore_progress(progress)
         self.rt.abort_cycle()

@@ -62,6 +62,7 @@ def test_spool_numbers_go_on_after_a_restart_whose_spool_was_trimmed_empty(spark
     first = start(spark, folder, sink1)
     send(first, 1, range(0, 10))
     first.run_cycle()  # checkpointed: the spool is trimmed empty
+    first.wait_for_checkpoint()  # written in the background before the crash
     second = start(spark, folder, sink2)
     send(second, 2, range(10, 20))  # acknowledged, not yet taken by a cycle
     third = start(spark, folder, sink3)
@@ -84,6 +85,7 @@ def test_a_feed_whose_header_came_after_the_checkpoint_restarts(spark, folder):
     first.execute("CREATE STREAM b WITH (source='feed')")
     send(first, 1, range(0, 10))
     first.run_cycle()  # checkpointed with b's position, b without a schema
+    first.wait_for_checkpoint()  # written in the background before the crash
     first.feed_header("b", [("id", "BIGINT"), ("t", "BIGINT")], {"event_time": "t"})
     first.execute("CREATE QUERY qb INTO collect AS SELECT id FROM b")
     b = first.sources["b"]

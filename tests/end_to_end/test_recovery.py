@@ -107,6 +107,7 @@ def runs(spark, tmp_path_factory):
                    sinks={"collect": sink1})
     first.execute(SETUP)
     feed(first, range(5))
+    first.wait_for_checkpoint()  # the crash comes after it is written
     sink2 = CollectingSink()
     second = Engine(spark=spark, checkpoint_dir=folder, checkpoint_every=2,
                     sinks={"collect": sink2})
@@ -164,6 +165,7 @@ def test_the_catalog_comes_back_as_it_was(spark, tmp_path):
     first.run_cycle()
     first.drop("QUERY", "gone")
     first.execute("SHOW QUERIES; EXPLAIN named")  # shows only: not journaled
+    first.wait_for_checkpoint()  # the crash comes after it is written
     second = Engine(spark=spark, checkpoint_dir=folder)
     assert sorted(second.queries.running) == ["named"]
     assert second.cycle == 1

@@ -233,6 +233,7 @@ def test_acknowledged_rows_not_yet_taken_survive_a_restart(spark, tmp_path):
     source = first.feed_source("s")
     source.push_group([FeedInput([{"k": 1, "t": 1, "v": 1.0}], seq=1)], "p")
     first.run_cycle()
+    first.wait_for_checkpoint()  # written in the background
     assert source.spool.seqs() == []  # checkpointed: the spool is trimmed
     source.push_group([FeedInput([{"k": 1, "t": 2, "v": 2.0}], seq=2),
                        FeedInput(None, 10, seq=3)], "p")

@@ -29,7 +29,6 @@ from sparkcq.runtime.frames import (
     q,
     sql_literal,
     union_all,
-    unpersist_checkpoints,
 )
 from sparkcq.runtime.operators.base import CycleContext, FutureBuffer, Operator, Progress
 from sparkcq.runtime.saved_frames import FrameReader, FrameWriter
@@ -302,7 +301,7 @@ class ScanOperator(Operator):
 
     def release(self) -> None:  # noqa: D102
         super().release()
-        unpersist_checkpoints(self.held_frames)
+        self.rt.free(self.held_frames)
         self.progress = replace(self.progress, held=(), let_go=())
 
     def accept(self, raw: DataFrame, lo: int, arrow: pa.Table | None = None,
