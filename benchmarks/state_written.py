@@ -10,14 +10,19 @@ per side. The two sides' keys never meet, so no pair is formed and what a cycle 
 its state alone. Per state size the report gives, over the ``--cycles`` steady cycles:
 the rows of change, the state rows the cycles wrote (``CycleReport.state_rows_written``:
 the rows of every state frame or run its commit materialised; the mean, as merges of
-runs write more in some cycles, and the most) and the cycles' seconds. State
-that costs what changed writes about the change, whatever the state's size.
+runs write more in some cycles, and the most), the bytes each cycle's checkpoint wrote
+(a checkpoint directory, a checkpoint after every cycle: the files of its state folder)
+and the cycles' seconds. State that costs what changed writes about the change, whatever
+the state's size.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import statistics
+import tempfile
 from datetime import date
 from pathlib import Path
 
@@ -48,21 +53,35 @@ def events(first: int, n: int, side: int) -> pa.Table:
 def measure(spark: SparkSession, state: int, change: int, cycles: int) -> dict[str, float]:
     """One state size: the steady cycles' change, state rows written and seconds."""
     w = state // 2
-    eng = Engine(spark=spark)
+    folder = tempfile.mkdtemp(prefix="sparkcq-state-written-")
+    eng = Engine(spark=spark, checkpoint_dir=folder)
     eng.execute(QUERY.format(w=w))
     t = 0
+    saved = []  # the bytes of each cycle's checkpoint
     for n in [w, *[change] * (cycles + 2)]:
         for side, name in enumerate("ab"):
             eng.push(name, events(t, n, side), watermark=t + n)
         eng.run_cycle()
+        eng.wait_for_checkpoint()
+        saved.append(folder_bytes(os.path.join(folder, "state", str(eng.cycle))))
         t += n
     steady = eng.reports[3:]  # the fill, then two cycles for its windows to settle
     eng.stop()
+    shutil.rmtree(folder, ignore_errors=True)
+    steady_saved = saved[3:]
     return {"state": state, "change": 2 * change,
+            "bytes": statistics.mean(steady_saved), "most_bytes": max(steady_saved),
+            "fill_bytes": saved[0],
             "written": statistics.mean(r.state_rows_written for r in steady),
             "most": max(r.state_rows_written for r in steady),
             "seconds": statistics.median(r.seconds for r in steady),
             "slowest": max(r.seconds for r in steady)}
+
+
+def folder_bytes(path: str) -> int:
+    """The bytes of the files under ``path``."""
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _s, files in os.walk(path)
+               for f in files)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -85,13 +104,17 @@ def main(argv: list[str] | None = None) -> int:
              f"numeric time holding the state asked for, {args.change:,} events per side a "
              f"cycle; {args.cycles} steady cycles. Written: the rows of the state frames "
              "each cycle's commit materialised (mean over the cycles, merges included, and "
-             "the most in one cycle).", "",
+             "the most in one cycle). Checkpoint bytes: the files of the state folder "
+             "each cycle's checkpoint wrote (a checkpoint after every cycle; mean and most; "
+             "the first, which holds the whole state, apart).", "",
              "| state rows | change rows a cycle | state rows written a cycle (mean) "
-             "| written / change | most in a cycle | cycle p50 | slowest cycle |",
-             "|---|---|---|---|---|---|---|"]
+             "| written / change | most in a cycle | checkpoint bytes a cycle (mean) "
+             "| most | first checkpoint (whole state) | cycle p50 | slowest cycle |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['state']:,} | {r['change']:,} | {r['written']:,.0f} "
                      f"| {r['written'] / r['change']:,.1f} | {r['most']:,} "
+                     f"| {r['bytes']:,.0f} | {r['most_bytes']:,} | {r['fill_bytes']:,} "
                      f"| {r['seconds']:.2f} s | {r['slowest']:.2f} s |")
     path = RESULTS / f"{args.out}.md"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -23,6 +23,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -184,6 +185,12 @@ class CheckpointSource(Protocol):
         """Input before ``position`` is checkpointed: no restart needs it."""
         ...
 
+    def start_of(self, described: dict[str, Any]) -> dict[str, Any] | None:
+        """The position where a logged batch begins, if reading it again needs the
+        source's input from there (None: the log alone holds it).
+        """
+        ...
+
 
 class Replay(Protocol):
     """What recovery drives: the engine's facade, rebuilt from the journal."""
@@ -221,9 +228,11 @@ class Replay(Protocol):
         """Apply a feed's REMOVE."""
         ...
 
-    def stage_state(self, path: str, as_name: str | None = None) -> StagedWrite:
+    def stage_state(self, path: str, as_name: str | None = None,
+                    inputs_logged: bool = False) -> StagedWrite:
         """Take every operator's state (between cycles) to write in a folder that becomes
-        ``as_name`` beside the states saved before.
+        ``as_name`` beside the states saved before (``inputs_logged``: naming the events
+        streams hold by the logged cycles that took them).
         """
         ...
 
@@ -262,6 +271,11 @@ def apply(entry: JournalEntry, target: Replay) -> None:
 class StagedWrite(Protocol):
     """A state taken at a cycle boundary, its frames still to write."""
 
+    @property
+    def kept_inputs(self) -> Mapping[str, AbstractSet[int]]:
+        """The cycles whose logged input the state reads again, by stream."""
+        ...
+
     def write(self) -> None:
         """Write the frames (in any thread)."""
         ...
@@ -277,7 +291,8 @@ class PendingCheckpoint:
 
     cycle: int  # the state written is ready to run this cycle
     staged: StagedWrite
-    positions: dict[str, dict[str, Any]]  # the sources' positions at that boundary
+    # what each source may let go of once it is written (``Recovery.releases``)
+    releases: dict[str, dict[str, Any]]
     began: float
     thread: threading.Thread | None = None
     failure: BaseException | None = None
@@ -374,10 +389,11 @@ class Recovery:
         self.settle(wait=True)  # one at a time
         staging = self.store.staging_folder(cycle + 1)
         staged = self.target.stage_state(staging, as_name=os.path.basename(
-            self.store.state_folder(cycle + 1)))
+            self.store.state_folder(cycle + 1)), inputs_logged=True)
         positions = {name: source.position() for name, source in self.sources.items()}
         write_atomically(os.path.join(staging, SOURCES_FILE), json.dumps(positions))
-        pending = PendingCheckpoint(cycle + 1, staged, positions, began)
+        pending = PendingCheckpoint(cycle + 1, staged, self.releases(positions, staged),
+                                    began)
         if self.background:
             pending.thread = threading.Thread(target=self.write, args=(pending,),
                                               name=f"sparkcq-checkpoint-{cycle + 1}",
@@ -389,6 +405,23 @@ class Recovery:
             self.pending = pending
             self.settle(wait=True)
         self.last_checkpoint_seconds = time.perf_counter() - began
+
+    def releases(self, positions: dict[str, dict[str, Any]],
+                 staged: StagedWrite) -> dict[str, dict[str, Any]]:
+        """What each source may let go of once ``staged`` is written: the input before
+        its positions, but what the batches the state names by cycle (events held) are
+        read again from (a feed's spool entries).
+        """
+        releases = dict(positions)
+        for stream, cycles in staged.kept_inputs.items():
+            logged = self.store.offsets(min(cycles)) or {}
+            for key, described in logged.items():
+                if key.lower() != stream.lower() or key not in self.sources or not described:
+                    continue
+                start = self.sources[key].start_of(described[0])
+                if start is not None:
+                    releases[key] = start
+        return releases
 
     def write(self, pending: PendingCheckpoint) -> None:
         """Write a staged checkpoint and make it the latest (in the writer's thread)."""
@@ -419,7 +452,7 @@ class Recovery:
                         self.last_failure)
             return
         self.last_write_seconds = pending.seconds
-        for name, position in pending.positions.items():
+        for name, position in pending.releases.items():
             if name in self.sources:  # a restart starts from here on
                 self.sources[name].release_before(position)
 

@@ -245,6 +245,10 @@ class FeedSource(MemorySource):
         return {"spool": list(batch.span), "watermark": batch.watermark, "end": batch.end,
                 "after": self.position()}
 
+    def start_of(self, described: dict[str, Any]) -> dict[str, Any] | None:
+        """The spool number of a batch's first entry: the spool keeps it from there."""
+        return {"seq": int(described["spool"][0])} if "spool" in described else None
+
     def replay(self, described: dict[str, Any]) -> SourceBatch:  # noqa: D102
         if "spool" not in described:
             return super().replay(described)

@@ -60,6 +60,12 @@ class Source:
     def release_before(self, position: dict[str, Any]) -> None:
         """No restart will need the input before ``position``: it may be discarded."""
 
+    def start_of(self, described: dict[str, Any]) -> dict[str, Any] | None:
+        """Where a batch ``describe`` described begins, if reading it again needs the
+        input from there kept (``release_before``); None: the description alone reads it.
+        """
+        return None
+
     def describe(self, batch: SourceBatch, folder: str) -> dict[str, Any]:
         """How to read ``batch`` (the last poll's) again, as JSON; may write files under
         ``folder``. A source that cannot replay raises SourceError.

@@ -25,7 +25,7 @@ import os
 import shutil
 from typing import Any
 
-from sparkcq.runtime.saved_frames import REFERENCES_FILE
+from sparkcq.runtime.saved_frames import INPUTS_FILE, REFERENCES_FILE
 
 
 def write_atomically(path: str, text: str) -> None:
@@ -147,13 +147,19 @@ class CheckpointStore:
 
     def prune(self, cycle: int) -> None:
         """Delete states older than ``cycle`` but those whose runs of state it still
-        reads (its ``references.json``), and the input of cycles before it.
+        reads (its ``references.json``), and the input of cycles before it but those
+        whose events its streams still hold (its ``inputs.json``).
         """
         kept: set[str] = set()
         references = os.path.join(self.state_folder(cycle), REFERENCES_FILE)
         if os.path.exists(references):
             with open(references, encoding="utf-8") as f:
                 kept = set(json.load(f))
+        inputs: set[int] = set()
+        listed = os.path.join(self.state_folder(cycle), INPUTS_FILE)
+        if os.path.exists(listed):
+            with open(listed, encoding="utf-8") as f:
+                inputs = {c for cycles in json.load(f).values() for c in cycles}
         for name in os.listdir(os.path.join(self.path, "state")):
             if name in kept:
                 continue
@@ -162,7 +168,7 @@ class CheckpointStore:
         offsets = os.path.join(self.path, "offsets")
         for name in os.listdir(offsets):
             stem = name.removesuffix(".json").removesuffix(".tmp")
-            if stem.isdigit() and int(stem) < cycle:
+            if stem.isdigit() and int(stem) < cycle and int(stem) not in inputs:
                 target = os.path.join(offsets, name)
                 if os.path.isdir(target):
                     shutil.rmtree(target, ignore_errors=True)

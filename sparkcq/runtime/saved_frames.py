@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, SparkSession
@@ -24,11 +25,13 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from sparkcq.errors import CatalogError
+from sparkcq.plan.nodes import StreamScan
 from sparkcq.runtime.frames import union_all
 
 FRAMES_FOLDER = "frames"
 INDEX_FILE = "frames.json"
 REFERENCES_FILE = "references.json"  # the earlier checkpoints' folders whose runs it reads
+INPUTS_FILE = "inputs.json"  # the logged input it reads again: {stream: [cycle, ...]}
 RUNS_FOLDER = "runs"
 OWN_FOLDER = "."  # a run saved in the checkpoint that names it
 FRAME = "_frame"
@@ -58,11 +61,18 @@ class FrameWriter:
     still live, is referenced there (``reuse``) rather than written again, and the folders
     this checkpoint references are listed in ``references.json`` (kept while it is the
     newest: ``CheckpointStore.prune``). Without a ``name`` every run is written.
+
+    ``inputs_logged``: every cycle's input is logged beside it (a checkpoint directory's
+    ``offsets``), so events a stream holds are named by the cycle that took them
+    (``keep_input``) rather than written; the log keeps those cycles' input while this
+    checkpoint is the newest.
     """
 
-    def __init__(self, root: str, name: str | None = None):
+    def __init__(self, root: str, name: str | None = None, inputs_logged: bool = False):
         self.root = root
         self.name = name
+        self.inputs_logged = inputs_logged
+        self.inputs: dict[str, set[int]] = {}  # the logged input it reads again
         self.base = os.path.realpath(os.path.dirname(os.path.abspath(root)))
         self.frames: list[tuple[str, DataFrame]] = []
         self.referenced: set[str] = set()
@@ -85,6 +95,14 @@ class FrameWriter:
             return False
         self.referenced.add(ref.folder)
         return True
+
+    def keep_input(self, stream: str, cycle: int) -> bool:
+        """Whether a stream's input of ``cycle`` is logged and kept for this checkpoint
+        (``FrameReader.logged_input`` reads it again); if not, the caller writes it.
+        """
+        if self.inputs_logged:
+            self.inputs.setdefault(stream, set()).add(cycle)
+        return self.inputs_logged
 
     def add(self, path: str, df: DataFrame | None, rows: int | None = None) -> None:
         """Save ``df`` (``rows`` rows; None: not known) as the frame at ``path`` (under
@@ -130,6 +148,8 @@ class FrameWriter:
             json.dump(index, f)
         with open(os.path.join(self.root, REFERENCES_FILE), "w", encoding="utf-8") as f:
             json.dump(sorted(self.referenced), f)
+        with open(os.path.join(self.root, INPUTS_FILE), "w", encoding="utf-8") as f:
+            json.dump({k: sorted(v) for k, v in self.inputs.items()}, f)
 
 
 class FrameReader:
@@ -137,9 +157,11 @@ class FrameReader:
     written before it, one Parquet dataset per frame at the frame's own path.
     """
 
-    def __init__(self, spark: SparkSession, root: str):
+    def __init__(self, spark: SparkSession, root: str,
+                 logged: Callable[[StreamScan, int], DataFrame | None] | None = None):
         self.spark = spark
         self.root = root
+        self.logged = logged  # a scan's raw input of a logged cycle (``logged_input``)
         self.index: dict[str, int] | None = None  # None: a dataset per frame
         index = os.path.join(root, INDEX_FILE)
         if os.path.exists(index):
@@ -149,6 +171,12 @@ class FrameReader:
             msg = f"no saved frames under {root!r} (no such folder)"
             raise CatalogError(msg)
         self.dataset: DataFrame | None = None
+
+    def logged_input(self, scan: StreamScan, cycle: int) -> DataFrame | None:
+        """The raw batch stream scan ``scan`` took in ``cycle``, read again from the input
+        log (None: not logged, or no log).
+        """
+        return None if self.logged is None else self.logged(scan, cycle)
 
     def read_as_saved(self, path: str) -> DataFrame | None:
         """The frame saved at ``path`` with the columns it was saved with; None if it was

@@ -11,12 +11,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable, Mapping, Set
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
 
 from sparkcq.errors import CatalogError
-from sparkcq.plan.nodes import PlanNode
+from sparkcq.plan.nodes import PlanNode, StreamScan
 from sparkcq.runtime.operators.base import Operator
 from sparkcq.runtime.operators.shared_output import SharedIntervalFormatter
 from sparkcq.runtime.queries import RunningQueries
@@ -66,6 +67,11 @@ class StagedState:
     held: tuple[DataFrame, ...]
     queries: RunningQueries
 
+    @property
+    def kept_inputs(self) -> Mapping[str, Set[int]]:
+        """The cycles whose logged input the state reads again, by stream."""
+        return self.frames.inputs
+
     def write(self) -> None:
         """Write the frames (a Spark job); safe in a thread of its own."""
         self.frames.write()
@@ -79,14 +85,15 @@ class StagedState:
 
 
 def stage_state(path: str, queries: RunningQueries, saved: SavedState,
-                as_name: str | None = None) -> StagedState:
+                as_name: str | None = None, inputs_logged: bool = False) -> StagedState:
     """Take every operator's state and every stream's watermark under ``path`` (between
     cycles): the small files now, the frames when the result is written. A folder that
     will be ``as_name`` beside earlier states (a checkpoint directory's) references their
-    runs that are still live (``FrameWriter``).
+    runs that are still live (``FrameWriter``); ``inputs_logged``: every cycle's input
+    is logged beside it, so events held are named by cycle, not written.
     """
     os.makedirs(path, exist_ok=True)
-    frames = FrameWriter(path, as_name)
+    frames = FrameWriter(path, as_name, inputs_logged)
     holders = stateful(queries)
     for key, holder in holders:
         holder.save(os.path.join(path, key), frames)
@@ -111,13 +118,17 @@ def save_state(path: str, queries: RunningQueries, saved: SavedState,
         staged.done()
 
 
-def restore_state(path: str, queries: RunningQueries, engine_id: str) -> SavedState:
+def restore_state(path: str, queries: RunningQueries, engine_id: str,
+                  logged: Callable[[StreamScan, int], DataFrame | None] | None = None,
+                  ) -> SavedState:
     """Load what ``save_state`` wrote (the same streams and queries must exist); the
-    cycle and engine id it was saved at (``engine_id`` if it named none).
+    cycle and engine id it was saved at (``engine_id`` if it named none). ``logged``
+    reads a scan's raw input of a cycle again from the input log, for a state that named
+    its events held by cycle.
     """
     with open(os.path.join(path, STREAMS_FILE), encoding="utf-8") as f:
         saved = json.load(f)
-    frames = FrameReader(queries.rt.spark, path)
+    frames = FrameReader(queries.rt.spark, path, logged)
     for key, holder in stateful(queries):
         folder = os.path.join(path, key)
         if not os.path.isdir(folder):

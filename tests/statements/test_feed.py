@@ -234,10 +234,12 @@ def test_acknowledged_rows_not_yet_taken_survive_a_restart(spark, tmp_path):
     source.push_group([FeedInput([{"k": 1, "t": 1, "v": 1.0}], seq=1)], "p")
     first.run_cycle()
     first.wait_for_checkpoint()  # written in the background
-    assert source.spool.seqs() == []  # checkpointed: the spool is trimmed
+    # checkpointed: the spool is trimmed but for the entry whose event the stream holds
+    # at its watermark (1), which the checkpoint names rather than writes
+    assert source.spool.seqs() == [1]
     source.push_group([FeedInput([{"k": 1, "t": 2, "v": 2.0}], seq=2),
                        FeedInput(None, 10, seq=3)], "p")
-    assert len(source.spool.seqs()) == 1  # acknowledged, not taken: a crash now
+    assert source.spool.seqs() == [1, 2]  # 2 acknowledged, not taken: a crash now
     again = Engine(spark=spark, checkpoint_dir=folder)  # the restart
     resumed = again.feed_source("s")
     assert resumed.producers_seq("p") == 3

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, replace
 from functools import partial
@@ -12,6 +13,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, LongType, StringType, StructField, StructType
 
+from sparkcq.errors import CatalogError
 from sparkcq.model.columns import ARRIVAL_WATERMARK, DEAD_BATCH, DELETE, RAW, REASON, TE, D, T
 from sparkcq.model.rows import RowError
 from sparkcq.model.time import TIME_MAX, TIME_MIN, TimeKind, shift
@@ -33,6 +35,8 @@ from sparkcq.runtime.frames import (
 from sparkcq.runtime.operators.base import CycleContext, FutureBuffer, Operator, Progress
 from sparkcq.runtime.saved_frames import FrameReader, FrameWriter
 
+HELD_FILE = "held.json"  # the cycles whose logged input holds the events held
+
 
 @dataclass(frozen=True)
 class HeldBatch:
@@ -53,6 +57,9 @@ class HeldBatch:
     # later reading (held events in a checkpoint, a consumer added later, dead letters)
     # reads the source again, and there are no blocks to free
     cached: bool = True
+    # the cycle that took the batch (its input logged by a checkpoint directory: a
+    # checkpoint names the cycle rather than writing the events held); None: not known
+    cycle: int | None = None
 
 
 @dataclass(frozen=True)
@@ -178,7 +185,8 @@ class ScanOperator(Operator):
             self.refuse(batch.rejected)
         arrived = None
         if batch.df is not None:
-            arrived = self.accept(batch.df, lo, batch.arrow, self.node in cycle.read_once)
+            arrived = self.accept(batch.df, lo, batch.arrow, self.node in cycle.read_once,
+                                  cycle.input.number)
         wm = lo
         if self.progress.max_seen is not None:
             wm = max(wm, self.progress.max_seen - self.lateness)
@@ -305,7 +313,7 @@ class ScanOperator(Operator):
         self.progress = replace(self.progress, held=(), let_go=())
 
     def accept(self, raw: DataFrame, lo: int, arrow: pa.Table | None = None,
-               once: bool = False) -> DataFrame:
+               once: bool = False, number: int | None = None) -> DataFrame:
         """Add time columns and the reason a row is refused (null, late or malformed event
         time); cache the batch and hold it. The rows are counted, and the largest on-time
         event time found, on the driver when ``arrow`` holds them there, otherwise by the
@@ -315,7 +323,37 @@ class ScanOperator(Operator):
         A batch that one operator reads once (``once``: its arrivals, nothing reading the
         edge) is not cached: its reader's plan reads it straight from the source and counts
         it as it goes (``Runtime.measure_in_place``), which saves a local checkpoint (its
-        planning on the driver) and a copy of the batch in memory.
+        planning on the driver) and a copy of the batch in memory. ``number``: the cycle
+        taking the batch.
+        """
+        frame = self.placed(raw, lo)
+        if not once:
+            frame = self.rt.cache_for_cycle(frame)
+            self.rt.keep_after_cycle(frame)
+        elif self.rt.single:  # as a cache would be: one partition needs no exchange
+            frame = coalesce_partitions(frame, 1)
+        read = frame
+        if arrow is not None and not self.scan.end_col:
+            total, bad, largest = self.check_on_driver(arrow, lo)
+            self.hold(HeldBatch(frame, True, largest, total - bad, cached=not once,
+                                cycle=number))
+            self.counted_batch(frame, total, bad, largest)
+        else:
+            self.hold(HeldBatch(frame, False, cached=not once, cycle=number))
+            flag = f"{q(REASON)} IS NOT NULL"
+            value = f"CASE WHEN {q(REASON)} IS NULL THEN {q(T)} END"
+            then = partial(self.measured, frame)
+            if once:
+                read = self.rt.measure_in_place(frame, flag, value, then)
+            else:
+                self.rt.measure(frame, flag, value, then)
+        # its consumers select its on-time rows and their columns (``step``): no
+        # projection of its own
+        return read
+
+    def placed(self, raw: DataFrame, lo: int) -> DataFrame:
+        """A raw batch with the event time (``_t``, and ``_te``) and the reason a row is
+        refused (``_reason``, null: on time) for a cycle whose watermark was ``lo``.
         """
         # late: before the watermark of the cycle, or of the row's arrival if later
         lowest = (f"greatest({bound_sql(lo)}, {q(ARRIVAL_WATERMARK)})"
@@ -340,29 +378,7 @@ class ScanOperator(Operator):
             reason += (f" WHEN {te} IS NULL OR {te} < {t} THEN " + sql_literal(
                 f"end time {self.scan.end_col!r} is null or before the event time"))
             columns.append(f"{te} AS {q(TE)}")
-        frame = project(raw, *columns, f"CASE {reason} END AS {q(REASON)}")
-        if not once:
-            frame = self.rt.cache_for_cycle(frame)
-            self.rt.keep_after_cycle(frame)
-        elif self.rt.single:  # as a cache would be: one partition needs no exchange
-            frame = coalesce_partitions(frame, 1)
-        read = frame
-        if arrow is not None and not self.scan.end_col:
-            total, bad, largest = self.check_on_driver(arrow, lo)
-            self.hold(HeldBatch(frame, True, largest, total - bad, cached=not once))
-            self.counted_batch(frame, total, bad, largest)
-        else:
-            self.hold(HeldBatch(frame, False, cached=not once))
-            flag = f"{q(REASON)} IS NOT NULL"
-            value = f"CASE WHEN {q(REASON)} IS NULL THEN {q(T)} END"
-            then = partial(self.measured, frame)
-            if once:
-                read = self.rt.measure_in_place(frame, flag, value, then)
-            else:
-                self.rt.measure(frame, flag, value, then)
-        # its consumers select its on-time rows and their columns (``step``): no
-        # projection of its own
-        return read
+        return project(raw, *columns, f"CASE {reason} END AS {q(REASON)}")
 
     def measured(self, frame: DataFrame, summary: Summary) -> None:
         """The commit measured a batch: count it, raise the largest event time seen, and
@@ -450,11 +466,26 @@ class ScanOperator(Operator):
 
     def save(self, path: str, frames: FrameWriter) -> None:
         """Save the state and the events held beyond the watermark (``load`` holds them
-        again), so a restored engine delivers them.
+        again), so a restored engine delivers them. A batch a cycle took from input a
+        checkpoint directory logged is not written: the checkpoint names the cycle, keeps
+        its logged input, and ``load`` reads it again from there.
         """
         super().save(path, frames)
+        watermark = self.progress.watermark
+        logged, written = [], []
+        for b in self.progress.held:
+            if b.measured and (b.largest is None or b.largest < watermark):
+                continue  # delivered
+            if b.cycle is not None and frames.keep_input(self.scan.name, b.cycle):
+                logged.append({"cycle": b.cycle, "largest": b.largest, "rows": b.rows})
+            else:
+                written.append(b.frame.where(col(REASON).isNull()
+                                             & (col(T) >= bound(watermark))))
+        held = union_all(written)
         frames.add(os.path.join(path, "held-events"),
-                   self.held_between(self.progress.watermark, TIME_MAX))
+                   None if held is None else held.drop(REASON))
+        with open(os.path.join(path, HELD_FILE), "w", encoding="utf-8") as f:
+            json.dump(logged, f)
 
     def held_schema(self) -> StructType:
         """The columns of the events held: the stream's, the event time (and end time, and
@@ -465,13 +496,35 @@ class ScanOperator(Operator):
                            *([StructField(DELETE, BooleanType())] if self.scan.key else [])])
 
     def load(self, path: str, frames: FrameReader) -> None:
-        """Restore what ``save`` saved."""
+        """Restore what ``save`` saved: the events written, and those of the batches it
+        named by cycle, read again from that cycle's logged input (not cached: a later
+        reading reads the input again, until the batch is let go).
+        """
         super().load(path, frames)
+        self.rt.free(self.held_frames)
+        watermark = self.progress.watermark
         frame = frames.read(os.path.join(path, "held-events"), self.held_schema()).withColumn(
             REASON, F.lit(None).cast("string"))
         rows, largest = frame.agg(F.count(F.lit(1)), F.max(col(T))).first()  # type: ignore[misc]
-        self.progress = replace(self.progress,
-                                held=(HeldBatch(frame, True, largest, rows),) if rows else ())
+        held = [HeldBatch(frame, True, largest, rows)] if rows else []
+        listed = os.path.join(path, HELD_FILE)
+        logged = []
+        if os.path.exists(listed):
+            with open(listed, encoding="utf-8") as f:
+                logged = json.load(f)
+        for entry in logged:
+            raw = frames.logged_input(self.scan, int(entry["cycle"]))
+            if raw is None:
+                msg = (f"stream {self.scan.name!r}: the input of cycle {entry['cycle']} that "
+                       f"the checkpoint under {path!r} holds events of is not logged")
+                raise CatalogError(msg)
+            # the events at or after the saved watermark: on time when they came (it had
+            # passed none of them), so their reason is null as then
+            batch = self.placed(raw, watermark).where(col(REASON).isNull()
+                                                      & (col(T) >= bound(watermark)))
+            held.append(HeldBatch(batch, True, entry["largest"], int(entry["rows"]),
+                                  cached=False, cycle=int(entry["cycle"])))
+        self.progress = replace(self.progress, held=tuple(held), let_go=())
 
     def dead_letters(self) -> DataFrame:
         """The stream's newest dead letters (``max_dead_letters``, about): rejected rows with
