@@ -54,9 +54,8 @@ from sparkcq.recovery import (
 )
 from sparkcq.runtime.checkpoint import CheckpointStore
 from sparkcq.runtime.cycle_cost import CycleCost
-from sparkcq.runtime.cycle_input import NO_BATCH
 from sparkcq.runtime.driver import CycleDriver, CycleReport
-from sparkcq.runtime.frames import RowCounting, Runtime, union_all
+from sparkcq.runtime.frames import RowCounting, Runtime
 from sparkcq.runtime.functions import ensure_data_type
 from sparkcq.runtime.global_plan import GlobalPlan
 from sparkcq.runtime.partitioning import SmallCycles, large_cycle_conf
@@ -385,7 +384,7 @@ class Engine:
         """``save_state`` in two steps: the state taken now, its frames written by the
         result's ``write`` (in any thread, while cycles run), then ``done``.
         ``inputs_logged``: the checkpoint directory logged every cycle's input, so the
-        events streams hold are named by cycle, not written (``logged_input``).
+        events streams hold are named by cycle, not written (``CycleDriver.reread``).
         """
         return stage_state(path, self.queries, SavedState(self.cycle, self.engine_id),
                            as_name, inputs_logged)
@@ -399,26 +398,17 @@ class Engine:
 
     def restore_state(self, path: str) -> None:
         """Load what ``save_state`` wrote; the same streams and queries must exist."""
-        saved = restore_state(path, self.queries, self.engine_id,
-                              self.logged_input if self.recovery is not None else None)
+        logged = None
+        if self.recovery is not None:  # events held, named by the logged cycle taking them
+            store, driver = self.recovery.store, self.driver
+
+            def logged(scan: StreamScan, cycle: int) -> DataFrame | None:
+                return driver.reread(scan, store.offsets(cycle) or {})
+
+        saved = restore_state(path, self.queries, self.engine_id, logged)
         self.driver.resume_at(saved.cycle)
         self.engine_id = saved.engine_id
         self.sinks.resume(self.engine_id)
-
-    def logged_input(self, scan: StreamScan, cycle: int) -> DataFrame | None:
-        """The raw batch stream scan ``scan`` took in ``cycle``, read again from the
-        checkpoint directory's input log (None: not logged). Reading moves the source's
-        position; a restart seeks it to the checkpoint's afterwards.
-        """
-        assert self.recovery is not None
-        logged = self.recovery.store.offsets(cycle) or {}
-        key = next((k for k in logged if k.lower() == scan.name.lower()), None)
-        source = self.sources.get(key) if key is not None else None
-        if key is None or source is None:
-            return None
-        frames = [self.scans.batches(key, source.replay(one)).get(scan, NO_BATCH).df
-                  for one in logged[key]]
-        return union_all(frames)
 
     # -- what the system shows -----------------------------------------------------------
     def results(self, query: str) -> pd.DataFrame:

@@ -18,14 +18,15 @@ from functools import partial
 from typing import Any, Protocol
 
 import pyarrow as pa
+from pyspark.sql import DataFrame
 
 from sparkcq.model.clock import Clock, SystemClock
 from sparkcq.model.time import show_instant
 from sparkcq.plan.nodes import PlanNode, StreamScan, TableScan
 from sparkcq.runtime.cycle import CycleEngine, CycleResult, QueriesFailedError
 from sparkcq.runtime.cycle_cost import Phase
-from sparkcq.runtime.cycle_input import CycleInput, SourceBatch, idle
-from sparkcq.runtime.frames import RowCounting, Runtime
+from sparkcq.runtime.cycle_input import NO_BATCH, CycleInput, SourceBatch, idle
+from sparkcq.runtime.frames import RowCounting, Runtime, union_all
 from sparkcq.runtime.partitioning import SmallCycles
 from sparkcq.runtime.queries import RunningQueries
 from sparkcq.runtime.state import fingerprint
@@ -156,6 +157,19 @@ class CycleDriver:
                 continue
             for one in described:
                 self.hand(key, self.sources[key].replay(one))
+
+    def reread(self, scan: StreamScan, offsets: Mapping[str, list[dict[str, Any]]],
+               ) -> DataFrame | None:
+        """The raw batch ``scan`` took in a cycle whose input was logged as ``offsets``,
+        read again (the events a checkpoint named by that cycle); None: not logged.
+        Reading moves the source's position: a restart seeks it to the checkpoint's after.
+        """
+        key = next((k for k in offsets if k.lower() == scan.name.lower()
+                    and k in self.sources), None)
+        if key is None:
+            return None
+        return union_all([self.queries.scans.batches(key, self.sources[key].replay(one))
+                          .get(scan, NO_BATCH).df for one in offsets[key]])
 
     def hand(self, stream: str, batch: SourceBatch) -> None:
         """Add a stream's batch to the pending input (for each of its scans)."""
