@@ -61,7 +61,9 @@ def test_events_held_are_named_by_cycle_and_read_again_from_the_input_log(spark,
              if os.path.exists(os.path.join(state, d, "held.json"))]
     assert len(scans) == 1
     with open(os.path.join(state, scans[0], "held.json")) as f:
-        assert [e["cycle"] for e in json.load(f)] == [0, 1]
+        named = json.load(f)
+    assert named["watermark"] == 4
+    assert [e["cycle"] for e in named["batches"]] == [0, 1]
     with open(os.path.join(state, "frames.json")) as f:
         assert not any("held-events" in name for name in json.load(f))  # none written
     with open(os.path.join(state, "inputs.json")) as f:
@@ -71,6 +73,10 @@ def test_events_held_are_named_by_cycle_and_read_again_from_the_input_log(spark,
     sink2 = CollectingSink()
     second = Engine(spark=spark, checkpoint_dir=folder, sinks={"collect": sink2})
     assert second.cycle == 2  # nothing to redo
+    # the batches read again hold just the events at or after the watermark (4)
+    held = [r["t"] for b in second.scans["s"].progress.held
+            for r in b.frame.select("t").collect()]
+    assert sorted(held) == [4, 5, 6, 7, 8]
     second.end_input("s")
     second.run_until_idle()
     # 1 to 3 from the chunk's saved state, 4 to 8 from the input log

@@ -485,7 +485,7 @@ class ScanOperator(Operator):
         frames.add(os.path.join(path, "held-events"),
                    None if held is None else held.drop(REASON))
         with open(os.path.join(path, HELD_FILE), "w", encoding="utf-8") as f:
-            json.dump(logged, f)
+            json.dump({"watermark": watermark, "batches": logged}, f)
 
     def held_schema(self) -> StructType:
         """The columns of the events held: the stream's, the event time (and end time, and
@@ -502,17 +502,17 @@ class ScanOperator(Operator):
         """
         super().load(path, frames)
         self.rt.free(self.held_frames)
-        watermark = self.progress.watermark
         frame = frames.read(os.path.join(path, "held-events"), self.held_schema()).withColumn(
             REASON, F.lit(None).cast("string"))
         rows, largest = frame.agg(F.count(F.lit(1)), F.max(col(T))).first()  # type: ignore[misc]
         held = [HeldBatch(frame, True, largest, rows)] if rows else []
         listed = os.path.join(path, HELD_FILE)
-        logged = []
+        named: dict = {"watermark": TIME_MIN, "batches": []}
         if os.path.exists(listed):
             with open(listed, encoding="utf-8") as f:
-                logged = json.load(f)
-        for entry in logged:
+                named = json.load(f)
+        watermark = int(named["watermark"])  # the stream's, restored after its state
+        for entry in named["batches"]:
             raw = frames.logged_input(self.scan, int(entry["cycle"]))
             if raw is None:
                 msg = (f"stream {self.scan.name!r}: the input of cycle {entry['cycle']} that "
