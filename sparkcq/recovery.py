@@ -414,13 +414,11 @@ class Recovery:
         """
         releases = dict(positions)
         for stream, cycles in staged.kept_inputs.items():
-            logged = self.store.offsets(min(cycles)) or {}
-            for key, described in logged.items():
-                if key.lower() != stream.lower() or key not in self.sources or not described:
-                    continue
-                start = self.sources[key].start_of(described[0])
-                if start is not None:
-                    releases[key] = start
+            described = (self.store.offsets(min(cycles)) or {}).get(stream)
+            start = (self.sources[stream].start_of(described[0])
+                     if described and stream in self.sources else None)
+            if start is not None:
+                releases[stream] = start
         return releases
 
     def write(self, pending: PendingCheckpoint) -> None:

@@ -164,9 +164,8 @@ class CycleDriver:
         read again (the events a checkpoint named by that cycle); None: not logged.
         Reading moves the source's position: a restart seeks it to the checkpoint's after.
         """
-        key = next((k for k in offsets if k.lower() == scan.name.lower()
-                    and k in self.sources), None)
-        if key is None:
+        key = scan.name.lower()  # a source's key, and its input's in the log
+        if key not in offsets or key not in self.sources:
             return None
         return union_all([self.queries.scans.batches(key, self.sources[key].replay(one))
                           .get(scan, NO_BATCH).df for one in offsets[key]])

@@ -97,8 +97,9 @@ class FrameWriter:
         return True
 
     def keep_input(self, stream: str, cycle: int) -> bool:
-        """Whether a stream's input of ``cycle`` is logged and kept for this checkpoint
-        (``FrameReader.logged_input`` reads it again); if not, the caller writes it.
+        """Whether the input of ``cycle`` of ``stream`` (its source's key: the name in
+        lower case) is logged and kept for this checkpoint (``FrameReader.logged_input``
+        reads it again); if not, the caller writes it.
         """
         if self.inputs_logged:
             self.inputs.setdefault(stream, set()).add(cycle)

@@ -18,6 +18,7 @@ from pyspark.sql import DataFrame
 
 from sparkcq.errors import CatalogError
 from sparkcq.plan.nodes import PlanNode, StreamScan
+from sparkcq.runtime.frames import FramePins, unpersist_checkpoints
 from sparkcq.runtime.operators.base import Operator
 from sparkcq.runtime.operators.shared_output import SharedIntervalFormatter
 from sparkcq.runtime.queries import RunningQueries
@@ -65,7 +66,7 @@ class StagedState:
 
     frames: FrameWriter
     held: tuple[DataFrame, ...]
-    queries: RunningQueries
+    pins: FramePins
 
     @property
     def kept_inputs(self) -> Mapping[str, Set[int]]:
@@ -80,8 +81,7 @@ class StagedState:
         """Written or given up: free what the cycles since then released (the thread that
         runs cycles calls this).
         """
-        rt = self.queries.rt
-        rt.free(rt.pins.unpin(self.held))
+        unpersist_checkpoints(self.pins.unpin(self.held))
 
 
 def stage_state(path: str, queries: RunningQueries, saved: SavedState,
@@ -105,7 +105,7 @@ def stage_state(path: str, queries: RunningQueries, saved: SavedState,
             for df in state.frames()]
     held += [df for scan in queries.scans.values() for df in scan.held_frames]
     queries.rt.pins.pin(held)
-    return StagedState(frames, tuple(held), queries)
+    return StagedState(frames, tuple(held), queries.rt.pins)
 
 
 def save_state(path: str, queries: RunningQueries, saved: SavedState,

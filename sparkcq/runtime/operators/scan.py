@@ -476,7 +476,7 @@ class ScanOperator(Operator):
         for b in self.progress.held:
             if b.measured and (b.largest is None or b.largest < watermark):
                 continue  # delivered
-            if b.cycle is not None and frames.keep_input(self.scan.name, b.cycle):
+            if b.cycle is not None and frames.keep_input(self.scan.name.lower(), b.cycle):
                 logged.append({"cycle": b.cycle, "largest": b.largest, "rows": b.rows})
             else:
                 written.append(b.frame.where(col(REASON).isNull()
