@@ -57,7 +57,12 @@ from sparkcq.plan.nodes import (
     window_reach,
 )
 from sparkcq.runtime.frames import Runtime, Slice, SqlViews, bound_sql, q
-from sparkcq.runtime.operators.aggregate import accumulator_type
+from sparkcq.runtime.operators.aggregate import (
+    EXACT_DOUBLE,
+    accumulator_type,
+    exact_double_parts,
+    exact_double_total,
+)
 from sparkcq.runtime.operators.base import CycleContext, Operator, Progress, as_changes_at
 
 
@@ -123,8 +128,15 @@ class SlicedAggregateOperator(Operator):
                 self.values[call.name] = f"CAST({count} AS {out})"
             elif call.func in ("sum", "avg"):
                 acc = accumulator_type(dtype)
-                total = self.measure(f"_s{i}", f"CAST({arg} * {q(D)} AS {acc.simpleString()})",
-                                     "sum", acc)
+                if acc == EXACT_DOUBLE:  # two BIGINT sums, one DECIMAL once per row out
+                    whole, tenths = exact_double_parts(f"{arg} * {q(D)}")
+                    total = exact_double_total(
+                        self.measure(f"_s{i}", whole, "sum", LongType()),
+                        self.measure(f"_f{i}", tenths, "sum", LongType()))
+                else:
+                    total = self.measure(f"_s{i}",
+                                         f"CAST({arg} * {q(D)} AS {acc.simpleString()})",
+                                         "sum", acc)
                 if call.func == "sum":
                     value = f"CAST({total} AS {out})"
                 elif isinstance(out_types[call.name], DoubleType):
