@@ -8,7 +8,8 @@ time axis cuts into panes of one step each, and the window at an instant holds w
   cut after it, floor(t / S) * S + S, and is valid from that cut for W.
 
 Each event is added to its (group, pane) before the shuffle: a pane holds the count, the
-exact sum (``aggregate.accumulator_type``), min and max of each argument, so the shuffle
+exact sum (``aggregate.accumulator_type``; a DOUBLE's as two BIGINTs,
+``aggregate.exact_double_parts``), min and max of each argument, so the shuffle
 carries about one record per group, pane and task instead of two changes per event. The
 state is the panes still in a window at or after the watermark. The group's value changes
 only where a pane enters (at its end) or leaves (W later): a running sum over those points,
