@@ -26,35 +26,35 @@ def decimal_of(x: float) -> Decimal:
                                      rounding=ROUND_HALF_UP)
 
 
-def exact(whole: int, tenths: int) -> Decimal:
-    return Context(prec=60).add(Decimal(whole), Decimal(tenths).scaleb(-10))
+def exact(whole: int, fraction: int) -> Decimal:
+    return Context(prec=60).add(Decimal(whole), Decimal(fraction).scaleb(-10))
 
 
 def parts_of(spark, values: list[float]) -> list[tuple[float, int, int]]:
-    whole, tenths = exact_double_parts("x")
+    whole, fraction = exact_double_parts("x")
     frame = spark.createDataFrame([(v,) for v in values], "x DOUBLE")
-    return [(r[0], r[1], r[2]) for r in frame.selectExpr("x", whole, tenths).collect()]
+    return [(r[0], r[1], r[2]) for r in frame.selectExpr("x", whole, fraction).collect()]
 
 
 def test_parts_are_the_decimal_split_exactly(spark):
     values = EDGES + [i / 1000 for i in range(-2000, 2000, 7)]
-    for x, whole, tenths in parts_of(spark, values):
-        assert 0 <= tenths < 10**10, x
-        assert exact(whole, tenths) == decimal_of(x), x
+    for x, whole, fraction in parts_of(spark, values):
+        assert 0 <= fraction < 10**10, x
+        assert exact(whole, fraction) == decimal_of(x), x
 
 
 @settings(max_examples=30, deadline=None)
 @given(st.lists(st.floats(min_value=-5000, max_value=5000, allow_nan=False), min_size=1,
                 max_size=40))
 def test_parts_of_any_doubles(spark, values):
-    for x, whole, tenths in parts_of(spark, values):
-        assert exact(whole, tenths) == decimal_of(x), x
+    for x, whole, fraction in parts_of(spark, values):
+        assert exact(whole, fraction) == decimal_of(x), x
 
 
 def test_total_is_the_decimal_sum(spark):
-    whole, tenths = exact_double_parts("x")
+    whole, fraction = exact_double_parts("x")
     frame = spark.createDataFrame([(v,) for v in EDGES], "x DOUBLE")
-    sums = frame.selectExpr(f"{whole} AS w", f"{tenths} AS f").selectExpr(
+    sums = frame.selectExpr(f"{whole} AS w", f"{fraction} AS f").selectExpr(
         f"{exact_double_total('sum(w)', 'sum(f)')} AS total").collect()[0][0]
     total = Decimal(0)
     for x in EDGES:

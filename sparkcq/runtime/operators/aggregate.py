@@ -68,20 +68,20 @@ def exact_double_parts(x: str) -> tuple[str, str]:
     fast = (f"abs({x}) < 4096D AND abs({scaled} - floor({scaled}) - 0.5D) > 0.02D")
     units = f"floor({scaled} + 0.5D)"
     exact = f"CAST({x} AS DECIMAL(30, 10))"
-    tenths = (f"CASE WHEN {fast} THEN pmod({units}, 10000000000) ELSE "
+    fraction = (f"CASE WHEN {fast} THEN pmod({units}, 10000000000) ELSE "
               f"CAST(CAST({exact} - floor({exact}) AS DECIMAL(11, 10)) * 10000000000 "
               f"AS BIGINT) END")
     whole = (f"CASE WHEN {fast} THEN ({units} - pmod({units}, 10000000000)) div 10000000000 "
              f"ELSE CAST(floor({exact}) AS BIGINT) END")
-    return whole, tenths
+    return whole, fraction
 
 
-def exact_double_total(whole: str, tenths: str) -> str:
+def exact_double_total(whole: str, fraction: str) -> str:
     """The DECIMAL(38, 10) sum of values given by ``exact_double_parts``, from the sums of
     their parts (each within 27 digits, so their sum is exact, see ``exact_sum_sql``).
     """
     return exact_sum_sql(f"CAST({whole} AS DECIMAL(19, 0))",
-                         f"CAST({tenths} AS DECIMAL(19, 0)) * CAST(1E-10 AS DECIMAL(10, 10))",
+                         f"CAST({fraction} AS DECIMAL(19, 0)) * CAST(1E-10 AS DECIMAL(10, 10))",
                          EXACT_DOUBLE)
 
 

@@ -130,10 +130,10 @@ class SlicedAggregateOperator(Operator):
             elif call.func in ("sum", "avg"):
                 acc = accumulator_type(dtype)
                 if acc == EXACT_DOUBLE:  # two BIGINT sums, one DECIMAL once per row out
-                    whole, tenths = exact_double_parts(f"{arg} * {q(D)}")
+                    whole, fraction = exact_double_parts(f"{arg} * {q(D)}")
                     total = exact_double_total(
                         self.measure(f"_s{i}", whole, "sum", LongType()),
-                        self.measure(f"_f{i}", tenths, "sum", LongType()))
+                        self.measure(f"_f{i}", fraction, "sum", LongType()))
                 else:
                     total = self.measure(f"_s{i}",
                                          f"CAST({arg} * {q(D)} AS {acc.simpleString()})",
