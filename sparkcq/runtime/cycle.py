@@ -26,7 +26,14 @@ from pyspark.sql import DataFrame
 
 from sparkcq.errors import ExecutionError, SinkError, SparkDiedError
 from sparkcq.model.clock import Clock, SystemClock
-from sparkcq.plan.nodes import PlanNode, SlicedAggregate, StreamScan, TableScan, walk
+from sparkcq.plan.nodes import (
+    IntervalJoin,
+    PlanNode,
+    SlicedAggregate,
+    StreamScan,
+    TableScan,
+    walk,
+)
 from sparkcq.runtime.cycle_cost import Phase
 from sparkcq.runtime.cycle_input import CycleInput
 from sparkcq.runtime.failures import describe_failure
@@ -52,14 +59,17 @@ from sparkcq.runtime.fused_streams import (
 from sparkcq.runtime.fusion import AggregateFamily
 from sparkcq.runtime.global_plan import GlobalPlan
 from sparkcq.runtime.operators.base import CycleContext, Operator
+from sparkcq.runtime.operators.element_intervals import element_source, pair_span
 from sparkcq.runtime.operators.outputs import SinkFormatter
 from sparkcq.runtime.operators.scan import ScanOperator
 from sparkcq.runtime.operators.shared_output import (
     OutputShape,
+    QueryElements,
     SharedIntervalFormatter,
     SlicedRuns,
     decode,
     encode,
+    encode_elements,
     output_shapes,
     split_by_query,
 )
@@ -82,6 +92,9 @@ class CompiledQuery:
     # the steps from an aggregate family member up to the root, when its records can come
     # straight from the family's result (``fused_outputs.py``)
     tail: QueryTail | None = None
+    # the interval join whose elements, with their ends, its records come from when it
+    # started from nothing (``element_intervals.py``)
+    elements: IntervalJoin | None = None
 
     def waits(self, plan: GlobalPlan) -> bool:
         """Whether a start of this query's is not due yet: its formatter's, or one of the
@@ -154,7 +167,8 @@ def compile_plan(plan: GlobalPlan, queries: Iterable[CompiledQuery],
     ``tables`` are the catalog's rows by lower-case table name.
     """
     queries = tuple(query if query.qid is None
-                    else replace(query, tail=find_tail(query.plan, plan.ops, query.qid))
+                    else replace(query, tail=find_tail(query.plan, plan.ops, query.qid),
+                                 elements=element_source(query.plan))
                     for query in queries)
     nodes = frozenset(n for query in queries for n in walk(query.plan))
     stepped = tuple(op for node, op in plan.ops.items() if node in nodes)
@@ -358,9 +372,15 @@ class CycleEngine:
         cycle = replace(cycle, family_starts=starts.families)
         plan.replace_tables(compiled.tables, compiled.nodes)  # after the starts: old rows
         fused, unread = compiled.fusion_now(plan)
+        # queries whose records may come from their elements: those that start from nothing
+        # now, their join with them (before the cycle moves either)
+        fresh = {q.name for q in queries if q.elements is not None
+                 and q.formatter.progress.position is None and not q.formatter.progress.waiting
+                 and plan.ops[q.elements].progress.position is None}
         slices, seconds = plan.run_cycle(cycle, compiled.edge_readers, starts.inputs, unread)
         outputs: dict[str, DataFrame] = {}
         encoded: list[DataFrame] = []
+        elements: list[QueryElements] = []
         tails: dict[int, list[QueryTail]] = {}  # by family, see runtime/fused_outputs.py
         families: dict[int, AggregateFamily | SlicedFamily] = {}
         streamed: dict[PlanNode, list[CompiledQuery]] = {}  # by the edge they read
@@ -388,7 +408,15 @@ class CycleEngine:
             elif query.qid is not None:
                 query.formatter.advance([slices[query.plan]], cycle, starts.inputs,
                                         unread=True)
-                if changes.df is not None:
+                if query.elements is not None and self.intervals.takes_elements(
+                        query.qid, query.name in fresh):
+                    out = slices[query.plan]
+                    elements.append(QueryElements(
+                        query.qid, query.plan.schema, out.lo, out.hi,
+                        None if out.elements is None
+                        else encode_elements(out.elements, query.plan.schema, query.qid),
+                        pair_span(query.elements)))
+                elif changes.df is not None:
                     encoded.append(encode(changes.df, query.plan.schema, query.qid))
             elif (records := query.formatter.advance([slices[query.plan]], cycle,
                                                      starts.inputs).df) is not None:
@@ -415,7 +443,7 @@ class CycleEngine:
                 encoded.append(changed)
         plan.finish_families(cycle)
         shapes = list(compiled.shapes)
-        shared = self.intervals.step(encoded, shapes, runs)
+        shared = self.intervals.step(encoded, shapes, runs, elements)
         bundle = None if shared is None else decode(shared, shapes)
         timestamped = frozenset(q.name for q in queries if q.timestamps)
         committing = self.clock.monotonic()

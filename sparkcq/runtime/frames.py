@@ -308,6 +308,11 @@ class Slice:
     # in the slice where a stream ends (hi becomes TIME_MAX): the watermark it had reached,
     # where a next chunk could have started at the earliest (``ChunkCutOperator``)
     ended_at: int | None = None
+    # the relation's elements that start in [lo, hi), each with its end (``_ts``, ``_te``),
+    # from an operator that knows every element's end when it starts (an interval join,
+    # through filters and projections: ``element_intervals.element_source``); None when
+    # none starts. Its query's records come from them and need no -1 changes
+    elements: DataFrame | None = None
 
 
 @dataclass(frozen=True)

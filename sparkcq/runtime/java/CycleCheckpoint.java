@@ -10,6 +10,7 @@ import org.apache.spark.rdd.RDD;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.catalyst.plans.logical.Statistics;
 import org.apache.spark.sql.catalyst.plans.physical.Partitioning;
 import org.apache.spark.sql.classic.Dataset;
 import org.apache.spark.sql.classic.SparkSession;
@@ -23,6 +24,7 @@ import scala.Option;
 import scala.PartialFunction;
 import scala.Some;
 import scala.collection.immutable.Seq;
+import scala.math.BigInt;
 import scala.jdk.javaapi.CollectionConverters;
 
 public class CycleCheckpoint {
@@ -72,12 +74,27 @@ public class CycleCheckpoint {
                 partitioning = (Partitioning) ((Expression) partitioning).transform(renamed);
             }
         }
-        Option stats = small ? oneByte : new Some(execution.optimizedPlan().stats());
+        Option stats = small ? oneByte
+            : new Some(capped(execution.optimizedPlan().stats(), conf));
         LogicalRDD relation = new LogicalRDD(output, rows, partitioning, ordering, false,
                                              unknown, session, stats, unknown, true);
         // a leaf of resolved attributes: marked analysed, it skips the analyser's ~2 ms
         relation.setAnalyzed();
         return Dataset.ofRows(session, (LogicalPlan) relation);
+    }
+
+    /** ``stats`` at most Spark's default size (what it assumes of a relation it knows
+     * nothing of). Spark estimates a join as the product of its sides, so a state joined
+     * with the state before it each cycle doubled its estimate's digits each cycle, and
+     * multiplying them took seconds of planning after twenty cycles (2026-12-04: 8 s, then
+     * 17 s, then 40 s). Beyond that size no estimate changes a plan: nothing is broadcast. */
+    private static Statistics capped(Statistics stats, SQLConf conf) {
+        BigInt most = BigInt.apply(conf.defaultSizeInBytes());
+        if (stats.sizeInBytes().compare(most) <= 0) {
+            return stats;
+        }
+        return Statistics.apply(most, Statistics.apply$default$2(), stats.attributeStats(),
+                                stats.isRuntime());
     }
 
     /** Drop the batches behind frames ``keep`` made (no wait for them to go); null

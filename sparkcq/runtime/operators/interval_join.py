@@ -49,7 +49,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, LongType, StructField, StructType
 
-from sparkcq.model.columns import D, T
+from sparkcq.model.columns import TE, TS, D, T
 from sparkcq.model.time import TIME_MAX, TIME_MIN
 from sparkcq.plan.nodes import (
     Filter,
@@ -66,6 +66,7 @@ from sparkcq.runtime.frames import (
     bound,
     bound_sql,
     col,
+    project,
     q,
     union_by_name,
 )
@@ -297,6 +298,28 @@ class IntervalJoinOperator(Operator):
                         *views))
         return out
 
+    def pairs_sql(self, lo: int, hi: int) -> list[tuple[str, str, str]]:
+        """The pairs of a join that does not shed starting in the cycle ``[lo, hi)``, each
+        with its interval (``_ts``, ``_te``): the +1 probes of ``changes_sql`` alone, with
+        each pair's end beside its start (views ``starting<i>``, ``all<j>``).
+        """
+        cols = ", ".join(map(q, [*self.names[0], *self.names[1]]))
+        le, re_ = ENDS
+        out = []
+        for i in (0, 1):
+            j = 1 - i
+            probers = (f"(SELECT * FROM {{starting{i}}} "
+                       f"WHERE {within_bounds(STARTS[i], lo, hi)})")
+            partners = partners_sql(j, lo, hi)
+            sides = [probers, partners] if i == 0 else [partners, probers]
+            views = (f"starting{i}", f"all{j}") if i == 0 else (f"all{j}", f"starting{i}")
+            band = starts_band(i, TIME_MIN, TIME_MAX)
+            out.append((f"SELECT /*+ SHUFFLE_HASH({'lr'[i]}) */ {cols}, {STARTS[i]} AS "
+                        f"{q(TS)}, least({le}, {re_}) AS {q(TE)} FROM {sides[0]} AS l "
+                        f"JOIN {sides[1]} AS r ON ({self.condition}) AND {band}",
+                        *views))
+        return out
+
     def found_sql(self, lo: int, hi: int, plan: CycleShedding,
                   probers: tuple[bool, bool]) -> str | None:
         """The pairs a shedding join finds in the cycle ``[lo, hi)``: the two +1 probes
@@ -394,31 +417,44 @@ class IntervalJoinOperator(Operator):
                         runs.add(self.views.sql(self.elements_sql[i], inp=events)))
         views: dict[str, DataFrame | None] = {}
         for i, runs in enumerate(self.sides):  # the runs each probe reads (``changes_sql``,
-            # ``found_sql``)
-            probers = (f"starting{i}", runs.starting(lo)) if self.shedding is not None \
-                else (f"probers{i}", runs.probers(lo, hi))
-            views |= {probers[0]: probers[1], f"all{i}": runs.live()}
+            # ``pairs_sql``, ``found_sql``)
+            views |= {f"starting{i}": runs.starting(lo), f"all{i}": runs.live()}
+            if self.shedding is None:
+                views[f"probers{i}"] = runs.probers(lo, hi)
         for runs in self.sides:  # what ends before ``hi`` meets no later cycle
             if hi == TIME_MAX:  # the input ended: nothing is kept
                 runs.clear()
             else:
                 runs.expire(hi)
         if self.shedding is not None:
-            return Slice(self.shed_changes(views, news, lo, hi, self.cycle_shedding(cycle)),
-                         lo, hi)
-        probes = []
-        for text, left_view, right_view in self.changes_sql(lo, hi):
+            changes, found = self.shed_changes(views, news, lo, hi,
+                                               self.cycle_shedding(cycle))
+            elements = None if found is None else project(
+                found, *map(q, [*self.names[0], *self.names[1]]),
+                f"{PAIR_START} AS {q(TS)}", f"{PAIR_END} AS {q(TE)}")
+            return Slice(changes, lo, hi, elements=elements)
+        return Slice(self.probed(self.changes_sql(lo, hi), views), lo, hi,
+                     elements=self.probed(self.pairs_sql(lo, hi), views))
+
+    def probed(self, probes: list[tuple[str, str, str]],
+               views: dict[str, DataFrame | None]) -> DataFrame | None:
+        """The union of ``probes`` (text, left view, right view) whose views both hold
+        runs; None if none does.
+        """
+        found = []
+        for text, left_view, right_view in probes:
             l_df, r_df = views[left_view], views[right_view]
             if l_df is not None and r_df is not None:
-                probes.append(self.views.sql(text, **{left_view: l_df, right_view: r_df}))
-        return Slice(union_by_name(probes) if probes else None, lo, hi)
+                found.append(self.views.sql(text, **{left_view: l_df, right_view: r_df}))
+        return union_by_name(found) if found else None
 
     def shed_changes(self, views: dict[str, DataFrame | None], news: list[DataFrame | None],
-                     lo: int, hi: int, plan: CycleShedding) -> DataFrame | None:
+                     lo: int, hi: int, plan: CycleShedding,
+                     ) -> tuple[DataFrame | None, DataFrame | None]:
         """A shedding join's changes of the cycle: +1 for each pair it finds meeting the
         cycle's shares, -1 for each pair it found that ends in the cycle; the pairs that
         end later are kept. ``views`` are both sides' runs (as ``changes_sql``'s), ``news``
-        their new elements.
+        their new elements. Also the pairs found (None: none), with their intervals.
         """
         assert self.pairs is not None
         cols = [*self.names[0], *self.names[1]]
@@ -434,17 +470,17 @@ class IntervalJoinOperator(Operator):
         pairs = [p.select(*[col(c) for c in [*cols, PAIR_START, PAIR_END]])
                  for p in (kept, found) if p is not None]
         if not pairs:
-            return None
+            return None, None
         every = pairs[0] if len(pairs) == 1 else pairs[0].unionByName(pairs[1])
         ending = every.where(within_bounds(PAIR_END, lo, hi))
         self.pairs.set(None if hi == TIME_MAX else every.where(col(PAIR_END) >= bound(hi)))
         ends = ending.select(*[col(c) for c in cols], col(PAIR_END).alias(T),
                              F.lit(-1).cast("long").alias(D))
         if found is None:
-            return ends
+            return ends, None
         starts = found.select(*[col(c) for c in cols], col(PAIR_START).alias(T),
                               F.lit(1).cast("long").alias(D))
-        return starts.unionByName(ends)
+        return starts.unionByName(ends), found
 
     def cycle_shedding(self, cycle: CycleContext) -> CycleShedding:
         """The cycle's z, sample and, per prober side, the share of each lag bucket its

@@ -23,9 +23,10 @@ state) hands them over to its family's runs the first cycle it runs there.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -46,6 +47,7 @@ from pyspark.sql.types import (
 from sparkcq.model.columns import LAYER, OP, QID, ROW, TE, TS, D, T
 from sparkcq.model.types import type_sql
 from sparkcq.runtime.frames import (
+    HeldState,
     Runtime,
     SqlViews,
     StateFrame,
@@ -54,11 +56,14 @@ from sparkcq.runtime.frames import (
     sql_literal,
     union_by_name,
 )
+from sparkcq.runtime.operators.element_intervals import ElementIntervals
 from sparkcq.runtime.operators.outputs import coalesced
 from sparkcq.runtime.saved_frames import FrameReader, FrameWriter
 from sparkcq.runtime.transaction import CycleParticipant
 
 RUNS_PREFIX = "runs-"  # the folder of a family's open runs in a saved state
+BY_END_PREFIX = "by-end-"  # a query's open layers by provisional end, in a saved state
+BY_END_FILE = "by-end.json"  # which queries have them, with their columns
 
 
 def encodable(dtype: DataType) -> bool:
@@ -223,13 +228,37 @@ class HeldRuns:
 
 
 @dataclass(frozen=True)
+class QueryElements:
+    """A query's elements starting in its cycle ``[lo, hi)`` with their ends (query id,
+    row, ``_ts``, ``_te``: ``encode_elements``; None: none started), for its open layers
+    kept by provisional end (``element_intervals.py``).
+    """
+
+    qid: int
+    schema: StructType
+    lo: int
+    hi: int
+    df: DataFrame | None
+    span: int | None  # the longest an element lasts, if known
+
+
+def encode_elements(elements: DataFrame, schema: StructType, qid: int) -> DataFrame:
+    """A query's elements (``Slice.elements``) as (query id, row, start, end)."""
+    row = row_sql(schema, {f.name: q(f.name) for f in schema.fields})
+    return project(elements, f"CAST({qid} AS INT) AS {QID}",
+                   f"{row} AS {q(row_column(schema))}", q(TS), q(TE))
+
+
+@dataclass(frozen=True)
 class FormatterProgress:
     """The open runs of each sliced family (by ``SlicedFamily.runs_name``), and which
-    queries' open elements they hold (the others' are still among everyone's).
+    queries' open elements they hold (the others' are still among everyone's); the open
+    layers of the queries whose elements come with their ends, by query id.
     """
 
     runs: Mapping[str, StateFrame] = field(default_factory=dict)
     holds: Mapping[str, frozenset[int]] = field(default_factory=dict)
+    by_end: Mapping[int, ElementIntervals] = field(default_factory=dict)
 
 
 class SharedIntervalFormatter(CycleParticipant):
@@ -255,21 +284,39 @@ class SharedIntervalFormatter(CycleParticipant):
         self.open.set(None)
         for frame in self.progress.runs.values():
             frame.set(None)
+        for held in self.progress.by_end.values():
+            held.release()
         self.progress = FormatterProgress()
 
-    def cycle_states(self) -> list[StateFrame]:  # noqa: D102
-        return [self.open, *self.progress.runs.values()]
+    def cycle_states(self) -> list[HeldState]:  # noqa: D102
+        return [self.open, *self.progress.runs.values(),
+                *(held.layers for held in self.progress.by_end.values())]
 
     @property
     def state_rows(self) -> int:
         """Open element layers held for all queries, and groups with open runs."""
-        return self.open.rows + sum(f.rows for f in self.progress.runs.values())
+        return (self.open.rows + sum(f.rows for f in self.progress.runs.values())
+                + sum(held.state_rows for held in self.progress.by_end.values()))
+
+    def takes_elements(self, qid: int, fresh: bool) -> bool:
+        """Whether query ``qid``'s records come from its elements (``QueryElements``): it
+        does once it did, and from its first cycle when it starts from nothing (a query
+        that starts from a shared relation's contents has no ends for them, and keeps
+        taking changes).
+        """
+        return fresh or qid in self.progress.by_end
 
     def save(self, path: str, frames: FrameWriter) -> None:
         """Save the open layers and runs under ``path`` (a checkpoint at a cycle boundary)."""
         self.open.save(path, frames)
         for frame in self.progress.runs.values():
             frame.save(path, frames)
+        holders = {}
+        for qid, held in self.progress.by_end.items():
+            held.save(path, frames)
+            holders[str(qid)] = {"columns": held.schema.jsonValue(), "span": held.span}
+        with open(os.path.join(path, BY_END_FILE), "w", encoding="utf-8") as f:
+            json.dump(holders, f)
 
     def load(self, path: str, frames: FrameReader) -> None:
         """Restore what ``save`` saved, with the row columns it was saved with (the next
@@ -285,7 +332,23 @@ class SharedIntervalFormatter(CycleParticipant):
                 frame.set(frames.read_as_saved(os.path.join(path, folder)))
                 holds[name] = frozenset() if frame.df is None else frozenset(
                     int(c[2:]) for c in frame.df.columns if c.startswith("_o"))
-        self.progress = FormatterProgress(runs, holds)
+        by_end: dict[int, ElementIntervals] = {}
+        listed = os.path.join(path, BY_END_FILE)
+        if os.path.exists(listed):
+            with open(listed, encoding="utf-8") as f:
+                saved = json.load(f)
+            for qid, holder in saved.items():
+                row = StructType.fromJson(holder["columns"]).fields[1]
+                assert isinstance(row.dataType, StructType)
+                held = self.by_end_of(int(qid), row.name, row.dataType, holder["span"])
+                held.load(path, frames)
+                by_end[int(qid)] = held
+        self.progress = FormatterProgress(runs, holds, by_end)
+
+    def by_end_of(self, qid: int, row: str, row_type: StructType,
+                  span: int | None) -> ElementIntervals:
+        """The holder of query ``qid``'s open layers by provisional end, named after it."""
+        return ElementIntervals(self.rt, row, row_type, f"{BY_END_PREFIX}{qid}", span)
 
     def held_runs(self, family: str, qids: Iterable[int],
                   shapes: list[OutputShape]) -> HeldRuns:
@@ -299,14 +362,17 @@ class SharedIntervalFormatter(CycleParticipant):
         return HeldRuns(None if frame is None else frame.get(), handed)
 
     def step(self, encoded: list[DataFrame], shapes: list[OutputShape],
-             runs: Sequence[SlicedRuns] = ()) -> DataFrame | None:
+             runs: Sequence[SlicedRuns] = (),
+             elements: Sequence[QueryElements] = ()) -> DataFrame | None:
         """Records (query id, row columns, ``_ts``, ``_te``, ``_op``) of this cycle's
-        changes, for the queries of ``shapes``; and of ``runs``, the runs sliced families
+        changes, for the queries of ``shapes``; of ``runs``, the runs sliced families
         found for queries that keep their group keys (``runtime/sliced_runs.py``), whose
-        open runs are kept here too.
+        open runs are kept here too; and of ``elements``, those of the queries whose
+        elements come with their ends (``element_intervals.py``).
         """
         self._forget_runs(shapes, {r.family for r in runs})
-        if not encoded and not runs:
+        by_end = self._by_end(shapes, elements)
+        if not encoded and not runs and not by_end:
             return None
         rows = list(dict.fromkeys(row_column(shape.schema) for shape in shapes))
         names = [QID, *rows]
@@ -335,8 +401,32 @@ class SharedIntervalFormatter(CycleParticipant):
                 frames[r.family] = StateFrame(self.rt, StructType(), RUNS_PREFIX + r.family)
             frames[r.family].set(r.open_runs)
             holds[r.family] = r.qids
-        self.progress = FormatterProgress(frames, holds)
+        records += by_end
+        self.progress = replace(self.progress, runs=frames, holds=holds)
+        if not records:
+            return None
         return _with_rows(union_by_name(records, allow_missing=True), shapes, rows)
+
+    def _by_end(self, shapes: list[OutputShape],
+                elements: Sequence[QueryElements]) -> list[DataFrame]:
+        """The records of the queries whose elements come with their ends; the holders of
+        queries no longer running are dropped.
+        """
+        live = {qid for shape in shapes for qid in shape.names}
+        held = dict(self.progress.by_end)
+        for qid in [qid for qid in held if qid not in live]:
+            held.pop(qid).release()
+        records = []
+        for query in elements:
+            holder = held.get(query.qid)
+            if holder is None:
+                holder = held[query.qid] = self.by_end_of(
+                    query.qid, row_column(query.schema), query.schema, query.span)
+            found = holder.step(query.df, query.lo, query.hi)
+            if found is not None:
+                records.append(found)
+        self.progress = replace(self.progress, by_end=held)
+        return records
 
     def _forget_runs(self, shapes: list[OutputShape], stepped: set[str]) -> None:
         """Drop the open runs of families none of whose queries runs any more."""
@@ -347,9 +437,9 @@ class SharedIntervalFormatter(CycleParticipant):
             return
         for name in gone:
             self.progress.runs[name].set(None)
-        self.progress = FormatterProgress(
-            {n: f for n, f in self.progress.runs.items() if n not in gone},
-            {n: h for n, h in self.progress.holds.items() if n not in gone})
+        self.progress = replace(
+            self.progress, runs={n: f for n, f in self.progress.runs.items() if n not in gone},
+            holds={n: h for n, h in self.progress.holds.items() if n not in gone})
 
 
 def _with_rows(changes: DataFrame, shapes: list[OutputShape], rows: list[str]) -> DataFrame:

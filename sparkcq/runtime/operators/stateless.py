@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame
 
-from sparkcq.model.columns import FROM, TO, D, T
+from sparkcq.model.columns import FROM, TE, TO, TS, D, T
 from sparkcq.plan.nodes import EdgeKind, Expand, Filter, Project
 from sparkcq.runtime.frames import Runtime, Slice, col, project, q
 from sparkcq.runtime.operators.base import CycleContext, Operator
@@ -32,14 +32,16 @@ class FilterOperator(StatelessOperator):
 
     def step(self, inputs: list[Slice], cycle: CycleContext) -> Slice:  # noqa: D102
         (inp,) = inputs
-        if inp.df is None and inp.segments is None:
+        if inp.df is None and inp.segments is None and inp.elements is None:
             return inp
         # a re-bound text rather than a DataFrame call, which Spark analyses every cycle
         segments = (None if inp.segments is None
                     else project(inp.segments, "*", where=self.predicate))
         edge = None if inp.df is None else project(inp.df, "*", where=self.predicate)
+        elements = (None if inp.elements is None
+                    else project(inp.elements, "*", where=self.predicate))
         return Slice(edge, inp.lo, inp.hi, segments, coalesced=inp.coalesced,
-                     ended_at=inp.ended_at)
+                     ended_at=inp.ended_at, elements=elements)
 
     def contents(self, children: list[DataFrame | None], at: int) -> DataFrame | None:  # noqa: D102
         return self.step([Slice(children[0], at, at + 1)], CycleContext()).df
@@ -57,7 +59,7 @@ class ProjectOperator(StatelessOperator):
 
     def step(self, inputs: list[Slice], cycle: CycleContext) -> Slice:  # noqa: D102
         (inp,) = inputs
-        if inp.df is None and inp.segments is None:
+        if inp.df is None and inp.segments is None and inp.elements is None:
             return inp
         if self.node.kind is EdgeKind.TABLE:
             assert inp.df is not None
@@ -65,8 +67,11 @@ class ProjectOperator(StatelessOperator):
         segments = None if inp.segments is None else project(
             inp.segments, *self.exprs, q(FROM), q(TO))
         edge = None if inp.df is None else project(inp.df, *self.exprs, q(T), q(D))
+        elements = None if inp.elements is None else project(
+            inp.elements, *self.exprs, q(TS), q(TE))
         return Slice(edge, inp.lo, inp.hi, segments,
-                     coalesced=inp.coalesced and self.injective, ended_at=inp.ended_at)
+                     coalesced=inp.coalesced and self.injective, ended_at=inp.ended_at,
+                     elements=elements)
 
     def contents(self, children: list[DataFrame | None], at: int) -> DataFrame | None:  # noqa: D102
         return self.step([Slice(children[0], at, at + 1)], CycleContext()).df
