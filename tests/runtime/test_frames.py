@@ -12,7 +12,7 @@ import pytest
 from pyspark.errors import AnalysisException
 
 from sparkcq import Engine
-from sparkcq.runtime.frames import Runtime, SqlViews, rebind_view, union_by_name
+from sparkcq.runtime.frames import Runtime, SqlViews, col, rebind_view, union_by_name
 
 
 def test_a_union_by_name_of_many_frames_matches_names_and_widens_types(spark):
@@ -110,3 +110,30 @@ def test_a_kept_frame_sorted_under_a_subquerys_name_is_read_sorted_by_every_read
         assert sorted(r.v for r in joined.collect()) == [v for v in range(40) if v % 7 < 3]
     finally:
         rt.end_cycle()  # frees the frames, puts the session's settings back
+
+
+def test_a_union_of_kept_runs_stays_partitioned_when_one_is_read_twice(spark):
+    """Runs hash-partitioned by a window over a subquery (``_rows``) and kept under another
+    subquery's name (``_p``), as coalescing keeps open layers: a plan reading their union
+    and one of them again (Spark renames that reading's columns) shuffles neither the union
+    nor the run, and its rows are the runs'.
+    """
+    rt = Runtime(spark, partitions=3)
+    rt.run_in_one_partition(False)
+    try:
+        views = SqlViews(spark, "runs")
+        text = ("SELECT k, v FROM (SELECT k, v, row_number() OVER (PARTITION BY k ORDER BY v) "
+                "AS n FROM (SELECT id % 7 AS k, id AS v FROM {made}) AS _rows) AS _p WHERE n > 0")
+        runs = [rt.checkpoint(rt.partition_by(views.sql(text, made=spark.range(lo, lo + 30)),
+                                              col("k")))
+                for lo in (0, 30, 60)]
+        joined = views.sql(
+            "SELECT /*+ SHUFFLE_HASH(t) */ l.k, l.v FROM {live} AS l LEFT SEMI JOIN "
+            "(SELECT k FROM {again} WHERE v < 33) AS t ON l.k = t.k",  # k of 30, 31, 32
+            live=union_by_name(runs), again=runs[1])
+        plan = joined._jdf.queryExecution().executedPlan().toString()
+        assert "Exchange" not in plan
+        assert sorted(r.v for r in joined.collect()) == [v for v in range(90)
+                                                        if v % 7 in (2, 3, 4)]
+    finally:
+        rt.end_cycle()

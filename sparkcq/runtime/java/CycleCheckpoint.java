@@ -32,7 +32,6 @@ public class CycleCheckpoint {
     private Option unknown;   // None
     private Option oneByte;   // a small cycle's frames are planned as one byte
     private final DefaultCachedBatchSerializer serializer = new DefaultCachedBatchSerializer();
-    private final Seq noQualifier = PythonUtils.toSeq(new ArrayList());
 
     /** The prototype: ``create`` makes a session's. */
     public CycleCheckpoint() {}
@@ -125,16 +124,18 @@ public class CycleCheckpoint {
         return partitioning.toString().contains("#");
     }
 
-    /** The columns the plan's order (and hash partitioning) name with a qualifier its
-     * output does not carry, each mapped to the output's own.
+    /** The columns the plan's order (and hash partitioning) name otherwise than its output
+     * does (another qualifier, or none), each mapped to the output's own.
      *
      * A plan's order may name its columns with a subquery's qualifier (``SORT BY k`` over
      * ``(...) AS c`` orders by ``c.k``). The frame's relation keeps both as given, and when
      * a plan reads it twice, Spark renames the second reading's columns by a map of its
      * output: the order, naming no column of that map, stays on the old names, and every
      * join over the second reading sorted it again (the four probes of the demo's window
-     * join sorted both of its sides, every cycle). Each such column is put in as the
-     * output has it. */
+     * join sorted both of its sides, every cycle). The same holds for a partitioning
+     * qualified ``_rows`` over an output qualified ``_p``: a union of runs, one of them read
+     * twice, lost its partitioning and shuffled every run (2026-12-05: 575,000 rows a
+     * cycle). Each such column is put in as the output has it. */
     private HashMap sameAsOutput(Seq output, Partitioning partitioning, Seq ordering) {
         HashMap same = new HashMap();
         boolean hashed = hashed(partitioning);
@@ -154,9 +155,11 @@ public class CycleCheckpoint {
         Seq columns = expression.references().toSeq();
         for (int n = 0; n < columns.size(); n++) {
             Attribute column = (Attribute) columns.apply(n);
-            int at = output.indexOf(column.withQualifier(noQualifier));
-            if (at >= 0 && !output.apply(at).equals(column)) {
-                same.put(column, output.apply(at));
+            for (int m = 0; m < output.size(); m++) {
+                Attribute own = (Attribute) output.apply(m);
+                if (own.exprId().equals(column.exprId()) && !own.equals(column)) {
+                    same.put(column, own);
+                }
             }
         }
     }
