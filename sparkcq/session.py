@@ -97,6 +97,12 @@ def make_session(master: str | None = None, app_name: str = "sparkcq",
         .config("spark.sql.optimizer.excludedRules",
                 "org.apache.spark.sql.execution.planmerging.MergeSubplans")
         .config("spark.driver.memory", os.environ.get("SPARKCQ_DRIVER_MEMORY", "2g"))
+        # a source's Arrow batch of up to 48 MB became a local relation: the driver turned
+        # it into rows, and the cycle that kept it copied them again and sent them out in
+        # its tasks (a batch of 20,000 rows: 300 ms of driver time, 60 ms after, another
+        # Spark job running beside, 2026-12-05); above 256 kB the batches go to the tasks
+        # as they are, which turn them into rows themselves
+        .config("spark.sql.execution.arrow.localRelationThreshold", str(256 << 10))
         # a small cycle runs in one task (runtime/partitioning.py) that holds every sort and
         # hash table of its plan until it ends, those a join stopped reading included; each
         # takes at least a page, by default 1/16 of a core's share of memory (32 MB with 2 GB
