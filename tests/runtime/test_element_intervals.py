@@ -44,6 +44,13 @@ def records(eng: Engine, query: str) -> list[tuple[int, int, int | None, str]]:
                     strict=True))
 
 
+def joined(spark, name: str = "j") -> Engine:  # noqa: ANN001
+    eng = Engine(spark=spark)
+    eng.execute(STREAMS)
+    eng.execute(f"CREATE QUERY {name} AS {JOIN}")
+    return eng
+
+
 def feed(eng: Engine, cycles: list) -> None:
     for a_rows, b_rows, watermark in cycles:
         end = watermark is None
@@ -54,9 +61,7 @@ def feed(eng: Engine, cycles: list) -> None:
 
 
 def test_layers_kept_by_end_coalesce_across_cycles(spark):
-    eng = Engine(spark=spark)
-    eng.execute(STREAMS)
-    eng.execute(f"CREATE QUERY j AS {JOIN}")
+    eng = joined(spark)
     feed(eng, CYCLES[:2])
     # the query takes the path: its open layers are held by provisional end
     (qid,) = eng.queries.intervals.progress.by_end
@@ -67,9 +72,7 @@ def test_layers_kept_by_end_coalesce_across_cycles(spark):
 
 
 def test_a_late_query_over_the_join_starts_from_its_contents(spark):
-    eng = Engine(spark=spark)
-    eng.execute(STREAMS)
-    eng.execute(f"CREATE QUERY early AS {JOIN}")
+    eng = joined(spark, "early")
     feed(eng, CYCLES[:2])
     eng.execute(f"CREATE QUERY late AS {JOIN}")  # shares the join; k = 1 holds at 11
     feed(eng, CYCLES[2:])
@@ -80,21 +83,15 @@ def test_a_late_query_over_the_join_starts_from_its_contents(spark):
 
 
 def test_a_restart_from_saved_state_repeats_and_loses_nothing(spark, tmp_path):
-    whole = Engine(spark=spark)
-    whole.execute(STREAMS)
-    whole.execute(f"CREATE QUERY j AS {JOIN}")
+    whole = joined(spark)
     feed(whole, CYCLES)
-    before = Engine(spark=spark)
-    before.execute(STREAMS)
-    before.execute(f"CREATE QUERY j AS {JOIN}")
+    before = joined(spark)
     feed(before, CYCLES[:3])
     before.save_state(str(tmp_path / "state"))
     # the last element is open at the save
     assert intervals(before, "j") == [(1, 0, 10), (1, 6, 10), (1, 12, None)]
     before.stop()
-    after = Engine(spark=spark)
-    after.execute(STREAMS)
-    after.execute(f"CREATE QUERY j AS {JOIN}")
+    after = joined(spark)
     after.restore_state(str(tmp_path / "state"))
     feed(after, CYCLES[3:])
     # it closes after the restart, under the start it opened with: nothing opened again
