@@ -272,6 +272,10 @@ class StateRuns:
         """The runs that may hold elements starting at or after ``lo``."""
         return self.read([r for r in self.runs if r.starts_from(lo)])
 
+    def ending(self, lo: int, hi: int) -> DataFrame | None:
+        """The runs that may hold elements ending in ``[lo, hi)``."""
+        return self.read([r for r in self.runs if r.ends_within(lo, hi)])
+
     def probers(self, lo: int, hi: int) -> DataFrame | None:
         """The runs that may hold elements starting at or after ``lo`` or ending in
         ``[lo, hi)``.

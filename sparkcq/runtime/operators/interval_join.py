@@ -33,8 +33,9 @@ the taken sub-windows: each prober is expanded into its taken buckets and joined
 keys and the partner's sub-window, so skipped sub-windows meet no prober. It does not
 probe again for the ends (-1): a pair's end, the earlier of its elements' ends, is known
 when it is found, so the pairs it found wait in a state of their own until their end
-passes. Each pair the join emits ends, no other does, and ending costs a filter of the
-found pairs instead of two probes of the whole windows.
+passes, kept as runs by their end (a cycle writes the pairs it found and reads only the
+runs that may hold pairs ending in it). Each pair the join emits ends, no other does, and
+ending costs a filter of those runs instead of two probes of the whole windows.
 """
 
 from __future__ import annotations
@@ -63,7 +64,6 @@ from sparkcq.runtime.frames import (
     Runtime,
     Slice,
     SqlViews,
-    bound,
     bound_sql,
     col,
     project,
@@ -214,10 +214,14 @@ class IntervalJoinOperator(Operator):
             element_span(node.side(i)[0].spec)) for i in (0, 1)]
         self.elements_sql = [self.build_elements_sql(i) for i in (0, 1)]
         # a shedding join's found pairs that have not ended yet (see module)
-        self.pairs = None if self.shedding is None else self.state(StructType([
+        # as runs by end: a cycle writes the pairs it found and reads the runs that may
+        # hold pairs ending in it, not every pair it holds
+        spans = [s for i in (0, 1) if (s := element_span(node.side(i)[0].spec)) is not None]
+        self.pairs = None if self.shedding is None else self.state_runs(StructType([
             *node.join.children[0].schema.fields, *node.join.children[1].schema.fields,
             StructField(PAIR_START, LongType()), StructField(PAIR_END, LongType())]),
-            "found-pairs")
+            "found-pairs", PAIR_START, PAIR_END,
+            span=min(spans) if len(spans) == 2 else None)
 
     # -- SQL text, built once ----------------------------------------------------------------
 
@@ -466,21 +470,22 @@ class IntervalJoinOperator(Operator):
             read = {k: df for k, df in views.items() if df is not None and "{" + k + "}" in sql}
             found = self.rt.cache_for_cycle(self.views.sql(sql, **read))
         self.tally_work(news, found, lo, plan)
-        kept = self.pairs.get()
-        pairs = [p.select(*[col(c) for c in [*cols, PAIR_START, PAIR_END]])
-                 for p in (kept, found) if p is not None]
-        if not pairs:
-            return None, None
-        every = pairs[0] if len(pairs) == 1 else pairs[0].unionByName(pairs[1])
-        ending = every.where(within_bounds(PAIR_END, lo, hi))
-        self.pairs.set(None if hi == TIME_MAX else every.where(col(PAIR_END) >= bound(hi)))
-        ends = ending.select(*[col(c) for c in cols], col(PAIR_END).alias(T),
-                             F.lit(-1).cast("long").alias(D))
+        self.pairs.expire(lo)
+        self.pairs.merge(lo)
+        if found is not None:
+            self.pairs.add(found.select(*[col(c) for c in [*cols, PAIR_START, PAIR_END]]))
+        ending = self.pairs.ending(lo, hi)
+        if hi == TIME_MAX:
+            self.pairs.clear()
+        else:
+            self.pairs.expire(hi)
+        ends = None if ending is None else ending.where(within_bounds(PAIR_END, lo, hi)).select(
+            *[col(c) for c in cols], col(PAIR_END).alias(T), F.lit(-1).cast("long").alias(D))
         if found is None:
             return ends, None
         starts = found.select(*[col(c) for c in cols], col(PAIR_START).alias(T),
                               F.lit(1).cast("long").alias(D))
-        return starts.unionByName(ends), found
+        return starts if ends is None else starts.unionByName(ends), found
 
     def cycle_shedding(self, cycle: CycleContext) -> CycleShedding:
         """The cycle's z, sample and, per prober side, the share of each lag bucket its
@@ -653,7 +658,7 @@ class IntervalJoinOperator(Operator):
         """
         cols = [*self.names[0], *self.names[1]]
         if self.pairs is not None:
-            found = self.pairs.get()
+            found = self.pairs.live()
             if found is None:
                 return None
             pairs = found.where((col(PAIR_START) < F.lit(at)) & (col(PAIR_END) >= F.lit(at)))
