@@ -144,6 +144,10 @@ def run_real_time(spark, setup: Setup, mode: str, rate: int,  # noqa: ANN001
             pushed[i] = upto
         report = eng.run_cycle()
         out.cycles.append((now, report.seconds, report.rows_in))
+        if report.seconds > setup.budget_s:  # what a cycle over the budget spent its time on
+            phases = ", ".join(f"{p.value} {s:.2f} s" for p, s in report.phases.items())
+            print(f"  {mode} at {rate:,}/s, {now:.0f} s in: cycle {report.cycle} "
+                  f"{report.seconds:.2f} s, {report.rows_in:,} rows ({phases})", flush=True)
         shed = eng.metrics()["shedding"]
         out.zs.append(next(iter(shed.values()))["z"] if shed else 1.0)
         out.gave_up = mode == "off" and report.seconds > GAVE_UP * setup.budget_s
