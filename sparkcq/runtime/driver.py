@@ -194,7 +194,8 @@ class CycleDriver:
         served = plan.table_versions()
         taken = replace(self.pending, number=self.cycle, throttles=throttles)
         rows = self.rows_taken(taken)
-        single = self.small_cycles.single(rows, self.rt.single)
+        held = sum(op.state_rows for op in plan.state_holders())
+        single = self.small_cycles.single(rows, self.rt.single, held)
         self.rt.run_in_one_partition(single, self.small_cycles.interpreted(rows))
         tag = self.rt.label_jobs(taken.number)
 

@@ -13,6 +13,12 @@ every state frame each cycle:
     SmallCycles(enter=20_000, leave=50_000)
     rows per cycle:   1,000  30,000  60,000  30,000  10,000
     one partition:    yes    yes     no      no      yes
+
+A cycle also reads its operators' state, and in one partition one core reads all of it: a
+join of 60 s windows at 10,000 rows/s took 30,000-46,000 rows a cycle in one partition over
+1.8 million rows of state, and the first cycle above ``leave`` then rewrote all of them
+partitioned (7.3 s, 2026-12-05). So a cycle runs in one partition only while the state
+held is at most ``held`` rows: the switch to partitioned comes while the state is small.
 """
 
 from __future__ import annotations
@@ -34,6 +40,8 @@ class SmallCycles:
     # and takes the other small-cycle settings, in one partition or (forced) not: above it,
     # the work per row pays for compiled code
     interpret: int = 10_000
+    # ... and only while the operators hold at most this many rows of state
+    held: int = 250_000
 
     @classmethod
     def never(cls) -> SmallCycles:
@@ -44,12 +52,14 @@ class SmallCycles:
     def always(cls) -> SmallCycles:
         """Every cycle in one partition."""
         big = 1 << 62
-        return cls(big, big)
+        return cls(big, big, held=big)
 
-    def single(self, rows: int, was_single: bool) -> bool:
+    def single(self, rows: int, was_single: bool, held: int = 0) -> bool:
         """Whether a cycle taking ``rows`` rows runs in one partition, after a cycle that
-        did (``was_single``) or did not.
+        did (``was_single``) or did not, its operators holding ``held`` rows of state.
         """
+        if held > self.held:
+            return False
         return rows <= self.enter or (was_single and rows <= self.leave)
 
     def uncounted_rows(self, last: int, estimate: int | None) -> int:

@@ -33,6 +33,14 @@ def test_the_threshold_has_hysteresis():
     assert seen == [True, True, False, False, True, True, False]
 
 
+def test_a_cycle_over_a_large_state_runs_partitioned_however_few_its_rows():
+    small = SmallCycles(enter=10, leave=30, held=100)
+    assert small.single(5, True, held=100)
+    assert not small.single(5, True, held=101)
+    assert not small.single(5, False, held=101)
+    assert SmallCycles.always().single(5, False, held=1 << 40)
+
+
 def test_only_the_smallest_cycles_interpret_their_expressions():
     small = SmallCycles(enter=100, leave=300, interpret=50)
     assert [small.interpreted(rows) for rows in (0, 50, 51, 300)] == [
