@@ -79,6 +79,7 @@ class Run:
     last_start: int | None = None
     first_end: int | None = None
     last_end: int | None = None
+    first_start: int | None = None  # no element starts before it (None: not known)
     saved: RunRef | None = None  # where a checkpoint saved it, for later ones to reuse
 
     @property
@@ -89,6 +90,13 @@ class Run:
     def starts_from(self, lo: int) -> bool:
         """Whether an element of the run may start at or after ``lo``."""
         return not self.known or (self.last_start is not None and self.last_start >= lo)
+
+    def starts_within(self, lo: int, hi: int) -> bool:
+        """Whether an element of the run may start in ``[lo, hi)``."""
+        if not self.known:
+            return True
+        return (self.last_start is not None and self.last_start >= lo
+                and (self.first_start is None or self.first_start < hi))
 
     def ends_within(self, lo: int, hi: int) -> bool:
         """Whether an element of the run may end in ``[lo, hi)``."""
@@ -154,15 +162,16 @@ class StateRuns:
         return tuple(r.df for r in self.runs)
 
     # -- a cycle ----------------------------------------------------------------------------
-    def add(self, elements: DataFrame) -> DataFrame:
+    def add(self, elements: DataFrame, starts_from: int | None = None) -> DataFrame:
         """Keep a cycle's new ``elements`` as a run, made by the cycle's commit; returns
         the run's frame (read it rather than ``elements``: it is computed once).
+        ``starts_from``: no element starts before it, if the caller knows.
         """
         if self.rt.single:
             elements = coalesce_partitions(elements, 1)
         elif self.keys:
             elements = self.rt.partition_by(elements, *[col(k) for k in self.keys])
-        run = Run(self.rt.checkpoint(elements), 0, self.rt.single)
+        run = Run(self.rt.checkpoint(elements), 0, self.rt.single, first_start=starts_from)
         self.runs = (*self.runs, run)
         self.observe(run)
         return run.df
@@ -226,7 +235,9 @@ class StateRuns:
             live = self.rt.partition_by(live, *[col(k) for k in self.keys])
         for run in runs:
             self.rt.release_at_cycle_end(run.df)
-        run = Run(self.rt.checkpoint(live), level, self.rt.single)
+        firsts = [r.first_start for r in runs]
+        run = Run(self.rt.checkpoint(live), level, self.rt.single,
+                  first_start=None if None in firsts else min(f for f in firsts if f is not None))
         self.observe(run)
         return run
 
@@ -271,6 +282,11 @@ class StateRuns:
     def starting(self, lo: int) -> DataFrame | None:
         """The runs that may hold elements starting at or after ``lo``."""
         return self.read([r for r in self.runs if r.starts_from(lo)])
+
+    def starting_within(self, spans: Sequence[tuple[int, int]]) -> DataFrame | None:
+        """The runs that may hold elements starting in any of ``spans`` (``[lo, hi)``)."""
+        return self.read([r for r in self.runs
+                          if any(r.starts_within(lo, hi) for lo, hi in spans)])
 
     def ending(self, lo: int, hi: int) -> DataFrame | None:
         """The runs that may hold elements ending in ``[lo, hi)``."""
@@ -331,7 +347,7 @@ class StateRuns:
                 continue
             # in one partition: a large cycle merges it into a partitioned run first
             runs.append(Run(kept, int(entry["level"]), True, rows, last_start, first_end,
-                            last_end, ref))
+                            last_end, None, ref))
         self.runs = tuple(runs)
 
     def release(self) -> None:

@@ -5,11 +5,14 @@ few times, and the pairs stay exactly those of the windows.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from sparkcq import Engine
 from sparkcq.runtime.operators.interval_join import IntervalJoinOperator
 from sparkcq.runtime.partitioning import SmallCycles
+from sparkcq.runtime.state_runs import Run
 
 WINDOW = 100
 STEP = 2  # event time a cycle: one event per unit on each side
@@ -54,3 +57,15 @@ def test_runs_merge_and_expire_and_the_pairs_stay_exact(spark, small):
                       if ta % 3 == tb % 2 and abs(ta - tb) < WINDOW)
     got = eng.results("pairs")
     assert sorted(zip(got["ai"], got["bi"], strict=True)) == expected
+
+
+def test_a_run_is_read_only_where_its_elements_may_start():
+    """A run made in the cycle from 20 whose latest element starts at 40 may hold starts
+    in [20, 40] only; one whose first start is not known, anywhere up to 40.
+    """
+    run = Run(None, 0, False, rows=5, last_start=40, first_end=50, last_end=90,  # type: ignore[arg-type]
+              first_start=20)
+    assert run.starts_within(30, 35) and run.starts_within(0, 21) and run.starts_within(40, 99)
+    assert not run.starts_within(0, 20) and not run.starts_within(41, 60)
+    assert replace(run, first_start=None).starts_within(0, 5)
+    assert Run(None, 0, False).starts_within(0, 1)  # type: ignore[arg-type] # not yet made

@@ -30,7 +30,11 @@ A join that sheds (DESIGN 4.4, ``runtime/operators/shedding.py``) gives each ele
 more columns: its basic sub-window (``_la``/``_ra``) and a hash in [0, 1) (``_lu``/``_ru``)
 that picks it in a partly taken sub-window. The two probes that find pairs (+1) meet only
 the taken sub-windows: each prober is expanded into its taken buckets and joined on the
-keys and the partner's sub-window, so skipped sub-windows meet no prober. It does not
+keys and the partner's sub-window, so skipped sub-windows meet no prober, and only the
+runs that may hold partners in the taken sub-windows are read (each run's latest start
+is observed, and its elements start no earlier than its first cycle's ``lo``). An
+adaptive join learns which sub-windows yield from a sample of each side's elements kept
+apart, which every prober meets in every sub-window. It does not
 probe again for the ends (-1): a pair's end, the earlier of its elements' ends, is known
 when it is found, so the pairs it found wait in a state of their own until their end
 passes, kept as runs by their end (a cycle writes the pairs it found and reads only the
@@ -58,7 +62,7 @@ from sparkcq.plan.nodes import (
     Project,
     StreamScan,
 )
-from sparkcq.plan.options import Shedding
+from sparkcq.plan.options import Shedding, ShedMode
 from sparkcq.runtime.cycle_input import CycleInput
 from sparkcq.runtime.frames import (
     Runtime,
@@ -72,6 +76,7 @@ from sparkcq.runtime.frames import (
 )
 from sparkcq.runtime.operators.base import CycleContext, Operator, Progress, as_changes_at
 from sparkcq.runtime.operators.shedding import (
+    SAMPLE,
     SLOTS,
     CycleLoad,
     CycleShedding,
@@ -82,9 +87,7 @@ from sparkcq.runtime.operators.shedding import (
     fractions,
     live_elements,
     met,
-    sample_rate,
     slice_length,
-    unsampled_share,
     work_per_bucket,
 )
 from sparkcq.runtime.operators.window import (
@@ -99,9 +102,8 @@ STARTS, ENDS = ("_ls", "_rs"), ("_le", "_re")
 #: a shedding join's columns of each side's elements: basic sub-window, hash, and slot
 #: within the sub-window (the hash in ``SLOTS`` parts)
 SLICES, HASHES, SLOT_COLUMNS = ("_la", "_ra"), ("_lu", "_ru"), ("_lh", "_rh")
-#: a found pair's start and end, its prober's side, the lag bucket of the partner, and
-#: whether the prober was sampled (met the whole window)
-PAIR_START, PAIR_END, PROBER, LAG_BUCKET, SAMPLED = "_ps", "_pe", "_pp", "_pj", "_psm"
+#: a found pair's start and end; a sampled partner's prober side and lag bucket
+PAIR_START, PAIR_END, PROBER, LAG_BUCKET = "_ps", "_pe", "_pp", "_pj"
 CONTROL_FILE = "shedding.json"
 
 
@@ -115,23 +117,17 @@ class IntervalJoinProgress(Progress):
     shares: tuple[tuple[float, ...], tuple[float, ...]] = ((), ())  # of the last cycle
 
 
-#: a side's tally keys: sub-window x TALLY_KINDS + 0 (its elements, as partners), + 1
-#: (its probers, by the other side's sub-window), or 2 (a sampled prober); the found
-#: pairs' tally: lag bucket x TALLY_KINDS + the prober's side
-TALLY_KINDS = 4
+#: a side's tally keys: sub-window x TALLY_KINDS + 0 (its elements, as partners) or + 1
+#: (its probers, by the other side's sub-window); the sampled partners' tally: lag bucket
+#: x TALLY_KINDS + the prober's side
+TALLY_KINDS = 2
 
 
-def split_tally(counts: dict[int, int]) -> tuple[dict[int, int], dict[int, int], dict[int, int]]:
-    """A side's tally as partners by sub-window, probers by sub-window, and sampled probers
-    (under key 0).
-    """
-    parts: tuple[dict[int, int], dict[int, int], dict[int, int]] = ({}, {}, {})
+def split_tally(counts: dict[int, int]) -> tuple[dict[int, int], dict[int, int]]:
+    """A side's tally as partners by sub-window and probers by sub-window."""
+    parts: tuple[dict[int, int], dict[int, int]] = ({}, {})
     for key, n in counts.items():
-        kind = key % TALLY_KINDS
-        if kind == 2:
-            parts[2][0] = n
-        else:
-            parts[kind][key // TALLY_KINDS] = n
+        parts[key % TALLY_KINDS][key // TALLY_KINDS] = n
     return parts
 
 
@@ -151,9 +147,9 @@ def within_bounds(column: str, lo: int, hi: int) -> str:
     return " AND ".join(b for b in bounds if b) or "TRUE"
 
 
-def partners_sql(side: int, lo: int, hi: int) -> str:
+def partners_sql(side: int, lo: int, hi: int, view: str = "all") -> str:
     """Side ``side``'s elements a prober of the cycle ``[lo, hi)`` may meet (view
-    ``all<side>``): started before ``hi`` and not ended before ``lo``. A run merged from
+    ``<view><side>``): started before ``hi`` and not ended before ``lo``. A run merged from
     several cycles still holds elements that ended since, and a faster input's elements
     that start later: left out before the join rather than compared with every prober of
     their key.
@@ -161,7 +157,8 @@ def partners_sql(side: int, lo: int, hi: int) -> str:
     bounds = [f"{ENDS[side]} >= {bound_sql(lo)}" if lo != TIME_MIN else "",
               f"{STARTS[side]} < {bound_sql(hi)}" if hi != TIME_MAX else ""]
     where = " AND ".join(b for b in bounds if b)
-    return f"(SELECT * FROM {{all{side}}} WHERE {where})" if where else f"{{all{side}}}"
+    name = f"{{{view}{side}}}"
+    return f"(SELECT * FROM {name} WHERE {where})" if where else name
 
 
 def starts_band(prober: int, lo: int, hi: int) -> str:
@@ -197,31 +194,37 @@ class IntervalJoinOperator(Operator):
         self.shedding: Shedding | None = node.shedding
         self.progress: IntervalJoinProgress = IntervalJoinProgress()
         shed_fields: list[list[StructField]] = [[], []]
+        spans = [element_span(node.side(i)[0].spec) for i in (0, 1)]  # longest elements
         if self.shedding is not None:
             # each side's basic sub-window: its longest element over the sub-windows
-            self.spans = [element_span(node.side(i)[0].spec) or 1 for i in (0, 1)]
+            self.spans = [span or 1 for span in spans]
             self.slices = [slice_length(span, self.shedding.basic_windows)
                            for span in self.spans]
             self.buckets = self.shedding.basic_windows + 1  # a partner lies 0..n back
             shed_fields = [[StructField(SLICES[i], LongType()),
                             StructField(HASHES[i], DoubleType()),
                             StructField(SLOT_COLUMNS[i], LongType())] for i in (0, 1)]
-        self.sides = [self.state_runs(StructType([
+        element_schemas = [StructType([
             *node.join.children[i].schema.fields,
             StructField(STARTS[i], LongType()), StructField(ENDS[i], LongType()),
-            *shed_fields[i]]),
-            ("left", "right")[i] + "-elements", STARTS[i], ENDS[i], self.keys[i],
-            element_span(node.side(i)[0].spec)) for i in (0, 1)]
+            *shed_fields[i]]) for i in (0, 1)]
+        self.sides = [self.state_runs(element_schemas[i], ("left", "right")[i] + "-elements",
+                                      STARTS[i], ENDS[i], self.keys[i], spans[i])
+                      for i in (0, 1)]
+        # an adaptive join's sample of partners (``shedding.SAMPLE``), met in every bucket
+        self.samples = [self.state_runs(element_schemas[i], ("left", "right")[i] + "-sample",
+                                        STARTS[i], ENDS[i], self.keys[i], spans[i])
+                        for i in (0, 1)] \
+            if self.shedding is not None and self.shedding.mode is ShedMode.ADAPTIVE else None
         self.elements_sql = [self.build_elements_sql(i) for i in (0, 1)]
         # a shedding join's found pairs that have not ended yet (see module)
         # as runs by end: a cycle writes the pairs it found and reads the runs that may
         # hold pairs ending in it, not every pair it holds
-        spans = [s for i in (0, 1) if (s := element_span(node.side(i)[0].spec)) is not None]
+        known = [span for span in spans if span is not None]
         self.pairs = None if self.shedding is None else self.state_runs(StructType([
             *node.join.children[0].schema.fields, *node.join.children[1].schema.fields,
             StructField(PAIR_START, LongType()), StructField(PAIR_END, LongType())]),
-            "found-pairs", PAIR_START, PAIR_END,
-            span=min(spans) if len(spans) == 2 else None)
+            "found-pairs", PAIR_START, PAIR_END, span=min(known) if len(known) == 2 else None)
 
     # -- SQL text, built once ----------------------------------------------------------------
 
@@ -328,10 +331,8 @@ class IntervalJoinOperator(Operator):
                   probers: tuple[bool, bool]) -> str | None:
         """The pairs a shedding join finds in the cycle ``[lo, hi)``: the two +1 probes
         (of the sides that have ``probers``), each meeting the cycle's share of each lag
-        bucket (sampled probers: all of them), with each pair's start and end, its
-        prober's side, the partner's lag bucket and whether the prober was sampled. None
-        when no prober meets anything. Views as ``changes_sql``'s; each prober expanded
-        is the join's build side.
+        bucket, with each pair's start and end. None when no prober meets anything. Views
+        as ``changes_sql``'s; each prober expanded is the join's build side.
         """
         cols = ", ".join(map(q, [*self.names[0], *self.names[1]]))
         le, re_ = ENDS
@@ -339,14 +340,11 @@ class IntervalJoinOperator(Operator):
         for prober in (0, 1):
             if not probers[prober]:
                 continue
-            other = 1 - prober
-            lag = f"{floor_div(STARTS[prober], self.slices[other])} - {SLICES[other]}"
             hint = f"/*+ SHUFFLE_HASH({'lr'[prober]}) */"
             for sides, meets in self.taken_sql(prober, plan, lo, hi):
                 selects.append(
                     f"SELECT {hint} {cols}, {STARTS[prober]} AS {PAIR_START}, "
-                    f"least({le}, {re_}) AS {PAIR_END}, {prober} AS {PROBER}, "
-                    f"{lag} AS {LAG_BUCKET}, {HASHES[prober]} < {plan.rate!r} AS {SAMPLED} "
+                    f"least({le}, {re_}) AS {PAIR_END} "
                     f"FROM {sides} ON ({self.condition}) AND {starts_band(prober, lo, hi)} "
                     f"AND {meets}")
         return " UNION ALL ".join(selects) or None
@@ -357,40 +355,24 @@ class IntervalJoinOperator(Operator):
         buckets the cycle takes, as (sides, condition): each prober expanded into the
         buckets it meets whole, joined on the partner's sub-window, and into the slots it
         meets of the partly taken bucket, joined on the partner's sub-window and slot (so
-        a part of a bucket costs only that part). Sampled probers meet every bucket whole:
-        in the first join, or, when no bucket is taken whole (a low z), as every slot in
-        the second, which then runs alone (each join reads the whole window).
+        a part of a bucket costs only that part).
         """
         other = 1 - prober
         shares = plan.shares[prober]
         whole = [j for j, f in enumerate(shares) if f >= 1]
         parts = [(j, s) for j, f in enumerate(shares) if 0 < f < 1
                  for s in range(round(f * SLOTS))]
-        sampled = f"{HASHES[prober]} < {plan.rate!r}"
         sub_window = floor_div(STARTS[prober], self.slices[other])
-
-        def longs(values: list[int]) -> str:
-            return f"CAST(array({', '.join(map(str, values))}) AS ARRAY<BIGINT>)"
-
-        def slots(values: list[tuple[int, int]]) -> str:
-            return ("CAST(array(" + ", ".join(f"named_struct('j', {j}, 's', {s})"
-                                              for j, s in values)
-                    + ") AS ARRAY<STRUCT<j: BIGINT, s: BIGINT>>)")
-
-        every = list(range(self.buckets))
-        by_window = f"{SLICES[other]} = {sub_window} - _p"
-        by_slot = f"{SLICES[other]} = {sub_window} - _p.j AND {SLOT_COLUMNS[other]} = _p.s"
+        longs = f"CAST(array({', '.join(map(str, whole))}) AS ARRAY<BIGINT>)"
+        slots = ("CAST(array(" + ", ".join(f"named_struct('j', {j}, 's', {s})"
+                                           for j, s in parts)
+                 + ") AS ARRAY<STRUCT<j: BIGINT, s: BIGINT>>)")
         joins = []  # (each prober's array to explode, the join on it)
-        if plan.rate <= 0:
-            joins += [(longs(whole), by_window)] if whole else []
-            joins += [(slots(parts), by_slot)] if parts else []
-        elif whole:  # sampled probers meet every bucket in the join of whole buckets
-            joins.append((f"IF({sampled}, {longs(every)}, {longs(whole)})", by_window))
-            if parts:
-                joins.append((f"IF({sampled}, {slots([])}, {slots(parts)})", by_slot))
-        else:  # none whole: sampled probers meet every slot, and no second join runs
-            every_slot = [(j, s) for j in every for s in range(SLOTS)]
-            joins.append((f"IF({sampled}, {slots(every_slot)}, {slots(parts)})", by_slot))
+        if whole:
+            joins.append((longs, f"{SLICES[other]} = {sub_window} - _p"))
+        if parts:
+            joins.append((slots, f"{SLICES[other]} = {sub_window} - _p.j "
+                                 f"AND {SLOT_COLUMNS[other]} = _p.s"))
         out = []
         for each, meets in joins:
             expanded = (f"(SELECT * FROM {{starting{prober}}} "
@@ -400,6 +382,27 @@ class IntervalJoinOperator(Operator):
                      else f"{partners} AS l JOIN {expanded} AS r")
             out.append((sides, meets))
         return out
+
+    def sample_sql(self, lo: int, hi: int, probers: tuple[bool, bool]) -> str | None:
+        """What an adaptive join learns from in the cycle ``[lo, hi)``: each prober (of the
+        sides that have ``probers``, view ``starting<i>``) against the other side's sample
+        of partners in every bucket (``sample<j>``), as the prober's side and the
+        partner's lag bucket of each pair; None when no side probes.
+        """
+        selects = []
+        for prober in (0, 1):
+            if not probers[prober]:
+                continue
+            other = 1 - prober
+            lag = f"{floor_div(STARTS[prober], self.slices[other])} - {SLICES[other]}"
+            probing = f"(SELECT * FROM {{starting{prober}}})"
+            partners = partners_sql(other, lo, hi, "sample")
+            sides = (f"{probing} AS l JOIN {partners} AS r" if prober == 0
+                     else f"{partners} AS l JOIN {probing} AS r")
+            selects.append(f"SELECT /*+ SHUFFLE_HASH({'lr'[prober]}) */ {prober} AS {PROBER}, "
+                           f"{lag} AS {LAG_BUCKET} FROM {sides} ON ({self.condition}) "
+                           f"AND {starts_band(prober, lo, hi)}")
+        return " UNION ALL ".join(selects) or None
 
     # -- the cycle ---------------------------------------------------------------------------
     def step(self, inputs: list[Slice], cycle: CycleContext) -> Slice:  # noqa: D102
@@ -417,28 +420,59 @@ class IntervalJoinOperator(Operator):
             runs = self.sides[i]
             runs.expire(lo)
             runs.merge(lo)
+            # no new event lies behind the slower input's last watermark, ``lo``, and no
+            # element starts before its event: the run's elements start from ``lo``
             news.append(None if events is None else
-                        runs.add(self.views.sql(self.elements_sql[i], inp=events)))
+                        runs.add(self.views.sql(self.elements_sql[i], inp=events),
+                                 None if lo == TIME_MIN else lo))
+            if self.samples is not None:  # the new elements' share of the sample
+                sample = self.samples[i]
+                sample.expire(lo)
+                sample.merge(lo)
+                new = news[-1]
+                if new is not None:
+                    sample.add(new.where(col(HASHES[i]) < F.lit(SAMPLE)),
+                               None if lo == TIME_MIN else lo)
+        plan = None if self.shedding is None else self.cycle_shedding(cycle)
         views: dict[str, DataFrame | None] = {}
         for i, runs in enumerate(self.sides):  # the runs each probe reads (``changes_sql``,
             # ``pairs_sql``, ``found_sql``)
-            views |= {f"starting{i}": runs.starting(lo), f"all{i}": runs.live()}
-            if self.shedding is None:
-                views[f"probers{i}"] = runs.probers(lo, hi)
-        for runs in self.sides:  # what ends before ``hi`` meets no later cycle
+            views[f"starting{i}"] = runs.starting(lo)
+            if plan is None:
+                views |= {f"all{i}": runs.live(), f"probers{i}": runs.probers(lo, hi)}
+            else:  # partners only in the sub-windows the other side's probers meet
+                spans = self.partner_spans(1 - i, plan, lo, hi)
+                views[f"all{i}"] = runs.live() if spans is None else runs.starting_within(spans)
+                if self.samples is not None:
+                    views[f"sample{i}"] = self.samples[i].live()
+        for runs in [*self.sides, *(self.samples or [])]:  # what ends before ``hi`` meets
+            # no later cycle
             if hi == TIME_MAX:  # the input ended: nothing is kept
                 runs.clear()
             else:
                 runs.expire(hi)
-        if self.shedding is not None:
-            changes, found = self.shed_changes(views, news, lo, hi,
-                                               self.cycle_shedding(cycle))
+        if plan is not None:
+            changes, found = self.shed_changes(views, news, lo, hi, plan)
             elements = None if found is None else project(
                 found, *map(q, [*self.names[0], *self.names[1]]),
                 f"{PAIR_START} AS {q(TS)}", f"{PAIR_END} AS {q(TE)}")
             return Slice(changes, lo, hi, elements=elements)
         return Slice(self.probed(self.changes_sql(lo, hi), views), lo, hi,
                      elements=self.probed(self.pairs_sql(lo, hi), views))
+
+    def partner_spans(self, prober: int, plan: CycleShedding, lo: int,
+                      hi: int) -> list[tuple[int, int]] | None:
+        """Where the partners side ``prober``'s probers of the cycle ``[lo, hi)`` meet may
+        start: per lag bucket they meet, the other side's sub-windows that lie that many
+        back from the probers' own; None for every start (an open cycle). A run none of
+        whose elements starts there is not read.
+        """
+        if lo == TIME_MIN or hi == TIME_MAX:
+            return None
+        length = self.slices[1 - prober]
+        first, last = lo // length, (hi - 1) // length  # the probers' sub-windows
+        met = [j for j, f in enumerate(plan.shares[prober]) if f > 0]
+        return [((first - j) * length, (last - j + 1) * length) for j in met]
 
     def probed(self, probes: list[tuple[str, str, str]],
                views: dict[str, DataFrame | None]) -> DataFrame | None:
@@ -469,7 +503,16 @@ class IntervalJoinOperator(Operator):
         if sql is not None:
             read = {k: df for k, df in views.items() if df is not None and "{" + k + "}" in sql}
             found = self.rt.cache_for_cycle(self.views.sql(sql, **read))
-        self.tally_work(news, found, lo, plan)
+        sample = None
+        if plan.learns:
+            starting = [views[f"starting{i}"] is not None for i in (0, 1)]
+            learning = self.sample_sql(lo, hi, (starting[0] and views["sample1"] is not None,
+                                                starting[1] and views["sample0"] is not None))
+            if learning is not None:
+                sample = self.views.sql(learning, **{
+                    k: df for k, df in views.items()
+                    if df is not None and "{" + k + "}" in learning})
+        self.tally_work(news, sample, lo, plan)
         self.pairs.expire(lo)
         self.pairs.merge(lo)
         if found is not None:
@@ -488,36 +531,36 @@ class IntervalJoinOperator(Operator):
         return starts if ends is None else starts.unionByName(ends), found
 
     def cycle_shedding(self, cycle: CycleContext) -> CycleShedding:
-        """The cycle's z, sample and, per prober side, the share of each lag bucket its
-        probers meet (in the order of the mode: by priority, or shuffled by the cycle).
+        """The cycle's z, whether it learns, and per prober side the share of each lag
+        bucket its probers meet (in the order of the mode: by priority, or shuffled by the
+        cycle).
         """
         assert self.shedding is not None
         how = self.shedding
         z = how.throttle if how.throttle is not None else \
             cycle.input.throttles.get(self.node, 1.0)
-        rate = sample_rate(how.mode, z)
         out = []
         for i in (0, 1):
             known = self.progress.directions[i]
             order = bucket_order(how.mode, self.buckets, 2 * cycle.input.number + i,
                                  known.priorities)
-            out.append(fractions(order, known.work, unsampled_share(z, rate)))
-        return CycleShedding(z, rate, (out[0], out[1]))
+            out.append(fractions(order, known.work, z))
+        return CycleShedding(z, self.samples is not None, (out[0], out[1]))
 
-    def tally_work(self, news: list[DataFrame | None], found: DataFrame | None, lo: int,
+    def tally_work(self, news: list[DataFrame | None], sample: DataFrame | None, lo: int,
                    plan: CycleShedding) -> None:
-        """Have the commit count, per side, its new elements by sub-window (as partners),
-        by the other side's sub-window (as probers: an element probes in the cycle it
-        starts in, as a rule the one it arrives in) and, sampling, its sampled ones, in one
-        tally per side (``TALLY_KINDS`` kinds of key); and, sampling, the pairs the sampled
-        probers ``found`` by prober side and lag bucket. From them each direction learns
-        its work per lag bucket, what it met and skipped, and its priorities; no cycle
-        scans the windows to count them.
+        """Have the commit count, per side, its new elements by sub-window (as partners)
+        and by the other side's sub-window (as probers: an element probes in the cycle it
+        starts in, as a rule the one it arrives in), in one tally per side
+        (``TALLY_KINDS`` kinds of key); and, learning, the pairs its probers made with the
+        ``sample`` of partners, by prober side and lag bucket. From them each direction
+        learns its work per lag bucket, what it met and skipped, and its priorities; no
+        cycle scans the windows to count them.
         """
         counted: dict[str, dict[int, int]] = {}
         wanted = {f"side{i}" for i in (0, 1) if news[i] is not None}
-        if plan.rate > 0 and found is not None:
-            wanted.add("found")
+        if sample is not None:
+            wanted.add("sample")
 
         def received(what: str) -> Callable[[dict[int, int]], None]:
             def receive(counts: dict[int, int]) -> None:
@@ -535,15 +578,11 @@ class IntervalJoinOperator(Operator):
             other = 1 - i
             partner = col(SLICES[i]) * TALLY_KINDS
             prober = F.expr(floor_div(STARTS[i], self.slices[other])) * TALLY_KINDS + 1
-            keys = F.when(col(HASHES[i]) < F.lit(plan.rate),
-                          F.array(partner, prober, F.lit(2).cast("long"))) \
-                .otherwise(F.array(partner, prober))
-            self.rt.tally(new.select(F.explode(keys).alias("_key")), col("_key"),
-                          received(f"side{i}"))
-        if "found" in wanted:
-            assert found is not None
-            self.rt.tally(found.where(col(SAMPLED)),
-                          col(LAG_BUCKET) * TALLY_KINDS + col(PROBER), received("found"))
+            self.rt.tally(new.select(F.explode(F.array(partner, prober)).alias("_key")),
+                          col("_key"), received(f"side{i}"))
+        if sample is not None:
+            self.rt.tally(sample, col(LAG_BUCKET) * TALLY_KINDS + col(PROBER),
+                          received("sample"))
 
     def learn_both(self, counted: dict[str, dict[int, int]], lo: int,
                    plan: CycleShedding) -> None:
@@ -552,29 +591,29 @@ class IntervalJoinOperator(Operator):
         """
         sides = [split_tally(counted.get(f"side{j}", {})) for j in (0, 1)]
         found: list[dict[int, int]] = [{}, {}]
-        for key, n in counted.get("found", {}).items():
+        for key, n in counted.get("sample", {}).items():
             found[key % TALLY_KINDS][key // TALLY_KINDS] = n
         live = [live_elements(self.progress.directions[j].elements, sides[j][0], lo,
                               self.slices[j], self.spans[j]) for j in (0, 1)]
         met = 0
         for j in (0, 1):
             met += self.learn(j, {"probers": sides[j][1], "partners": dict(live[1 - j]),
-                                  "sampled": sides[j][2], "found": found[j]}, live[j], plan)
+                                  "found": found[j]}, live[j], plan)
         self.progress = replace(self.progress, met=met)
 
     def learn(self, i: int, counts: dict[str, dict[int, int]],
               elements: tuple[tuple[int, int], ...], plan: CycleShedding) -> int:
         """After the commit: direction ``i``'s work per bucket, what it met and skipped,
-        and (sampling) its priorities; returns the partners it met.
+        and (learning) its priorities; returns the partners it met.
         """
         work = work_per_bucket(counts["probers"], counts["partners"], self.buckets)
-        shares = plan.effective(i)
+        shares = plan.shares[i]
         done, skipped = met(work, shares)
         old = self.progress.directions[i]
         priorities = old.priorities
-        if plan.rate > 0:
+        if plan.learns:
             priorities = aged(old.priorities, counts["found"],
-                              counts["sampled"].get(0, 0), self.buckets)
+                              sum(counts["probers"].values()) * SAMPLE, self.buckets)
         pairs = list(zip(work, shares, strict=True))
         new = replace(old, work=work if sum(work) > 0 else old.work, priorities=priorities,
                       processed=old.processed + done, shed=old.shed + skipped,

@@ -14,11 +14,14 @@ order (``adaptive``: by priority, the results a bucket yielded per prober; ``ran
 shuffle seeded by the cycle's number), each bucket weighing the work it cost in the last
 cycle it was measured, until the taken work is ``z`` of the whole.
 
-An adaptive join learns the priorities from a sample: the probers whose hash falls below
-``sample_rate(z)`` meet every bucket (their pairs are emitted too), and the results they
-find per bucket, per sampled prober, are the bucket's new priority, aged into the old one
-(``AGING``) so the order follows a correlation that shifts. The other probers' share is
-lowered so that sampled and unsampled probers together still process ``z`` of the work.
+An adaptive join learns the priorities from a sample of partners: each side keeps apart
+the elements whose hash falls below ``SAMPLE`` (a twentieth of its window), and every
+prober of a cycle meets those in every bucket. The results found per bucket, per prober
+and sampled partner, are the bucket's new priority, aged into the old one (``AGING``) so
+the order follows a correlation that shifts. The sample's pairs only teach: the output is
+what the shares met, ``z`` of the work. The sample costs a twentieth of the windows read
+each cycle; probers that met every bucket would read all of them whatever ``z`` (at three
+times a join's sustainable rate its whole window cost more than the budget).
 
 The z of an adapting join is decided before each cycle (``next_z``) from the cost of a
 cycle fitted to its recent ones (``fit_cycle_cost``: a fixed part, a part per input row, a
@@ -54,9 +57,9 @@ NOTABLE = 0.1
 #: ``FIT_AFTER`` of them (``fit_cycle_cost``)
 RECENT, FIT_AFTER = 20, 4
 
-#: the share of probers an adaptive join samples (they meet the whole window), and at
-#: most this part of z: at a low z the others still meet the best buckets
-SAMPLE, SAMPLE_OF_Z = 0.05, 0.2
+#: the share of each side's elements an adaptive join keeps apart as its sample of
+#: partners, which every prober meets in every bucket
+SAMPLE = 0.05
 #: the weight of a cycle's sample in a bucket's priority: after a shift of the
 #: correlation the new buckets outrank the old ones in two or three cycles
 AGING = 0.3
@@ -79,7 +82,7 @@ class Direction:
     """
 
     work: tuple[float, ...] = ()  # partners per bucket met by the last measured probers
-    priorities: tuple[float, ...] = ()  # results per sampled prober, per bucket (aged)
+    priorities: tuple[float, ...] = ()  # results per prober and sampled partner (aged)
     processed: int = 0  # partners met, all cycles
     shed: int = 0  # partners skipped, all cycles
     # the same per lag bucket, all cycles (unrounded)
@@ -92,17 +95,13 @@ class Direction:
 
 @dataclass(frozen=True)
 class CycleShedding:
-    """What one cycle of a shedding join does: its z, the share of probers it samples
-    (they meet every bucket) and, per prober side, the share of each bucket the others meet.
+    """What one cycle of a shedding join does: its z, whether it learns from its sample of
+    partners (adaptive), and, per prober side, the share of each bucket its probers meet.
     """
 
     z: float
-    rate: float
+    learns: bool
     shares: tuple[tuple[float, ...], tuple[float, ...]]
-
-    def effective(self, i: int) -> tuple[float, ...]:
-        """The share of each bucket side ``i``'s probers meet, the sampled ones included."""
-        return tuple(self.rate + (1 - self.rate) * f for f in self.shares[i])
 
 
 @dataclass(frozen=True)
@@ -276,29 +275,14 @@ def live_elements(kept: Sequence[tuple[int, int]], new: Mapping[int, int], lo: i
                         if (k + 1) * slice_length + span > lo))
 
 
-def sample_rate(mode: ShedMode, z: float) -> float:
-    """The share of probers sampled (meeting every bucket): adaptive joins only, and never
-    more than ``SAMPLE_OF_Z`` of ``z`` (the sample's work is spent on every bucket, good
-    or bad).
-    """
-    return min(SAMPLE, SAMPLE_OF_Z * z) if mode is ShedMode.ADAPTIVE else 0.0
-
-
-def unsampled_share(z: float, rate: float) -> float:
-    """The share of the work the unsampled probers meet so that, with the sampled ones
-    meeting all of it, the probers together meet ``z``.
-    """
-    return 1.0 if z >= 1 else max(0.0, (z - rate) / (1 - rate))
-
-
-def aged(old: Sequence[float], results: Mapping[int, int], sampled: int,
+def aged(old: Sequence[float], results: Mapping[int, int], trials: float,
          buckets: int) -> tuple[float, ...]:
-    """The priorities after a cycle whose ``sampled`` probers found ``results`` per bucket
-    (unchanged without a sample).
+    """The priorities after a cycle whose probers found ``results`` per bucket in the
+    sample of partners, over ``trials`` (probers times ``SAMPLE``; unchanged with none).
     """
-    if sampled <= 0:
+    if trials <= 0:
         return tuple(old)
-    new = [results.get(j, 0) / sampled for j in range(buckets)]
+    new = [results.get(j, 0) / trials for j in range(buckets)]
     if len(old) != buckets:
         return tuple(new)
     return tuple((1 - AGING) * o + AGING * n for o, n in zip(old, new, strict=True))
