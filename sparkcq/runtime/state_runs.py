@@ -330,8 +330,10 @@ class StateRuns:
         if os.path.exists(listed):
             with open(listed, encoding="utf-8") as f:
                 manifest = json.load(f)
-        else:  # saved as one frame, before states were runs
+        elif os.path.exists(os.path.join(path, self.name)):  # one frame, before runs
             manifest = [{"frame": os.path.join(path, self.name), "level": 0}]
+        else:  # a state the checkpoint's version did not keep
+            manifest = []
         runs = []
         for entry in manifest:
             if "frame" in entry:

@@ -211,11 +211,6 @@ class IntervalJoinOperator(Operator):
         self.sides = [self.state_runs(element_schemas[i], ("left", "right")[i] + "-elements",
                                       STARTS[i], ENDS[i], self.keys[i], spans[i])
                       for i in (0, 1)]
-        # an adaptive join's sample of partners (``shedding.SAMPLE``), met in every bucket
-        self.samples = [self.state_runs(element_schemas[i], ("left", "right")[i] + "-sample",
-                                        STARTS[i], ENDS[i], self.keys[i], spans[i])
-                        for i in (0, 1)] \
-            if self.shedding is not None and self.shedding.mode is ShedMode.ADAPTIVE else None
         self.elements_sql = [self.build_elements_sql(i) for i in (0, 1)]
         # a shedding join's found pairs that have not ended yet (see module)
         # as runs by end: a cycle writes the pairs it found and reads the runs that may
@@ -225,6 +220,12 @@ class IntervalJoinOperator(Operator):
             *node.join.children[0].schema.fields, *node.join.children[1].schema.fields,
             StructField(PAIR_START, LongType()), StructField(PAIR_END, LongType())]),
             "found-pairs", PAIR_START, PAIR_END, span=min(known) if len(known) == 2 else None)
+        # an adaptive join's sample of partners (``shedding.SAMPLE``), met in every bucket;
+        # made last, so the states a checkpoint made before it keep their names
+        self.samples = [self.state_runs(element_schemas[i], ("left", "right")[i] + "-sample",
+                                        STARTS[i], ENDS[i], self.keys[i], spans[i])
+                        for i in (0, 1)] \
+            if self.shedding is not None and self.shedding.mode is ShedMode.ADAPTIVE else None
 
     # -- SQL text, built once ----------------------------------------------------------------
 
