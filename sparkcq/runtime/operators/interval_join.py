@@ -415,25 +415,24 @@ class IntervalJoinOperator(Operator):
         lo = self.progress.position
         lo = lo if lo is not None else min(left.lo, right.lo)
         hi = min(left.hi, right.hi)
+        # no new event lies behind the slower input's last watermark, ``lo``, and no
+        # element starts before its event: a run made now starts from ``lo``
+        starts_from = None if lo == TIME_MIN else lo
         news: list[DataFrame | None] = []
         for i, inp in enumerate((left, right)):
             events = inp.arrivals if self.reads_arrivals[i] else inp.df
             runs = self.sides[i]
             runs.expire(lo)
             runs.merge(lo)
-            # no new event lies behind the slower input's last watermark, ``lo``, and no
-            # element starts before its event: the run's elements start from ``lo``
             news.append(None if events is None else
-                        runs.add(self.views.sql(self.elements_sql[i], inp=events),
-                                 None if lo == TIME_MIN else lo))
+                        runs.add(self.views.sql(self.elements_sql[i], inp=events), starts_from))
             if self.samples is not None:  # the new elements' share of the sample
                 sample = self.samples[i]
                 sample.expire(lo)
                 sample.merge(lo)
                 new = news[-1]
                 if new is not None:
-                    sample.add(new.where(col(HASHES[i]) < F.lit(SAMPLE)),
-                               None if lo == TIME_MIN else lo)
+                    sample.add(new.where(col(HASHES[i]) < F.lit(SAMPLE)), starts_from)
         plan = None if self.shedding is None else self.cycle_shedding(cycle)
         views: dict[str, DataFrame | None] = {}
         for i, runs in enumerate(self.sides):  # the runs each probe reads (``changes_sql``,
