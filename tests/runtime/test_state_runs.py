@@ -69,3 +69,26 @@ def test_a_run_is_read_only_where_its_elements_may_start():
     assert not run.starts_within(0, 20) and not run.starts_within(41, 60)
     assert replace(run, first_start=None).starts_within(0, 5)
     assert Run(None, 0, False).starts_within(0, 1)  # type: ignore[arg-type] # not yet made
+
+
+def test_a_run_of_many_rows_is_merged_no_further(spark):
+    """Four runs of one level merge; four of which one holds ``FINAL_ROWS`` rows do not
+    (the three after it are too few to merge on their own), so a cycle never rewrites what
+    large cycles took in.
+    """
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    from sparkcq.runtime.state_runs import FANOUT, FINAL_ROWS, StateRuns
+
+    schema = StructType([StructField("s", LongType()), StructField("e", LongType())])
+    state = StateRuns(None, schema, "side", "s", "e")  # type: ignore[arg-type]
+
+    def run(rows: int) -> Run:
+        return Run(None, 0, False, rows=rows, last_start=1, first_end=2, last_end=3)  # type: ignore[arg-type]
+
+    state.runs = tuple(run(10) for _ in range(FANOUT))
+    assert state.mergeable() == 0
+    state.runs = (run(FINAL_ROWS), *(run(10) for _ in range(FANOUT - 1)))
+    assert state.mergeable() is None
+    state.runs = (*state.runs, run(FINAL_ROWS - 1))
+    assert state.mergeable() == 1
