@@ -14,6 +14,8 @@ from sparkcq.runtime.operators.shedding import (
     FIT_AFTER,
     LEAST_Z,
     RECENT,
+    SAMPLE,
+    SAMPLE_Z,
     SLOTS,
     CycleCost,
     CycleLoad,
@@ -23,6 +25,7 @@ from sparkcq.runtime.operators.shedding import (
     live_elements,
     met,
     next_z,
+    sample_share,
     slice_length,
     work_per_bucket,
 )
@@ -182,3 +185,12 @@ def test_a_part_of_the_cost_that_would_be_negative_is_left_out():
     cost = fit_cycle_cost(history)
     assert cost is not None and cost.per_partner == 0.0
     assert cost.per_row > 0
+
+
+def test_the_sample_met_shrinks_with_z_to_a_fifth_of_it():
+    """At z = 0.2 and above the probers meet the whole sample (5% of the elements); below,
+    z / 0.2 of it, never less than a fifth: at z = 0.1 half of it, at 0.01 a fifth.
+    """
+    assert sample_share(1.0) == sample_share(SAMPLE_Z) == SAMPLE
+    assert sample_share(0.1) == pytest.approx(SAMPLE / 2)
+    assert sample_share(LEAST_Z) == pytest.approx(SAMPLE * SAMPLE_Z)

@@ -29,10 +29,12 @@ of a side in one pass over the other side's runs, no sort, and in a large cycle 
 A join that sheds (DESIGN 4.4, ``runtime/operators/shedding.py``) gives each element two
 more columns: its basic sub-window (``_la``/``_ra``) and a hash in [0, 1) (``_lu``/``_ru``)
 that picks it in a partly taken sub-window. The two probes that find pairs (+1) meet only
-the taken sub-windows: each prober is expanded into its taken buckets and joined on the
-keys and the partner's sub-window, so skipped sub-windows meet no prober, and only the
-runs that may hold partners in the taken sub-windows are read (each run's latest start
-is observed, and its elements start no earlier than its first cycle's ``lo``). An
+the taken sub-windows: only the runs that may hold partners in them are read (each run's
+latest start is observed, and its elements start no earlier than its first cycle's
+``lo``), their elements are cut to the sub-windows and slots the cycle's probers meet,
+and the join on the keys keeps the pairs whose lag bucket (and slot) is taken. Its hash
+table is built on the smaller side, as the driver estimates it from the runs' rows: at a
+low z the few partners met, not every prober. An
 adaptive join learns which sub-windows yield from a sample of each side's elements kept
 apart, which every prober meets in every sub-window. It does not
 probe again for the ends (-1): a pair's end, the earlier of its elements' ends, is known
@@ -87,6 +89,7 @@ from sparkcq.runtime.operators.shedding import (
     fractions,
     live_elements,
     met,
+    sample_share,
     slice_length,
     work_per_bucket,
 )
@@ -105,6 +108,10 @@ SLICES, HASHES, SLOT_COLUMNS = ("_la", "_ra"), ("_lu", "_ru"), ("_lh", "_rh")
 #: a found pair's start and end; a sampled partner's prober side and lag bucket
 PAIR_START, PAIR_END, PROBER, LAG_BUCKET = "_ps", "_pe", "_pp", "_pj"
 CONTROL_FILE = "shedding.json"
+#: an element's hash in [0, 1) compared as a whole number of this many parts
+HASH_SCALE = 1_000_000
+#: the most sub-windows and slots a probe lists to cut its partners to those it meets
+MET_LIST = 256
 
 
 @dataclass(frozen=True)
@@ -328,67 +335,135 @@ class IntervalJoinOperator(Operator):
                         *views))
         return out
 
-    def found_sql(self, lo: int, hi: int, plan: CycleShedding,
-                  probers: tuple[bool, bool]) -> str | None:
+    def found_sql(self, lo: int, hi: int, plan: CycleShedding, probers: tuple[bool, bool],
+                  builds: tuple[bool, bool] = (False, False)) -> str | None:
         """The pairs a shedding join finds in the cycle ``[lo, hi)``: the two +1 probes
         (of the sides that have ``probers``), each meeting the cycle's share of each lag
         bucket, with each pair's start and end. None when no prober meets anything. Views
-        as ``changes_sql``'s; each prober expanded is the join's build side.
+        as ``changes_sql``'s; a probe's hash table is built on its partners where
+        ``builds`` says so (they are fewer), else on its probers.
         """
         cols = ", ".join(map(q, [*self.names[0], *self.names[1]]))
         le, re_ = ENDS
         selects = []
         for prober in (0, 1):
-            if not probers[prober]:
+            taken = self.taken_sql(prober, plan, lo, hi) if probers[prober] else None
+            if taken is None:
                 continue
-            hint = f"/*+ SHUFFLE_HASH({'lr'[prober]}) */"
-            for sides, meets in self.taken_sql(prober, plan, lo, hi):
-                selects.append(
-                    f"SELECT {hint} {cols}, {STARTS[prober]} AS {PAIR_START}, "
-                    f"least({le}, {re_}) AS {PAIR_END} "
-                    f"FROM {sides} ON ({self.condition}) AND {starts_band(prober, lo, hi)} "
-                    f"AND {meets}")
+            sides, meets = taken
+            hint = f"/*+ SHUFFLE_HASH({'lr'[1 - prober if builds[prober] else prober]}) */"
+            selects.append(
+                f"SELECT {hint} {cols}, {STARTS[prober]} AS {PAIR_START}, "
+                f"least({le}, {re_}) AS {PAIR_END} "
+                f"FROM {sides} ON ({self.condition}) AND {starts_band(prober, lo, hi)} "
+                f"AND {meets}")
         return " UNION ALL ".join(selects) or None
 
     def taken_sql(self, prober: int, plan: CycleShedding, lo: int,
-                  hi: int) -> list[tuple[str, str]]:
-        """The joins of a +1 probe whose probers (side ``prober``) meet only the lag
-        buckets the cycle takes, as (sides, condition): each prober expanded into the
-        buckets it meets whole, joined on the partner's sub-window, and into the slots it
-        meets of the partly taken bucket, joined on the partner's sub-window and slot (so
-        a part of a bucket costs only that part).
+                  hi: int) -> tuple[str, str] | None:
+        """The join of a +1 probe whose probers (side ``prober``) meet only the lag buckets
+        the cycle takes, as (sides, condition); None when it takes none. A pair is met
+        when the partner's bucket (the prober's sub-window less the partner's) is taken
+        whole, or partly and the partner's slot is among the slots taken of it (so a part
+        of a bucket costs only that part). The partners are first cut to the sub-windows
+        and slots some prober of the cycle may meet, so the join compares no prober with
+        a partner it skips, except where the cycle's probers lie in two sub-windows.
         """
         other = 1 - prober
         shares = plan.shares[prober]
         whole = [j for j, f in enumerate(shares) if f >= 1]
-        parts = [(j, s) for j, f in enumerate(shares) if 0 < f < 1
+        parts = [j * SLOTS + s for j, f in enumerate(shares) if 0 < f < 1
                  for s in range(round(f * SLOTS))]
-        sub_window = floor_div(STARTS[prober], self.slices[other])
-        longs = f"CAST(array({', '.join(map(str, whole))}) AS ARRAY<BIGINT>)"
-        slots = ("CAST(array(" + ", ".join(f"named_struct('j', {j}, 's', {s})"
-                                           for j, s in parts)
-                 + ") AS ARRAY<STRUCT<j: BIGINT, s: BIGINT>>)")
-        joins = []  # (each prober's array to explode, the join on it)
-        if whole:
-            joins.append((longs, f"{SLICES[other]} = {sub_window} - _p"))
-        if parts:
-            joins.append((slots, f"{SLICES[other]} = {sub_window} - _p.j "
-                                 f"AND {SLOT_COLUMNS[other]} = _p.s"))
-        out = []
-        for each, meets in joins:
-            expanded = (f"(SELECT * FROM {{starting{prober}}} "
-                        f"LATERAL VIEW explode({each}) AS _p)")
-            partners = partners_sql(other, lo, hi)
-            sides = (f"{expanded} AS l JOIN {partners} AS r" if prober == 0
-                     else f"{partners} AS l JOIN {expanded} AS r")
-            out.append((sides, meets))
-        return out
+        if not whole and not parts:
+            return None
+        lag = f"({floor_div(STARTS[prober], self.slices[other])} - {SLICES[other]})"
+        meets = " OR ".join(
+            [f"{lag} IN ({', '.join(map(str, whole))})"] * bool(whole)
+            + [f"{lag} * {SLOTS} + {SLOT_COLUMNS[other]} IN ({', '.join(map(str, parts))})"]
+            * bool(parts))
+        partners = partners_sql(other, lo, hi)
+        held = self.met_partners_sql(prober, whole, parts, lo, hi)
+        if held is not None:
+            partners = f"(SELECT * FROM {partners} AS p WHERE {held})"
+        probing = f"{{starting{prober}}}"
+        sides = (f"{probing} AS l JOIN {partners} AS r" if prober == 0
+                 else f"{partners} AS l JOIN {probing} AS r")
+        return sides, f"({meets})"
 
-    def sample_sql(self, lo: int, hi: int, probers: tuple[bool, bool]) -> str | None:
+    def met_partners_sql(self, prober: int, whole: list[int], parts: list[int], lo: int,
+                         hi: int) -> str | None:
+        """SQL: the other side's element lies in a sub-window (and slot) that some prober
+        of side ``prober`` in the cycle ``[lo, hi)`` meets, given the buckets it takes
+        ``whole`` and the bucket-and-slot codes it takes of the others (``parts``); None
+        when the cycle is open or spans too many sub-windows for a short list. Written
+        relative to the probers' first sub-window, a bound (``bound_sql``): the lists stay
+        the same from cycle to cycle while the shares do, and so does the compiled code.
+        """
+        if lo == TIME_MIN or hi == TIME_MAX:
+            return None
+        other = 1 - prober
+        length = self.slices[other]
+        first, last = lo // length, (hi - 1) // length
+        if (last - first + 1) * (len(whole) + len(parts)) > MET_LIST:
+            return None
+        # a partner in sub-window ``first - d`` is met by a prober in ``first + k`` when
+        # ``d + k`` is a bucket taken (and its slot, of a bucket taken in part)
+        back = range(last - first + 1)
+        lags = sorted({j - k for j in whole for k in back})
+        codes = sorted({c - k * SLOTS for c in parts for k in back})
+        lag = f"({bound_sql(first)} - {SLICES[other]})"
+        return " OR ".join(
+            [f"{lag} IN ({', '.join(map(str, lags))})"] * bool(lags)
+            + [f"{lag} * {SLOTS} + {SLOT_COLUMNS[other]} IN ({', '.join(map(str, codes))})"]
+            * bool(codes))
+
+    def builds_on_partners(self, prober: int, plan: CycleShedding, lo: int, hi: int,
+                           new_rows: int | None) -> bool:
+        """Whether side ``prober``'s probe of the cycle ``[lo, hi)`` had better build its
+        hash table on the partners it meets than on its probers: the partners its taken
+        shares leave (estimated from the runs' rows) are fewer than its probers (the
+        cycle's ``new_rows`` and the older runs that may start in it). At a low z the
+        partners are a sliver of the window, and a hash table of every prober costs more
+        than the probe.
+        """
+        if new_rows is None or lo == TIME_MIN or hi == TIME_MAX:
+            return False
+        length = self.slices[1 - prober]
+        first, last = lo // length, (hi - 1) // length
+        runs = self.sides[1 - prober].runs
+        partners = 0.0
+        for j, f in enumerate(plan.shares[prober]):
+            if f > 0:
+                span = ((first - j) * length, (last - j + 1) * length)
+                partners += min(f, 1.0) * sum(r.rows or 0 for r in runs
+                                              if r.known and r.starts_within(*span))
+        return partners < self.prober_rows(prober, lo, new_rows)
+
+    def prober_rows(self, prober: int, lo: int, new_rows: int) -> int:
+        """About how many of side ``prober``'s elements may start in the cycle from ``lo``:
+        its ``new_rows`` and the older runs' rows that may.
+        """
+        return new_rows + sum(r.rows or 0 for r in self.sides[prober].runs
+                              if r.known and r.starts_from(lo))
+
+    def sample_builds(self, prober: int, lo: int, share: float, new_rows: int | None) -> bool:
+        """Whether side ``prober``'s probe of the sample had better build its hash table on
+        the ``share`` of the other side's elements it meets there than on its probers.
+        """
+        if self.samples is None or new_rows is None or lo == TIME_MIN:
+            return False
+        sampled = sum(r.rows or 0 for r in self.samples[1 - prober].runs if r.known)
+        return sampled * share / SAMPLE < self.prober_rows(prober, lo, new_rows)
+
+    def sample_sql(self, lo: int, hi: int, probers: tuple[bool, bool],
+                   share: float = SAMPLE, builds: tuple[bool, bool] = (False, False),
+                   ) -> str | None:
         """What an adaptive join learns from in the cycle ``[lo, hi)``: each prober (of the
-        sides that have ``probers``, view ``starting<i>``) against the other side's sample
-        of partners in every bucket (``sample<j>``), as the prober's side and the
-        partner's lag bucket of each pair; None when no side probes.
+        sides that have ``probers``, view ``starting<i>``) against the ``share`` of the
+        other side's elements its sample holds (``sample<j>``: those of the lowest hashes)
+        in every bucket, as the prober's side and the partner's lag bucket of each pair;
+        None when no side probes. The hash table is built on those partners where
+        ``builds`` says so, else on the probers.
         """
         selects = []
         for prober in (0, 1):
@@ -398,9 +473,15 @@ class IntervalJoinOperator(Operator):
             lag = f"{floor_div(STARTS[prober], self.slices[other])} - {SLICES[other]}"
             probing = f"(SELECT * FROM {{starting{prober}}})"
             partners = partners_sql(other, lo, hi, "sample")
+            if share < SAMPLE:
+                # a bound: z, and so the share, changes from cycle to cycle
+                below = bound_sql(round(share * HASH_SCALE))
+                partners = (f"(SELECT * FROM {partners} AS p "
+                            f"WHERE {HASHES[other]} * {HASH_SCALE} < {below})")
             sides = (f"{probing} AS l JOIN {partners} AS r" if prober == 0
                      else f"{partners} AS l JOIN {probing} AS r")
-            selects.append(f"SELECT /*+ SHUFFLE_HASH({'lr'[prober]}) */ {prober} AS {PROBER}, "
+            build = 'lr'[other if builds[prober] else prober]
+            selects.append(f"SELECT /*+ SHUFFLE_HASH({build}) */ {prober} AS {PROBER}, "
                            f"{lag} AS {LAG_BUCKET} FROM {sides} ON ({self.condition}) "
                            f"AND {starts_band(prober, lo, hi)}")
         return " UNION ALL ".join(selects) or None
@@ -434,6 +515,13 @@ class IntervalJoinOperator(Operator):
                 if new is not None:
                     sample.add(new.where(col(HASHES[i]) < F.lit(SAMPLE)), starts_from)
         plan = None if self.shedding is None else self.cycle_shedding(cycle)
+        new_rows = [self.new_rows(i, cycle) for i in (0, 1)]
+        builds = (False, False) if plan is None else (  # per probe: on the partners?
+            self.builds_on_partners(0, plan, lo, hi, new_rows[0]),
+            self.builds_on_partners(1, plan, lo, hi, new_rows[1]))
+        sample_builds = (False, False) if plan is None else (
+            self.sample_builds(0, lo, plan.sample, new_rows[0]),
+            self.sample_builds(1, lo, plan.sample, new_rows[1]))
         views: dict[str, DataFrame | None] = {}
         for i, runs in enumerate(self.sides):  # the runs each probe reads (``changes_sql``,
             # ``pairs_sql``, ``found_sql``)
@@ -452,7 +540,8 @@ class IntervalJoinOperator(Operator):
             else:
                 runs.expire(hi)
         if plan is not None:
-            changes, found = self.shed_changes(views, news, lo, hi, plan)
+            changes, found = self.shed_changes(views, news, lo, hi, plan,
+                                               (builds, sample_builds))
             elements = None if found is None else project(
                 found, *map(q, [*self.names[0], *self.names[1]]),
                 f"{PAIR_START} AS {q(TS)}", f"{PAIR_END} AS {q(TE)}")
@@ -486,20 +575,29 @@ class IntervalJoinOperator(Operator):
                 found.append(self.views.sql(text, **{left_view: l_df, right_view: r_df}))
         return union_by_name(found) if found else None
 
+    def new_rows(self, i: int, cycle: CycleContext) -> int | None:
+        """Side ``i``'s rows taken in this cycle, when the driver knows them."""
+        child = self.interval_join.children[i]
+        return cycle.input.rows_of(child) if self.reads_arrivals[i] else None
+
     def shed_changes(self, views: dict[str, DataFrame | None], news: list[DataFrame | None],
                      lo: int, hi: int, plan: CycleShedding,
+                     builds: tuple[tuple[bool, bool], tuple[bool, bool]] = (
+                         (False, False), (False, False)),
                      ) -> tuple[DataFrame | None, DataFrame | None]:
         """A shedding join's changes of the cycle: +1 for each pair it finds meeting the
         cycle's shares, -1 for each pair it found that ends in the cycle; the pairs that
         end later are kept. ``views`` are both sides' runs (as ``changes_sql``'s), ``news``
-        their new elements. Also the pairs found (None: none), with their intervals.
+        their new elements, ``builds`` per prober side whether its probe, and its probe of
+        the sample, build on the partners (``builds_on_partners``, ``sample_builds``).
+        Also the pairs found (None: none), with their intervals.
         """
         assert self.pairs is not None
         cols = [*self.names[0], *self.names[1]]
         found = None
         probers = (views["starting0"] is not None and views["all1"] is not None,
                    views["starting1"] is not None and views["all0"] is not None)
-        sql = self.found_sql(lo, hi, plan, probers)
+        sql = self.found_sql(lo, hi, plan, probers, builds[0])
         if sql is not None:
             read = {k: df for k, df in views.items() if df is not None and "{" + k + "}" in sql}
             found = self.rt.cache_for_cycle(self.views.sql(sql, **read))
@@ -507,7 +605,8 @@ class IntervalJoinOperator(Operator):
         if plan.learns:
             starting = [views[f"starting{i}"] is not None for i in (0, 1)]
             learning = self.sample_sql(lo, hi, (starting[0] and views["sample1"] is not None,
-                                                starting[1] and views["sample0"] is not None))
+                                                starting[1] and views["sample0"] is not None),
+                                       plan.sample, builds[1])
             if learning is not None:
                 sample = self.views.sql(learning, **{
                     k: df for k, df in views.items()
@@ -545,7 +644,7 @@ class IntervalJoinOperator(Operator):
             order = bucket_order(how.mode, self.buckets, 2 * cycle.input.number + i,
                                  known.priorities)
             out.append(fractions(order, known.work, z))
-        return CycleShedding(z, self.samples is not None, (out[0], out[1]))
+        return CycleShedding(z, self.samples is not None, (out[0], out[1]), sample_share(z))
 
     def tally_work(self, news: list[DataFrame | None], sample: DataFrame | None, lo: int,
                    plan: CycleShedding) -> None:
@@ -572,10 +671,20 @@ class IntervalJoinOperator(Operator):
         if not wanted:
             self.learn_both(counted, lo, plan)
             return
+        def as_both(receive: Callable[[dict[int, int]], None],
+                    ) -> Callable[[dict[int, int]], None]:
+            return lambda counts: receive({k * TALLY_KINDS + kind: n
+                                           for k, n in counts.items()
+                                           for kind in range(TALLY_KINDS)})
+
         for i, new in enumerate(news):
             if new is None:
                 continue
             other = 1 - i
+            if self.slices[i] == self.slices[other]:  # a sub-window is the same on both
+                # sides: its elements as partners are its elements as probers
+                self.rt.tally(new, col(SLICES[i]), as_both(received(f"side{i}")))
+                continue
             partner = col(SLICES[i]) * TALLY_KINDS
             prober = F.expr(floor_div(STARTS[i], self.slices[other])) * TALLY_KINDS + 1
             self.rt.tally(new.select(F.explode(F.array(partner, prober)).alias("_key")),
@@ -613,7 +722,7 @@ class IntervalJoinOperator(Operator):
         priorities = old.priorities
         if plan.learns:
             priorities = aged(old.priorities, counts["found"],
-                              sum(counts["probers"].values()) * SAMPLE, self.buckets)
+                              sum(counts["probers"].values()) * plan.sample, self.buckets)
         pairs = list(zip(work, shares, strict=True))
         new = replace(old, work=work if sum(work) > 0 else old.work, priorities=priorities,
                       processed=old.processed + done, shed=old.shed + skipped,
