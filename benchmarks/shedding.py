@@ -37,11 +37,14 @@ Three parts, one Spark session:
 from __future__ import annotations
 
 import argparse
+import bisect
 import statistics
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import pyarrow as pa
 
 from sparkcq import Engine
 from sparkcq.session import make_session
@@ -130,17 +133,20 @@ def run_real_time(spark, setup: Setup, mode: str, rate: int,  # noqa: ANN001
     """
     length_ms = int(seconds * 1000) + setup.window_ms
     a_rows, b_rows = correlated_streams(11, length_ms, rate / 1000, [LAG], keys=setup.keys)
+    # columnar before the clock starts: a cycle's arrivals are a slice of these, so the
+    # loop times the engine, not the conversion of Python dicts (3.5 us a row, as much
+    # as the join's cycle spends on it at 127,000 rows/s)
+    inputs = [(name, pa.Table.from_pylist(rows), [r["t"] for r in rows])
+              for name, rows in (("a", a_rows), ("b", b_rows))]
     eng = new_engine(spark, setup, mode)
     out = RealTimeRun(mode, rate)
     pushed = [0, 0]
     began = time.monotonic()
     while (now := time.monotonic() - began) < seconds and not out.gave_up:
         mark = int(now * 1000)
-        for i, (name, rows) in enumerate((("a", a_rows), ("b", b_rows))):
-            upto = pushed[i]
-            while upto < len(rows) and rows[upto]["t"] < mark:
-                upto += 1
-            eng.push(name, rows[pushed[i]:upto], watermark=mark)
+        for i, (name, table, times) in enumerate(inputs):
+            upto = bisect.bisect_left(times, mark, lo=pushed[i])
+            eng.push(name, table.slice(pushed[i], upto - pushed[i]), watermark=mark)
             pushed[i] = upto
         report = eng.run_cycle()
         out.cycles.append((now, report.seconds, report.rows_in))
