@@ -395,7 +395,7 @@ class IntervalJoinOperator(Operator):
         """SQL: the other side's element lies in a sub-window (and slot) that some prober
         of side ``prober`` in the cycle ``[lo, hi)`` meets, given the buckets it takes
         ``whole`` and the bucket-and-slot codes it takes of the others (``parts``); None
-        when the cycle is open or spans too many sub-windows for a short list. Written
+        when the cycle is open, empty, or spans too many sub-windows for a short list. Written
         relative to the probers' first sub-window, a bound (``bound_sql``): the lists stay
         the same from cycle to cycle while the shares do, and so does the compiled code.
         """
@@ -411,6 +411,8 @@ class IntervalJoinOperator(Operator):
         back = range(last - first + 1)
         lags = sorted({j - k for j in whole for k in back})
         codes = sorted({c - k * SLOTS for c in parts for k in back})
+        if not lags and not codes:  # an empty cycle: no prober, the join meets nothing
+            return None
         lag = f"({bound_sql(first)} - {SLICES[other]})"
         return " OR ".join(
             [f"{lag} IN ({', '.join(map(str, lags))})"] * bool(lags)
