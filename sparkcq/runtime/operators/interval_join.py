@@ -428,17 +428,13 @@ class IntervalJoinOperator(Operator):
         partners are a sliver of the window, and a hash table of every prober costs more
         than the probe.
         """
-        if new_rows is None or lo == TIME_MIN or hi == TIME_MAX:
+        spans = self.partner_spans(prober, plan, lo, hi)
+        if new_rows is None or spans is None:
             return False
-        length = self.slices[1 - prober]
-        first, last = lo // length, (hi - 1) // length
         runs = self.sides[1 - prober].runs
-        partners = 0.0
-        for j, f in enumerate(plan.shares[prober]):
-            if f > 0:
-                span = ((first - j) * length, (last - j + 1) * length)
-                partners += min(f, 1.0) * sum(r.rows or 0 for r in runs
-                                              if r.known and r.starts_within(*span))
+        taken = [f for f in plan.shares[prober] if f > 0]  # as the spans, bucket by bucket
+        partners = sum(f * sum(r.rows or 0 for r in runs if r.known and r.starts_within(*span))
+                       for f, span in zip(taken, spans, strict=True))
         return partners < self.prober_rows(prober, lo, new_rows)
 
     def prober_rows(self, prober: int, lo: int, new_rows: int) -> int:
