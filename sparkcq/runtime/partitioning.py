@@ -118,17 +118,12 @@ class SmallCycles:
 # needs no exchange at all. And Spark joins single-partition sides as they are only up to
 # ``spark.sql.maxSinglePartitionBytes`` of estimated size, above which it shuffles each
 # side into one partition: a small cycle's sides are small whatever Spark estimates (the
-# product of a join's sides' estimates; runtime/size_estimates.py). And the frames a small
-# cycle keeps (runtime/columnar_checkpoints.py) are stored as columnar batches, which Spark
-# compresses by default: choosing a column's encoding first runs every value through each
-# candidate (a dictionary's hash table among them), 18% of the demo's task time sampled in
-# Java Flight Recorder for batches of a few thousand rows, a third of it growing those
-# tables; stored plain, the same quiet cycles' tasks took 27% fewer samples (2026-12-01).
+# product of a join's sides' estimates; runtime/size_estimates.py). (The frames any cycle
+# keeps are stored as plain columnar batches: runtime/java/CycleCheckpoint.java.)
 SMALL_CYCLE_CONF = {
     "spark.sql.codegen.wholeStage": "false",
     "spark.sql.autoBroadcastJoinThreshold": "-1",
     "spark.sql.maxSinglePartitionBytes": str(2**62),
-    "spark.sql.inMemoryColumnarStorage.compressed": "false",
 }
 # What the smallest cycles change besides (``SmallCycles.interpret``).
 INTERPRETED_CONF = {"spark.sql.codegen.factoryMode": "NO_CODEGEN"}

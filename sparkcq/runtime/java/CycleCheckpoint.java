@@ -56,7 +56,7 @@ public class CycleCheckpoint {
         Seq output = plan.output();
         SQLConf conf = session.sessionState().conf();
         RDD batches = serializer.convertInternalRowToCachedBatch(
-            plan.execute(), output, StorageLevel.MEMORY_AND_DISK(), conf);
+            plan.execute(), output, StorageLevel.MEMORY_AND_DISK(), uncompressed(conf));
         batches.localCheckpoint();
         RDD rows = serializer.convertCachedBatchToInternalRow(batches, output, output, conf);
         Partitioning partitioning = plan.outputPartitioning();
@@ -80,6 +80,18 @@ public class CycleCheckpoint {
         // a leaf of resolved attributes: marked analysed, it skips the analyser's ~2 ms
         relation.setAnalyzed();
         return Dataset.ofRows(session, (LogicalPlan) relation);
+    }
+
+    /** ``conf`` with the columnar cache's compression off, for the batches a cycle keeps.
+     * Choosing an encoding puts every value of a batch's columns in a hash map of its own
+     * (Spark's dictionary encoding), and the state a cycle keeps is written once and read a
+     * few times: building its batches compressed took 0.6 us a row of a join's elements,
+     * uncompressed 0.06 us, reading them back the same (2026-12-06, 2 cores, 400,000 rows of
+     * eight columns); they take about twice the memory. */
+    private static SQLConf uncompressed(SQLConf conf) {
+        SQLConf copy = conf.clone();
+        copy.setConfString("spark.sql.inMemoryColumnarStorage.compressed", "false");
+        return copy;
     }
 
     /** ``stats`` at most Spark's default size (what it assumes of a relation it knows
