@@ -34,7 +34,7 @@ from sparkcq.runtime.jvm_classes import session_instance
 # a CollectMetrics node's id, as a DataFrame's ``observe`` gives its frame's: unique names
 # are what Spark checks (one name, one definition per plan)
 _IDS = itertools.count(1 << 40)
-_METRICS = 4  # aggregates an observed part computes at most (``CycleFrames.observed``)
+_METRICS = 4  # aggregates ``CycleFrames.observed`` takes (more: ``observedAll``)
 
 
 class CommitPlan:
@@ -76,11 +76,14 @@ class CommitPlan:
 
     def observed(self, df: DataFrame, name: str, metrics: Sequence[Column],
                  keep: Column, column: Column) -> JavaObject:
-        """A part whose tasks compute ``metrics`` (at most four named aggregates, read back
-        under ``name``) over ``df`` as they read it, and keep the rows where ``keep``
-        holds, projected to ``column``: one call into the JVM.
+        """A part whose tasks compute ``metrics`` (named aggregates, read back under
+        ``name``) over ``df`` as they read it, and keep the rows where ``keep`` holds,
+        projected to ``column``: one call into the JVM for up to four metrics.
         """
         given = [self.expression(m) for m in metrics]
+        if len(given) > _METRICS:
+            return self.frames.observedAll(df._jdf, name, next(_IDS), self.expression(keep),
+                                           self.expression(column), self.to_seq(given))
         return self.frames.observed(df._jdf, name, next(_IDS), self.expression(keep),
                                     self.expression(column),
                                     *given, *[None] * (_METRICS - len(given)))

@@ -494,9 +494,9 @@ class Runtime:
 
     def observe(self, df: DataFrame, metrics: Sequence[Column],
                 then: Callable[[list[int | None]], None], written: bool = False) -> None:
-        """Have the cycle's commit compute ``metrics`` over ``df`` as its tasks read it (at
-        most four whole-number aggregates named ``v0``, ``v1``, ...; columns the caller
-        builds once); ``then`` receives their values once the commit ran. A ``written``
+        """Have the cycle's commit compute ``metrics`` over ``df`` as its tasks read it
+        (whole-number aggregates named ``v0``, ``v1``, ...; columns the caller builds
+        once); ``then`` receives their values once the commit ran. A ``written``
         frame is state the cycle writes (a run of a ``StateRuns``): its ``v0``, its rows,
         count among the state rows the cycle wrote.
         """
@@ -522,6 +522,13 @@ class Runtime:
         per sub-window), in the cycle's one action rather than a job of its own.
         """
         self.tallied.append((df, key, then))
+
+    def count_by(self, df: DataFrame, key: str) -> dict[int, int]:
+        """Count ``df``'s rows by column ``key`` now, in a Spark job of its own (rare: what
+        a commit's observed counts could not tell; ``df`` is cached, so the job reads it).
+        """
+        self.jobs += 1
+        return {int(row[0]): int(row[1]) for row in df.groupBy(key).count().collect()}
 
     def materialize(self, state: StateFrame) -> None:
         """Compute a state set after the commit now, in a Spark job of its own (rare: the

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from pyspark.sql import Column, DataFrame
@@ -70,6 +70,18 @@ FANOUT = 4
 FINAL_ROWS = 100_000
 #: a state's manifest in a checkpoint: its runs, where each is saved
 MANIFEST_SUFFIX = ".runs.json"
+
+
+@dataclass(frozen=True)
+class Counted:
+    """More aggregates the commit that makes a run computes over it as it writes it
+    (named ``v4``, ``v5``, ... after the run's own four), and who receives their values
+    with the run's frame: what an operator learns of its new elements without reading
+    them again.
+    """
+
+    metrics: tuple[Column, ...]
+    then: Callable[[list[int | None], DataFrame], None]
 
 
 @dataclass(frozen=True)
@@ -168,10 +180,12 @@ class StateRuns:
         return tuple(r.df for r in self.runs)
 
     # -- a cycle ----------------------------------------------------------------------------
-    def add(self, elements: DataFrame, starts_from: int | None = None) -> DataFrame:
+    def add(self, elements: DataFrame, starts_from: int | None = None,
+            counted: Counted | None = None) -> DataFrame:
         """Keep a cycle's new ``elements`` as a run, made by the cycle's commit; returns
         the run's frame (read it rather than ``elements``: it is computed once).
-        ``starts_from``: no element starts before it, if the caller knows.
+        ``starts_from``: no element starts before it, if the caller knows; ``counted``:
+        more of what the commit computes over the run.
         """
         if self.rt.single:
             elements = coalesce_partitions(elements, 1)
@@ -179,7 +193,7 @@ class StateRuns:
             elements = self.rt.partition_by(elements, *[col(k) for k in self.keys])
         run = Run(self.rt.checkpoint(elements), 0, self.rt.single, first_start=starts_from)
         self.runs = (*self.runs, run)
-        self.observe(run)
+        self.observe(run, counted)
         return run.df
 
     def expire(self, lo: int) -> None:
@@ -248,12 +262,16 @@ class StateRuns:
         self.observe(run)
         return run
 
-    def observe(self, run: Run) -> None:
+    def observe(self, run: Run, counted: Counted | None = None) -> None:
         """Have the commit that makes ``run`` tell its rows and extent (an empty run is
-        dropped then).
+        dropped then), and what ``counted`` asks of it.
         """
+        own = len(self.metrics)
+
         def made(values: list[int | None]) -> None:
-            rows, last_start, first_end, last_end = values
+            if counted is not None:
+                counted.then(values[own:], run.df)
+            rows, last_start, first_end, last_end = values[:own]
             if not any(r is run for r in self.runs):  # cleared in its own cycle
                 return
             known = replace(run, rows=rows or 0, last_start=last_start, first_end=first_end,
@@ -262,7 +280,8 @@ class StateRuns:
                 self.rt.release_at_cycle_end(run.df)
             self.runs = tuple(known if r is run else r for r in self.runs if r is not run
                               or rows)
-        self.rt.observe(run.df, self.metrics, made, written=True)
+        metrics = self.metrics if counted is None else (*self.metrics, *counted.metrics)
+        self.rt.observe(run.df, metrics, made, written=True)
 
     def clear(self) -> None:
         """Drop every run (the input ended, or the operator leaves the plan)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections import Counter
 
 import pandas as pd
 import pytest
@@ -17,6 +18,7 @@ import pytest
 from sparkcq import Engine
 from sparkcq.errors import AnalysisError
 from sparkcq.model.clock import ManualClock
+from sparkcq.runtime.operators.shedding import work_per_bucket
 from sparkcq.testing import CollectingSink, Lag, correlated_streams
 
 JOIN = ("SELECT s.k AS k, s.v AS v, r.w AS w FROM s [RANGE 10] JOIN r [RANGE 5] "
@@ -304,3 +306,42 @@ def test_a_three_way_join_sheds_its_first_join_and_emits_only_true_triples(spark
     assert len({g for g, _ in got}) == len(got)
     assert [g for g in got if triples.get(g[0]) != g[1]] == []
     assert 0 < len(got) < len(triples)
+
+
+def test_the_work_per_bucket_comes_from_exact_counts_when_an_input_runs_far_ahead(spark):
+    """Sub-windows of 10 and cycles of 20: the commit counts a cycle's new elements by
+    sub-window as it writes them. In the second cycle s runs 280 units ahead of r, so its
+    new elements lie in 28 sub-windows, too many for the commit's eight classes: they are
+    counted again by a job of their own. Either way each direction's work per lag bucket
+    is what the rows pushed here give (probers by sub-window times partners ``j`` back).
+    """
+    rng = random.Random(5)
+    eng = Engine(spark=spark)
+    eng.execute(STREAMS)
+    eng.execute("CREATE QUERY j WITH (shedding='adaptive', throttle='0.5', "
+                "basic_windows='6') AS SELECT s.k AS k, s.v AS v, r.w AS w "
+                "FROM s [RANGE 60] JOIN r [RANGE 60] ON s.k = r.k")
+    s_rows = [dict(k=f"k{rng.randrange(3)}", v=i, t=rng.randrange(20)) for i in range(30)]
+    r_rows = [dict(k=f"k{rng.randrange(3)}", w=i, t=rng.randrange(20)) for i in range(30)]
+    eng.push("s", s_rows, watermark=20)
+    eng.push("r", r_rows, watermark=20)
+    eng.run_cycle()
+    s_new = [dict(k=f"k{rng.randrange(3)}", v=100 + i, t=20 + rng.randrange(280))
+             for i in range(60)]
+    r_new = [dict(k=f"k{rng.randrange(3)}", w=100 + i, t=20 + rng.randrange(20))
+             for i in range(30)]
+    eng.push("s", s_new, watermark=300)
+    eng.push("r", r_new, watermark=40)
+    eng.run_cycle()
+    assert eng.cycle_costs(1)[-1].work.jobs == 2  # the commit, and s counted again
+
+    def by_sub_window(rows: list[dict]) -> dict[int, int]:
+        return dict(Counter(r["t"] // 10 for r in rows))
+
+    buckets = 7
+    [report] = eng.metrics()["shedding"].values()
+    s_work, r_work = (side["work"] for side in report["inputs"])
+    assert s_work == pytest.approx(work_per_bucket(
+        by_sub_window(s_new), by_sub_window(r_rows + r_new), buckets))
+    assert r_work == pytest.approx(work_per_bucket(
+        by_sub_window(r_new), by_sub_window(s_rows + s_new), buckets))

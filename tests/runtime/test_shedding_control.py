@@ -1,5 +1,6 @@
 """The driver-side control of a shedding join (``runtime/operators/shedding.py``), without
-Spark: which share of each lag bucket a cycle's probers meet, and the work they skip.
+Spark: which share of each lag bucket a cycle's probers meet, and the work they skip; what
+the join learns from its commit's counts.
 """
 
 from __future__ import annotations
@@ -9,6 +10,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sparkcq.plan.options import ShedMode
+from sparkcq.runtime.operators.interval_join import (
+    SUB_WINDOW_CLASSES,
+    CycleCounts,
+    by_sub_window,
+)
 from sparkcq.runtime.operators.shedding import (
     BOOST,
     FIT_AFTER,
@@ -194,3 +200,33 @@ def test_the_sample_met_shrinks_with_z_to_a_fifth_of_it():
     assert sample_share(1.0) == sample_share(SAMPLE_Z) == SAMPLE
     assert sample_share(0.1) == pytest.approx(SAMPLE / 2)
     assert sample_share(LEAST_Z) == pytest.approx(SAMPLE * SAMPLE_Z)
+
+
+def test_new_elements_by_sub_window_from_the_commits_counts_by_class():
+    """The commit counts a cycle's new elements in eight classes (sub-window modulo 8),
+    with their least and greatest sub-window: exact while they span fewer than eight.
+    """
+    classes = [0] * SUB_WINDOW_CLASSES
+    classes[14 % SUB_WINDOW_CLASSES], classes[15 % SUB_WINDOW_CLASSES] = 5, 2
+    assert by_sub_window([14, 15, *classes]) == {14: 5, 15: 2}
+    assert by_sub_window([None, None, *[0] * SUB_WINDOW_CLASSES]) == {}
+    # nine sub-windows apart: two of them share a class, the counts cannot tell them apart
+    assert by_sub_window([14, 14 + SUB_WINDOW_CLASSES, *classes]) is None
+    # negative sub-windows: the class is the one Spark's pmod gives
+    classes = [0] * SUB_WINDOW_CLASSES
+    classes[-3 % SUB_WINDOW_CLASSES] = 4
+    assert by_sub_window([-3, -3, *classes]) == {-3: 4}
+
+
+def test_a_cycles_counts_are_handed_over_once_all_came():
+    handed = []
+    counts = CycleCounts(handed.append)
+    side, sample = counts.expect("side0"), counts.expect("sample")
+    counts.expect_nothing_more()
+    side({3: 1})
+    assert handed == []
+    sample({})
+    assert handed == [{"side0": {3: 1}, "sample": {}}]
+    nothing = CycleCounts(handed.append)
+    nothing.expect_nothing_more()
+    assert handed[-1] == {}

@@ -108,8 +108,13 @@ public class CycleFrames {
                 metrics.add(given[i]);
             }
         }
-        LogicalPlan plan = new CollectMetrics(name, PythonUtils.toSeq(metrics),
-                                              df.logicalPlan(), id);
+        return observedAll(df, name, id, keep, column, PythonUtils.toSeq(metrics));
+    }
+
+    /** ``observed`` with any number of ``metrics`` (a sequence made by the caller). */
+    public LogicalPlan observedAll(Dataset df, String name, long id, Expression keep,
+                                   Expression column, scala.collection.immutable.Seq metrics) {
+        LogicalPlan plan = new CollectMetrics(name, metrics, df.logicalPlan(), id);
         plan = new Filter(keep, plan);
         List columns = new ArrayList();
         columns.add(column);

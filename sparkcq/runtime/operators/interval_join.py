@@ -49,7 +49,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pyspark.sql import DataFrame
@@ -71,9 +71,11 @@ from sparkcq.runtime.frames import (
     Slice,
     SqlViews,
     bound_sql,
+    coalesce_partitions,
     col,
     project,
     q,
+    sql_column,
     union_by_name,
 )
 from sparkcq.runtime.operators.base import CycleContext, Operator, Progress, as_changes_at
@@ -98,6 +100,7 @@ from sparkcq.runtime.operators.window import (
     element_span,
 )
 from sparkcq.runtime.saved_frames import FrameReader, FrameWriter
+from sparkcq.runtime.state_runs import Counted
 
 #: where each side's element starts and ends (the left's ``_ls``/``_le``, the right's
 #: ``_rs``/``_re``), so the join condition's columns and these never clash
@@ -105,8 +108,10 @@ STARTS, ENDS = ("_ls", "_rs"), ("_le", "_re")
 #: a shedding join's columns of each side's elements: basic sub-window, hash, and slot
 #: within the sub-window (the hash in ``SLOTS`` parts)
 SLICES, HASHES, SLOT_COLUMNS = ("_la", "_ra"), ("_lu", "_ru"), ("_lh", "_rh")
-#: a found pair's start and end; a sampled partner's prober side and lag bucket
-PAIR_START, PAIR_END, PROBER, LAG_BUCKET = "_ps", "_pe", "_pp", "_pj"
+#: a found pair's start and end; a sampled partner's prober side and lag bucket; whether
+#: a pair of the probe was found among the partners met (``MET``) or in the sample
+PAIR_START, PAIR_END, PROBER, LAG_BUCKET, FOUND_IN = "_ps", "_pe", "_pp", "_pj", "_pf"
+MET, SAMPLED = 1, 2
 CONTROL_FILE = "shedding.json"
 #: an element's hash in [0, 1) compared as a whole number of this many parts
 HASH_SCALE = 1_000_000
@@ -128,6 +133,57 @@ class IntervalJoinProgress(Progress):
 #: (its probers, by the other side's sub-window); the sampled partners' tally: lag bucket
 #: x TALLY_KINDS + the prober's side
 TALLY_KINDS = 2
+
+
+#: a cycle's new elements are counted by sub-window in this many classes (sub-window modulo
+#: it) by the commit that writes them: exact when they lie in fewer sub-windows than that
+SUB_WINDOW_CLASSES = 8
+
+
+@dataclass
+class CycleCounts:
+    """What a shedding join's cycle waits for from its commit (each side's new elements by
+    sub-window, the pairs found in the sample), handed to ``then`` once all came.
+    """
+
+    then: Callable[[dict[str, dict[int, int]]], None]
+    wanted: set[str] = field(default_factory=set)
+    counted: dict[str, dict[int, int]] = field(default_factory=dict)
+
+    def expect(self, what: str) -> Callable[[dict[int, int]], None]:
+        """Wait for the counts ``what``; returns what receives them."""
+        self.wanted.add(what)
+
+        def receive(counts: dict[int, int]) -> None:
+            self.counted[what] = counts
+            if self.wanted <= self.counted.keys():
+                self.then(self.counted)
+        return receive
+
+    def expect_nothing_more(self) -> None:
+        """After the last ``expect``: if nothing is awaited, hand over now."""
+        if not self.wanted:
+            self.then(self.counted)
+
+
+def by_sub_window(values: list[int | None]) -> dict[int, int] | None:
+    """Rows by sub-window from a commit's counts (the least and greatest sub-window, then
+    rows per class of ``SUB_WINDOW_CLASSES``); None when they lie too far apart to tell.
+    """
+    first, last, *classes = values
+    if first is None or last is None:
+        return {}
+    if last - first >= SUB_WINDOW_CLASSES:
+        return None
+    counts = {k: classes[k % SUB_WINDOW_CLASSES] or 0 for k in range(first, last + 1)}
+    return {k: n for k, n in counts.items() if n}
+
+
+def as_both(counts: dict[int, int]) -> dict[int, int]:
+    """A side's counts by sub-window as its tally, where its elements as partners are its
+    elements as probers (a sub-window the same on both sides).
+    """
+    return {k * TALLY_KINDS + kind: n for k, n in counts.items() for kind in range(TALLY_KINDS)}
 
 
 def split_tally(counts: dict[int, int]) -> tuple[dict[int, int], dict[int, int]]:
@@ -227,6 +283,16 @@ class IntervalJoinOperator(Operator):
             *node.join.children[0].schema.fields, *node.join.children[1].schema.fields,
             StructField(PAIR_START, LongType()), StructField(PAIR_END, LongType())]),
             "found-pairs", PAIR_START, PAIR_END, span=min(known) if len(known) == 2 else None)
+        # what the commit counts of each side's new elements (``by_sub_window``), and of
+        # the pairs found in the sample (by prober side and lag bucket): columns built once
+        self.sub_window_metrics = [] if self.shedding is None else [(
+            sql_column(f"min({SLICES[i]}) AS v4"), sql_column(f"max({SLICES[i]}) AS v5"),
+            *[sql_column(f"count_if(pmod({SLICES[i]}, {SUB_WINDOW_CLASSES}) = {c}) AS v{6 + c}")
+              for c in range(SUB_WINDOW_CLASSES)]) for i in (0, 1)]
+        self.sample_metrics = () if self.shedding is None else tuple(
+            sql_column(f"count_if({FOUND_IN} = {SAMPLED} AND {PROBER} = {p} AND "
+                       f"{LAG_BUCKET} = {j}) AS v{j * TALLY_KINDS + p}")
+            for j in range(self.buckets) for p in range(TALLY_KINDS))
         # an adaptive join's sample of partners (``shedding.SAMPLE``), met in every bucket;
         # made last, so the states a checkpoint made before it keep their names
         self.samples = [self.state_runs(element_schemas[i], ("left", "right")[i] + "-sample",
@@ -267,7 +333,7 @@ class IntervalJoinOperator(Operator):
         if self.shedding is None:
             return text
         # the hash of the whole element, the same in every process (xxhash64's fixed seed)
-        share = (f"(pmod(xxhash64({names}, {q(STARTS[i])}), 1000003) / 1000003.0)")
+        share = (f"(pmod(xxhash64({names}, {q(STARTS[i])}), 1000003) / CAST(1000003 AS DOUBLE))")
         return (f"SELECT *, {floor_div(q(STARTS[i]), self.slices[i])} AS {SLICES[i]}, "
                 f"{share} AS {HASHES[i]}, CAST(floor({share} * {SLOTS}) AS BIGINT) AS "
                 f"{SLOT_COLUMNS[i]} FROM ({text}) AS x")
@@ -335,34 +401,63 @@ class IntervalJoinOperator(Operator):
                         *views))
         return out
 
-    def found_sql(self, lo: int, hi: int, plan: CycleShedding, probers: tuple[bool, bool],
-                  builds: tuple[bool, bool] = (False, False)) -> str | None:
+    def found_sql(self, lo: int, hi: int, plan: CycleShedding,
+                  probers: tuple[bool, bool], learners: tuple[bool, bool] = (False, False),
+                  builds: tuple[tuple[bool, bool], tuple[bool, bool]] = (
+                      (False, False), (False, False))) -> str | None:
         """The pairs a shedding join finds in the cycle ``[lo, hi)``: the two +1 probes
         (of the sides that have ``probers``), each meeting the cycle's share of each lag
-        bucket, with each pair's start and end. None when no prober meets anything. Views
-        as ``changes_sql``'s; a probe's hash table is built on its partners where
-        ``builds`` says so (they are fewer), else on its probers.
+        bucket, with each pair's start and end, and ``FOUND_IN`` = ``MET``; and of the
+        sides that are ``learners``, the pairs their probers make with the share
+        ``plan.sample`` of the other side's sample (``sample<j>``: its lowest hashes) in
+        every bucket, with ``FOUND_IN`` = ``SAMPLED``, the prober's side and the lag bucket:
+        what an adaptive join learns from, counted as the commit reads the pairs (no
+        grouping of its own). None when no prober meets anything. Views as
+        ``changes_sql``'s; a probe's hash table is built on its partners where ``builds``
+        says so (per prober side, of the probe and of its probe of the sample), else on its
+        probers.
         """
         cols = ", ".join(map(q, [*self.names[0], *self.names[1]]))
         le, re_ = ENDS
         selects = []
         for prober in (0, 1):
+            other = 1 - prober
             taken = self.taken_sql(prober, plan, lo, hi) if probers[prober] else None
-            if taken is None:
-                continue
-            sides, meets = taken
-            hint = f"/*+ SHUFFLE_HASH({'lr'[1 - prober if builds[prober] else prober]}) */"
-            selects.append(
-                f"SELECT {hint} {cols}, {STARTS[prober]} AS {PAIR_START}, "
-                f"least({le}, {re_}) AS {PAIR_END} "
-                f"FROM {sides} ON ({self.condition}) AND {starts_band(prober, lo, hi)} "
-                f"AND {meets}")
+            probes = [] if taken is None else [(MET, *taken, builds[0][prober])]
+            if learners[prober]:
+                probes.append((SAMPLED, self.sampled_sql(other, lo, hi, plan.sample), "TRUE",
+                               builds[1][prober]))
+            probing = f"{{starting{prober}}}"
+            lag = f"{floor_div(STARTS[prober], self.slices[other])} - {SLICES[other]}"
+            for found_in, partners, meets, on_partners in probes:
+                sides = (f"{probing} AS l JOIN {partners} AS r" if prober == 0
+                         else f"{partners} AS l JOIN {probing} AS r")
+                hint = f"/*+ SHUFFLE_HASH({'lr'[other if on_partners else prober]}) */"
+                selects.append(
+                    f"SELECT {hint} {cols}, {STARTS[prober]} AS {PAIR_START}, "
+                    f"least({le}, {re_}) AS {PAIR_END}, {found_in} AS {FOUND_IN}, "
+                    f"{prober} AS {PROBER}, {lag} AS {LAG_BUCKET} "
+                    f"FROM {sides} ON ({self.condition}) AND {starts_band(prober, lo, hi)} "
+                    f"AND {meets}")
         return " UNION ALL ".join(selects) or None
+
+    def sampled_sql(self, side: int, lo: int, hi: int, share: float) -> str:
+        """Side ``side``'s sampled elements a prober of the cycle ``[lo, hi)`` meets when
+        learning: the ``share`` of its elements of the lowest hashes (of the ``SAMPLE`` its
+        sample holds) that may be partners then.
+        """
+        partners = partners_sql(side, lo, hi, "sample")
+        if share >= SAMPLE:
+            return partners
+        # a bound: z, and so the share, changes from cycle to cycle
+        below = bound_sql(round(share * HASH_SCALE))
+        return f"(SELECT * FROM {partners} AS s WHERE {HASHES[side]} * {HASH_SCALE} < {below})"
 
     def taken_sql(self, prober: int, plan: CycleShedding, lo: int,
                   hi: int) -> tuple[str, str] | None:
-        """The join of a +1 probe whose probers (side ``prober``) meet only the lag buckets
-        the cycle takes, as (sides, condition); None when it takes none. A pair is met
+        """The partners of a +1 probe whose probers (side ``prober``) meet only the lag
+        buckets the cycle takes, and the join's condition that they are met, as (partners,
+        condition); None when it takes none. A pair is met
         when the partner's bucket (the prober's sub-window less the partner's) is taken
         whole, or partly and the partner's slot is among the slots taken of it (so a part
         of a bucket costs only that part). The partners are first cut to the sub-windows
@@ -385,10 +480,7 @@ class IntervalJoinOperator(Operator):
         held = self.met_partners_sql(prober, whole, parts, lo, hi)
         if held is not None:
             partners = f"(SELECT * FROM {partners} AS p WHERE {held})"
-        probing = f"{{starting{prober}}}"
-        sides = (f"{probing} AS l JOIN {partners} AS r" if prober == 0
-                 else f"{partners} AS l JOIN {probing} AS r")
-        return sides, f"({meets})"
+        return partners, f"({meets})"
 
     def met_partners_sql(self, prober: int, whole: list[int], parts: list[int], lo: int,
                          hi: int) -> str | None:
@@ -425,8 +517,8 @@ class IntervalJoinOperator(Operator):
         hash table on the partners it meets than on its probers: the partners its taken
         shares leave (estimated from the runs' rows) are fewer than its probers (the
         cycle's ``new_rows`` and the older runs that may start in it). At a low z the
-        partners are a sliver of the window, and a hash table of every prober costs more
-        than the probe.
+        partners are a sliver of the window,
+        and a hash table of every prober costs more than the probe.
         """
         spans = self.partner_spans(prober, plan, lo, hi)
         if new_rows is None or spans is None:
@@ -437,13 +529,6 @@ class IntervalJoinOperator(Operator):
                        for f, span in zip(taken, spans, strict=True))
         return partners < self.prober_rows(prober, lo, new_rows)
 
-    def prober_rows(self, prober: int, lo: int, new_rows: int) -> int:
-        """About how many of side ``prober``'s elements may start in the cycle from ``lo``:
-        its ``new_rows`` and the older runs' rows that may.
-        """
-        return new_rows + sum(r.rows or 0 for r in self.sides[prober].runs
-                              if r.known and r.starts_from(lo))
-
     def sample_builds(self, prober: int, lo: int, share: float, new_rows: int | None) -> bool:
         """Whether side ``prober``'s probe of the sample had better build its hash table on
         the ``share`` of the other side's elements it meets there than on its probers.
@@ -453,36 +538,12 @@ class IntervalJoinOperator(Operator):
         sampled = sum(r.rows or 0 for r in self.samples[1 - prober].runs if r.known)
         return sampled * share / SAMPLE < self.prober_rows(prober, lo, new_rows)
 
-    def sample_sql(self, lo: int, hi: int, probers: tuple[bool, bool],
-                   share: float = SAMPLE, builds: tuple[bool, bool] = (False, False),
-                   ) -> str | None:
-        """What an adaptive join learns from in the cycle ``[lo, hi)``: each prober (of the
-        sides that have ``probers``, view ``starting<i>``) against the ``share`` of the
-        other side's elements its sample holds (``sample<j>``: those of the lowest hashes)
-        in every bucket, as the prober's side and the partner's lag bucket of each pair;
-        None when no side probes. The hash table is built on those partners where
-        ``builds`` says so, else on the probers.
+    def prober_rows(self, prober: int, lo: int, new_rows: int) -> int:
+        """About how many of side ``prober``'s elements may start in the cycle from ``lo``:
+        its ``new_rows`` and the older runs' rows that may.
         """
-        selects = []
-        for prober in (0, 1):
-            if not probers[prober]:
-                continue
-            other = 1 - prober
-            lag = f"{floor_div(STARTS[prober], self.slices[other])} - {SLICES[other]}"
-            probing = f"(SELECT * FROM {{starting{prober}}})"
-            partners = partners_sql(other, lo, hi, "sample")
-            if share < SAMPLE:
-                # a bound: z, and so the share, changes from cycle to cycle
-                below = bound_sql(round(share * HASH_SCALE))
-                partners = (f"(SELECT * FROM {partners} AS p "
-                            f"WHERE {HASHES[other]} * {HASH_SCALE} < {below})")
-            sides = (f"{probing} AS l JOIN {partners} AS r" if prober == 0
-                     else f"{partners} AS l JOIN {probing} AS r")
-            build = 'lr'[other if builds[prober] else prober]
-            selects.append(f"SELECT /*+ SHUFFLE_HASH({build}) */ {prober} AS {PROBER}, "
-                           f"{lag} AS {LAG_BUCKET} FROM {sides} ON ({self.condition}) "
-                           f"AND {starts_band(prober, lo, hi)}")
-        return " UNION ALL ".join(selects) or None
+        return new_rows + sum(r.rows or 0 for r in self.sides[prober].runs
+                              if r.known and r.starts_from(lo))
 
     # -- the cycle ---------------------------------------------------------------------------
     def step(self, inputs: list[Slice], cycle: CycleContext) -> Slice:  # noqa: D102
@@ -497,22 +558,27 @@ class IntervalJoinOperator(Operator):
         # no new event lies behind the slower input's last watermark, ``lo``, and no
         # element starts before its event: a run made now starts from ``lo``
         starts_from = None if lo == TIME_MIN else lo
-        news: list[DataFrame | None] = []
+        plan = None if self.shedding is None else self.cycle_shedding(cycle)
+        counts = None if plan is None else CycleCounts(
+            lambda counted: self.learn_both(counted, lo, plan))
         for i, inp in enumerate((left, right)):
             events = inp.arrivals if self.reads_arrivals[i] else inp.df
             runs = self.sides[i]
             runs.expire(lo)
             runs.merge(lo)
-            news.append(None if events is None else
-                        runs.add(self.views.sql(self.elements_sql[i], inp=events), starts_from))
+            if events is None:
+                continue
+            observed = counts is not None and self.counts_as_written(i, lo, hi)
+            new = runs.add(self.views.sql(self.elements_sql[i], inp=events), starts_from,
+                           self.sub_window_counts(i, counts.expect(f"side{i}"))
+                           if counts is not None and observed else None)
+            if counts is not None and not observed:
+                self.tally_side(i, new, counts.expect(f"side{i}"))
             if self.samples is not None:  # the new elements' share of the sample
                 sample = self.samples[i]
                 sample.expire(lo)
                 sample.merge(lo)
-                new = news[-1]
-                if new is not None:
-                    sample.add(new.where(col(HASHES[i]) < F.lit(SAMPLE)), starts_from)
-        plan = None if self.shedding is None else self.cycle_shedding(cycle)
+                sample.add(new.where(col(HASHES[i]) < F.lit(SAMPLE)), starts_from)
         new_rows = [self.new_rows(i, cycle) for i in (0, 1)]
         builds = (False, False) if plan is None else (  # per probe: on the partners?
             self.builds_on_partners(0, plan, lo, hi, new_rows[0]),
@@ -538,7 +604,8 @@ class IntervalJoinOperator(Operator):
             else:
                 runs.expire(hi)
         if plan is not None:
-            changes, found = self.shed_changes(views, news, lo, hi, plan,
+            assert counts is not None
+            changes, found = self.shed_changes(views, lo, hi, plan, counts,
                                                (builds, sample_builds))
             elements = None if found is None else project(
                 found, *map(q, [*self.names[0], *self.names[1]]),
@@ -578,42 +645,43 @@ class IntervalJoinOperator(Operator):
         child = self.interval_join.children[i]
         return cycle.input.rows_of(child) if self.reads_arrivals[i] else None
 
-    def shed_changes(self, views: dict[str, DataFrame | None], news: list[DataFrame | None],
-                     lo: int, hi: int, plan: CycleShedding,
+    def shed_changes(self, views: dict[str, DataFrame | None], lo: int, hi: int,
+                     plan: CycleShedding, counts: CycleCounts,
                      builds: tuple[tuple[bool, bool], tuple[bool, bool]] = (
                          (False, False), (False, False)),
                      ) -> tuple[DataFrame | None, DataFrame | None]:
         """A shedding join's changes of the cycle: +1 for each pair it finds meeting the
         cycle's shares, -1 for each pair it found that ends in the cycle; the pairs that
-        end later are kept. ``views`` are both sides' runs (as ``changes_sql``'s), ``news``
-        their new elements, ``builds`` per prober side whether its probe, and its probe of
-        the sample, build on the partners (``builds_on_partners``, ``sample_builds``).
-        Also the pairs found (None: none), with their intervals.
+        end later are kept. ``views`` are both sides' runs (as ``changes_sql``'s),
+        ``builds`` per prober side whether its probe, and its probe of the sample, build on
+        the partners (``builds_on_partners``, ``sample_builds``); the pairs found in the
+        sample go to ``counts``. Also the
+        pairs found (None: none), with their intervals.
         """
         assert self.pairs is not None
         cols = [*self.names[0], *self.names[1]]
-        found = None
         probers = (views["starting0"] is not None and views["all1"] is not None,
                    views["starting1"] is not None and views["all0"] is not None)
-        sql = self.found_sql(lo, hi, plan, probers, builds[0])
+        learners = (False, False) if not plan.learns else (
+            views["starting0"] is not None and views["sample1"] is not None,
+            views["starting1"] is not None and views["sample0"] is not None)
+        sql = self.found_sql(lo, hi, plan, probers, learners, builds)
+        met = None
         if sql is not None:
             read = {k: df for k, df in views.items() if df is not None and "{" + k + "}" in sql}
-            found = self.rt.cache_for_cycle(self.views.sql(sql, **read))
-        sample = None
-        if plan.learns:
-            starting = [views[f"starting{i}"] is not None for i in (0, 1)]
-            learning = self.sample_sql(lo, hi, (starting[0] and views["sample1"] is not None,
-                                                starting[1] and views["sample0"] is not None),
-                                       plan.sample, builds[1])
-            if learning is not None:
-                sample = self.views.sql(learning, **{
-                    k: df for k, df in views.items()
-                    if df is not None and "{" + k + "}" in learning})
-        self.tally_work(news, sample, lo, plan)
+            # the union of up to four probes, each in the cycle's partitions: kept in
+            # those partitions, so the stages reading the pairs run no more tasks
+            found = self.rt.cache_for_cycle(coalesce_partitions(
+                self.views.sql(sql, **read), self.rt.cycle_partitions))
+            met = found
+            if any(learners):
+                met = found.where(sql_column(f"{FOUND_IN} = {MET}"))
+                self.count_sampled(found, counts.expect("sample"))
+        counts.expect_nothing_more()
         self.pairs.expire(lo)
         self.pairs.merge(lo)
-        if found is not None:
-            self.pairs.add(found.select(*[col(c) for c in [*cols, PAIR_START, PAIR_END]]))
+        if met is not None:
+            self.pairs.add(met.select(*[col(c) for c in [*cols, PAIR_START, PAIR_END]]))
         ending = self.pairs.ending(lo, hi)
         if hi == TIME_MAX:
             self.pairs.clear()
@@ -621,11 +689,11 @@ class IntervalJoinOperator(Operator):
             self.pairs.expire(hi)
         ends = None if ending is None else ending.where(within_bounds(PAIR_END, lo, hi)).select(
             *[col(c) for c in cols], col(PAIR_END).alias(T), F.lit(-1).cast("long").alias(D))
-        if found is None:
+        if met is None:
             return ends, None
-        starts = found.select(*[col(c) for c in cols], col(PAIR_START).alias(T),
-                              F.lit(1).cast("long").alias(D))
-        return starts if ends is None else starts.unionByName(ends), found
+        starts = met.select(*[col(c) for c in cols], col(PAIR_START).alias(T),
+                            F.lit(1).cast("long").alias(D))
+        return starts if ends is None else starts.unionByName(ends), met
 
     def cycle_shedding(self, cycle: CycleContext) -> CycleShedding:
         """The cycle's z, whether it learns, and per prober side the share of each lag
@@ -644,52 +712,56 @@ class IntervalJoinOperator(Operator):
             out.append(fractions(order, known.work, z))
         return CycleShedding(z, self.samples is not None, (out[0], out[1]), sample_share(z))
 
-    def tally_work(self, news: list[DataFrame | None], sample: DataFrame | None, lo: int,
-                   plan: CycleShedding) -> None:
-        """Have the commit count, per side, its new elements by sub-window (as partners)
-        and by the other side's sub-window (as probers: an element probes in the cycle it
-        starts in, as a rule the one it arrives in), in one tally per side
-        (``TALLY_KINDS`` kinds of key); and, learning, the pairs its probers made with the
-        ``sample`` of partners, by prober side and lag bucket. From them each direction
-        learns its work per lag bucket, what it met and skipped, and its priorities; no
-        cycle scans the windows to count them.
+    def counts_as_written(self, side: int, lo: int, hi: int) -> bool:
+        """Whether side ``side``'s new elements of the cycle ``[lo, hi)`` are counted by
+        sub-window as the commit writes them (``sub_window_counts``) rather than by a
+        grouping of their own (``tally_side``): when a sub-window is the same on both sides
+        and the cycle spans few of them, as a rule they all lie in fewer than
+        ``SUB_WINDOW_CLASSES``.
         """
-        counted: dict[str, dict[int, int]] = {}
-        wanted = {f"side{i}" for i in (0, 1) if news[i] is not None}
-        if sample is not None:
-            wanted.add("sample")
+        length = self.slices[side]
+        return (length == self.slices[1 - side] and lo != TIME_MIN and hi != TIME_MAX
+                and hi - lo <= (SUB_WINDOW_CLASSES - 3) * length)
 
-        def received(what: str) -> Callable[[dict[int, int]], None]:
-            def receive(counts: dict[int, int]) -> None:
-                counted[what] = counts
-                if wanted <= counted.keys():
-                    self.learn_both(counted, lo, plan)
-            return receive
+    def sub_window_counts(self, side: int,
+                          receive: Callable[[dict[int, int]], None]) -> Counted:
+        """What the commit that writes side ``side``'s new elements counts of them: their
+        rows by sub-window (``by_sub_window``), as partners and as probers (a sub-window is
+        the same on both sides); counted again by a job of their own if they lie too far
+        apart (an input far ahead of the other).
+        """
+        def then(values: list[int | None], written: DataFrame) -> None:
+            counts = by_sub_window(values)
+            if counts is None:
+                counts = self.rt.count_by(written, SLICES[side])
+            receive(as_both(counts))
+        return Counted(self.sub_window_metrics[side], then)
 
-        if not wanted:
-            self.learn_both(counted, lo, plan)
+    def tally_side(self, side: int, new: DataFrame,
+                   receive: Callable[[dict[int, int]], None]) -> None:
+        """Have the commit count side ``side``'s ``new`` elements by sub-window (as
+        partners) and by the other side's sub-window (as probers: an element probes in the
+        cycle it starts in, as a rule the one it arrives in), in one tally
+        (``TALLY_KINDS`` kinds of key).
+        """
+        other = 1 - side
+        if self.slices[side] == self.slices[other]:  # its elements as partners are its
+            # elements as probers
+            self.rt.tally(new, col(SLICES[side]), lambda counts: receive(as_both(counts)))
             return
-        def as_both(receive: Callable[[dict[int, int]], None],
-                    ) -> Callable[[dict[int, int]], None]:
-            return lambda counts: receive({k * TALLY_KINDS + kind: n
-                                           for k, n in counts.items()
-                                           for kind in range(TALLY_KINDS)})
+        partner = col(SLICES[side]) * TALLY_KINDS
+        prober = F.expr(floor_div(STARTS[side], self.slices[other])) * TALLY_KINDS + 1
+        self.rt.tally(new.select(F.explode(F.array(partner, prober)).alias("_key")),
+                      col("_key"), receive)
 
-        for i, new in enumerate(news):
-            if new is None:
-                continue
-            other = 1 - i
-            if self.slices[i] == self.slices[other]:  # a sub-window is the same on both
-                # sides: its elements as partners are its elements as probers
-                self.rt.tally(new, col(SLICES[i]), as_both(received(f"side{i}")))
-                continue
-            partner = col(SLICES[i]) * TALLY_KINDS
-            prober = F.expr(floor_div(STARTS[i], self.slices[other])) * TALLY_KINDS + 1
-            self.rt.tally(new.select(F.explode(F.array(partner, prober)).alias("_key")),
-                          col("_key"), received(f"side{i}"))
-        if sample is not None:
-            self.rt.tally(sample, col(LAG_BUCKET) * TALLY_KINDS + col(PROBER),
-                          received("sample"))
+    def count_sampled(self, found: DataFrame,
+                      receive: Callable[[dict[int, int]], None]) -> None:
+        """Have the commit count, as it reads the cycle's ``found`` pairs, those found in
+        the sample, by lag bucket and prober side (``TALLY_KINDS`` kinds of key).
+        """
+        def then(values: list[int | None]) -> None:
+            receive({key: n for key, n in enumerate(values) if n})
+        self.rt.observe(found, self.sample_metrics, then)
 
     def learn_both(self, counted: dict[str, dict[int, int]], lo: int,
                    plan: CycleShedding) -> None:
