@@ -34,14 +34,16 @@ latest start is observed, and its elements start no earlier than its first cycle
 ``lo``), their elements are cut to the sub-windows and slots the cycle's probers meet,
 and the join on the keys keeps the pairs whose lag bucket (and slot) is taken. Its hash
 table is built on the smaller side, as the driver estimates it from the runs' rows: at a
-low z the few partners met, not every prober. An
-adaptive join learns which sub-windows yield from a sample of each side's elements kept
-apart, which every prober meets in every sub-window. It does not
-probe again for the ends (-1): a pair's end, the earlier of its elements' ends, is known
-when it is found, so the pairs it found wait in a state of their own until their end
-passes, kept as runs by their end (a cycle writes the pairs it found and reads only the
-runs that may hold pairs ending in it). Each pair the join emits ends, no other does, and
-ending costs a filter of those runs instead of two probes of the whole windows.
+low z the few partners met, not every prober. An adaptive join learns which sub-windows
+yield from a sample of each side's elements kept apart, which every prober meets in every
+sub-window, in the same job as the probes: the pairs of the sample are kept beside the
+pairs found, and the commit counts them, and each side's new elements by sub-window, as
+it writes them. It does not probe again for the ends (-1): a pair's end, the earlier of
+its elements' ends, is known when it is found, so the pairs it found wait in a state of
+their own until their end passes, kept as runs by their end (a cycle writes the pairs it
+found and reads only the runs that may hold pairs ending in it). Each pair the join emits
+ends, no other does, and ending costs a filter of those runs instead of two probes of the
+whole windows.
 """
 
 from __future__ import annotations
@@ -517,8 +519,8 @@ class IntervalJoinOperator(Operator):
         hash table on the partners it meets than on its probers: the partners its taken
         shares leave (estimated from the runs' rows) are fewer than its probers (the
         cycle's ``new_rows`` and the older runs that may start in it). At a low z the
-        partners are a sliver of the window,
-        and a hash table of every prober costs more than the probe.
+        partners are a sliver of the window, and a hash table of every prober costs more
+        than the probe.
         """
         spans = self.partner_spans(prober, plan, lo, hi)
         if new_rows is None or spans is None:
@@ -655,8 +657,7 @@ class IntervalJoinOperator(Operator):
         end later are kept. ``views`` are both sides' runs (as ``changes_sql``'s),
         ``builds`` per prober side whether its probe, and its probe of the sample, build on
         the partners (``builds_on_partners``, ``sample_builds``); the pairs found in the
-        sample go to ``counts``. Also the
-        pairs found (None: none), with their intervals.
+        sample go to ``counts``. Also the pairs found (None: none), with their intervals.
         """
         assert self.pairs is not None
         cols = [*self.names[0], *self.names[1]]
