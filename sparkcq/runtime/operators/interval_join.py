@@ -570,12 +570,13 @@ class IntervalJoinOperator(Operator):
             runs.merge(lo)
             if events is None:
                 continue
-            observed = counts is not None and self.counts_as_written(i, lo, hi)
+            receive = None if counts is None else counts.expect(f"side{i}")
+            observed = receive is not None and self.counts_as_written(i, lo, hi)
             new = runs.add(self.views.sql(self.elements_sql[i], inp=events), starts_from,
-                           self.sub_window_counts(i, counts.expect(f"side{i}"))
-                           if counts is not None and observed else None)
-            if counts is not None and not observed:
-                self.tally_side(i, new, counts.expect(f"side{i}"))
+                           self.sub_window_counts(i, receive)
+                           if receive is not None and observed else None)
+            if receive is not None and not observed:
+                self.tally_side(i, new, receive)
             if self.samples is not None:  # the new elements' share of the sample
                 sample = self.samples[i]
                 sample.expire(lo)
