@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import gc
 import statistics
 import sys
 import time
@@ -132,12 +133,16 @@ def run_real_time(spark, setup: Setup, mode: str, rate: int,  # noqa: ANN001
     cycle takes the events whose time (ms since the start) has passed.
     """
     length_ms = int(seconds * 1000) + setup.window_ms
-    a_rows, b_rows = correlated_streams(11, length_ms, rate / 1000, [LAG], keys=setup.keys)
     # columnar before the clock starts: a cycle's arrivals are a slice of these, so the
     # loop times the engine, not the conversion of Python dicts (3.5 us a row, as much
-    # as the join's cycle spends on it at 127,000 rows/s)
-    inputs = [(name, pa.Table.from_pylist(rows), [r["t"] for r in rows])
-              for name, rows in (("a", a_rows), ("b", b_rows))]
+    # as the join's cycle spends on it at 127,000 rows/s); and the dicts are dropped: held
+    # through the run, millions of them made Python's full collections in the engine's
+    # cycles take 5 s
+    tables = [pa.Table.from_pylist(rows) for rows in
+              correlated_streams(11, length_ms, rate / 1000, [LAG], keys=setup.keys)]
+    gc.collect()
+    inputs = [(name, table, table.column("t").to_pylist())
+              for name, table in zip("ab", tables, strict=True)]
     eng = new_engine(spark, setup, mode)
     out = RealTimeRun(mode, rate)
     pushed = [0, 0]
@@ -159,19 +164,19 @@ def run_real_time(spark, setup: Setup, mode: str, rate: int,  # noqa: ANN001
         out.gave_up = mode == "off" and report.seconds > GAVE_UP * setup.budget_s
     frame = eng.results("j")
     out.output = len(set(frame["v"]))
-    out.false_pairs = count_false_pairs(frame, a_rows, b_rows, setup.window_ms)
+    out.false_pairs = count_false_pairs(frame, *tables, setup.window_ms)
     out.processed_share = processed_share(eng)
     eng.stop()
     return out
 
 
-def count_false_pairs(frame, a_rows: list[dict], b_rows: list[dict],  # noqa: ANN001
-                      window_ms: int) -> int:
+def count_false_pairs(frame, a: pa.Table, b: pa.Table, window_ms: int) -> int:  # noqa: ANN001
     """The emitted pairs that are not an a-tuple and its partner within the window,
-    computed here from the generated rows.
+    computed here from the generated rows (columns ``v`` and ``t``).
     """
-    true = {r["v"]: r["t"] for r in b_rows if r["v"] >= 0}
-    a_time = {r["v"]: r["t"] for r in a_rows}
+    true = {v: t for v, t in zip(b.column("v").to_pylist(), b.column("t").to_pylist(),
+                                 strict=True) if v >= 0}
+    a_time = dict(zip(a.column("v").to_pylist(), a.column("t").to_pylist(), strict=True))
     return sum(1 for v in map(int, frame["v"])
                if v not in true or not 0 <= a_time[v] - true[v] < window_ms)
 
@@ -249,7 +254,8 @@ def run_fixed(spark, setup: Setup, mode: str, z: float, a_rows: list[dict],  # n
     frame = eng.results("j")
     share = processed_share(eng)
     out = FixedShare(mode, len(set(frame["v"])),
-                     count_false_pairs(frame, a_rows, b_rows, setup.window_ms), share)
+                     count_false_pairs(frame, pa.Table.from_pylist(a_rows),
+                                       pa.Table.from_pylist(b_rows), setup.window_ms), share)
     eng.stop()
     return out
 

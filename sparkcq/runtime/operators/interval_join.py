@@ -31,8 +31,9 @@ more columns: its basic sub-window (``_la``/``_ra``) and a hash in [0, 1) (``_lu
 that picks it in a partly taken sub-window. The two probes that find pairs (+1) meet only
 the taken sub-windows: only the runs that may hold partners in them are read (each run's
 latest start is observed, and its elements start no earlier than its first cycle's
-``lo``), their elements are cut to the sub-windows and slots the cycle's probers meet,
-and the join on the keys keeps the pairs whose lag bucket (and slot) is taken. Its hash
+``lo``), their elements are cut to the sub-windows (and hashes) the cycle's probers
+meet, and the pairs found on the keys are kept when their lag bucket is taken (whole, or
+the partner's hash lies below the part taken). Its hash
 table is built on the smaller side, as the driver estimates it from the runs' rows: at a
 low z the few partners met, not every prober. An adaptive join learns which sub-windows
 yield from a sample of each side's elements kept apart, which every prober meets in every
@@ -50,7 +51,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -83,7 +84,6 @@ from sparkcq.runtime.frames import (
 from sparkcq.runtime.operators.base import CycleContext, Operator, Progress, as_changes_at
 from sparkcq.runtime.operators.shedding import (
     SAMPLE,
-    SLOTS,
     CycleLoad,
     CycleShedding,
     Direction,
@@ -107,9 +107,8 @@ from sparkcq.runtime.state_runs import Counted
 #: where each side's element starts and ends (the left's ``_ls``/``_le``, the right's
 #: ``_rs``/``_re``), so the join condition's columns and these never clash
 STARTS, ENDS = ("_ls", "_rs"), ("_le", "_re")
-#: a shedding join's columns of each side's elements: basic sub-window, hash, and slot
-#: within the sub-window (the hash in ``SLOTS`` parts)
-SLICES, HASHES, SLOT_COLUMNS = ("_la", "_ra"), ("_lu", "_ru"), ("_lh", "_rh")
+#: a shedding join's columns of each side's elements: basic sub-window and hash in [0, 1)
+SLICES, HASHES = ("_la", "_ra"), ("_lu", "_ru")
 #: a found pair's start and end; a sampled partner's prober side and lag bucket; whether
 #: a pair of the probe was found among the partners met (``MET``) or in the sample
 PAIR_START, PAIR_END, PROBER, LAG_BUCKET, FOUND_IN = "_ps", "_pe", "_pp", "_pj", "_pf"
@@ -117,7 +116,7 @@ MET, SAMPLED = 1, 2
 CONTROL_FILE = "shedding.json"
 #: an element's hash in [0, 1) compared as a whole number of this many parts
 HASH_SCALE = 1_000_000
-#: the most sub-windows and slots a probe lists to cut its partners to those it meets
+#: the most sub-windows a probe lists to cut its partners to those it meets
 MET_LIST = 256
 
 
@@ -242,6 +241,18 @@ def floor_div(column: str, by: int) -> str:
     return f"(({column} - pmod({column}, {by})) DIV {by})"
 
 
+def met_sql(lag: str, whole: Sequence[int], parts: Sequence[tuple[int, float]],
+            hash_column: str) -> str:
+    """SQL: the bucket ``lag`` is one of those taken ``whole``, or one of the (bucket,
+    share) ``parts`` and the partner's hash lies below the share (a bound: it changes with
+    z).
+    """
+    terms = [f"{lag} IN ({', '.join(map(str, whole))})"] if whole else []
+    terms += [f"({lag} = {j} AND {hash_column} * {HASH_SCALE} < "
+              f"{bound_sql(round(f * HASH_SCALE))})" for j, f in parts]
+    return " OR ".join(terms)
+
+
 class IntervalJoinOperator(Operator):
     """Pairs elements of two windowed streams by their intervals (see module)."""
 
@@ -267,8 +278,7 @@ class IntervalJoinOperator(Operator):
                            for span in self.spans]
             self.buckets = self.shedding.basic_windows + 1  # a partner lies 0..n back
             shed_fields = [[StructField(SLICES[i], LongType()),
-                            StructField(HASHES[i], DoubleType()),
-                            StructField(SLOT_COLUMNS[i], LongType())] for i in (0, 1)]
+                            StructField(HASHES[i], DoubleType())] for i in (0, 1)]
         element_schemas = [StructType([
             *node.join.children[i].schema.fields,
             StructField(STARTS[i], LongType()), StructField(ENDS[i], LongType()),
@@ -324,7 +334,7 @@ class IntervalJoinOperator(Operator):
     def build_elements_sql(self, i: int) -> str:
         """Side ``i``'s new events (view ``{inp}``) as elements: its columns with the
         interval's start and end (as its window would give them), empty ones dropped; of a
-        shedding join, with each element's sub-window, hash and slot (see module).
+        shedding join, with each element's sub-window and hash (see module).
         """
         window, _steps = self.interval_join.side(i)
         start, end = element_interval_sql(window.spec, q(T))
@@ -337,8 +347,7 @@ class IntervalJoinOperator(Operator):
         # the hash of the whole element, the same in every process (xxhash64's fixed seed)
         share = (f"(pmod(xxhash64({names}, {q(STARTS[i])}), 1000003) / CAST(1000003 AS DOUBLE))")
         return (f"SELECT *, {floor_div(q(STARTS[i]), self.slices[i])} AS {SLICES[i]}, "
-                f"{share} AS {HASHES[i]}, CAST(floor({share} * {SLOTS}) AS BIGINT) AS "
-                f"{SLOT_COLUMNS[i]} FROM ({text}) AS x")
+                f"{share} AS {HASHES[i]} FROM ({text}) AS x")
 
     def changes_sql(self, lo: int, hi: int) -> list[tuple[str, str, str]]:
         """The changes of the cycle ``[lo, hi)`` of a join that does not shed: +1 at the
@@ -427,7 +436,7 @@ class IntervalJoinOperator(Operator):
             taken = self.taken_sql(prober, plan, lo, hi) if probers[prober] else None
             probes = [] if taken is None else [(MET, *taken, builds[0][prober])]
             if learners[prober]:
-                probes.append((SAMPLED, self.sampled_sql(other, lo, hi, plan.sample), "TRUE",
+                probes.append((SAMPLED, self.sampled_sql(other, lo, hi, plan.sample), "",
                                builds[1][prober]))
             probing = f"{{starting{prober}}}"
             lag = f"{floor_div(STARTS[prober], self.slices[other])} - {SLICES[other]}"
@@ -439,8 +448,8 @@ class IntervalJoinOperator(Operator):
                     f"SELECT {hint} {cols}, {STARTS[prober]} AS {PAIR_START}, "
                     f"least({le}, {re_}) AS {PAIR_END}, {found_in} AS {FOUND_IN}, "
                     f"{prober} AS {PROBER}, {lag} AS {LAG_BUCKET} "
-                    f"FROM {sides} ON ({self.condition}) AND {starts_band(prober, lo, hi)} "
-                    f"AND {meets}")
+                    f"FROM {sides} ON ({self.condition}) AND {starts_band(prober, lo, hi)}"
+                    + (f" WHERE {meets}" if meets else ""))
         return " UNION ALL ".join(selects) or None
 
     def sampled_sql(self, side: int, lo: int, hi: int, share: float) -> str:
@@ -458,40 +467,38 @@ class IntervalJoinOperator(Operator):
     def taken_sql(self, prober: int, plan: CycleShedding, lo: int,
                   hi: int) -> tuple[str, str] | None:
         """The partners of a +1 probe whose probers (side ``prober``) meet only the lag
-        buckets the cycle takes, and the join's condition that they are met, as (partners,
-        condition); None when it takes none. A pair is met
-        when the partner's bucket (the prober's sub-window less the partner's) is taken
-        whole, or partly and the partner's slot is among the slots taken of it (so a part
-        of a bucket costs only that part). The partners are first cut to the sub-windows
-        and slots some prober of the cycle may meet, so the join compares no prober with
-        a partner it skips, except where the cycle's probers lie in two sub-windows.
+        buckets the cycle takes, and the condition a pair it finds is met on, as (partners,
+        condition); None when it takes none. A pair is met when the partner's bucket (the
+        prober's sub-window less the partner's) is taken whole, or in part and the
+        partner's hash lies below the part taken (so a part of a bucket costs only that
+        part, and z may be any share). The condition filters the pairs after the join: its
+        parts change with z from cycle to cycle, as bounds (``bound_sql``), which a join
+        condition does not take. The partners are first cut to the sub-windows and hashes
+        some prober of the cycle may meet, so the join compares no prober with a partner
+        it skips, except where the cycle's probers lie in two sub-windows.
         """
         other = 1 - prober
         shares = plan.shares[prober]
         whole = [j for j, f in enumerate(shares) if f >= 1]
-        parts = [j * SLOTS + s for j, f in enumerate(shares) if 0 < f < 1
-                 for s in range(round(f * SLOTS))]
+        parts = [(j, f) for j, f in enumerate(shares) if 0 < f < 1]
         if not whole and not parts:
             return None
         lag = f"({floor_div(STARTS[prober], self.slices[other])} - {SLICES[other]})"
-        meets = " OR ".join(
-            [f"{lag} IN ({', '.join(map(str, whole))})"] * bool(whole)
-            + [f"{lag} * {SLOTS} + {SLOT_COLUMNS[other]} IN ({', '.join(map(str, parts))})"]
-            * bool(parts))
         partners = partners_sql(other, lo, hi)
         held = self.met_partners_sql(prober, whole, parts, lo, hi)
         if held is not None:
             partners = f"(SELECT * FROM {partners} AS p WHERE {held})"
-        return partners, f"({meets})"
+        return partners, met_sql(lag, whole, parts, HASHES[other])
 
-    def met_partners_sql(self, prober: int, whole: list[int], parts: list[int], lo: int,
-                         hi: int) -> str | None:
-        """SQL: the other side's element lies in a sub-window (and slot) that some prober
-        of side ``prober`` in the cycle ``[lo, hi)`` meets, given the buckets it takes
-        ``whole`` and the bucket-and-slot codes it takes of the others (``parts``); None
-        when the cycle is open, empty, or spans too many sub-windows for a short list. Written
-        relative to the probers' first sub-window, a bound (``bound_sql``): the lists stay
-        the same from cycle to cycle while the shares do, and so does the compiled code.
+    def met_partners_sql(self, prober: int, whole: list[int], parts: list[tuple[int, float]],
+                         lo: int, hi: int) -> str | None:
+        """SQL: the other side's element lies in a sub-window that some prober of side
+        ``prober`` in the cycle ``[lo, hi)`` meets (and below the share taken of it), given
+        the buckets it takes ``whole`` and the (bucket, share) it takes of the others
+        (``parts``); None when the cycle is open, empty, or spans too many sub-windows for
+        a short list. Written relative to the probers' first sub-window, a bound
+        (``bound_sql``): the lists stay the same from cycle to cycle while the order of the
+        buckets does, and so does the compiled code.
         """
         if lo == TIME_MIN or hi == TIME_MAX:
             return None
@@ -501,17 +508,14 @@ class IntervalJoinOperator(Operator):
         if (last - first + 1) * (len(whole) + len(parts)) > MET_LIST:
             return None
         # a partner in sub-window ``first - d`` is met by a prober in ``first + k`` when
-        # ``d + k`` is a bucket taken (and its slot, of a bucket taken in part)
+        # ``d + k`` is a bucket taken (and its hash lies below the share, of a part)
         back = range(last - first + 1)
         lags = sorted({j - k for j in whole for k in back})
-        codes = sorted({c - k * SLOTS for c in parts for k in back})
-        if not lags and not codes:  # an empty cycle: no prober, the join meets nothing
+        shifted = sorted({(j - k, f) for j, f in parts for k in back})
+        if not lags and not shifted:  # an empty cycle: no prober, the join meets nothing
             return None
-        lag = f"({bound_sql(first)} - {SLICES[other]})"
-        return " OR ".join(
-            [f"{lag} IN ({', '.join(map(str, lags))})"] * bool(lags)
-            + [f"{lag} * {SLOTS} + {SLOT_COLUMNS[other]} IN ({', '.join(map(str, codes))})"]
-            * bool(codes))
+        return met_sql(f"({bound_sql(first)} - {SLICES[other]})", lags, shifted,
+                       HASHES[other])
 
     def builds_on_partners(self, prober: int, plan: CycleShedding, lo: int, hi: int,
                            new_rows: int | None) -> bool:
