@@ -196,8 +196,9 @@ def processed_share(eng: Engine) -> float:
 def sustainable_rate(spark, setup: Setup, seconds: float, rates: list[int],  # noqa: ANN001
                      skip_s: float, halvings: int = 2) -> tuple[int, list[RealTimeRun]]:
     """The highest rate the unshed join keeps within the budget, and the runs: the
-    highest of ``rates`` (rising) that it keeps, then ``halvings`` times the middle
-    (geometric, in 25s) between it and the lowest it does not keep.
+    highest of ``rates`` (rising) that it keeps (past the last, rising by a factor of
+    sqrt(2) until one is not kept), then ``halvings`` times the middle (geometric, in 25s)
+    between it and the lowest it does not keep.
     """
     runs: list[RealTimeRun] = []
 
@@ -215,6 +216,14 @@ def sustainable_rate(spark, setup: Setup, seconds: float, rates: list[int],  # n
             worst = rate
             break
         best = rate
+    # every rate kept: rise until one is not (a sustainable rate taken too low would
+    # flatter the runs at three times it)
+    while worst is None and best:
+        rate = round(best * 2 ** 0.5 / 25) * 25
+        if keeps(rate):
+            best = rate
+        else:
+            worst = rate
     for _ in range(halvings if best and worst else 0):
         assert worst is not None
         middle = round((best * worst) ** 0.5 / 25) * 25
