@@ -1,4 +1,4 @@
-"""Load shedding of a windowed stream join (DESIGN 4.4, docs/shedding.md), measured.
+"""Load shedding of a windowed stream join (docs/shedding.md), measured.
 
     .venv/bin/python benchmarks/shedding.py [--quick] [--window-ms 10000] [--keys 2]
         [--budget 8] [--rates 125,250,500,1000,2000,4000]

@@ -1,6 +1,4 @@
-"""The resource catalog: streams, tables, queries, functions and aggregates by name
-(DESIGN 4.5).
-"""
+"""The resource catalog: streams, tables, queries, functions and aggregates by name."""
 
 from __future__ import annotations
 

@@ -297,7 +297,7 @@ class Engine:
         """Declare a memory stream complete: its watermark becomes +inf."""
         self.push(stream, None, end=True)
 
-    # -- feeds (DESIGN 4.5) --------------------------------------------------------------
+    # -- feeds (docs/feed.md) ------------------------------------------------------------
     def feed_source(self, stream: str) -> FeedSource:
         """The feed source of ``stream`` (FeedError: not a feed stream)."""
         return feed_source(self.context, stream)

@@ -111,5 +111,5 @@ class BackpressureError(SourceError):
 
 class FeedError(SourceError):
     """A feed message was refused: unreadable, a missing field, an unknown stream, over a
-    limit, or not allowed in the stream's state (DESIGN 4.5).
+    limit, or not allowed in the stream's state (``docs/feed.md``).
     """

@@ -1,5 +1,5 @@
 """Crash recovery: journal the catalog, log each cycle's input, checkpoint committed cycles,
-and replay them after a restart (DESIGN 2.5, 4.3, 5).
+and replay them after a restart (``docs/architecture.md``, "Checkpoints and recovery").
 
 The journal is a list of typed entries, each a change to the catalog: a script that ran,
 a table registered from Python, a DROP, an aggregate or function created from Python, a

@@ -164,7 +164,7 @@ def correlated_streams(seed: int, length: int, per_unit: float, lags: list[Lag],
                        ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Two streams ``a`` and ``b`` (rows ``k``, ``v``, ``t``) over ``[0, length)`` whose join
     on ``a.k = b.k AND a.v = b.v`` is time-correlated, for load-shedding tests and
-    benchmarks (DESIGN 4.4).
+    benchmarks (``docs/shedding.md``).
 
     ``a`` has ``per_unit`` tuples per time unit; each has one partner in ``b`` (same key and
     value) lying behind it by a lag drawn from the ``Lag`` in force at its time (so the

@@ -1,6 +1,7 @@
-"""The process tests/end_to_end/test_crash.py kills: the traffic report of DESIGN 1 (packets cut per
-minute, joined twice with a PostgreSQL hosts table) and a per-minute packet count, both
-into one PostgreSQL sink, over a generated packet stream, with a checkpoint directory.
+"""The process tests/end_to_end/test_crash.py kills: the host-to-host traffic report
+(packets cut per minute, joined twice with a PostgreSQL hosts table) and a per-minute
+packet count, both into one PostgreSQL sink, over a generated packet stream, with a
+checkpoint directory.
 
 ``python tests/crash_job.py CHECKPOINT_DIR POSTGRES_URL TABLE_PREFIX``: runs (or, with a
 checkpoint, resumes) until the stream's last packet is committed, then prints ``done``.

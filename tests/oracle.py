@@ -1,6 +1,6 @@
 """A small per-event reference interpreter of sparkcq's semantics, in plain Python.
 
-It evaluates a query the way the contract defines it (DESIGN 2): decide from what each
+It evaluates a query the way ``docs/semantics.md`` defines it: decide from what each
 stream delivered which events are accepted and which are late; turn events into elements
 with their windows; evaluate ordinary SQL on the snapshot at every instant where an input
 changes; turn the sequence of snapshots back into coalesced elements, instants or a
@@ -61,7 +61,7 @@ class Arrivals:
 
 
 def arrivals(batches: Iterable[Batch], lateness: int, measured: bool = False) -> Arrivals:
-    """Apply the watermark rule (DESIGN 2.4) to a stream's deliveries, one batch per cycle.
+    """Apply the watermark rule to a stream's deliveries, one batch per cycle.
 
     The watermark in force while a batch arrives is the one the previous batches set: the
     largest accepted event time minus the lateness, raised by heartbeats, +inf once the
@@ -239,7 +239,7 @@ class Win:
 
     def chunk_elements(self, events: list[Event], columns: tuple[str, ...]) -> list[Element]:
         """Count or key chunks in (t, values) order: chunk j's rows are valid from the first
-        row of chunk j + 1 until the first row of chunk j + 1 + m (DESIGN 2.5). Every
+        row of chunk j + 1 until the first row of chunk j + 1 + m. Every
         scenario ends its streams: the last chunk is complete, as if the next chunk began
         where the stream ended: one unit after its last row, or at the watermark it had
         reached if later."""
@@ -413,7 +413,8 @@ def coalesce(series: list[tuple[float, list]], closed: bool = True) -> list[tupl
 
 def why_not_whole_elements(records: list[tuple], elements: Iterable[Element]) -> str | None:
     """Why interval ``records`` (row, ts, te | None) are not what some of ``elements`` give,
-    coalesced (None: they are), as a join that sheds must emit (DESIGN 4.4).
+    coalesced (None: they are), as a join that sheds must emit (``docs/shedding.md``,
+    "What a shed join emits").
 
     At every instant the rows the records hold are a sub-bag of the rows the elements hold,
     and a row's count changes only where an element of that row starts or ends: the
@@ -630,7 +631,7 @@ class Shape:
     def records(self, inputs: Inputs, start: float | None = None,
                 shared: bool = False) -> list[tuple]:
         """The query's records; a query started at ``start`` above a ``shared`` relation sees
-        it from ``start`` on (DESIGN 4.2), otherwise only the events from ``start`` on.
+        it from ``start`` on, otherwise only the events from ``start`` on.
         """
         if start is not None and not shared:
             inputs = {s: StreamEvents((e for e in evs if e["t"] >= start), ended_at(evs))

@@ -237,7 +237,7 @@ class Query:
     """A query of a scenario: its shape, and the cycle before which it is submitted.
 
     A query submitted late reads one stream; ``shared``: above a relation other queries
-    already computed, so it starts from that relation's contents (DESIGN 4.2).
+    already computed, so it starts from that relation's contents.
     """
 
     shape: Shape

@@ -1,4 +1,4 @@
-"""The instances of user aggregates, run inside Spark's Python workers (DESIGN 4.1).
+"""The instances of user aggregates, run inside Spark's Python workers.
 
 An aggregate operator hands each cycle's changes of a group, together with the group's
 pickled instances, to ``InstanceRunner`` through Arrow (``cogroup(...).applyInArrow``). Per

@@ -1,4 +1,4 @@
-"""User-defined aggregates (DESIGN 4.1): the protocol, their definition, loading by name.
+"""User-defined aggregates: the protocol, their definition, loading by name.
 
 A user aggregate is a class whose instances follow one group's relation as elements enter
 and leave it::

@@ -1,4 +1,4 @@
-r"""The feed protocol (DESIGN 4.5): the messages a live source sends, read from their frames.
+r"""The feed protocol (``docs/feed.md``): the messages a live source sends, read from their frames.
 
 A frame is one line of JSON (newline-delimited), or for bulk rows a line announcing an
 Arrow IPC stream followed by exactly that many bytes of it:
@@ -36,7 +36,7 @@ ARROW_FORMAT = "arrow"
 
 
 class MessageKind(StrEnum):
-    """The kinds of feed messages (DESIGN 4.5), plus CONNECT, which opens a connection."""
+    """The kinds of feed messages (``docs/feed.md``), plus CONNECT, which opens a connection."""
 
     CONNECT = "CONNECT"
     HEADER = "HEADER"

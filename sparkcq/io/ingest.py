@@ -5,7 +5,7 @@ column, not an object at all) is refused alone, with its index, column and reaso
 kept as a dead letter with its raw text; the other rows of the push go on. So a client's
 mistake can never fail a cycle later, where it would take other clients' rows with it.
 
-Conversions are the implicit ones of DESIGN 4.5, and no more: BOOLEAN to a number
+Conversions are these implicit ones, and no more: BOOLEAN to a number
 (true = 1), a whole DOUBLE (``3.0``, as JSON writes it) to an integral column, numbers and
 booleans to STRING, numeric and boolean text (``"42"``, ``"true"``) to numbers and booleans,
 ISO-8601 text to TIMESTAMP and DATE (without a zone it is UTC). A key missing from a row is

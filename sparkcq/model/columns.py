@@ -7,12 +7,12 @@ two things, and a reader finds what a column means in one place.
 
 from __future__ import annotations
 
-# -- an edge: a change of a relation or an event of a stream (DESIGN 3.1) ---------------------
+# -- an edge: a change of a relation or an event of a stream ----------------------------------
 T = "_t"  # the instant of the change (LONG on the time axis)
 D = "_d"  # +n: n copies of the row enter at ``_t``; -n: they leave
 FROM, TO = "_from", "_to"  # an interval row (``Slice.segments``) holds over [_from, _to)
 
-# -- records a sink receives (DESIGN 2.3) -------------------------------------------------
+# -- records a sink receives (docs/semantics.md, "From relation to output") -----------------
 TS, TE, OP = "_ts", "_te", "_op"  # element start, end (null: open), I / C / + / -
 LAYER = "_layer"  # which copy of a value-equal row an open element is (coalescing)
 QID, ROW = "_qid", "_row"  # the shared formatter's query id and row as JSON text

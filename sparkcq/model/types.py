@@ -1,5 +1,5 @@
-"""Implicit type widening (DESIGN 4.5 Types): which value may stand where another type is
-declared, and the Spark SQL that converts it.
+"""Implicit type widening (``docs/apas.md``, "The cast tree"): which value may stand where
+another type is declared, and the Spark SQL that converts it.
 
 INTEGER widens to a larger integral type, DOUBLE or DECIMAL; FLOAT and DECIMAL (the type of a
 literal such as ``0.9``) to DOUBLE; BOOLEAN to

@@ -75,7 +75,7 @@ _AGGREGATES = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min
 
 _MEDIAN = define_aggregate("median", Median, [("x", DoubleType())], DoubleType(),
                            "sparkcq.aggregates.library:Median")
-#: aggregates that return a tree (DESIGN 4.5): name -> field -> (aggregate, user aggregate)
+#: aggregates that return a tree: name -> field -> (aggregate, user aggregate)
 TREE_AGGREGATES: dict[str, dict[str, tuple[str, UserAggregate | None]]] = {
     "stats": {"min": ("min", None), "max": ("max", None), "median": ("median", _MEDIAN),
               "avg": ("avg", None)},
@@ -112,8 +112,8 @@ class _Scope:
 
     def resolve_path(self, col: Any, ctx: _Binder) -> tuple[str, tuple[str, ...]]:
         """The plan column a reference starts from and the struct fields it goes down
-        (DESIGN 4.5 attribute trees): ``s.position.x`` and ``position.x`` are field ``x`` of
-        column ``position``, a qualifier first when it names a source in scope.
+        (attribute trees, ``docs/apas.md``): ``s.position.x`` and ``position.x`` are field
+        ``x`` of column ``position``, a qualifier first when it names a source in scope.
         """
         parts = [p.name for p in col.parts]
         if len(parts) > 2 or (len(parts) == 2 and not self.is_alias(parts[0])):

@@ -1,7 +1,7 @@
 """Logical plan nodes: frozen dataclasses that compare and hash by value.
 
 Two queries that compute the same thing build equal nodes, so sharing an operator in the
-global plan is a dictionary lookup (DESIGN 4.2). Expressions are Spark SQL text over the
+global plan is a dictionary lookup. Expressions are Spark SQL text over the
 child's column names (back-quoted), checked by Spark's analyzer when the node is built.
 
 Every edge carries one of three kinds of data:
@@ -473,7 +473,8 @@ class SlicedAggregate(UnaryNode):
     ``child`` is the stream; ``aggregate`` is the logical plan it replaces (the aggregate
     over filters and projections over the window over ``child``), kept whole so that equal
     queries build equal nodes and EXPLAIN can say what runs. Made by the optimizer rule
-    ``plan/rules/slice_window_aggregates.py``; DESIGN 6, "Aggregate before the shuffle".
+    ``plan/rules/slice_window_aggregates.py``: the panes aggregate before the shuffle, so
+    about one record per group, pane and task crosses it.
     """
 
     aggregate: Aggregate

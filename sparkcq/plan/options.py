@@ -155,7 +155,7 @@ def seconds_option(options: Mapping[str, str], key: str, text: str,
 
 
 class ShedMode(StrEnum):
-    """How a windowed stream join sheds work when its input outruns it (DESIGN 4.4)."""
+    """How a windowed stream join sheds work when its input outruns it."""
 
     OFF = "off"  # every pair is joined; the join falls behind instead
     RANDOM = "random"  # a share z of the windows, its sub-windows chosen at random

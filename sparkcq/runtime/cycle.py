@@ -1,4 +1,4 @@
-"""The cycle engine: executes the compiled plan once per cycle (DESIGN 2.5, 3).
+"""The cycle engine: executes the compiled plan once per cycle.
 
 A statement changes what runs; after it the running queries are compiled into a
 ``CompiledPlan``: which operators step, how many read each node's change edge (an edge read

@@ -1,5 +1,5 @@
 """The cycle driver: takes the sources' input, has the cycle engine execute the compiled
-plan on it, and commits (DESIGN 2.5).
+plan on it, and commits.
 
     driver.take_input()          # each source's new batch joins the pending input
     report = driver.run(deliver) # one cycle on it; ``deliver`` hands records to the sinks

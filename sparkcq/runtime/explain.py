@@ -1,4 +1,4 @@
-"""EXPLAIN GLOBAL: the shared DAG as text and as Graphviz DOT (DESIGN 4.2)."""
+"""EXPLAIN GLOBAL: the shared DAG as text and as Graphviz DOT."""
 
 from __future__ import annotations
 

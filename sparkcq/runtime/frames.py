@@ -1,6 +1,6 @@
 """Spark-side building blocks every operator uses: edge slices, state and cycle-scoped caches.
 
-Edge encoding (DESIGN 3.1): the user's columns, then ``_t`` (LONG, the instant of the change)
+Edge encoding: the user's columns, then ``_t`` (LONG, the instant of the change)
 and ``_d`` (LONG, +n when n copies of the row enter the relation at ``_t``, -n when they
 leave). A stream edge carries instants with ``_d`` = 1; a keyed stream's edge also carries
 its deletes, with ``_d`` = -1 (key columns and instant), read only by its ``KEY`` window

@@ -7,14 +7,14 @@ same group-key expressions and computes the union of their aggregate calls, each
 call once (``count(*)`` is shared by all), with one ``AggregateOperator`` over one projection
 of the input. Each member then reads its own columns from the family's per-cycle result:
 its changes are the rows where one of its own values (or the group's presence) changed, so
-a member's output is exactly what its own operator would emit (DESIGN 3.1, 6).
+a member's output is exactly what its own operator would emit.
 
 Members come and go at run time. A family whose call set changes is rebuilt between cycles:
 the new operator starts from the input's current contents, given as changes just before the
 seed instant; members that ran before drop those (they have seen that state), new members
-take them as their start, so a late query's first results are complete (DESIGN 4.2). The
-previous operator is kept until the rebuilt one has run, so a member's contents can still be
-read in between. When the input cannot tell its contents, a running family is not rebuilt: a
+take them as their start, so a late query's first results are complete. The previous
+operator is kept until the rebuilt one has run, so a member's contents can still be read
+in between. When the input cannot tell its contents, a running family is not rebuilt: a
 new member starts a family of its own, and a dropped member's calls are computed until the
 family empties.
 """

@@ -1,4 +1,4 @@
-"""The global plan: one shared DAG of operators for all queries (DESIGN 4.2).
+"""The global plan: one shared DAG of operators for all queries.
 
 Plan nodes compare by value, so a query's node equal to one already running is the same
 operator: it is computed once per cycle and reference-counted; dropping a query frees only

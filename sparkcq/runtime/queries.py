@@ -1,5 +1,5 @@
 """The running queries: merged into the global plan, compiled for the cycle engine, taken
-out again when they are dropped, fail or lose their stream (DESIGN 4.2, 4.5).
+out again when they are dropped, fail or lose their stream.
 
 After every change here the queries are compiled again (``compile``): a cycle only
 executes the ``CompiledPlan`` this keeps.
@@ -82,7 +82,7 @@ class RunningQueries(Mapping[str, RunningQuery]):
     def start(self, info: QueryInfo, form: OutputForm, cycle: int) -> None:
         """Merge a bound query into the global plan and start it: shared nodes are reused,
         new operators start from shared relations' contents where they can; its log says
-        how (DESIGN 4.2).
+        how (``docs/semantics.md``, "Queries added while others run").
         """
         plan = info.plan
         nodes = walk(plan)

@@ -13,7 +13,7 @@ the same row, which cancel).
 Members come and go at run time. A member whose calls the family computes already just
 joins: the panes hold what it needs, and in its first cycle it takes the segments that began
 before the cycle as starting at the cycle's start (as a new query above a shared relation
-does, DESIGN 4.2). A member with new calls makes the family rebuild its operator over the
+does). A member with new calls makes the family rebuild its operator over the
 union of calls; the rebuilt operator starts from the stream's recent events, which the scan
 keeps for the window's reach (``ScanOperator.history``), so the panes of the new calls are
 as complete as the others. If the stream does not hold them (a derived stream, or history

@@ -1,4 +1,4 @@
-"""The z of every shedding join that adapts it, decided before each cycle (DESIGN 4.4).
+"""The z of every shedding join that adapts it, decided before each cycle.
 
 A join's z follows a model of what its cycles cost: a fixed part, a part per input row and
 a part per partner its probers meet, fitted to its recent cycles

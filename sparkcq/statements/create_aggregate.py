@@ -1,5 +1,5 @@
 """``CREATE AGGREGATE name(arg TYPE, ...) RETURNS TYPE USING 'module:Class'``: a user
-aggregate, accepted while queries run (DESIGN 4.1); queries submitted afterwards may call
+aggregate, accepted while queries run; queries submitted afterwards may call
 it. ``USING`` loads code only from modules the policy allows.
 """
 

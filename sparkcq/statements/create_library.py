@@ -1,6 +1,6 @@
 """``CREATE LIBRARY prefix USING 'package.module'``: a module's annotated functions become
-``prefix.name(...)`` in StreamAPAS queries (DESIGN 4.6), accepted while queries run; queries
-submitted afterwards may call them. The grammar does not change: it knows only
+``prefix.name(...)`` in StreamAPAS queries (``docs/apas.md``, "Libraries"), accepted while
+queries run; queries submitted afterwards may call them. The grammar does not change: it knows only
 ``NAME.NAME(args)``. Like ``CREATE AGGREGATE ... USING``, it loads code only from modules
 the policy allows. Each function runs in Spark's Python workers through Arrow.
 """

@@ -1,6 +1,6 @@
 """``CREATE QUERY [name] [INTO sink] [WITH (...)] AS [ISTREAM | ...] SELECT ...``: a
 continuous query, planned and optimised on its own, then merged into the global plan
-(shared nodes reused, DESIGN 4.2) and routed to its sink.
+(shared nodes reused) and routed to its sink.
 
 The pipeline reads: parse (done) -> bind against the catalog -> optimise -> check the sink
 -> merge into the global plan.

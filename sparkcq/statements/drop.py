@@ -1,7 +1,7 @@
 """``DROP QUERY | STREAM | TABLE | AGGREGATE | LIBRARY name``: refused while something else uses it.
 
-Dropping a query removes exactly the operators no other query uses and frees their state
-(DESIGN 4.2); dropping a stream closes its source (a feed stream's spool is deleted).
+Dropping a query removes exactly the operators no other query uses and frees their state;
+dropping a stream closes its source (a feed stream's spool is deleted).
 """
 
 from __future__ import annotations

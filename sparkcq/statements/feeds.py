@@ -1,5 +1,5 @@
-"""Streams fed over the network (DESIGN 4.5): the catalog changes a feed asks for, as
-statements, and what the HEADER, STOP and REMOVE handlers share.
+"""Streams fed over the network (``docs/feed.md``): the catalog changes a feed asks for,
+as statements, and what the HEADER, STOP and REMOVE handlers share.
 
 A feed stream is created with ``CREATE STREAM s WITH (source='feed')``: it is in the
 catalog with no columns (``not connected``) and a query naming it is refused until the

@@ -1,4 +1,4 @@
-"""A feed's HEADER: defines a feed stream's schema, or changes it (DESIGN 4.5).
+"""A feed's HEADER: defines a feed stream's schema, or changes it.
 
 A HEADER equal to the schema in force changes nothing; one that differs takes effect at once
 for new queries, and each running query reading the stream is judged against it: one that

@@ -1,4 +1,4 @@
-"""Exactly once after crashes (DESIGN 4.3, 5): a process running the traffic report into
+"""Exactly once after crashes: a process running the traffic report into
 PostgreSQL is killed with SIGKILL at random points, some of them while the sink commits a
 cycle, and restarted from its checkpoint directory each time; in the end the sink's tables
 hold exactly the rows the report's definition gives (computed here in plain Python from the

@@ -1,5 +1,5 @@
 """Issue 18: acknowledged feed input survives crashes and is processed exactly once
-(DESIGN 5: input accepted by the feed is acknowledged only once it is durable; a crash and
+(input accepted by the feed is acknowledged only once it is durable; a crash and
 restart resumes from the last committed cycle with exactly-once results in transactional
 sinks).
 

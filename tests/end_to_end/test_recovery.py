@@ -1,4 +1,4 @@
-"""Checkpoint and recovery (``Engine(checkpoint_dir=...)``, DESIGN 2.5, 5): a restarted engine
+"""Checkpoint and recovery (``Engine(checkpoint_dir=...)``): a restarted engine
 resumes after the last committed cycle, redoes the cycles logged after its checkpoint with
 the same input, and gives, cycle by cycle, the records of a run that never stopped.
 

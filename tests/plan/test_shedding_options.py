@@ -1,4 +1,4 @@
-"""A query's shedding options (DESIGN 4.4), read without Spark: each bad value is refused
+"""A query's shedding options (``docs/shedding.md``), read without Spark: each bad value is refused
 with the place of the value in the statement; the server's default applies to queries that
 do not say.
 """

@@ -1,5 +1,6 @@
-"""Chunked queries (DESIGN 2.5, 4.3): every cut criterion and every chunk join, computed by
-hand, whatever the cycles; the two published queries as written.
+"""Chunked queries (``docs/semantics.md``, "Chunks by time, count and key"): every cut
+criterion and every chunk join, computed by hand, whatever the cycles; the two published
+queries as written.
 
 The property suite compares count and key cuts with the reference interpreter on generated
 scenarios; these pin small worked examples. Events (k, v, t), t in seconds:

@@ -1,4 +1,4 @@
-"""A windowed stream join that sheds work (DESIGN 4.4, ``docs/shedding.md``).
+"""A windowed stream join that sheds work (``docs/shedding.md``).
 
 Hand-computed: at z = 1 it gives every pair. On generated input (pairs computed here in
 plain Python, not by the engine): at a fixed z every record it emits is a true pair with

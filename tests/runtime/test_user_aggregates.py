@@ -1,4 +1,4 @@
-"""User-defined aggregates (DESIGN 4.1): created at run time, computed incrementally with
+"""User-defined aggregates: created at run time, computed incrementally with
 plus and minus, instances in Spark state; checked against the reference interpreter, the
 built-ins and hand-computed examples.
 """

@@ -1,4 +1,4 @@
-"""The feed over real sockets (DESIGN 4.5, 5): ``sparkcq serve`` in one process, a producer
+"""The feed over real sockets (``docs/feed.md``): ``sparkcq serve`` in one process, a producer
 process (tests/feed_client.py, on ``sparkcq.client.Feed``) feeding two streams, and raw
 sockets for the messages a client library would never send.
 """

@@ -1,4 +1,4 @@
-"""Feed streams in the engine (DESIGN 4.5, 5): the protocol's messages read from their
+"""Feed streams in the engine (``docs/feed.md``): the protocol's messages read from their
 frames, the spool, a stream without a schema until its HEADER, schema changes judged per
 query, STOP and REMOVE, and spooled input surviving a restart. The same over real sockets
 is in test_feed_server.py.

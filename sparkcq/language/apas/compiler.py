@@ -1,4 +1,4 @@
-"""Compile a StreamAPAS query into the SELECT the SQL front end binds (DESIGN 4.6).
+"""Compile a StreamAPAS query into the SELECT the SQL front end binds.
 
 A query in the functional language becomes the same plan nodes as the equal SQL query, so
 the two share operators: each step becomes a SELECT over its inputs (catalog streams and

@@ -1,4 +1,4 @@
-"""Function libraries of the StreamAPAS language: functions by prefix (DESIGN 4.6).
+"""Function libraries of the StreamAPAS language: functions by prefix.
 
 ``agg``, ``window`` and ``util`` are built in; a user's library is a Python module whose
 public, annotated functions become ``prefix.name(...)``, added at run time

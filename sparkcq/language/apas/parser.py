@@ -1,4 +1,4 @@
-"""Parse StreamAPAS query text (DESIGN 4.6) with the grammar in ``grammar.lark``.
+"""Parse StreamAPAS query text (``docs/apas.md``) with the grammar in ``grammar.lark``.
 
 The query may sit inside a SQL string (``CREATE QUERY q LANGUAGE apas AS '...'``), where
 quotes are escaped: ``positions`` maps each character of the query to its offset in the

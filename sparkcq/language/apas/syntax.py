@@ -1,4 +1,4 @@
-"""The StreamAPAS query language as parsed, before it meets the catalog (DESIGN 4.6).
+"""The StreamAPAS query language as parsed, before it meets the catalog.
 
 Every node carries its span: character offsets ``[start, end)`` into the statement text the
 user wrote (a ``CREATE QUERY ... LANGUAGE apas AS '...'`` statement, or the bare query

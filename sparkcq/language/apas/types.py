@@ -1,4 +1,4 @@
-"""The type system of the StreamAPAS language (DESIGN 4.5, 4.6): five types, a cast tree and
+"""The type system of the StreamAPAS language: five types, a cast tree and
 an operator table, each cell of which is documented in docs/apas.md.
 
 A value converts implicitly along one edge of the cast tree, never two (casts do not

@@ -13,7 +13,7 @@ from sparkcq.model.windows import WindowSpec
 
 
 class OutputForm(Enum):
-    """How a query's result relation becomes output (DESIGN 2.3)."""
+    """How a query's result relation becomes output (``docs/semantics.md``)."""
 
     INTERVALS = "intervals"
     ISTREAM = "istream"

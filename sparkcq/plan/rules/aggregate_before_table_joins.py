@@ -1,7 +1,7 @@
 """Rule: an aggregate over a time-windowed stream joined with tables aggregates the stream
 first, per group and join key, and combines those partial results after the join (eager
-aggregation), so the stream side takes the pane path (DESIGN 6, "Aggregate before the
-shuffle").
+aggregation), so the stream side takes the pane path: its events are summed per group and
+pane before the shuffle.
 
 Before::
 

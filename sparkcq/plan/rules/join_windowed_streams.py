@@ -1,6 +1,5 @@
 """Rule: an inner join of two time-windowed streams becomes an ``IntervalJoin`` that pairs
-elements by their intervals instead of rebuilding them from +1/-1 changes (DESIGN 6,
-"Interval rows, not change pairs").
+elements by their intervals instead of rebuilding them from +1/-1 changes.
 
 Before::
 
@@ -23,7 +22,7 @@ arrives, so each side's state is its elements that have not ended, and each pair
 once, when the later of the two starts (``runtime/operators/interval_join.py``). Applies when
 both inputs are such windows over streams, with only filters and projections between window
 and join, and neither window already runs as a Window operator (a query added late over a
-running window starts from that window's elements, DESIGN 4.2). UNBOUNDED and ROWS windows
+running window starts from that window's elements). UNBOUNDED and ROWS windows
 keep the general join: their elements' ends are not known on arrival.
 """
 

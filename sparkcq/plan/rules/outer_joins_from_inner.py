@@ -1,6 +1,6 @@
 """Rule: an outer, semi or anti join of two relations is the inner join and, for each kept
 side, that side's rows counted against their pairs: a row is unmatched at an instant
-exactly when it has copies then and no pair (DESIGN 2.1, snapshot by snapshot).
+exactly when it has copies then and no pair (snapshot by snapshot).
 
 Before::
 

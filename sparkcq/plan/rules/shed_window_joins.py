@@ -1,4 +1,4 @@
-"""A query's shedding, given to its windowed stream joins (DESIGN 4.4).
+"""A query's shedding, given to its windowed stream joins (``docs/shedding.md``).
 
 Not one of ``RULES``: it runs after them, for a query written
 ``WITH (shedding='adaptive' | 'random', ...)``, and marks every ``IntervalJoin`` of the

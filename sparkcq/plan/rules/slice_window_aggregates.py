@@ -1,5 +1,5 @@
 """Rule: a built-in aggregate over a hopping, tumbling or chunk window becomes a
-``SlicedAggregate`` that aggregates panes before the shuffle (DESIGN 6).
+``SlicedAggregate`` that aggregates panes before the shuffle.
 
 Before::
 
@@ -21,7 +21,7 @@ whole number of slides; over a per-event ``[RANGE w]`` window (no slide), when e
 count, sum or avg (``runtime/operators/range_aggregate.py``: a log of the window's events
 and each group's running sums). Other aggregates keep the general change-based operator, and so does
 one whose window already runs as a Window operator: a query added late then starts from that
-window's live elements (DESIGN 4.2).
+window's live elements.
 """
 
 from __future__ import annotations

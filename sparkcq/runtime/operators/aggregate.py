@@ -1,4 +1,4 @@
-"""Grouped aggregation over a relation, incremental and exact (DESIGN 2.1, 4.5).
+"""Grouped aggregation over a relation, incremental and exact.
 
 Per group and per instant at which the group's input changes, the operator computes the
 aggregate of the snapshot with Spark SQL window functions: running sums of the changes on

@@ -86,7 +86,7 @@ class Progress:
     """
 
     position: int | None = None  # hi of the last slice it emitted (None: never stepped)
-    # inputs starting from a shared relation's contents (DESIGN 4.2) whose start is not
+    # inputs starting from a shared relation's contents whose start is not
     # due yet: the slice of that input has not passed the start's position
     waiting: frozenset[int] = frozenset()
 
@@ -149,7 +149,7 @@ class Operator(CycleParticipant):
         return None
 
     def shedding_report(self) -> dict[str, Any] | None:
-        """What the operator sheds (DESIGN 4.4), or None for one that sheds nothing."""
+        """What the operator sheds (``docs/shedding.md``), or None for one that sheds nothing."""
         return None
 
     def reads_edge(self, i: int, own_edge_read: bool) -> bool:
@@ -168,7 +168,7 @@ class Operator(CycleParticipant):
     # -- between statements --------------------------------------------------------------
     def await_starts(self, seeded: frozenset[int]) -> None:
         """Start inputs ``seeded`` from their relations' contents (a new operator above a
-        running shared one, DESIGN 4.2), in the first cycle whose slice passes them.
+        running shared one), in the first cycle whose slice passes them.
         """
         self.progress = replace(self.progress, waiting=seeded)
 
@@ -238,7 +238,8 @@ class Operator(CycleParticipant):
 
         ``children`` are the inputs' contents in the same form (None: empty). A stateful
         operator answers from its state; a stateless one maps its inputs' contents. The
-        global plan uses it to start a new query above a shared relation (DESIGN 4.2).
+        global plan uses it to start a new query above a shared relation
+        (``docs/architecture.md``, "Sharing, and starting from shared state").
         """
         msg = f"{self.node.label()} cannot tell its current contents"
         raise ContentsUnknownError(msg)

@@ -1,4 +1,4 @@
-"""Count and key cuts: chunks whose cut points are rows of the stream (DESIGN 2.5).
+"""Count and key cuts: chunks whose cut points are rows of the stream.
 
 ``[CUT EVERY n ROWS]`` cuts the stream, in event-time order (ties by value, as ``[ROWS n]``
 orders them), into chunks of n rows; ``[CUT ON k]`` starts a new chunk wherever ``k``

@@ -1,4 +1,4 @@
-"""Inner join of two time-windowed streams, from the elements' intervals (DESIGN 6).
+"""Inner join of two time-windowed streams, from the elements' intervals.
 
 An event of a RANGE, NOW or CUT window becomes an element whose interval ``[s, e)`` is known
 when the event arrives. A pair of elements meeting the condition is in the join's relation
@@ -26,7 +26,7 @@ join builds its hash table, with the other side's runs streamed through it: both
 of a side in one pass over the other side's runs, no sort, and in a large cycle no shuffle
 (runs are hash-partitioned by the equi-join keys, and so is their union).
 
-A join that sheds (DESIGN 4.4, ``runtime/operators/shedding.py``) gives each element two
+A join that sheds (``runtime/operators/shedding.py``) gives each element two
 more columns: its basic sub-window (``_la``/``_ra``) and a hash in [0, 1) (``_lu``/``_ru``)
 that picks it in a partly taken sub-window. The two probes that find pairs (+1) meet only
 the taken sub-windows: only the runs that may hold partners in them are read (each run's

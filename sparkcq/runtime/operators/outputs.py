@@ -1,4 +1,4 @@
-"""Relation to stream (ISTREAM, DSTREAM, RSTREAM) and the records sinks receive (DESIGN 2.3).
+"""Relation to stream (ISTREAM, DSTREAM, RSTREAM) and the records sinks receive.
 
 Sink records are the user's columns plus ``_ts``, ``_te`` and ``_op``:
 - intervals: ``I`` for a new element (``_te`` null while open), ``C`` closing an element

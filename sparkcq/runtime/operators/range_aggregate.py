@@ -1,8 +1,8 @@
 """count, sum and avg per group over a per-event ``[RANGE w]`` window: a log and a base.
 
 Each event at t is in the window over [t, t + w), so a group's value changes where one of
-its events arrives and w later, where it leaves (DESIGN 6, "Pay for output, not for window
-length"). The operator keeps two states:
+its events arrives and w later, where it leaves: its work follows those changes, not the
+window's length. The operator keeps two states:
 - the **log**: the group's events summed per instant (a pane of one unit, as
   ``SlicedAggregateOperator`` keeps panes), for as long as their departure is still to
   come: the departures are read from it, there is no buffer of future -1 changes;

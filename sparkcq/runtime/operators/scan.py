@@ -82,8 +82,9 @@ class ScanProgress(Progress):
 class ScanOperator(Operator):
     """Turns a source's raw rows into the stream edge every consumer of the stream reads.
 
-    Watermark ``W`` (DESIGN 2.4): the maximum event time seen minus the allowed lateness
-    (0 when events come in order), raised by explicit watermarks, +inf at end of input.
+    Watermark ``W`` (``docs/semantics.md``, "Progress, finality and late data"): the
+    maximum event time seen minus the allowed lateness (0 when events come in order),
+    raised by explicit watermarks, +inf at end of input.
     Events before the previous watermark are late: counted and kept in the dead-letter table
     with the reason, never applied.
 
@@ -112,9 +113,9 @@ class ScanOperator(Operator):
                                            StructField(DEAD_BATCH, LongType())]), "dead-letters")
         # the newest dead letters are kept, about ``max_dead_letters`` of them
         self.max_dead_letters = max_dead_letters
-        # recent events, for a window added later over this stream to start from (DESIGN
-        # 4.2): the held batches reach back ``history_reach`` of event time before the
-        # watermark, complete since the watermark ``history_since``
+        # recent events, for a window added later over this stream to start from: the
+        # held batches reach back ``history_reach`` of event time before the watermark,
+        # complete since the watermark ``history_since``
         self.history_reach = 0
         self.history_since: int | None = None
         self.views = SqlViews(rt.spark, "scan")

@@ -1,5 +1,5 @@
-"""The control side of a shedding window join (DESIGN 4.4): which part of the windows a
-cycle's probing elements meet, decided on the driver from small tallies.
+"""The control side of a shedding window join (``docs/shedding.md``): which part of the
+windows a cycle's probing elements meet, decided on the driver from small tallies.
 
 Each side's window is cut into basic sub-windows of ``slice_length`` (its longest element
 over ``basic_windows``), aligned to multiples of that length. An element of the other side

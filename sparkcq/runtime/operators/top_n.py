@@ -1,6 +1,6 @@
 """Top-N per snapshot: the first n rows of a relation at every instant, per partition.
 
-Semantics (DESIGN 2.1): at every instant the output holds the rows SQL's ``ORDER BY ...
+Semantics: at every instant the output holds the rows SQL's ``ORDER BY ...
 LIMIT n`` (or ``ROW_NUMBER``/``RANK``/``DENSE_RANK() OVER (PARTITION BY ... ORDER BY
 ...) <= n``) gives on that instant's snapshot. Rows equal in the ORDER BY keys are ordered
 by all their columns, ascending with NULLs first, so the rows kept never depend on arrival
@@ -13,7 +13,7 @@ functions and the first n kept; each instant's top rows enter at it and leave at
 partition's next changing instant, and the top rows shown after the last cycle leave at the
 partition's first changing instant of this one; summing those changes per row and instant
 leaves exactly the rows that entered or left the top. The top rows shown now are the second
-state (what a late query starts from, DESIGN 4.2).
+state (what a late query starts from).
 
 Cost per cycle: one pass over the input's changes, and per partition and changing instant
 a pass over the partition's live rows (a ranking per instant): cheap for a Top-N per window

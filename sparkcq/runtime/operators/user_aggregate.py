@@ -1,4 +1,4 @@
-"""User aggregate calls of an aggregate operator: instances kept in Spark state (DESIGN 4.1).
+"""User aggregate calls of an aggregate operator: instances kept in Spark state.
 
 The operator's state holds one row per live group: its count of live elements and, per
 call, the pickled instance (``_i0, _i1, ...``). Each cycle the groups the input touches

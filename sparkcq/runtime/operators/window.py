@@ -1,4 +1,4 @@
-"""Windows: stream to relation (DESIGN 2.2), O(1) work per event whatever the slide."""
+"""Windows: stream to relation, O(1) work per event whatever the slide."""
 
 from __future__ import annotations
 

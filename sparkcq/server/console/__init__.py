@@ -1,3 +1,3 @@
-"""The live web console (DESIGN 4.7): what the running system shows of itself, published
+"""The live web console (``docs/console.md``): what the running system shows of itself, published
 after each cycle by the engine thread and pushed to pages over server-sent events.
 """
