@@ -17,7 +17,7 @@ True
 
 The key is a structural rendering of the tree (operator names and their operands), never
 SQL text, so that two trees that differ only where SQL would need parentheses never meet.
-What Spark runs is the tree of the first query that built the node (``Expr.sql``): an equal
+What Spark runs is the text of the first query that built the node (``Expr.sql``): an equal
 expression means the same rows, whichever spelling computes them.
 
 Column references are the plan's column names (the binder resolves the user's names and
@@ -49,36 +49,41 @@ class Expr:
     """A scalar expression over a plan node's input columns, with its Spark type.
 
     Equal and hashed by ``key`` alone: its meaning, not its spelling (module docstring).
-    ``tree`` is what Spark runs; ``shown`` is the user's own text, for EXPLAIN.
+    ``sql`` is the Spark SQL that runs; ``shown`` is the user's own text, for EXPLAIN.
     """
 
     key: str
+    # not compared, and not in the repr either: an operator's state is named by its node's
+    # repr (runtime/state.py), which must not depend on the spelling
+    sql: str = field(compare=False, repr=False)
     tree: exp.Expr = field(compare=False, repr=False)
-    dtype: DataType = field(compare=False, default_factory=NullType)
-    shown: str = field(compare=False, default="")
+    dtype: DataType = field(compare=False, repr=False, default_factory=NullType)
+    shown: str = field(compare=False, repr=False, default="")
 
     @classmethod
     def of(cls, tree: exp.Expr, dtype: DataType | None = None,
            shown: str | None = None) -> Expr:
         """The expression of ``tree`` (kept as given; its key is computed on a copy)."""
-        return cls(canonical_key(tree), tree, dtype if dtype is not None else NullType(),
-                   shown if shown is not None else tree.sql(dialect="spark"))
+        sql = tree.sql(dialect="spark")
+        return cls(canonical_key(tree), sql, tree,
+                   dtype if dtype is not None else NullType(),
+                   shown if shown is not None else sql)
 
     @classmethod
-    def parse(cls, sql: str, dtype: DataType | None = None) -> Expr:
-        """The expression of Spark SQL text over plan column names."""
+    def parse(cls, sql: str, dtype: DataType | None = None,
+              shown: str | None = None) -> Expr:
+        """The expression of Spark SQL text over plan column names; Spark runs the text as
+        given.
+        """
         try:
             tree = sqlglot.parse_one(sql, read="spark")
         except ParseError as e:
             msg = f"not a Spark SQL expression: {sql!r} ({e.errors[0]['description']})"
             raise PlanError(msg) from None
         assert isinstance(tree, exp.Expr)
-        return cls.of(tree, dtype)
-
-    @property
-    def sql(self) -> str:
-        """The expression as Spark SQL text, as Spark runs it."""
-        return self.tree.sql(dialect="spark")
+        return cls(canonical_key(tree), sql, tree,
+                   dtype if dtype is not None else NullType(),
+                   shown if shown is not None else sql)
 
     def __str__(self) -> str:
         return self.shown

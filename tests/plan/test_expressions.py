@@ -72,3 +72,7 @@ def test_conjuncts_go_through_parentheses() -> None:
 def test_text_that_is_no_expression_is_refused() -> None:
     with pytest.raises(PlanError, match="not a Spark SQL expression: 'a ='"):
         Expr.parse("a =")
+
+
+def test_the_repr_names_the_meaning_not_the_spelling() -> None:
+    assert repr(Expr.parse("b = a AND x > 1")) == repr(Expr.parse("1 < x AND a = b"))
