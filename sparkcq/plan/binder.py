@@ -38,6 +38,7 @@ from sparkcq.model.windows import (
 )
 from sparkcq.plan.calls import call_args, called_aggregate
 from sparkcq.plan.counting import copies, counts_per_input, distinct, quote
+from sparkcq.plan.expressions import Expr
 from sparkcq.plan.nodes import (
     AggCall,
     Aggregate,
@@ -166,6 +167,13 @@ class _Scope:
             msg = f"column {name!r} is ambiguous; write one of {which}"
             raise ctx.error(msg, col)
         return hits[0][1]  # type: ignore[return-value]
+
+
+def source_column(position: int, column: str) -> str:
+    """The plan's name of ``column`` of the FROM item at ``position`` (0 the first) in a
+    query of several.
+    """
+    return f"_{position}__{column}"
 
 
 def _lookup(columns: dict[str, str], name: str) -> str | None:
@@ -386,8 +394,9 @@ class _Binder:
         needs_relation = (bool(sel.args.get("joins")) or self.has_aggregates(sel)
                           or any(sel.args.get(a) is not None
                                  for a in ("distinct", "order", "limit")))
-        scope = _Scope([self.bind_from_item(item, needs_relation, multi=len(items) > 1)
-                        for item in items])
+        scope = _Scope([self.bind_from_item(item, needs_relation,
+                                            i if len(items) > 1 else None)
+                        for i, item in enumerate(items)])
         plan = scope.sources[0].plan
         where = sel.args["where"].this if sel.args.get("where") is not None else None
         rest = _conjuncts(where) if where is not None else []
@@ -580,7 +589,8 @@ class _Binder:
         above: list[Project] = []
         node = plan
         while isinstance(node, Project):
-            renamed = re.fullmatch(r"`([^`]+)`", dict(node.exprs).get(column, ""))
+            found = dict(node.exprs).get(column)
+            renamed = re.fullmatch(r"`([^`]+)`", found.sql if found else "")
             if renamed is None:
                 return None
             column = renamed[1]
@@ -597,9 +607,10 @@ class _Binder:
         return folded
 
     # -- FROM ----------------------------------------------------------------------------
-    def bind_from_item(self, item: exp.Expression, needs_relation: bool, multi: bool) -> _Source:
+    def bind_from_item(self, item: exp.Expression, needs_relation: bool,
+                       position: int | None) -> _Source:
         if isinstance(item, exp.Subquery):
-            return self.bind_derived_table(item, needs_relation, multi)
+            return self.bind_derived_table(item, needs_relation, position)
         if not isinstance(item, exp.Table) or not isinstance(item.this, exp.Identifier):
             msg = "only streams, tables and subqueries may appear in FROM"
             raise self.error(msg, item)
@@ -637,20 +648,23 @@ class _Binder:
             period = spec.by if isinstance(spec, CutSpec) else period
         elif needs_relation and plan.kind is EdgeKind.STREAM:
             plan = Window(plan, UnboundedSpec())
-        return self.source(alias, plan, item, multi, window, period)
+        return self.source(alias, plan, item, position, window, period)
 
-    def source(self, alias: str, plan: PlanNode, item: exp.Expression, multi: bool,
+    def source(self, alias: str, plan: PlanNode, item: exp.Expression, position: int | None,
                window: SourceWindow | None, period: int | None) -> _Source:
-        """A FROM item in scope; with several items its columns become ``alias__col``."""
+        """A FROM item in scope; with several items its columns are named by the item's
+        position, not its alias (``_1__col``), so a query that names its inputs otherwise
+        builds the same plan.
+        """
         columns = {f.name: f.name for f in plan.schema.fields}
-        if multi:
-            exprs = [(f"{alias}__{c}", quote(c)) for c in columns]
+        if position is not None:
+            exprs = [(source_column(position, c), quote(c)) for c in columns]
             plan = self.project(plan, exprs, item)
-            columns = {c: f"{alias}__{c}" for c in columns}
+            columns = {c: source_column(position, c) for c in columns}
         return _Source(alias, plan, columns, window, period)
 
     def bind_derived_table(self, item: exp.Subquery, needs_relation: bool,
-                           multi: bool) -> _Source:
+                           position: int | None) -> _Source:
         """``(SELECT ...) AS x`` in FROM: bound like a derived stream, read under its alias;
         a raw stream it yields is ``[UNBOUNDED]`` where a relation is needed, as a named
         stream would be.
@@ -658,7 +672,7 @@ class _Binder:
         plan, period = self.bind(item.this)
         if needs_relation and plan.kind is EdgeKind.STREAM:
             plan = Window(plan, UnboundedSpec())
-        return self.source(item.alias or "subquery", plan, item, multi, None, period)
+        return self.source(item.alias or "subquery", plan, item, position, None, period)
 
     def resolve_window(self, window: SourceWindow, plan: PlanNode) -> ResolvedWindow:
         spec = window.spec
@@ -848,11 +862,13 @@ class _Binder:
                         equi.append((a, b))
                     elif b in left_cols and a in src.columns.values():
                         equi.append((b, a))
-        plan = Join(left, src.plan, condition, tuple(equi), how)
-        if condition is not None:
-            self.check_predicate(replace(plan, how=JoinHow.INNER).schema, condition, on,
-                                 "ON" if join.args.get("on") is not None else "WHERE")
-        return plan
+        plan = Join(left, src.plan, None, tuple(equi), how)
+        if condition is None or on is None:
+            return plan
+        self.check_predicate(replace(plan, how=JoinHow.INNER).schema, condition, on,
+                             "ON" if join.args.get("on") is not None else "WHERE")
+        return replace(plan, condition=Expr.parse(condition, BooleanType(),
+                                                  shown=on.sql(dialect="spark")))
 
     # -- expressions ---------------------------------------------------------------------
     def render(self, node: exp.Expression, scope: _Scope) -> str:
@@ -887,7 +903,7 @@ class _Binder:
     def filter(self, plan: PlanNode, cond: exp.Expression, scope: _Scope, where: str) -> PlanNode:
         sql = self.render(cond, scope)
         self.check_predicate(plan.schema, sql, cond, where)
-        return Filter(plan, sql)
+        return Filter(plan, Expr.parse(sql, BooleanType(), shown=cond.sql(dialect="spark")))
 
     def project(
         self, plan: PlanNode, exprs: list[tuple[str, str]], node: exp.Expression,
@@ -914,7 +930,9 @@ class _Binder:
             f.name for f in plan.schema.fields
         ] == names:
             return plan
-        return Project(plan, tuple(exprs), schema)
+        return Project(plan, tuple((n, Expr.parse(sql, f.dataType))
+                                   for (n, sql), f in zip(exprs, schema.fields, strict=True)),
+                       schema)
 
     def select_list(self, sel: exp.Select, scope: _Scope) -> list[tuple[str, str]]:
         out: list[tuple[str, str]] = []
@@ -1131,7 +1149,8 @@ class _Binder:
                                    agg_schema)
         if having is not None:
             self.check_predicate(agg_schema, having, sel.args["having"].this, "HAVING")
-            node = Filter(node, having)
+            node = Filter(node, Expr.parse(having, BooleanType(),
+                                           shown=sel.args["having"].this.sql(dialect="spark")))
         return self.project(node, outputs, sel, origins)
 
     def _canon(self, node: exp.Expression) -> str:

@@ -13,7 +13,15 @@ from __future__ import annotations
 
 from pyspark.sql.types import LongType, StructField, StructType
 
-from sparkcq.plan.nodes import AggCall, Aggregate, Expand, Filter, PlanNode, Project, Union
+from sparkcq.plan.nodes import (
+    AggCall,
+    Aggregate,
+    Expand,
+    PlanNode,
+    Union,
+    filter_sql,
+    project_sql,
+)
 
 COPIES = "_copies"  # how many copies of a value the result holds
 
@@ -43,7 +51,7 @@ def counts_per_input(inputs: tuple[PlanNode, ...], counts: tuple[str, ...]) -> A
         own = [(n, quote(f.name)) for n, f in zip(names, node.schema.fields, strict=True)]
         marks = [(t.name, "CAST(1 AS BIGINT)" if j == i else "CAST(NULL AS BIGINT)")
                  for j, t in enumerate(tags)]
-        tagged.append(Project(node, (*own, *marks), schema))
+        tagged.append(project_sql(node, (*own, *marks), schema))
     calls = tuple(AggCall("count", t.name, False, c) for t, c in zip(tags, counts, strict=True))
     return Aggregate(Union(tuple(tagged)), tuple(names), calls,
                      StructType([*fields, *[StructField(c, LongType(), False) for c in counts]]))
@@ -53,8 +61,9 @@ def copies(counted: Aggregate, how_many: str, keep: str | None = None) -> PlanNo
     """The values of ``counted`` (where ``keep`` holds), each as ``how_many`` copies (a
     Spark SQL expression over the counts; a value with none is not in the result).
     """
-    node: PlanNode = counted if keep is None else Filter(counted, keep)
+    node: PlanNode = counted if keep is None else filter_sql(counted, keep)
     values = [f for f in counted.schema.fields if f.name in counted.keys]
     exprs = (*[(f.name, quote(f.name)) for f in values], (COPIES, how_many))
-    counted_values = Project(node, exprs, StructType([*values, StructField(COPIES, LongType())]))
-    return Expand(Filter(counted_values, f"{quote(COPIES)} > 0"), COPIES)
+    counted_values = project_sql(node, exprs,
+                                 StructType([*values, StructField(COPIES, LongType())]))
+    return Expand(filter_sql(counted_values, f"{quote(COPIES)} > 0"), COPIES)

@@ -1,8 +1,9 @@
 """Logical plan nodes: frozen dataclasses that compare and hash by value.
 
 Two queries that compute the same thing build equal nodes, so sharing an operator in the
-global plan is a dictionary lookup. Expressions are Spark SQL text over the
-child's column names (back-quoted), checked by Spark's analyzer when the node is built.
+global plan is a dictionary lookup. Expressions are ``Expr`` values over the child's column
+names, typed when the node is built and equal by meaning, not spelling
+(``plan/expressions.py``): ``b = a`` and ``a = b`` build one node.
 
 Every edge carries one of three kinds of data:
 - ``STREAM``: instant events (a raw stream, ISTREAM/DSTREAM/RSTREAM output);
@@ -15,16 +16,17 @@ Every edge carries one of three kinds of data:
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields, replace
 from enum import Enum
 from functools import cached_property
 
-from pyspark.sql.types import LongType, StructField, StructType
+from pyspark.sql.types import BooleanType, LongType, StructField, StructType
 
 from sparkcq.aggregates.user import UserAggregate
 from sparkcq.language.sql.statements import OutputForm
 from sparkcq.model.time import TimeKind, show_micros
+from sparkcq.plan.expressions import Expr
 from sparkcq.plan.options import Shedding
 
 
@@ -281,9 +283,9 @@ class Window(UnaryNode):
 # -- relational operators ------------------------------------------------------------------
 @dataclass(frozen=True)
 class Filter(UnaryNode):
-    """Keep rows satisfying a Spark SQL predicate."""
+    """Keep rows satisfying a predicate."""
 
-    predicate: str
+    predicate: Expr
 
     def label(self) -> str:  # noqa: D102
         return f"Filter {self.predicate}"
@@ -291,9 +293,9 @@ class Filter(UnaryNode):
 
 @dataclass(frozen=True)
 class Project(UnaryNode):
-    """Compute named Spark SQL expressions; ``out_schema`` is what Spark's analyzer derived."""
+    """Compute named expressions; ``out_schema`` is their names and types."""
 
-    exprs: tuple[tuple[str, str], ...]
+    exprs: tuple[tuple[str, Expr], ...]
     out_schema: StructType = field(compare=False, hash=False)
 
     @property
@@ -301,8 +303,22 @@ class Project(UnaryNode):
         return self.out_schema
 
     def label(self) -> str:  # noqa: D102
-        shown = ", ".join(e if e == f"`{n}`" else f"{e} AS {n}" for n, e in self.exprs)
+        shown = ", ".join(e.sql if e.sql == f"`{n}`" else f"{e} AS {n}" for n, e in self.exprs)
         return f"Project {shown}"
+
+
+def filter_sql(child: PlanNode, predicate: str) -> Filter:
+    """A filter by Spark SQL text over ``child``'s columns."""
+    return Filter(child, Expr.parse(predicate, BooleanType()))
+
+
+def project_sql(child: PlanNode, exprs: Iterable[tuple[str, str]],
+                schema: StructType) -> Project:
+    """A projection of named Spark SQL texts over ``child``'s columns, typed by ``schema``
+    (their names and types, in order).
+    """
+    return Project(child, tuple((name, Expr.parse(sql, f.dataType)) for (name, sql), f
+                                in zip(exprs, schema.fields, strict=True)), schema)
 
 
 class JoinHow(Enum):
@@ -345,7 +361,7 @@ class Join(PlanNode):
 
     left: PlanNode
     right: PlanNode
-    condition: str | None
+    condition: Expr | None
     equi_keys: tuple[tuple[str, str], ...] = ()
     how: JoinHow = JoinHow.INNER
 

@@ -112,9 +112,9 @@ def compose_steps(steps: tuple[Filter | Project, ...], mapping: dict[str, str],
     """
     for step in steps:
         if isinstance(step, Filter):
-            conds.append(f"coalesce({substitute(step.predicate, mapping)}, false)")
+            conds.append(f"coalesce({substitute(step.predicate.sql, mapping)}, false)")
         else:
-            mapping = {name: substitute(e, mapping) for name, e in step.exprs}
+            mapping = {name: substitute(e.sql, mapping) for name, e in step.exprs}
     return mapping
 
 

@@ -29,7 +29,7 @@ from pyspark.sql.types import DataType, StructField, StructType
 
 from sparkcq.aggregates.user import UserAggregate
 from sparkcq.model.columns import D, T
-from sparkcq.plan.nodes import AggCall, Aggregate, EdgeKind, PlanNode, Project
+from sparkcq.plan.nodes import AggCall, Aggregate, EdgeKind, PlanNode, Project, project_sql
 from sparkcq.runtime.frames import Runtime, Slice, SqlViews, col, q, union_all
 from sparkcq.runtime.operators.aggregate import AggregateOperator
 from sparkcq.runtime.operators.base import CycleContext, Operator, as_changes_at
@@ -46,7 +46,7 @@ def split_aggregate(node: Aggregate) -> tuple[PlanNode, dict[str, str], StructTy
     """
     child = node.child
     if isinstance(child, Project) and child.child.kind is EdgeKind.RELATION:
-        return child.child, dict(child.exprs), child.schema
+        return child.child, {n: e.sql for n, e in child.exprs}, child.schema
     return child, {f.name: q(f.name) for f in child.schema.fields}, child.schema
 
 
@@ -166,7 +166,7 @@ class AggregateFamily(CycleParticipant):
                                                                            self.names))
                                   for c in [f.name for f in node.schema.fields]]
         self.names.keep(used_args, used_calls)
-        project = Project(self.base, tuple(exprs.items()), StructType(list(fields.values())))
+        project = project_sql(self.base, exprs.items(), StructType(list(fields.values())))
         node = Aggregate(project, tuple(key_cols), tuple(calls.values()),
                          StructType([*[out_fields[k] for k in key_cols],
                                      *[out_fields[c] for c in calls]]))
@@ -222,7 +222,8 @@ class AggregateFamily(CycleParticipant):
             live = {calls[c] for m in active if m in self.members
                     for _out, c in self.members[m] if calls.get(c) is not None}
         cols = []
-        for name, sql in proj.exprs:
+        for name, e in proj.exprs:
+            sql = e.sql
             if live is not None and name.startswith("_f") and name not in live:
                 dtype = self.arg_types[sql].simpleString()
                 sql = f"CAST(NULL AS {dtype})"

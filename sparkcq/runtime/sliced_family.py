@@ -49,6 +49,7 @@ from sparkcq.plan.nodes import (
     RangeSpec,
     SlicedAggregate,
     Window,
+    project_sql,
     window_reach,
 )
 from sparkcq.runtime.frames import Runtime, Slice, SqlViews, project, q
@@ -257,7 +258,7 @@ class SlicedFamily(CycleParticipant):
                 step = gcd(step, window_step(w))  # type: ignore[arg-type]
             base = with_window(base, tumbling_like(windows[0], step)  # type: ignore[arg-type]
                                if len(windows) > 1 else windows[0])  # type: ignore[arg-type]
-        project = Project(base, tuple(exprs.items()), StructType(list(fields.values())))
+        project = project_sql(base, exprs.items(), StructType(list(fields.values())))
         aggregate = Aggregate(project, tuple(key_cols), tuple(calls.values()),
                               StructType([*[out_fields[k] for k in key_cols],
                                           *[out_fields[c] for c in calls]]))

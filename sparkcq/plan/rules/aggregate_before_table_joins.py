@@ -76,6 +76,8 @@ from sparkcq.plan.nodes import (
     PlanNode,
     Project,
     ToStream,
+    filter_sql,
+    project_sql,
     transform_up,
 )
 from sparkcq.plan.rules.slice_window_aggregates import SLICED_FUNCTIONS, sliceable_window
@@ -161,8 +163,8 @@ class Split:
         """The joins and filters rebuilt over ``below``, and the projection to combine."""
         joined = _relink(self.joins, below)
         if self.kept:
-            joined = Filter(joined, " AND ".join(f"({p})" for p in self.kept))
-        return Project(joined, self.outer_exprs, self.outer_schema)
+            joined = filter_sql(joined, " AND ".join(f"({p})" for p in self.kept))
+        return project_sql(joined, self.outer_exprs, self.outer_schema)
 
     def finish(self, combined: PlanNode) -> PlanNode:
         """The combined rows with each avg divided out."""
@@ -171,7 +173,7 @@ class Split:
         final = [(f.name, f"try_divide({_quote(self.ratios[f.name][0])}, "
                           f"{_quote(self.ratios[f.name][1])})"
                   if f.name in self.ratios else _quote(f.name)) for f in self.schema.fields]
-        return Project(combined, tuple(final), self.schema)
+        return project_sql(combined, final, self.schema)
 
 
 def _as_relation(split: Split) -> PlanNode:
@@ -210,7 +212,7 @@ def _split(node: PlanNode, running: Collection[PlanNode]) -> Split | None:
     below = pre.child
     filters: list[str] = []
     while isinstance(below, Filter):
-        filters += conjuncts(below.predicate)
+        filters += conjuncts(below.predicate.sql)
         below = below.child
     found = _stream_side(below)
     if found is None:
@@ -218,7 +220,7 @@ def _split(node: PlanNode, running: Collection[PlanNode]) -> Split | None:
     stream, joins = found
     stream_cols = {f.name for f in stream.schema.fields}
     types = {f.name: f.dataType for f in [*pre.schema.fields, *stream.schema.fields]}
-    exprs = dict(pre.exprs)
+    exprs = {n: e.sql for n, e in pre.exprs}
     args = {a.arg for a in node.aggs if a.arg is not None}
     if any(not referenced(exprs[a]) <= stream_cols
            or not isinstance(types[a], _NUMBERS) for a in args):
@@ -232,18 +234,18 @@ def _split(node: PlanNode, running: Collection[PlanNode]) -> Split | None:
     pushed = [p for p in filters if (reads_p := referenced(p)) and reads_p <= stream_cols]
     kept = [p for p in filters if p not in pushed]
     after = [exprs[k] for k in node.keys if k not in computed] + kept
-    after += [j.condition for j in joins if j.condition]
+    after += [j.condition.sql for j in joins if j.condition]
     carried = sorted(set().union(*[referenced(s) for s in after]) & stream_cols)
 
     inner_input: PlanNode = stream
     if pushed:
-        inner_input = Filter(inner_input, " AND ".join(f"({p})" for p in pushed))
+        inner_input = filter_sql(inner_input, " AND ".join(f"({p})" for p in pushed))
     inner_exprs = [(f"_p{i}", exprs[k]) for i, k in enumerate(node.keys) if k in computed]
     inner_exprs += [(c, _quote(c)) for c in carried]
     inner_exprs += [(a, exprs[a]) for a in sorted(args)]
     inner_types = {**{f"_p{i}": types[k] for i, k in enumerate(node.keys) if k in computed},
                    **{c: types[c] for c in carried}, **{a: types[a] for a in args}}
-    project = Project(inner_input, tuple(inner_exprs), StructType(
+    project = project_sql(inner_input, inner_exprs, StructType(
         [StructField(n, inner_types[n]) for n, _ in inner_exprs]))
     partial_calls: list[AggCall] = []
     final_calls: list[AggCall] = []

@@ -46,7 +46,7 @@ from collections.abc import Collection
 from dataclasses import replace
 
 from sparkcq.plan.counting import copies, counts_per_input, quote
-from sparkcq.plan.nodes import EdgeKind, Join, JoinHow, PlanNode, Project, Union, transform_up
+from sparkcq.plan.nodes import EdgeKind, Join, JoinHow, PlanNode, Union, project_sql, transform_up
 
 
 def outer_joins_from_inner(plan: PlanNode, *, running: Collection[PlanNode] = ()) -> PlanNode:
@@ -73,7 +73,7 @@ def _rewrite(node: PlanNode) -> PlanNode:
 def _values(side: PlanNode, inner: Join, keep: str) -> PlanNode:
     """The copies of ``side``'s rows whose count of pairs in ``inner`` satisfies ``keep``."""
     own = tuple((f.name, quote(f.name)) for f in side.schema.fields)
-    counted = counts_per_input((side, Project(inner, own, side.schema)), ("_rows", "_pairs"))
+    counted = counts_per_input((side, project_sql(inner, own, side.schema)), ("_rows", "_pairs"))
     return copies(counted, "`_rows`", keep)
 
 
@@ -82,4 +82,4 @@ def _padded(unmatched: PlanNode, join: Join, side: PlanNode) -> PlanNode:
     own = {f.name for f in side.schema.fields}
     exprs = tuple((f.name, quote(f.name) if f.name in own else
                    f"CAST(NULL AS {f.dataType.simpleString()})") for f in join.schema.fields)
-    return Project(unmatched, exprs, join.schema)
+    return project_sql(unmatched, exprs, join.schema)

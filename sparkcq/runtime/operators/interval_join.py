@@ -265,7 +265,7 @@ class IntervalJoinOperator(Operator):
         self.reads_arrivals = [isinstance(c, StreamScan) for c in node.children]
         self.names = [[f.name for f in node.join.children[i].schema.fields] for i in (0, 1)]
         self.keys = [[k[i] for k in node.join.equi_keys] for i in (0, 1)]
-        self.condition = node.join.condition or "TRUE"
+        self.condition = node.join.condition.sql if node.join.condition else "TRUE"
         self.events_sql = [self.build_events_sql(i) for i in (0, 1)]
         self.shedding: Shedding | None = node.shedding
         self.progress: IntervalJoinProgress = IntervalJoinProgress()
@@ -324,10 +324,10 @@ class IntervalJoinOperator(Operator):
         src = f"(SELECT * FROM {{inp}} WHERE {q(D)} > 0)"  # a stream edge: one event per row
         for step in steps:
             if isinstance(step, Filter):
-                src = f"(SELECT * FROM {src} WHERE {step.predicate})"
+                src = f"(SELECT * FROM {src} WHERE {step.predicate.sql})"
             else:
                 assert isinstance(step, Project)
-                exprs = ", ".join(f"{sql} AS {q(name)}" for name, sql in step.exprs)
+                exprs = ", ".join(f"{e.sql} AS {q(name)}" for name, e in step.exprs)
                 src = f"(SELECT {exprs}, {q(T)} FROM {src})"
         return f"SELECT {', '.join(map(q, self.names[i]))}, {q(T)} FROM {src}"
 

@@ -122,7 +122,7 @@ class JoinOperator(Operator):
         self.join = node
         self.lnames = [f.name for f in node.left.schema.fields]
         self.rnames = [f.name for f in node.right.schema.fields]
-        self.cond = F.expr(node.condition) if node.condition else F.lit(True)
+        self.cond = F.expr(node.condition.sql) if node.condition else F.lit(True)
         self.static = [c.kind is EdgeKind.TABLE for c in node.children]
         self.out_names = [f.name for f in node.schema.fields]
         # with a table: the changing side, joined with the table, keeps what the join keeps
@@ -192,7 +192,7 @@ class JoinOperator(Operator):
         names = "".join(f"{q(n)}, " for n in [*self.lnames, *self.rnames])
         sides = "".join(f"l.{q(n)}, " for n in self.lnames) + "".join(
             f"r.{q(n)}, " for n in self.rnames)
-        cond = self.join.condition or "TRUE"
+        cond = self.join.condition.sql if self.join.condition else "TRUE"
         pairs = (f"SELECT {sides}greatest(l.{q(TS)}, r.{q(TS)}) AS `_s`, "
                  f"least(l.{q(TE)}, r.{q(TE)}) AS `_e` FROM {{l}} l JOIN {{r}} r "
                  f"ON ({cond}) AND (l.`_chg` OR r.`_chg`)")

@@ -197,14 +197,14 @@ class SlicedAggregateOperator(Operator):
         src = "{inp}"
         for step in node.steps():
             if isinstance(step, Filter):
-                src = f"(SELECT * FROM {src} WHERE {step.predicate})"
+                src = f"(SELECT * FROM {src} WHERE {step.predicate.sql})"
             else:
                 assert isinstance(step, Project)
                 types = {f.name: f.dataType.simpleString() for f in step.schema.fields}
                 # a projection may keep no column of its own (count(*) alone, no keys)
                 exprs = ", ".join([
                     *(f"CAST(NULL AS {types[name]}) AS {q(name)}" if name in blank
-                      else f"{sql} AS {q(name)}" for name, sql in step.exprs), q(T), q(D)])
+                      else f"{e.sql} AS {q(name)}" for name, e in step.exprs), q(T), q(D)])
                 src = f"(SELECT {exprs} FROM {src})"
         return src
 

@@ -28,7 +28,7 @@ class FilterOperator(StatelessOperator):
 
     def __init__(self, node: Filter, rt: Runtime):
         super().__init__(node, rt)
-        self.predicate = node.predicate
+        self.predicate = node.predicate.sql
 
     def step(self, inputs: list[Slice], cycle: CycleContext) -> Slice:  # noqa: D102
         (inp,) = inputs
@@ -52,10 +52,10 @@ class ProjectOperator(StatelessOperator):
 
     def __init__(self, node: Project, rt: Runtime):
         super().__init__(node, rt)
-        self.exprs = [f"{sql} AS {q(name)}" for name, sql in node.exprs]
+        self.exprs = [f"{e.sql} AS {q(name)}" for name, e in node.exprs]
         # every input column kept as it is: distinct input rows stay distinct
         self.injective = {f"`{f.name}`" for f in node.child.schema.fields} <= {
-            sql for _name, sql in node.exprs}
+            e.sql for _name, e in node.exprs}
 
     def step(self, inputs: list[Slice], cycle: CycleContext) -> Slice:  # noqa: D102
         (inp,) = inputs
