@@ -23,7 +23,8 @@ arrives, so each side's state is its elements that have not ended, and each pair
 once, when the later of the two starts (``runtime/operators/interval_join.py``). Applies when
 both inputs are such windows over streams, with only filters and projections between window
 and join, and neither window already runs as a Window operator (a query added late over a
-running window starts from that window's elements, DESIGN 4.2). UNBOUNDED and ROWS windows
+running window starts from that window's elements, DESIGN 4.2), unless the same join already
+runs as an IntervalJoin (then it is shared). UNBOUNDED and ROWS windows
 keep the general join: their elements' ends are not known on arrival.
 """
 
@@ -55,12 +56,15 @@ def _pair(node: PlanNode, running: Collection[PlanNode]) -> PlanNode:
     if not isinstance(node, Join) or node.how is not JoinHow.INNER:
         return node
     windows = [timed_window(child) for child in node.children]
-    if any(w is None or w in running for w in windows):
+    if any(w is None for w in windows):
         return node
     names = [f.name for c in node.children for f in c.schema.fields]
     if len(set(names)) < len(names):  # the condition could not tell the sides apart
         return node
     left, right = (w.child for w in windows if w is not None)
+    if not any(isinstance(r, IntervalJoin) and r.join == node for r in running) and any(
+            w in running for w in windows):
+        return node  # an equal join already running is shared, whatever else runs
     return IntervalJoin(left, right, node)
 
 
