@@ -16,6 +16,7 @@ events the contract calls late.
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -249,10 +250,14 @@ class Query:
     subset: bool = False
     # submitted as SQL, or in the StreamAPAS language (the shape's ``apas()``)
     language: str = "sql"
+    # the query of this name in other words (``twin_sql``): it must share every operator
+    twin_of: str | None = None
 
     def labels(self) -> set[str]:
         """What the query exercises, for the count of cases per feature."""
         labels = {self.label} | self.shape.features()
+        if self.twin_of is not None:
+            labels = {"twin in other words: " + self.label}
         return {f"apas: {x}" for x in labels} if self.language == "apas" else labels
 
     def text(self) -> str:
@@ -261,7 +266,38 @@ class Query:
             text = self.shape.apas()
             assert text is not None, f"{self.shape} has no StreamAPAS form"
             return text
-        return self.shape.sql()
+        return self.shape.sql() if self.twin_of is None else twin_sql(self.shape.sql())
+
+
+#: what ends a join's ON clause (outside parentheses)
+_ON_ENDS = re.compile(r" (WHERE|GROUP BY|HAVING|UNION|EXCEPT|INTERSECT|ORDER BY|LIMIT) ")
+
+
+def twin_sql(sql: str) -> str:
+    """``sql`` in other words that mean the same: its FROM aliases renamed (``AS a`` to
+    ``AS a_t``), each equality of qualified columns turned around, ``x > n`` written
+    ``n < x``, and a join's ON conjuncts in reverse order.
+    """
+    for alias in {m[1] for m in re.finditer(r"\bAS (\w+)\b", sql)}:
+        if re.search(rf"\b{alias}\.", sql):
+            sql = re.sub(rf"\b{alias}\.", f"{alias}_t.", sql)
+            sql = re.sub(rf"\bAS {alias}\b", f"AS {alias}_t", sql)
+    sql = re.sub(r"\b(\w+\.\w+) = (\w+\.\w+)\b", r"\2 = \1", sql)
+    sql = re.sub(r"(?<![\w.(])(\w+(?:\.\w+)?) > (\d+)\b", r"\2 < \1", sql)
+    out, at = [], 0
+    for on in re.finditer(r" ON ", sql):
+        if sql.count("[", 0, on.start()) > sql.count("]", 0, on.start()):
+            continue  # CUT ON in a window clause
+        start, depth, end = on.end(), 0, len(sql)
+        for i in range(start, len(sql)):
+            depth += {"(": 1, ")": -1}.get(sql[i], 0)
+            if depth < 0 or (depth == 0 and _ON_ENDS.match(sql, i)):
+                end = i
+                break
+        conjuncts = sql[start:end].split(" AND ")  # the shapes' ON has no OR or BETWEEN
+        out += [sql[at:start], " AND ".join(reversed(conjuncts))]
+        at = end
+    return "".join([*out, sql[at:]])
 
 
 @dataclass
@@ -273,6 +309,7 @@ class Outcome:
     logs: dict[str, list[str]]
     status: dict[str, str]
     watermarks: list[dict[str, float]] = field(default_factory=list)  # after each cycle
+    plan: str = ""  # EXPLAIN GLOBAL at the end of the run
 
 
 def run_scenario(spark, scenario: Scenario, queries: dict[str, Query],
@@ -301,14 +338,15 @@ def run_scenario(spark, scenario: Scenario, queries: dict[str, Query],
                 eng.create_query(name, query.text(), language="apas")
             elif query.start == cycle:
                 eng.execute(f"CREATE QUERY {name} {query.shape.options()} AS "
-                            f"{query.shape.sql()}")
+                            f"{query.text()}")
         eng.run_cycle()
         marks.append(dict(eng.metrics()["watermarks"]))
     assert not eng.has_pending_input()
     out = Outcome({n: eng.results(n) for n in queries},
                   {s: eng.dead_letters(s) for s in scenario.streams},
                   {n: eng.query_log(n) for n in queries},
-                  {n: s for n, s in eng.show("QUERIES")[["name", "status"]].values}, marks)
+                  {n: s for n, s in eng.show("QUERIES")[["name", "status"]].values}, marks,
+                  eng.explain_global())
     eng.stop()
     return out
 
@@ -324,6 +362,8 @@ def check_scenario(spark, scenario: Scenario, queries: dict[str, Query],
     for name, query in queries.items():
         assert outcome.status[name] == "running", (
             f"{name} = {query.text()} stopped: {outcome.logs[name][-2:]}")
+        if query.twin_of is not None:
+            assert_shares_every_operator(outcome.plan, name, query.twin_of)
         start = None
         if query.start > 0:
             marks = arrived[query.shape.stream].watermarks  # type: ignore[attr-defined]
@@ -362,6 +402,19 @@ def check_scenario(spark, scenario: Scenario, queries: dict[str, Query],
         CASES_CHECKED["late events sent to the dead letters"] += len(want_dead)
     _count_schedules(scenario)
     return outcome
+
+
+def assert_shares_every_operator(plan: str, twin: str, original: str) -> None:
+    """Every operator of the global plan that ``twin`` uses, ``original`` uses too."""
+    used = 0
+    for line in plan.splitlines():
+        users = re.search(r"queries=\[([^\]]*)\]", line)
+        if users is None or twin not in users[1].split(", "):
+            continue
+        used += 1
+        assert original in users[1].split(", "), (
+            f"{twin} has an operator of its own, not {original}'s:\n{line}\n\n{plan}")
+    assert used, f"{twin} is in no operator of the plan:\n{plan}"
 
 
 def _count_schedules(scenario: Scenario) -> None:

@@ -36,6 +36,7 @@ from sparkcq.model.windows import (
     SessionWindow,
     UnboundedWindow,
 )
+from sparkcq.plan.allowed_functions import ALLOWED
 from sparkcq.plan.calls import call_args, called_aggregate
 from sparkcq.plan.counting import copies, counts_per_input, distinct, quote
 from sparkcq.plan.expressions import Expr
@@ -65,7 +66,7 @@ from sparkcq.plan.nodes import (
     Union,
     Window,
 )
-from sparkcq.plan.sandbox import find_refusal, locate
+from sparkcq.plan.sandbox import Refusal, find_refusal, locate, unknown_function
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -275,6 +276,17 @@ class _Binder:
 
     def error(self, message: str, node: Any) -> AnalysisError:
         return AnalysisError(message, self.text, self.loc(node))
+
+    def analysis_error(self, e: AnalysisException, node: Any) -> AnalysisError:
+        """Spark's analysis error about ``node``, in one line; an unknown function's
+        message underlines the function's name.
+        """
+        reason, at = _spark_reason(e), self.loc(node)
+        unknown = _UNKNOWN_ROUTINE.search(str(e))
+        if unknown is not None:
+            name_at = rf"(?<![\w$]){re.escape(unknown[1])}`?\s*\("
+            at = locate(Refusal(reason, (name_at,)), self.text, [(at.start, at.end)], at)
+        return AnalysisError(reason, self.text, at)
 
     def allowed_sql(self, tree: exp.Expression, node: exp.Expression) -> str:
         """The Spark SQL of ``tree`` (``node`` with our column names) unless it calls what a
@@ -862,7 +874,7 @@ class _Binder:
                         equi.append((a, b))
                     elif b in left_cols and a in src.columns.values():
                         equi.append((b, a))
-        plan = Join(left, src.plan, None, tuple(equi), how)
+        plan = Join(left, src.plan, None, tuple(sorted(equi)), how)  # in any order written
         if condition is None or on is None:
             return plan
         self.check_predicate(replace(plan, how=JoinHow.INNER).schema, condition, on,
@@ -924,8 +936,8 @@ class _Binder:
                     df.selectExpr(f"{sql} AS {quote(name)}")
                 except AnalysisException as e:
                     culprit = origins[i] if origins else node
-                    raise self.error(_spark_reason(e), culprit) from None
-            raise self.error(_spark_reason(whole), node) from None
+                    raise self.analysis_error(e, culprit) from None
+            raise self.analysis_error(whole, node) from None
         if isinstance(plan, Project) and all(sql == quote(n) for n, sql in exprs) and [
             f.name for f in plan.schema.fields
         ] == names:
@@ -996,7 +1008,7 @@ class _Binder:
             try:
                 got = df.selectExpr(sql).schema.fields[0].dataType
             except AnalysisException as e:
-                raise self.error(_spark_reason(e), arg) from None
+                raise self.analysis_error(e, arg) from None
             cast = implicit_cast_sql(sql, got, want)
             if cast is None:
                 msg = (f"aggregate {uda.name}: argument {i + 1} ({name}) must be "
@@ -1207,7 +1219,15 @@ def output_name(e: exp.Expression) -> str:
     return e.sql(dialect="spark")
 
 
+_UNKNOWN_ROUTINE = re.compile(r"UNRESOLVED_ROUTINE\] Cannot resolve routine `([^`]+)`")
+
+
 def _spark_reason(e: AnalysisException) -> str:
-    """The first line of Spark's analysis message, without its plan dump."""
+    """The first line of Spark's analysis message, without its plan dump; a call of a
+    function Spark does not know is an unknown function, with the nearest names.
+    """
     text = str(e).strip().splitlines()[0] if str(e).strip() else repr(e)
+    unknown = _UNKNOWN_ROUTINE.search(text)
+    if unknown is not None:
+        return unknown_function(unknown[1].lower(), ALLOWED)
     return text.split("; line ")[0].split(" SQLSTATE")[0]

@@ -18,6 +18,7 @@ the server's) therefore
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
@@ -70,6 +71,7 @@ def find_refusal(spark: SparkSession, sql: str, own_functions: Collection[str],
                "and environment variables of the server; write the value itself")
         return Refusal(msg, (r"\$\{",))
     nodes = _parsed(spark, sql)
+    known = spark_functions(spark)
     if nodes is None:
         return None  # Spark cannot parse it, so cannot run it: its analysis says why
     for cls, name_parts in nodes:
@@ -77,7 +79,7 @@ def find_refusal(spark: SparkSession, sql: str, own_functions: Collection[str],
         if short == "UnresolvedAttribute":
             if name_parts is not None and len(name_parts) == 1 \
                     and name_parts[0].lower() not in columns:
-                refusal = _function_refusal(name_parts, ())
+                refusal = _function_refusal(name_parts, (), None)
                 if refusal is not None:
                     return refusal
             continue
@@ -86,7 +88,7 @@ def find_refusal(spark: SparkSession, sql: str, own_functions: Collection[str],
                    "only the streams and tables in its FROM clause; join a table instead")
             return Refusal(msg, (r"\(\s*select\b",))
         if name_parts is not None:
-            refusal = _function_refusal(name_parts, own_functions)
+            refusal = _function_refusal(name_parts, own_functions, known)
             if refusal is not None:
                 return refusal
             continue
@@ -101,11 +103,20 @@ def find_refusal(spark: SparkSession, sql: str, own_functions: Collection[str],
     return None
 
 
-def _function_refusal(name_parts: tuple[str, ...], own: Collection[str]) -> Refusal | None:
-    """Why a call of the function named ``name_parts`` is refused, or None if allowed."""
+def _function_refusal(name_parts: tuple[str, ...], own: Collection[str],
+                      known: frozenset[str] | None) -> Refusal | None:
+    """Why a call of the function named ``name_parts`` is refused, or None if allowed.
+
+    ``known``: the names of Spark's own functions; a call of none of them and of none of the
+    engine's is an unknown function (None: a bare name, which may be a column).
+    """
     name = ".".join(name_parts).lower()
     if len(name_parts) == 1 and (name in ALLOWED or name in own):
         return None
+    name_at = rf"(?<![\w$]){re.escape(name_parts[-1])}"
+    if known is not None and len(name_parts) == 1 and name not in known:
+        msg = unknown_function(name, [*ALLOWED, *own])
+        return Refusal(msg, (rf"{name_at}`?\s*\(", rf"{name_at}\b"))
     if len(name_parts) > 1:
         reason = "a qualified name may reach any catalog's functions; write the plain name"
     else:
@@ -114,8 +125,21 @@ def _function_refusal(name_parts: tuple[str, ...], own: Collection[str]) -> Refu
            "Spark's built-in scalar functions that compute on their arguments only "
            "(docs/sandbox.md) and the functions of SHOW FUNCTIONS and SHOW "
            f"AGGREGATES; {HOW_TO_TRUST}")
-    name_at = rf"(?<![\w$]){re.escape(name_parts[-1])}"
     return Refusal(msg, (rf"{name_at}`?\s*\(", rf"{name_at}\b"))
+
+
+def unknown_function(name: str, callable_names: Collection[str]) -> str:
+    """The message for a call of a function that does not exist, with the nearest names."""
+    near = difflib.get_close_matches(name, sorted(set(callable_names)), n=3, cutoff=0.6)
+    hint = (f"; did you mean {', '.join(near)}?" if near else
+            "; SHOW FUNCTIONS and SHOW AGGREGATES list the engine's own")
+    return f"unknown function {name!r}{hint}"
+
+
+@lru_cache(maxsize=4)
+def spark_functions(spark: SparkSession) -> frozenset[str]:
+    """The lower-case names of Spark's built-in functions (asked once per session)."""
+    return frozenset(row[0].lower() for row in spark.sql("SHOW SYSTEM FUNCTIONS").collect())
 
 
 _Node = tuple[str, tuple[str, ...] | None]  # a class name and, for a call or a name, its parts

@@ -67,6 +67,23 @@ def test_a_refused_function_is_an_error_at_its_call(sandboxed, name):
     assert "q" not in sandboxed.catalog.queries
 
 
+@pytest.mark.parametrize("trusted", [False, True], ids=["server client", "trusted"])
+def test_an_unknown_function_is_named_so_with_the_nearest_names(engine, trusted_engine,
+                                                                trusted):
+    eng = trusted_engine if trusted else engine
+    eng.execute(STREAM)
+    sql = "CREATE QUERY q AS SELECT k, uper(k) AS u FROM s"
+    e = refusal(eng, sql)
+    assert e.message.startswith("unknown function 'uper'; did you mean upper"), e.message
+    assert "not allowed" not in e.message
+    assert underlined(e, sql) == "uper"
+
+
+def test_an_unknown_function_without_near_names_says_where_to_look(sandboxed):
+    e = refusal(sandboxed, "CREATE QUERY q AS SELECT k, zqxjw(k) AS u FROM s")
+    assert e.message.startswith("unknown function 'zqxjw'; SHOW FUNCTIONS"), e.message
+
+
 @pytest.mark.parametrize("sql, culprit", [
     # where it hides: WHERE, a GROUP BY query's SELECT list and HAVING, a lambda, a join
     ("SELECT k FROM s WHERE length(reflect('java.util.UUID', 'randomUUID')) > 0", "reflect"),

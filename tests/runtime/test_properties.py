@@ -40,7 +40,7 @@ from oracle import (
     UnionStreamsQuery,
     Win,
 )
-from scenarios import Query, Scenario, check_scenario, scenarios
+from scenarios import Query, Scenario, check_scenario, scenarios, twin_sql
 
 FORMS = ["", "", "ISTREAM", "DSTREAM", "RSTREAM", "CHANGELOG"]
 
@@ -99,11 +99,22 @@ def agg_query(win: Win, aggs: list[str], form: str | None = None, stream: str = 
         stream=st.just(stream))
 
 
+def with_twin(draw, queries: dict[str, Query]) -> dict[str, Query]:
+    """``queries`` and a twin of one of them: the same query in other words (``twin_sql``),
+    which must give the reference's output and share every operator with it.
+    """
+    candidates = sorted(name for name, q in queries.items() if not q.subset
+                        and q.language == "sql" and twin_sql(q.shape.sql()) != q.shape.sql())
+    name = draw(st.sampled_from(candidates), label="twin of")
+    return {**queries, f"{name}_twin": replace(queries[name], twin_of=name)}
+
+
 @st.composite
 def aggregate_queries(draw) -> dict[str, Query]:
     """One grouped aggregate per window kind, a second over one of those windows (fused
     with it into a family), the CUT or RANGE SLIDE one again over another window of its kind
-    (one family over panes of both windows), and a user aggregate."""
+    (one family over panes of both windows), a user aggregate, and a twin of one of them
+    in other words."""
     queries = {}
     wins = {}
     # every output form and every built-in aggregate in every scenario, over windows that
@@ -135,7 +146,7 @@ def aggregate_queries(draw) -> dict[str, Query]:
         st.lists(st.sampled_from(sorted(AGGS)), min_size=1, max_size=3, unique=True).map(tuple),
         by_key=st.booleans(), where=st.none() | st.integers(0, 6),
         agg_form=st.sampled_from(FORMS))), "aggregate of a join with a table")
-    return queries
+    return with_twin(draw, queries)
 
 
 @pytest.mark.slow
@@ -151,7 +162,7 @@ def two_stream_queries(draw) -> dict[str, Query]:
     """Joins (shedding at z = 1, equi, theta, band, self), unions of relations and of
     streams, a raw-stream filter, a projection, a derived stream and a derived relation read
     by two queries; and a join shedding below z = 1, whose records must be whole pairs of
-    the join (some of them)."""
+    the join (some of them); and a twin of one of them in other words."""
     totals = draw(case_windows, label="totals window")
     # every output form over a join in every scenario (interval joins: ISTREAM and
     # RSTREAM read their changes and segments differently from the interval records)
@@ -183,8 +194,9 @@ def two_stream_queries(draw) -> dict[str, Query]:
     below = JoinQuery(draw(timed_windows), draw(timed_windows), theta=draw(st.booleans()),
                       shedding=draw(shedding_below_one))
     # first too: its windows are not shared
-    return {"shedding_below_one": Query(below, "shedding join below z = 1", subset=True),
-            **queries}
+    return with_twin(draw, {
+        "shedding_below_one": Query(below, "shedding join below z = 1", subset=True),
+        **queries})
 
 
 @st.composite
@@ -342,7 +354,8 @@ def relational_queries(draw) -> dict[str, Query]:
     """What a Flink or Spark SQL user expects beyond inner joins: LEFT, RIGHT, FULL, SEMI
     and ANTI joins of windowed streams (equi and theta, a WHERE above some), SELECT
     DISTINCT, UNION, INTERSECT and EXCEPT (ALL or not), Top-N as ORDER BY ... LIMIT and as
-    ranking functions (over rows or over counts), in drawn output forms."""
+    ranking functions (over rows or over counts), in drawn output forms; and a twin of one
+    of them in other words."""
     forms = draw(st.permutations([*FORMS, *FORMS, "", ""]), label="forms")
     queries = {}
     for i, how in enumerate(["LEFT", "RIGHT", "FULL", "SEMI", "ANTI"]):
@@ -362,7 +375,7 @@ def relational_queries(draw) -> dict[str, Query]:
                           by_k=draw(st.booleans()), counts=kind != "LIMIT" and draw(
                               st.booleans()), agg_form=forms[9 + i])
         queries[f"top_{kind.lower()}"] = Query(shape, f"Top-N {kind}")
-    return queries
+    return with_twin(draw, queries)
 
 
 @pytest.mark.slow

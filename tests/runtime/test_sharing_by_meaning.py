@@ -20,6 +20,11 @@ TWINS = {
         JOIN,
         "SELECT a.k, a.v, b.v AS w FROM s [RANGE 10] AS a JOIN s2 [RANGE 10] AS b "
         "ON b.v > a.v AND b.k = a.k"),
+    "join keys in another order": (
+        "SELECT a.k, a.v FROM s [RANGE 10] AS a JOIN s [RANGE 10] AS b "
+        "ON a.k = b.k AND a.v = b.v",
+        "SELECT a.k, a.v FROM s [RANGE 10] AS a JOIN s [RANGE 10] AS b "
+        "ON b.v = a.v AND a.k = b.k"),
     "a join condition in WHERE": (
         JOIN,
         "SELECT a.k, a.v, b.v AS w FROM s [RANGE 10] AS a, s2 [RANGE 10] AS b "

@@ -3,17 +3,17 @@ elements by their intervals instead of rebuilding them from +1/-1 changes.
 
 Before::
 
-    Join ON `a__k` = `b__k`
-      Project `k` AS a__k, `ts` AS a__ts
+    Join ON a.k = b.k
+      Project `k` AS _0__k, `ts` AS _0__ts
         Window [RANGE 5 SECONDS]
           StreamScan events
-      Project `k` AS b__k, `ts` AS b__ts
+      Project `k` AS _1__k, `ts` AS _1__ts
         Window [RANGE 5 SECONDS]
           StreamScan other
 
 After::
 
-    IntervalJoin ON `a__k` = `b__k` <- Window [RANGE 5 SECONDS] x Window [RANGE 5 SECONDS]
+    IntervalJoin ON a.k = b.k <- Window [RANGE 5 SECONDS] x Window [RANGE 5 SECONDS]
       StreamScan events
       StreamScan other
 
@@ -22,7 +22,8 @@ arrives, so each side's state is its elements that have not ended, and each pair
 once, when the later of the two starts (``runtime/operators/interval_join.py``). Applies when
 both inputs are such windows over streams, with only filters and projections between window
 and join, and neither window already runs as a Window operator (a query added late over a
-running window starts from that window's elements). UNBOUNDED and ROWS windows
+running window starts from that window's elements), unless the same join already runs as an
+IntervalJoin (then it is shared). UNBOUNDED and ROWS windows
 keep the general join: their elements' ends are not known on arrival.
 """
 
@@ -54,12 +55,15 @@ def _pair(node: PlanNode, running: Collection[PlanNode]) -> PlanNode:
     if not isinstance(node, Join) or node.how is not JoinHow.INNER:
         return node
     windows = [timed_window(child) for child in node.children]
-    if any(w is None or w in running for w in windows):
+    if any(w is None for w in windows):
         return node
     names = [f.name for c in node.children for f in c.schema.fields]
     if len(set(names)) < len(names):  # the condition could not tell the sides apart
         return node
     left, right = (w.child for w in windows if w is not None)
+    if not any(isinstance(r, IntervalJoin) and r.join == node for r in running) and any(
+            w in running for w in windows):
+        return node  # an equal join already running is shared, whatever else runs
     return IntervalJoin(left, right, node)
 
 
