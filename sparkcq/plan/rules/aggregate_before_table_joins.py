@@ -6,25 +6,25 @@ pane before the shuffle.
 Before::
 
     Aggregate sum(_a0) AS _x0, count(*) AS _x1 BY _g0
-      Project `h__name` AS _g0, `e__v` AS _a0
-        Join ON `e__k` = `h__k`
-          Project `k` AS e__k, `v` AS e__v
+      Project `_1__name` AS _g0, `_0__v` AS _a0
+        Join ON e.k = h.k
+          Project `k` AS _0__k, `v` AS _0__v
             Window [CUT BY 1 MINUTE]
               StreamScan events
-          Project `k` AS h__k, `name` AS h__name
+          Project `k` AS _1__k, `name` AS _1__name
             TableScan hosts
 
 After::
 
     Aggregate sum(_q0) AS _x0, sum(_q1) AS _x1 BY _g0
-      Project `h__name` AS _g0, `_q0`, `_q1`
-        Join ON `e__k` = `h__k`
-          Aggregate sum(_a0) AS _q0, count(*) AS _q1 BY e__k
-            Project `e__k`, `e__v` AS _a0
-              Project `k` AS e__k, `v` AS e__v
+      Project `_1__name` AS _g0, `_q0`, `_q1`
+        Join ON e.k = h.k
+          Aggregate sum(_a0) AS _q0, count(*) AS _q1 BY _0__k
+            Project `_0__k`, `_0__v` AS _a0
+              Project `k` AS _0__k, `v` AS _0__v
                 Window [CUT BY 1 MINUTE]
                   StreamScan events
-          Project `k` AS h__k, `name` AS h__name
+          Project `k` AS _1__k, `name` AS _1__name
             TableScan hosts
 
 The inner aggregate is then sliced (``slice_window_aggregates``): the window's events are

@@ -4,28 +4,28 @@ exactly when it has copies then and no pair (snapshot by snapshot).
 
 Before::
 
-    Join LEFT ON `a__k` = `b__k`
+    Join LEFT ON a.k = b.k
       (left)
       (right)
 
 After::
 
     Union ALL
-      Join ON `a__k` = `b__k`                                   the pairs
+      Join ON a.k = b.k                                   the pairs
         (left)
         (right)
-      Project `a__k`, `a__v`, CAST(NULL AS STRING) AS b__k, ...  padded with NULLs
+      Project `_0__k`, `_0__v`, CAST(NULL AS STRING) AS _1__k, ...  padded with NULLs
         Expand _copies copies
           Filter `_copies` > 0
-            Project `a__k`, `a__v`, `_rows` AS _copies
+            Project `_0__k`, `_0__v`, `_rows` AS _copies
               Filter `_pairs` = 0
-                Aggregate count(_rows_tag) AS _rows, count(_pairs_tag) AS _pairs BY a__k, a__v
+                Aggregate count(_rows_tag) AS _rows, count(_pairs_tag) AS _pairs BY _0__k, _0__v
                   Union ALL
-                    Project `a__k`, `a__v`, 1 AS _rows_tag, NULL AS _pairs_tag    each left row
+                    Project `_0__k`, `_0__v`, 1 AS _rows_tag, NULL AS _pairs_tag    each left row
                       (left)
-                    Project `a__k`, `a__v`, NULL, 1                     each pair's left row
-                      Project `a__k`, `a__v`
-                        Join ON `a__k` = `b__k`
+                    Project `_0__k`, `_0__v`, NULL, 1                     each pair's left row
+                      Project `_0__k`, `_0__v`
+                        Join ON a.k = b.k
 
 A left value v with n copies and m partners at an instant has n copies and n * m pairs
 there: it is unmatched where the pairs are 0, and then all n copies are. Every node is an

@@ -8,11 +8,11 @@ for.
 
 Before::
 
-    IntervalJoin ON `a__k` = `b__k` <- Window [RANGE 60] x Window [RANGE 60]
+    IntervalJoin ON a.k = b.k <- Window [RANGE 60] x Window [RANGE 60]
 
 After (``WITH (shedding='adaptive', basic_windows='6')``)::
 
-    IntervalJoin ON `a__k` = `b__k` <- Window [RANGE 60] x Window [RANGE 60]
+    IntervalJoin ON a.k = b.k <- Window [RANGE 60] x Window [RANGE 60]
       SHEDDING adaptive (6 sub-windows, budget 2 s)
 
 A query that asks for shedding and has no such join is refused: its option would do
