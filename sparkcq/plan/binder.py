@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import sqlglot
 import sqlglot.expressions as exp
 from pyspark.errors import AnalysisException
-from pyspark.sql.types import BooleanType, DoubleType, NumericType, StructType
+from pyspark.sql.types import BooleanType, DataType, DoubleType, NullType, NumericType, StructType
 
 from sparkcq.aggregates.library import Median
 from sparkcq.aggregates.user import UserAggregate, define_aggregate
@@ -67,6 +67,7 @@ from sparkcq.plan.nodes import (
     Window,
 )
 from sparkcq.plan.sandbox import Refusal, find_refusal, locate, unknown_function
+from sparkcq.plan.value_checks import aggregate_argument_problem, literal_problem
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -288,7 +289,7 @@ class _Binder:
             at = locate(Refusal(reason, (name_at,)), self.text, [(at.start, at.end)], at)
         return AnalysisError(reason, self.text, at)
 
-    def allowed_sql(self, tree: exp.Expression, node: exp.Expression) -> str:
+    def allowed_sql(self, tree: exp.Expr, node: exp.Expr) -> str:
         """The Spark SQL of ``tree`` (``node`` with our column names) unless it calls what a
         server client may not: checked before Spark analyses it, since analysing
         ``java_method`` already loads the class it names (plan/sandbox.py).
@@ -884,6 +885,16 @@ class _Binder:
 
     # -- expressions ---------------------------------------------------------------------
     def render(self, node: exp.Expression, scope: _Scope) -> str:
+        for n in node.walk():
+            if self.is_aggregate(n):
+                msg = f"aggregate {n.sql(dialect='spark')} is not allowed here"
+                raise self.error(msg, n)
+        sql = self.allowed_sql(self.resolved(node, scope), node)
+        self.check_literals(node, scope)
+        return sql
+
+    def resolved(self, node: exp.Expr, scope: _Scope) -> exp.Expr:
+        """A copy of ``node`` whose columns are the plan's (the user's names resolved)."""
         def rewrite(n: exp.Expression) -> exp.Expression:
             if isinstance(n, exp.Column) and not isinstance(n.this, exp.Star):
                 column, fields = scope.resolve_path(n, self)
@@ -893,11 +904,35 @@ class _Binder:
                                       *[exp.to_identifier(f, quoted=True) for f in fields]])
             return n
 
-        for n in node.walk():
-            if self.is_aggregate(n):
-                msg = f"aggregate {n.sql(dialect='spark')} is not allowed here"
-                raise self.error(msg, n)
-        return self.allowed_sql(node.copy().transform(rewrite), node)
+        return node.copy().transform(rewrite)
+
+    def check_literals(self, node: exp.Expression, scope: _Scope) -> None:
+        """Refuse a string literal Spark would cast, on the first row, to a type it cannot
+        be (``plan/value_checks.py``).
+        """
+        if not any(isinstance(n, exp.Literal) and n.is_string for n in node.walk()):
+            return
+        schema = StructType([f for s in scope.sources for f in s.plan.schema.fields])
+
+        def type_of(part: exp.Expr) -> DataType:
+            try:
+                sql = self.resolved(part, scope).sql(dialect="spark")
+                return self.empty(schema).selectExpr(sql).schema.fields[0].dataType
+            except (AnalysisException, AnalysisError):
+                return NullType()  # Spark's own typing of the whole says what is wrong
+
+        problem = literal_problem(node, type_of, self.literal_casts)
+        if problem is not None:
+            raise self.error(problem[1], problem[0])
+
+    def literal_casts(self, text: str, dtype: DataType) -> bool:
+        """Whether Spark casts the string ``text`` to ``dtype`` (evaluated on the driver:
+        a local relation, no job).
+        """
+        from pyspark.sql import functions as F
+
+        frame = self.spark.createDataFrame([(text,)], "s STRING")
+        return frame.select(F.col("s").try_cast(dtype).isNotNull()).collect()[0][0]
 
     def check_predicate(self, schema: StructType, sql: str, node: Any, where: str) -> None:
         try:
@@ -1076,6 +1111,11 @@ class _Binder:
             arg: str | None = None
             if target is not None and not isinstance(target, exp.Star):
                 sql = self.render(target, scope)
+                if func in ("sum", "avg"):
+                    dtype = self.empty(plan.schema).selectExpr(sql).schema.fields[0].dataType
+                    problem = aggregate_argument_problem(func, target, dtype)
+                    if problem is not None:
+                        raise self.error(problem, target)
                 if sql not in arg_names:
                     arg_names[sql] = f"_a{len(arg_names)}"
                     pre.append((arg_names[sql], sql))
