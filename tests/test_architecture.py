@@ -155,3 +155,17 @@ def test_the_plan_and_language_tests_start_no_jvm(stage_dir: str) -> None:
                 assert not asked, f"{path.name}::{node.name} asks for {sorted(asked)}"
             if isinstance(node, ast.ImportFrom) and node.module in ("sparkcq", "sparkcq.engine"):
                 assert not any(a.name == "Engine" for a in node.names), path.name
+
+
+@pytest.mark.parametrize("module", ["sparkcq.runtime.global_plan", "sparkcq.runtime.cycle"])
+def test_the_plan_and_the_cycle_ask_operators_for_capabilities_not_classes(module: str) -> None:
+    """An operator or family says what it can (``family``, ``as_sliced``, ``contents``);
+    the global plan and the cycle never test which class it is.
+    """
+    tree = ast.parse(MODULES[module].read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and ast.unparse(node.func) == "isinstance":
+            named = ast.unparse(node.args[1])
+            assert not any(word.endswith(("Operator", "Family")) for word in
+                           named.replace("|", " ").replace("(", " ").replace(")", " ")
+                           .replace(",", " ").split()), f"{module}: {ast.unparse(node)}"
