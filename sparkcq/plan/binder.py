@@ -21,6 +21,7 @@ from sparkcq.aggregates.user import UserAggregate, define_aggregate
 from sparkcq.errors import AnalysisError, Location
 from sparkcq.language.apas.compiler import compile_program
 from sparkcq.language.sql.statements import ApasText, OutputForm, SelectText, SourceWindow
+from sparkcq.model.aggregate_functions import DERIVED_AGGREGATES, DerivedAggregate
 from sparkcq.model.time import TimeKind
 from sparkcq.model.types import implicit_cast_sql
 from sparkcq.model.windows import (
@@ -1070,6 +1071,9 @@ class _Binder:
                     calls[key] = AggCall(uda.name.lower(), arg_names[sql], False,
                                          f"_x{len(calls)}", uda)
                 return exp.column(calls[key].name, quoted=True)
+            derived = derived_aggregate(node)
+            if derived is not None:
+                return derived_ref(node, derived)
             func = next((f for t, f in _AGGREGATES.items() if type(node) is t), None)
             if func is None:
                 msg = (
@@ -1112,6 +1116,40 @@ class _Binder:
             if call_key not in calls:
                 calls[call_key] = AggCall(func, arg, distinct, f"_x{len(calls)}")
             return exp.column(calls[call_key].name, quoted=True)
+
+        def derived_ref(node: exp.Expression, derived: DerivedAggregate) -> exp.Expression:
+            """A call of an aggregate made of counts and sums (``model/aggregate_functions.py``):
+            its partials, each a call like any other (shared, computed once), and the
+            expression of its value over them.
+            """
+            target = node.this
+            if isinstance(target, exp.Distinct) or target is None or node.expressions:
+                msg = f"{derived.name}(x) takes one argument, without DISTINCT"
+                raise self.error(msg, node)
+            for inner in target.walk():
+                if self.is_aggregate(inner):
+                    msg = "aggregate functions cannot be nested"
+                    raise self.error(msg, inner)
+            sql = self.render(target, scope)
+            dtype = self.type_of(sql, plan.schema)
+            if not isinstance(dtype, NumericType):
+                msg = (f"{derived.name}({target.sql(dialect='spark')}) takes a number, "
+                       f"found {dtype.simpleString().upper()}")
+                raise self.error(msg, target)
+            x = sql if re.fullmatch(r"`[^`]+`", sql) else f"({sql})"
+            parts = []
+            for func, template in derived.partials:
+                arg_sql = template.format(x=x)
+                if arg_sql not in arg_names:
+                    arg_names[arg_sql] = f"_a{len(arg_names)}"
+                    pre.append((arg_names[arg_sql], arg_sql))
+                key = f"{func}|False|{arg_names[arg_sql]}"
+                if key not in calls:
+                    calls[key] = AggCall(func, arg_names[arg_sql], False, f"_x{len(calls)}")
+                parts.append(quote(calls[key].name))
+            value = sqlglot.parse_one(derived.final.format(*parts), read="spark")
+            assert isinstance(value, exp.Expression)
+            return value
 
         def tree_ref(node: exp.Expression) -> exp.Expression:
             """``stats(x)``: one call per part, then the struct of their values, so the
@@ -1209,6 +1247,13 @@ class _Binder:
         except TypingError as e:
             msg = f"aggregate: {e.reason}"
             raise AnalysisError(msg, self.text, None) from None
+
+
+def derived_aggregate(node: exp.Expression) -> DerivedAggregate | None:
+    """The aggregate made of counts and sums that ``node`` calls, if any."""
+    if not isinstance(node, exp.AggFunc) or isinstance(node, exp.Anonymous):
+        return None
+    return DERIVED_AGGREGATES.get(node.sql_name().lower())
 
 
 def _original(node: exp.Expression, col: exp.Column) -> exp.Expression:
