@@ -16,6 +16,7 @@ cases share one engine run and a failure is reported for one case.
 from __future__ import annotations
 
 import math
+import statistics
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -498,6 +499,11 @@ def _avg(xs: list) -> float | None:
     return float(Fraction(sum(xs), len(xs))) if xs else None
 
 
+def _spread(measure: Callable[[list], float], xs: list, least: int) -> float | None:
+    """A variance or standard deviation of ``xs``, None for fewer than ``least`` values."""
+    return float(measure(xs)) if len(xs) >= least else None
+
+
 def _nullif4(r: dict) -> int | None:
     return None if r["v"] == 4 else r["v"]
 
@@ -519,6 +525,14 @@ AGGS: dict[str, Callable[[list[dict]], object]] = {
     else None,
     "avg(v * 2 + 1)": lambda rows: _avg(_values(rows, lambda r: r["v"] * 2 + 1)),
     "count(DISTINCT v % 3)": lambda rows: len(set(_values(rows, lambda r: r["v"] % 3))),
+    # made of counts and sums (sparkcq/model/aggregate_functions.py), here by the exact
+    # rational arithmetic of Python's statistics module
+    "var_samp(v)": lambda rows: _spread(statistics.variance, _values(rows, lambda r: r["v"]), 2),
+    "stddev_samp(nullif(v, 4))": lambda rows: _spread(statistics.stdev,
+                                                      _values(rows, _nullif4), 2),
+    "var_pop(v * 3)": lambda rows: _spread(statistics.pvariance,
+                                           _values(rows, lambda r: r["v"] * 3), 1),
+    "stddev_pop(v)": lambda rows: _spread(statistics.pstdev, _values(rows, lambda r: r["v"]), 1),
 }
 
 
@@ -555,7 +569,8 @@ def _of_v(f: Callable[[list], object]) -> Callable[[list[dict]], object]:
 #: the built-in aggregates of AGGS the StreamAPAS language has, as it writes them
 APAS_AGGS = {"count(*)": "agg.count()", "sum(v)": "agg.sum(${s}.v)", "avg(v)": "agg.avg(${s}.v)",
              "min(v)": "agg.min(${s}.v)", "max(v)": "agg.max(${s}.v)",
-             "min(9 - v)": "agg.min(9 - ${s}.v)"}
+             "min(9 - v)": "agg.min(9 - ${s}.v)", "var_samp(v)": "agg.var_samp(${s}.v)",
+             "stddev_pop(v)": "agg.stddev_pop(${s}.v)"}
 
 UDAS: dict[str, Callable[[list[dict]], object]] = {
     "usum(v)": _of_v(lambda vs: sum(vs) if vs else None),

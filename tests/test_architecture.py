@@ -1,6 +1,6 @@
 """The layout holds: no import cycle, nothing below the facade imports ``sparkcq.engine``,
-no stage imports a later one, and within a cycle the runtime passes values, never
-attributes set on another object.
+no stage imports a later one, within a cycle the runtime passes values, never attributes
+set on another object, and the tests of the plan and the languages need no JVM.
 
 These read the source, not a running engine: they need no Spark.
 """
@@ -136,3 +136,36 @@ def test_the_runtime_writes_no_attribute_of_another_object():
 def test_no_snapshot_by_reflection():
     text = "\n".join(p.read_text() for p in PACKAGE.rglob("*.py"))
     assert "CYCLE_FIELDS" not in text
+
+
+#: what starts a Spark session (``tests/conftest.py``)
+SPARK_FIXTURES = {"spark", "engine", "trusted_engine"}
+
+
+@pytest.mark.parametrize("stage_dir", ["plan", "language"])
+def test_the_plan_and_language_tests_start_no_jvm(stage_dir: str) -> None:
+    """``pytest tests/plan tests/language`` types with ``SchemaTyper`` and starts no
+    Spark: no test there asks for a fixture that starts one, nor imports the engine.
+    """
+    for path in sorted((Path(__file__).parent / stage_dir).glob("test_*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef):  # a test or a fixture
+                asked = {a.arg for a in node.args.args} & SPARK_FIXTURES
+                assert not asked, f"{path.name}::{node.name} asks for {sorted(asked)}"
+            if isinstance(node, ast.ImportFrom) and node.module in ("sparkcq", "sparkcq.engine"):
+                assert not any(a.name == "Engine" for a in node.names), path.name
+
+
+@pytest.mark.parametrize("module", ["sparkcq.runtime.global_plan", "sparkcq.runtime.cycle"])
+def test_the_plan_and_the_cycle_ask_operators_for_capabilities_not_classes(module: str) -> None:
+    """An operator or family says what it can (``family``, ``as_sliced``, ``contents``);
+    the global plan and the cycle never test which class it is.
+    """
+    tree = ast.parse(MODULES[module].read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and ast.unparse(node.func) == "isinstance":
+            named = ast.unparse(node.args[1])
+            assert not any(word.endswith(("Operator", "Family")) for word in
+                           named.replace("|", " ").replace("(", " ").replace(")", " ")
+                           .replace(",", " ").split()), f"{module}: {ast.unparse(node)}"

@@ -39,6 +39,8 @@ a catalog, a qualified name such as ``system.builtin.abs``) are refused as unkno
 
 from __future__ import annotations
 
+from sparkcq.model.aggregate_functions import DERIVED_AGGREGATES
+
 # arithmetic, rounding, trigonometry, logarithms, random numbers (math_funcs)
 MATH = frozenset({
     "%", "*", "+", "-", "/", "abs", "acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh",
@@ -174,7 +176,7 @@ MISC = frozenset({
 
 # the aggregates a continuous query runs (plan/binder.py)
 AGGREGATES = frozenset({
-    "avg", "count", "max", "min", "sum",
+    "avg", "count", "max", "min", "sum", *DERIVED_AGGREGATES,
 })
 
 ALLOWED: frozenset[str] = (MATH | OPERATORS | STRING | DATETIME | CONDITIONAL | CONVERSION | HASH

@@ -8,22 +8,20 @@ analyzer types them on an empty DataFrame, so the engine accepts exactly what Sp
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 import sqlglot
 import sqlglot.expressions as exp
-from pyspark.errors import AnalysisException
-from pyspark.sql.types import BooleanType, DoubleType, NumericType, StructType
+from pyspark.sql.types import BooleanType, DataType, DoubleType, NullType, NumericType, StructType
 
 from sparkcq.aggregates.library import Median
 from sparkcq.aggregates.user import UserAggregate, define_aggregate
 from sparkcq.errors import AnalysisError, Location
 from sparkcq.language.apas.compiler import compile_program
 from sparkcq.language.sql.statements import ApasText, OutputForm, SelectText, SourceWindow
+from sparkcq.model.aggregate_functions import DERIVED_AGGREGATES, DerivedAggregate
 from sparkcq.model.time import TimeKind
 from sparkcq.model.types import implicit_cast_sql
 from sparkcq.model.windows import (
@@ -67,9 +65,11 @@ from sparkcq.plan.nodes import (
     Window,
 )
 from sparkcq.plan.sandbox import Refusal, find_refusal, locate, unknown_function
+from sparkcq.plan.typer import SparkTyper, Typer, TypingError
+from sparkcq.plan.value_checks import aggregate_argument_problem, literal_problem
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
     from sparkcq.catalog import Catalog
 
@@ -204,27 +204,29 @@ class BoundQuery:
 
 
 def bind_query(
-    select: SelectText | ApasText, text: str, catalog: Catalog, spark: SparkSession, *,
-    trusted: bool = False,
+    select: SelectText | ApasText, text: str, catalog: Catalog, spark: SparkSession | None, *,
+    trusted: bool = False, typer: Typer | None = None,
 ) -> BoundQuery:
     """Bind a query of either language: a StreamAPAS query compiles to the SELECT it
     means first, so equal queries in the two languages become equal plans.
     """
     if isinstance(select, ApasText):
         select = compile_program(select.program, catalog, catalog.libraries)
-    return bind_select(select, text, catalog, spark, trusted=trusted)
+    return bind_select(select, text, catalog, spark, trusted=trusted, typer=typer)
 
 
 def bind_select(
-    select: SelectText, text: str, catalog: Catalog, spark: SparkSession, *,
-    trusted: bool = False,
+    select: SelectText, text: str, catalog: Catalog, spark: SparkSession | None, *,
+    trusted: bool = False, typer: Typer | None = None,
 ) -> BoundQuery:
     """Bind a parsed SELECT (with its output form) into a logical plan.
 
     Unless ``trusted``, its expressions may call only the functions a server client may
-    (plan/sandbox.py): a call of any other is an AnalysisError at its place.
+    (plan/sandbox.py): a call of any other is an AnalysisError at its place. Expressions
+    are typed by ``typer``, Spark's analyzer on ``spark`` by default (``plan/typer.py``;
+    the plan layer's tests give ``SchemaTyper``, and no JVM runs).
     """
-    binder = _Binder(select, text, catalog, spark, trusted)
+    binder = _Binder(select, text, catalog, spark, trusted, typer)
     plan, period = binder.bind(select.expression)
     for key, window in select.windows.items():
         if key not in binder.used_windows:
@@ -242,22 +244,17 @@ def bind_select(
     return BoundQuery(ToStream(plan, select.form, period), select.form)
 
 
-@lru_cache(maxsize=256)
-def empty_frame(spark: SparkSession, schema_json: str) -> DataFrame:
-    """An empty frame of a schema (as JSON), over which the binder types expressions: made
-    once per schema, as most statements read the same few (a frame is ten calls into the
-    JVM, a query's binding made one per expression).
-    """
-    return spark.createDataFrame([], StructType.fromJson(json.loads(schema_json)))
-
-
 class _Binder:
-    def __init__(self, select: SelectText, text: str, catalog: Catalog, spark: SparkSession,
-                 trusted: bool = False):
+    def __init__(self, select: SelectText, text: str, catalog: Catalog,
+                 spark: SparkSession | None, trusted: bool = False, typer: Typer | None = None):
         self.select = select
         self.text = text
         self.catalog = catalog
         self.spark = spark
+        if typer is None:
+            assert spark is not None, "a binder types with Spark or with the typer it is given"
+            typer = SparkTyper(spark)
+        self.typer = typer
         self.trusted = trusted
         self.used_windows: set[int] = set()  # keys of select.windows bound to a stream
 
@@ -277,18 +274,23 @@ class _Binder:
     def error(self, message: str, node: Any) -> AnalysisError:
         return AnalysisError(message, self.text, self.loc(node))
 
-    def analysis_error(self, e: AnalysisException, node: Any) -> AnalysisError:
-        """Spark's analysis error about ``node``, in one line; an unknown function's
-        message underlines the function's name.
+    def typing_error(self, e: TypingError, node: Any, where: str = "") -> AnalysisError:
+        """The typer's error about ``node``; a call of an unknown function is said so, with
+        the nearest names, and underlines the function's name.
         """
-        reason, at = _spark_reason(e), self.loc(node)
-        unknown = _UNKNOWN_ROUTINE.search(str(e))
-        if unknown is not None:
-            name_at = rf"(?<![\w$]){re.escape(unknown[1])}`?\s*\("
-            at = locate(Refusal(reason, (name_at,)), self.text, [(at.start, at.end)], at)
+        at = self.loc(node)
+        if e.unknown_function is None:
+            return AnalysisError(f"{where}{e.reason}", self.text, at)
+        reason = unknown_function(e.unknown_function, ALLOWED)
+        name_at = rf"(?<![\w$]){re.escape(e.unknown_function)}`?\s*\("
+        at = locate(Refusal(reason, (name_at,)), self.text, [(at.start, at.end)], at)
         return AnalysisError(reason, self.text, at)
 
-    def allowed_sql(self, tree: exp.Expression, node: exp.Expression) -> str:
+    def type_of(self, sql: str, schema: StructType) -> DataType:
+        """The type of one Spark SQL expression over ``schema`` (``TypingError``)."""
+        return self.typer.fields([("_e", sql)], schema).fields[0].dataType
+
+    def allowed_sql(self, tree: exp.Expr, node: exp.Expr) -> str:
         """The Spark SQL of ``tree`` (``node`` with our column names) unless it calls what a
         server client may not: checked before Spark analyses it, since analysing
         ``java_method`` already loads the class it names (plan/sandbox.py).
@@ -298,6 +300,7 @@ class _Binder:
             return sql
         own = {*self.catalog.functions, *self.catalog.aggregates}
         columns = {c.name.lower() for c in tree.find_all(exp.Column)}
+        assert self.spark is not None, "an untrusted binder asks Spark's parser what runs"
         refusal = find_refusal(self.spark, sql, own, columns)
         if refusal is None:
             return sql
@@ -884,6 +887,16 @@ class _Binder:
 
     # -- expressions ---------------------------------------------------------------------
     def render(self, node: exp.Expression, scope: _Scope) -> str:
+        for n in node.walk():
+            if self.is_aggregate(n):
+                msg = f"aggregate {n.sql(dialect='spark')} is not allowed here"
+                raise self.error(msg, n)
+        sql = self.allowed_sql(self.resolved(node, scope), node)
+        self.check_literals(node, scope)
+        return sql
+
+    def resolved(self, node: exp.Expr, scope: _Scope) -> exp.Expr:
+        """A copy of ``node`` whose columns are the plan's (the user's names resolved)."""
         def rewrite(n: exp.Expression) -> exp.Expression:
             if isinstance(n, exp.Column) and not isinstance(n.this, exp.Star):
                 column, fields = scope.resolve_path(n, self)
@@ -893,24 +906,34 @@ class _Binder:
                                       *[exp.to_identifier(f, quoted=True) for f in fields]])
             return n
 
-        for n in node.walk():
-            if self.is_aggregate(n):
-                msg = f"aggregate {n.sql(dialect='spark')} is not allowed here"
-                raise self.error(msg, n)
-        return self.allowed_sql(node.copy().transform(rewrite), node)
+        return node.copy().transform(rewrite)
+
+    def check_literals(self, node: exp.Expression, scope: _Scope) -> None:
+        """Refuse a string literal Spark would cast, on the first row, to a type it cannot
+        be (``plan/value_checks.py``).
+        """
+        if not any(isinstance(n, exp.Literal) and n.is_string for n in node.walk()):
+            return
+        schema = StructType([f for s in scope.sources for f in s.plan.schema.fields])
+
+        def type_of(part: exp.Expr) -> DataType:
+            try:
+                return self.type_of(self.resolved(part, scope).sql(dialect="spark"), schema)
+            except (TypingError, AnalysisError):
+                return NullType()  # the typing of the whole says what is wrong
+
+        problem = literal_problem(node, type_of, self.typer.casts)
+        if problem is not None:
+            raise self.error(problem[1], problem[0])
 
     def check_predicate(self, schema: StructType, sql: str, node: Any, where: str) -> None:
         try:
-            out = self.empty(schema).selectExpr(sql).schema.fields[0].dataType
-        except AnalysisException as e:
-            msg = f"{where}: {_spark_reason(e)}"
-            raise self.error(msg, node) from None
+            out = self.type_of(sql, schema)
+        except TypingError as e:
+            raise self.typing_error(e, node, f"{where}: ") from None
         if not isinstance(out, BooleanType):
             msg = f"{where} condition must be BOOLEAN, found {out.simpleString()}"
             raise self.error(msg, node)
-
-    def empty(self, schema: StructType):  # noqa: ANN201 - a Spark DataFrame
-        return empty_frame(self.spark, schema.json())
 
     def filter(self, plan: PlanNode, cond: exp.Expression, scope: _Scope, where: str) -> PlanNode:
         sql = self.render(cond, scope)
@@ -926,18 +949,17 @@ class _Binder:
         if dupes:
             msg = f"duplicate output column {dupes[0]!r}; give each column a distinct alias"
             raise self.error(msg, node)
-        df = self.empty(plan.schema)
         try:
-            schema = df.selectExpr(*[f"{sql} AS {quote(name)}" for name, sql in exprs]).schema
-        except AnalysisException as whole:
+            schema = self.typer.fields(exprs, plan.schema)
+        except TypingError as whole:
             # typed one by one only to blame the expression at fault
-            for i, (name, sql) in enumerate(exprs):
+            for i, named in enumerate(exprs):
                 try:
-                    df.selectExpr(f"{sql} AS {quote(name)}")
-                except AnalysisException as e:
+                    self.typer.fields([named], plan.schema)
+                except TypingError as e:
                     culprit = origins[i] if origins else node
-                    raise self.analysis_error(e, culprit) from None
-            raise self.analysis_error(whole, node) from None
+                    raise self.typing_error(e, culprit) from None
+            raise self.typing_error(whole, node) from None
         if isinstance(plan, Project) and all(sql == quote(n) for n, sql in exprs) and [
             f.name for f in plan.schema.fields
         ] == names:
@@ -996,7 +1018,6 @@ class _Binder:
             msg = (f"aggregate {uda.signature} takes {len(uda.arg_types)} argument"
                    f"{'s' if len(uda.arg_types) != 1 else ''}, got {len(args)}")
             raise self.error(msg, node)
-        df = self.empty(plan.schema)
         sqls = []
         for i, (arg, name, want) in enumerate(zip(args, uda.arg_names, uda.arg_types,
                                                   strict=True)):
@@ -1006,9 +1027,9 @@ class _Binder:
                     raise self.error(msg, inner)
             sql = self.render(arg, scope)
             try:
-                got = df.selectExpr(sql).schema.fields[0].dataType
-            except AnalysisException as e:
-                raise self.analysis_error(e, arg) from None
+                got = self.type_of(sql, plan.schema)
+            except TypingError as e:
+                raise self.typing_error(e, arg) from None
             cast = implicit_cast_sql(sql, got, want)
             if cast is None:
                 msg = (f"aggregate {uda.name}: argument {i + 1} ({name}) must be "
@@ -1050,6 +1071,9 @@ class _Binder:
                     calls[key] = AggCall(uda.name.lower(), arg_names[sql], False,
                                          f"_x{len(calls)}", uda)
                 return exp.column(calls[key].name, quoted=True)
+            derived = derived_aggregate(node)
+            if derived is not None:
+                return derived_ref(node, derived)
             func = next((f for t, f in _AGGREGATES.items() if type(node) is t), None)
             if func is None:
                 msg = (
@@ -1076,6 +1100,11 @@ class _Binder:
             arg: str | None = None
             if target is not None and not isinstance(target, exp.Star):
                 sql = self.render(target, scope)
+                if func in ("sum", "avg"):
+                    dtype = self.type_of(sql, plan.schema)
+                    problem = aggregate_argument_problem(func, target, dtype)
+                    if problem is not None:
+                        raise self.error(problem, target)
                 if sql not in arg_names:
                     arg_names[sql] = f"_a{len(arg_names)}"
                     pre.append((arg_names[sql], sql))
@@ -1087,6 +1116,40 @@ class _Binder:
             if call_key not in calls:
                 calls[call_key] = AggCall(func, arg, distinct, f"_x{len(calls)}")
             return exp.column(calls[call_key].name, quoted=True)
+
+        def derived_ref(node: exp.Expression, derived: DerivedAggregate) -> exp.Expression:
+            """A call of an aggregate made of counts and sums (``model/aggregate_functions.py``):
+            its partials, each a call like any other (shared, computed once), and the
+            expression of its value over them.
+            """
+            target = node.this
+            if isinstance(target, exp.Distinct) or target is None or node.expressions:
+                msg = f"{derived.name}(x) takes one argument, without DISTINCT"
+                raise self.error(msg, node)
+            for inner in target.walk():
+                if self.is_aggregate(inner):
+                    msg = "aggregate functions cannot be nested"
+                    raise self.error(msg, inner)
+            sql = self.render(target, scope)
+            dtype = self.type_of(sql, plan.schema)
+            if not isinstance(dtype, NumericType):
+                msg = (f"{derived.name}({target.sql(dialect='spark')}) takes a number, "
+                       f"found {dtype.simpleString().upper()}")
+                raise self.error(msg, target)
+            x = sql if re.fullmatch(r"`[^`]+`", sql) else f"({sql})"
+            parts = []
+            for func, template in derived.partials:
+                arg_sql = template.format(x=x)
+                if arg_sql not in arg_names:
+                    arg_names[arg_sql] = f"_a{len(arg_names)}"
+                    pre.append((arg_names[arg_sql], arg_sql))
+                key = f"{func}|False|{arg_names[arg_sql]}"
+                if key not in calls:
+                    calls[key] = AggCall(func, arg_names[arg_sql], False, f"_x{len(calls)}")
+                parts.append(quote(calls[key].name))
+            value = sqlglot.parse_one(derived.final.format(*parts), read="spark")
+            assert isinstance(value, exp.Expression)
+            return value
 
         def tree_ref(node: exp.Expression) -> exp.Expression:
             """``stats(x)``: one call per part, then the struct of their values, so the
@@ -1101,7 +1164,7 @@ class _Binder:
                     msg = "aggregate functions cannot be nested"
                     raise self.error(msg, inner)
             sql = self.render(args[0], scope)
-            got = self.empty(plan.schema).selectExpr(sql).schema.fields[0].dataType
+            got = self.type_of(sql, plan.schema)
             if not isinstance(got, NumericType):
                 msg = (f"{node.name}(x) takes a number, found {got.simpleString().upper()}")
                 raise self.error(msg, args[0])
@@ -1171,30 +1234,26 @@ class _Binder:
     def aggregate_schema(
         self, schema: StructType, keys: list[str], calls: list[AggCall]
     ) -> StructType:
-        df = self.empty(schema)
         cols = []
         for c in calls:
             arg = quote(c.arg) if c.arg else "*"
             inner = f"DISTINCT {arg}" if c.distinct else arg
             if c.uda is None:
-                cols.append(f"{c.func}({inner}) AS {quote(c.name)}")
+                cols.append((c.name, f"{c.func}({inner})"))
             else:  # its type is declared
-                cols.append(f"first(CAST(NULL AS {c.uda.return_type.simpleString()})) "
-                            f"AS {quote(c.name)}")
-        if not cols:  # GROUP BY alone: the distinct keys (Spark's agg() needs a column)
-            cols = ["count(1) AS `__rows`"]
+                cols.append((c.name, f"first(CAST(NULL AS {c.uda.return_type.simpleString()}))"))
         try:
-            out = df.groupBy(*keys).agg(*[_expr(c) for c in cols])
-            return (out.drop("__rows") if not calls else out).schema
-        except AnalysisException as e:
-            msg = f"aggregate: {_spark_reason(e)}"
+            return self.typer.aggregates(schema, keys, cols)
+        except TypingError as e:
+            msg = f"aggregate: {e.reason}"
             raise AnalysisError(msg, self.text, None) from None
 
 
-def _expr(sql: str):  # noqa: ANN202 - a Spark Column
-    from pyspark.sql import functions as F
-
-    return F.expr(sql)
+def derived_aggregate(node: exp.Expression) -> DerivedAggregate | None:
+    """The aggregate made of counts and sums that ``node`` calls, if any."""
+    if not isinstance(node, exp.AggFunc) or isinstance(node, exp.Anonymous):
+        return None
+    return DERIVED_AGGREGATES.get(node.sql_name().lower())
 
 
 def _original(node: exp.Expression, col: exp.Column) -> exp.Expression:
@@ -1217,17 +1276,3 @@ def output_name(e: exp.Expression) -> str:
     if isinstance(e, exp.Column):
         return e.name
     return e.sql(dialect="spark")
-
-
-_UNKNOWN_ROUTINE = re.compile(r"UNRESOLVED_ROUTINE\] Cannot resolve routine `([^`]+)`")
-
-
-def _spark_reason(e: AnalysisException) -> str:
-    """The first line of Spark's analysis message, without its plan dump; a call of a
-    function Spark does not know is an unknown function, with the nearest names.
-    """
-    text = str(e).strip().splitlines()[0] if str(e).strip() else repr(e)
-    unknown = _UNKNOWN_ROUTINE.search(text)
-    if unknown is not None:
-        return unknown_function(unknown[1].lower(), ALLOWED)
-    return text.split("; line ")[0].split(" SQLSTATE")[0]

@@ -19,11 +19,11 @@ from pyspark.sql.types import (
 )
 
 from sparkcq.errors import AnalysisError, Location
-from sparkcq.language.sql.statements import ColumnDef
+from sparkcq.language.sql.statements import ColumnDef, assignment_at, value_at
 from sparkcq.model.time import TimeKind, parse_duration, unit_micros
 from sparkcq.model.types import INTEGRAL_TYPES
 from sparkcq.plan.nodes import StreamScan
-from sparkcq.plan.options import StreamOptions, assignment_location, option_location
+from sparkcq.plan.options import StreamOptions
 
 
 def declared_schema(columns: Sequence[ColumnDef], text: str) -> StructType:
@@ -59,13 +59,14 @@ def bind_stream(name: str, schema: StructType, options: StreamOptions, text: str
         msg = "CREATE STREAM needs WITH (event_time='column')"
         raise AnalysisError(msg, text, loc)
     kinds = []
+    at = options.options
     for opt, col_name in (("event_time", time_col), ("end_time", options.end_time)):
         if col_name is None:
             continue
         f = names.get(col_name.lower())
         if f is None:
             msg = f"{opt} column {col_name!r} is not a column of {name!r}"
-            raise AnalysisError(msg, text, option_location(text, loc, col_name) or loc)
+            raise AnalysisError(msg, text, value_at(at, opt, loc))
         if isinstance(f.dataType, TimestampType | TimestampNTZType):
             kinds.append(TimeKind.TIMESTAMP)
         elif isinstance(f.dataType, INTEGRAL_TYPES):
@@ -73,14 +74,14 @@ def bind_stream(name: str, schema: StructType, options: StreamOptions, text: str
         else:
             msg = (f"{opt} column {col_name!r} is {f.dataType.simpleString()}; it must be "
                    "a TIMESTAMP or an integral number")
-            raise AnalysisError(msg, text, option_location(text, loc, col_name) or loc)
+            raise AnalysisError(msg, text, value_at(at, opt, loc))
     if len(set(kinds)) > 1:
         msg = "event_time and end_time must both be timestamps or both be numbers"
         raise AnalysisError(msg, text, loc)
     kind = kinds[0]
     unit = None
     if options.time_unit is not None:
-        where = option_location(text, loc, options.time_unit)
+        where = value_at(at, "time_unit", loc)
         if kind is TimeKind.TIMESTAMP:
             msg = (f"time_unit applies to a numeric event time; {time_col!r} is a "
                    "timestamp, whose unit is known")
@@ -95,8 +96,7 @@ def bind_stream(name: str, schema: StructType, options: StreamOptions, text: str
             lateness = parse_duration(options.lateness).to_units(kind, unit)
         except ValueError as e:
             msg = f"lateness: {e}"
-            raise AnalysisError(msg, text, option_location(text, loc, options.lateness)
-                                or loc) from None
+            raise AnalysisError(msg, text, value_at(at, "lateness", loc)) from None
     end_col = names[options.end_time.lower()].name if options.end_time is not None else None
     key = key_columns(name, options, schema, text, loc)
     node = StreamScan(name, schema, names[time_col.lower()].name, end_col, kind, unit, key)
@@ -112,7 +112,7 @@ def key_columns(name: str, options: StreamOptions, schema: StructType, text: str
     raw = options.key
     if raw is None:
         return ()
-    where = assignment_location(text, loc, "key")
+    where = assignment_at(options.options, "key", loc)
     names = {f.name.lower(): f.name for f in schema.fields}
     parts = [p.strip() for p in raw.split(",")]
     if not raw.strip() or any(not p for p in parts):

@@ -10,13 +10,13 @@ source or sink, which documents and checks them itself.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TypeVar
 
 from sparkcq.errors import AnalysisError, Location
+from sparkcq.language.sql.statements import assignment_at, copy_options, value_at
 from sparkcq.model.time import TimeKind, parse_duration
 
 E = TypeVar("E", bound=StrEnum)
@@ -47,29 +47,6 @@ class SchemaChange(StrEnum):
     KEEP = "keep"  # keeps the old columns, NULL where a new row has no such column
 
 
-def option_location(text: str, loc: Location | None, value: str) -> Location | None:
-    """Where an option's ``value`` is written in the statement starting at ``loc``, or
-    ``loc`` itself if it is not found there.
-    """
-    if loc is None:
-        return None
-    end = text.find(";", loc.end)
-    at = text.find(value, loc.start, len(text) if end < 0 else end)
-    return loc if at < 0 or not value else Location.of_span(text, at, at + len(value))
-
-
-def assignment_location(text: str, loc: Location | None, option: str) -> Location | None:
-    """Where ``option='value'`` is written in the statement starting at ``loc`` (its
-    whole assignment), or ``loc`` itself if it is not found there.
-    """
-    if loc is None:
-        return None
-    end = text.find(";", loc.end)
-    found = re.compile(rf"\b{re.escape(option)}\s*=\s*('[^']*'|\"[^\"]*\")",
-                       re.IGNORECASE).search(text, loc.start, len(text) if end < 0 else end)
-    return loc if found is None else Location.of_span(text, found.start(), found.end())
-
-
 def choice(kind: type[E], options: Mapping[str, str], key: str, default: E, text: str,
            loc: Location | None, refusal: str) -> E:
     """Option ``key`` as a member of enum ``kind`` (``default`` when absent); an
@@ -81,7 +58,7 @@ def choice(kind: type[E], options: Mapping[str, str], key: str, default: E, text
         return kind(raw.lower())
     except ValueError:
         msg = refusal.replace("{raw!r}", repr(raw))
-        raise AnalysisError(msg, text, option_location(text, loc, raw)) from None
+        raise AnalysisError(msg, text, value_at(options, key, loc)) from None
 
 
 @dataclass(frozen=True)
@@ -105,7 +82,7 @@ class StreamOptions:
                         f"unknown source {{raw!r}}; available: {known}")
         return cls(source, options.get("event_time"), options.get("end_time"),
                    options.get("lateness"), options.get("time_unit"), options.get("key"),
-                   dict(options))
+                   copy_options(options))
 
 
 @dataclass(frozen=True)
@@ -122,7 +99,7 @@ class TableOptions:
         """The options of a table definition; a bad ``refresh`` is an AnalysisError."""
         fmt = options.get("format")
         return cls(None if fmt is None else fmt.lower(), options.get("path"),
-                   refresh_seconds(options, text, loc), dict(options))
+                   refresh_seconds(options, text, loc), copy_options(options))
 
     @property
     def postgres(self) -> bool:
@@ -147,10 +124,10 @@ def seconds_option(options: Mapping[str, str], key: str, text: str,
         micros = parse_duration(every).to_units(TimeKind.TIMESTAMP)
     except ValueError as e:
         msg = f"{key}: {e}"
-        raise AnalysisError(msg, text, option_location(text, loc, every)) from None
+        raise AnalysisError(msg, text, value_at(options, key, loc)) from None
     if micros <= 0:
         msg = f"{key}: {every!r} is not a positive duration"
-        raise AnalysisError(msg, text, option_location(text, loc, every))
+        raise AnalysisError(msg, text, value_at(options, key, loc))
     return micros / 1e6
 
 
@@ -197,7 +174,7 @@ class Shedding:
                 if key in options:
                     msg = (f"{key} tunes load shedding, which is off for this query: add "
                            f"shedding='adaptive' or shedding='random'")
-                    raise AnalysisError(msg, text, assignment_location(text, loc, key))
+                    raise AnalysisError(msg, text, assignment_at(options, key, loc))
             return None
         budget = seconds_option(options, "latency_budget", text, loc)
         count = options.get("basic_windows", "10")
@@ -205,7 +182,7 @@ class Shedding:
         if not count.strip().isdigit() or not 1 <= int(count) <= MAX_BASIC_WINDOWS:
             msg = (f"basic_windows {count!r}: use a whole number of sub-windows from 1 to "
                    f"{MAX_BASIC_WINDOWS}")
-            raise AnalysisError(msg, text, option_location(text, loc, count))
+            raise AnalysisError(msg, text, value_at(options, "basic_windows", loc))
         throttle = None
         if (raw := options.get("throttle")) is not None:
             try:
@@ -215,7 +192,7 @@ class Shedding:
             if not 0 < throttle <= 1:
                 msg = (f"throttle {raw!r}: the share of the windows the join processes is "
                        f"a number in (0, 1], e.g. '0.3'")
-                raise AnalysisError(msg, text, option_location(text, loc, raw))
+                raise AnalysisError(msg, text, value_at(options, "throttle", loc))
         return cls(mode, 2.0 if budget is None else budget, int(count), throttle)
 
 
@@ -238,4 +215,4 @@ class QueryOptions:
                         "on_schema_change {raw!r}: use 'stop' (the default: stop the query "
                         "when it no longer compiles) or 'keep' (keep the old columns)")
         return cls(options.get("sink", SinkKind.MEMORY.value).lower(), change,
-                   Shedding.parse(options, text, loc, shedding), dict(options))
+                   Shedding.parse(options, text, loc, shedding), copy_options(options))

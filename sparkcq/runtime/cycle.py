@@ -37,6 +37,7 @@ from sparkcq.plan.nodes import (
 from sparkcq.runtime.cycle_cost import Phase
 from sparkcq.runtime.cycle_input import CycleInput
 from sparkcq.runtime.failures import describe_failure
+from sparkcq.runtime.families import Family
 from sparkcq.runtime.frames import RowCounting, Runtime, Slice, TaggedRecords
 from sparkcq.runtime.fused_outputs import (
     QueryTail,
@@ -56,7 +57,6 @@ from sparkcq.runtime.fused_streams import (
     shape_columns,
     stream_records,
 )
-from sparkcq.runtime.fusion import AggregateFamily
 from sparkcq.runtime.global_plan import GlobalPlan
 from sparkcq.runtime.operators.base import CycleContext, Operator
 from sparkcq.runtime.operators.element_intervals import element_source, pair_span
@@ -74,8 +74,9 @@ from sparkcq.runtime.operators.shared_output import (
     split_by_query,
 )
 from sparkcq.runtime.operators.table import TableRows
-from sparkcq.runtime.sliced_family import SlicedFamily, SlicedMemberOperator
+from sparkcq.runtime.seeding import starts as cycle_starts
 from sparkcq.runtime.sliced_runs import keeps_group, sliced_runs
+from sparkcq.runtime.table_switching import replace_tables
 from sparkcq.runtime.transaction import CycleParticipant, CycleTransaction
 from sparkcq.session import spark_alive
 
@@ -196,7 +197,7 @@ def compile_plan(plan: GlobalPlan, queries: Iterable[CompiledQuery],
     by_window: dict[PlanNode, list[object]] = {}
     for node, op in plan.ops.items():
         if isinstance(node, SlicedAggregate):
-            reader = op.family if isinstance(op, SlicedMemberOperator) else node
+            reader = op.family if op.family is not None else node
             for child in node.children:
                 by_window.setdefault(child, []).append(reader)
     once = frozenset(n for n in nodes if isinstance(n, StreamScan) and n in edges
@@ -368,9 +369,9 @@ class CycleEngine:
             scan.advance([], cycle, {})
         seeded = [(op, op.input_nodes()) for op in compiled.stepped if op.progress.waiting]
         seeded += [(q.formatter, (q.plan,)) for q in queries if q.formatter.progress.waiting]
-        starts = plan.starts(seeded, compiled.nodes)
+        starts = cycle_starts(plan, seeded, compiled.nodes)
         cycle = replace(cycle, family_starts=starts.families)
-        plan.replace_tables(compiled.tables, compiled.nodes)  # after the starts: old rows
+        replace_tables(plan, compiled.tables, compiled.nodes)  # after the starts: old rows
         fused, unread = compiled.fusion_now(plan)
         # queries whose records may come from their elements: those that start from nothing
         # now, their join with them (before the cycle moves either)
@@ -382,7 +383,7 @@ class CycleEngine:
         encoded: list[DataFrame] = []
         elements: list[QueryElements] = []
         tails: dict[int, list[QueryTail]] = {}  # by family, see runtime/fused_outputs.py
-        families: dict[int, AggregateFamily | SlicedFamily] = {}
+        families: dict[int, Family] = {}
         streamed: dict[PlanNode, list[CompiledQuery]] = {}  # by the edge they read
         snapshots: dict[int, list[SnapshotQuery]] = {}  # by family
         for query in queries:
@@ -428,20 +429,21 @@ class CycleEngine:
         runs: list[SlicedRuns] = []
         for key, family in families.items():
             run = cycle.evaluations.get(key)
-            if isinstance(family, SlicedFamily):
-                keyed = [t for t in tails[key] if keeps_group(t, family)]
+            sliced = family.as_sliced()
+            if sliced is not None:
+                keyed = [t for t in tails[key] if keeps_group(t, sliced)]
                 if keyed and run is not None and run.segments.segments is not None:
                     held = self.intervals.held_runs(
-                        family.runs_name, (t.qid for t in keyed if t.qid is not None),
+                        sliced.runs_name, (t.qid for t in keyed if t.qid is not None),
                         list(compiled.shapes))
-                    runs.append(sliced_runs(family, run.segments, keyed, held))
+                    runs.append(sliced_runs(sliced, run.segments, keyed, held))
                 rest = [t for t in tails[key] if t not in keyed]
-                changed = sliced_tail_changes(family, run, rest) if rest else None
-            else:
-                changed = None if run is None else tail_changes(family, run, tails[key])
+                changed = sliced_tail_changes(sliced, run, rest) if rest else None
+            elif (aggregates := family.as_fused()) is not None:
+                changed = None if run is None else tail_changes(aggregates, run, tails[key])
             if changed is not None:
                 encoded.append(changed)
-        plan.finish_families(cycle)
+        plan.families.finish_cycle(cycle)
         shapes = list(compiled.shapes)
         shared = self.intervals.step(encoded, shapes, runs, elements)
         bundle = None if shared is None else decode(shared, shapes)

@@ -30,6 +30,7 @@ from sparkcq.runtime.frames import RowCounting, Runtime, union_all
 from sparkcq.runtime.partitioning import SmallCycles
 from sparkcq.runtime.queries import RunningQueries
 from sparkcq.runtime.state import fingerprint
+from sparkcq.runtime.table_switching import switched_at, table_versions
 from sparkcq.runtime.throttles import JOURNAL_KEY, Throttles
 
 
@@ -191,7 +192,7 @@ class CycleDriver:
                 self.journal.record_throttles({fingerprint(n): z for n, z in throttles.items()})
             self.journal.before_cycle(self.cycle)
         plan = self.queries.plan
-        served = plan.table_versions()
+        served = table_versions(plan)
         taken = replace(self.pending, number=self.cycle, throttles=throttles)
         rows = self.rows_taken(taken)
         held = sum(op.state_rows for op in plan.state_holders())
@@ -225,7 +226,7 @@ class CycleDriver:
             self.cycle, self.clock.monotonic() - start, sum(self.last_rows.values()),
             self.rt.jobs - jobs_before,
             {k: s.watermark for k, s in scans.items()},
-            {n.name: v for n, v in plan.table_versions().items()
+            {n.name: v for n, v in table_versions(plan).items()
              if isinstance(n, TableScan)}, delivered, self.rt.cycle_partitions, phases, tag,
             result.state_rows_written)
         self.reports.append(report)
@@ -268,13 +269,13 @@ class CycleDriver:
     def log_table_switches(self, served: Mapping[PlanNode, int]) -> None:
         """Say in each query's log where its joins switched to a table's new rows."""
         plan = self.queries.plan
-        for node, version in plan.table_versions().items():
+        for node, version in table_versions(plan).items():
             if served.get(node, version) == version or not isinstance(node, TableScan):
                 continue
             for run in self.queries.reading(lambda n, node=node: n == node):  # type: ignore[misc]
                 kind = run.info.plan.time_kind
                 where = ", ".join(show_instant(at, kind) for at in
-                                  plan.switched_at(run.info.plan, node, version))
+                                  switched_at(plan, run.info.plan, node, version))
                 run.info.log.append(
                     f"cycle {self.cycle}: table {node.name!r} version {version} "
                     + (f"in effect from {where}" if where else "in effect from its start"))

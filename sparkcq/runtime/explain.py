@@ -26,7 +26,7 @@ def explain_global_text(plan: GlobalPlan) -> str:
             f"plan_ms/cycle={plan.stats.get(node, OperatorStats()).plan_seconds * 1e3:.1f}"
             + (f"  instances={op.live_instances}" if op.live_instances is not None else "")
             + _versions(op) + _shedding(op))
-    for n, family in enumerate(plan.all_families()):
+    for n, family in enumerate(plan.families.fused_families()):
         members = ", ".join(f"#{ids[m]}" for m in family.members)
         calls = len(family.op.aggs) if family.op is not None else 0
         keys = ", ".join(family.key_sqls) or "()"

@@ -250,6 +250,21 @@ class AggregateFamily(CycleParticipant):
             self.previous.release()
         self.progress = FamilyProgress()
 
+    def resumed(self) -> None:
+        """State was restored from a checkpoint: its operator carries on as it was."""
+
+    def seeded_from(self) -> PlanNode | None:
+        """The input a rebuilt family starts from this cycle (its contents), or None."""
+        return self.base if self.needs_seed else None
+
+    def as_sliced(self) -> None:
+        """Not a sliced family: its records come from its result's changes."""
+        return None
+
+    def as_fused(self) -> AggregateFamily:
+        """Itself: its records are its result's changes (``fused_outputs.tail_changes``)."""
+        return self
+
 
 @dataclass(frozen=True)
 class FamilyProgress:
@@ -277,6 +292,8 @@ def _call_column(node: Aggregate, name: str, exprs: dict[str, str], names: Stabl
 
 class FamilyMemberOperator(Operator):
     """One query's aggregate node, answered from its family's per-cycle evaluation."""
+
+    family: AggregateFamily
 
     def __init__(self, node: Aggregate, family: AggregateFamily):
         super().__init__(node, family.rt)

@@ -25,6 +25,7 @@ from sparkcq.runtime.operators.scan import ScanOperator
 from sparkcq.runtime.operators.shared_output import SharedIntervalFormatter, encodable
 from sparkcq.runtime.operators.table import TableRows
 from sparkcq.runtime.scans import StreamScans
+from sparkcq.runtime.seeding import seedable
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,7 @@ class RunningQueries(Mapping[str, RunningQuery]):
                         f"{len(shared)} shared with running queries")
         formatter = SinkFormatter(plan, self.rt, form, info.name)
         if root_shared:
-            seeded, missing = self.plan.seedable([plan])
+            seeded, missing = seedable(self.plan, [plan])
             formatter.await_starts(seeded)
             notes += missing
         info.log.extend(f"cycle {cycle}: {note}" for note in notes)

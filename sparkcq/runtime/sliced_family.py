@@ -286,6 +286,18 @@ class SlicedFamily(CycleParticipant):
         """State was restored from a checkpoint: every member ran before (none is fresh)."""
         self.progress = replace(self.progress, fresh=frozenset())
 
+    def seeded_from(self) -> None:
+        """None: a sliced family starts from its stream's history, as its members join."""
+        return None
+
+    def as_sliced(self) -> SlicedFamily:
+        """Itself: its records may come as runs of segments (``runtime/sliced_runs.py``)."""
+        return self
+
+    def as_fused(self) -> None:
+        """Not an aggregate family over a relation."""
+        return None
+
     def release(self) -> None:
         """Free every state the family holds."""
         for op in self.operators():
@@ -363,6 +375,8 @@ class SlicedFamily(CycleParticipant):
 
 class SlicedMemberOperator(Operator):
     """One query's sliced aggregate, a projection of its family's evaluation."""
+
+    family: SlicedFamily
 
     contents_from_inputs = False
 

@@ -47,8 +47,8 @@ def stateful(queries: RunningQueries,
     holders: list[tuple[str, Operator | SharedIntervalFormatter]] = [
         (fingerprint(node), op) for node, op in plan.ops.items()]
     holders.append(("sink-shared-intervals", queries.intervals))
-    family_ops = [op for f in plan.all_families() for op in f.operators()]
-    family_ops += [op for g in plan.all_sliced_families() for op in g.operators()]
+    family_ops = [op for f in plan.families.fused_families() for op in f.operators()]
+    family_ops += [op for g in plan.families.sliced_families() for op in g.operators()]
     holders += [(f"family-{fingerprint(op.node)}", op) for op in family_ops]
     holders += [(fingerprint(scan.node), scan) for scan in queries.scans.values()
                 if scan.node not in plan.ops]

@@ -16,8 +16,9 @@ from sparkcq.inspection import SystemView
 from sparkcq.io.delivery import Sinks
 from sparkcq.io.postgres import Database
 from sparkcq.io.sources import IngestLimits, Source
+from sparkcq.language.sql.statements import value_at
 from sparkcq.model.clock import Clock, SystemClock
-from sparkcq.plan.options import ShedMode, option_location
+from sparkcq.plan.options import ShedMode
 from sparkcq.plan.sandbox import database_refusal, ensure_data_path, find_refusal, locate
 from sparkcq.runtime.driver import CycleReport
 from sparkcq.runtime.queries import RunningQueries
@@ -47,7 +48,7 @@ class Policy:
         """
         out = dict(options)
         if not self.trusted and "path" in out:
-            where = option_location(text, loc, out["path"])
+            where = value_at(options, "path", loc)
             out["path"] = ensure_data_path(out["path"], self.data_roots, text, where)
         return out
 
@@ -59,7 +60,7 @@ class Policy:
         refusal = database_refusal(options, list(self.databases))
         if refusal is not None:
             raw = next(k for k in ("url", "user", "password", "query") if k in options)
-            raise AnalysisError(refusal, text, option_location(text, loc, options[raw]))
+            raise AnalysisError(refusal, text, value_at(options, raw, loc))
 
     def ensure_allowed_expressions(self, spark: SparkSession, catalog: Catalog,
                                    options: Mapping[str, str], text: str,
@@ -74,7 +75,7 @@ class Policy:
             refusal = find_refusal(spark, sql, own, ("id", "rnd")) \
                 if key.startswith("expr_") else None
             if refusal is not None:
-                where = option_location(text, loc, sql) or loc
+                where = value_at(options, key, loc) or loc
                 spans = [(where.start, where.end)] if where is not loc else []
                 msg = f"{key}: {refusal.message}"
                 raise AnalysisError(msg, text, locate(refusal, text, spans, where))

@@ -14,11 +14,11 @@ from sparkcq.catalog import QueryInfo
 from sparkcq.errors import AnalysisError, SparkcqError
 from sparkcq.io.postgres import PostgresSink
 from sparkcq.io.sinks import FilesSink, QueryOutput, Retention
-from sparkcq.language.sql.statements import ApasText, CreateQuery
+from sparkcq.language.sql.statements import ApasText, CreateQuery, assignment_at
 from sparkcq.model.time import TimeKind
 from sparkcq.plan.binder import bind_query
 from sparkcq.plan.nodes import EdgeKind, Join, JoinHow, PlanNode, walk
-from sparkcq.plan.options import QueryOptions, Shedding, SinkKind, assignment_location
+from sparkcq.plan.options import QueryOptions, Shedding, SinkKind
 from sparkcq.plan.rules import optimize
 from sparkcq.plan.rules.shed_window_joins import ShedWhere, shed_window_joins
 from sparkcq.statements.context import StatementContext
@@ -39,7 +39,7 @@ def create_query(stmt: CreateQuery, text: str, ctx: StatementContext) -> str:
                and EdgeKind.TABLE not in {c.kind for c in n.children} for n in walk(bound.plan)):
             msg = ("shedding drops pairs of a join, and an outer, semi or anti join would "
                    "then keep rows as unmatched that have partners; shed inner joins only")
-            raise AnalysisError(msg, text, assignment_location(text, stmt.loc, "shedding"))
+            raise AnalysisError(msg, text, assignment_at(stmt.options, "shedding", stmt.loc))
         plan = shed(plan, options.shedding, text, stmt)
     bound = replace(bound, plan=plan)
     output = QueryOutput(name, [f.name for f in bound.plan.schema.fields],
@@ -74,7 +74,7 @@ def shed(plan: PlanNode, shedding: Shedding, text: str, stmt: CreateQuery) -> Pl
         msg = ("shedding applies to a join of two streams in RANGE, NOW or CUT windows "
                "(e.g. FROM a [RANGE 60 SECONDS] JOIN b [RANGE 60 SECONDS] ON ...); this "
                "query has none")
-    raise AnalysisError(msg, text, assignment_location(text, stmt.loc, "shedding"))
+    raise AnalysisError(msg, text, assignment_at(stmt.options, "shedding", stmt.loc))
 
 
 def sink_options(options: QueryOptions, text: str, stmt: CreateQuery,

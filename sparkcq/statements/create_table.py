@@ -11,9 +11,9 @@ from pyspark.sql.types import StructType
 from sparkcq.catalog import TableSource
 from sparkcq.errors import AnalysisError, CatalogError
 from sparkcq.io.postgres import ensure_table_name, read_table, resolve_database
-from sparkcq.language.sql.statements import CreateTable
+from sparkcq.language.sql.statements import CreateTable, value_at
 from sparkcq.plan.definitions import declared_schema
-from sparkcq.plan.options import TableOptions, option_location
+from sparkcq.plan.options import TableOptions
 from sparkcq.plan.sandbox import HOW_TO_TRUST, TABLE_FORMATS
 from sparkcq.statements.context import StatementContext
 
@@ -53,8 +53,7 @@ def files_source(stmt: CreateTable, schema: StructType, options: TableOptions, t
         msg = (f"format {fmt!r} is not allowed for server clients; tables read "
                f"{', '.join(TABLE_FORMATS)} files, or format='postgres' from a "
                f"configured database; {HOW_TO_TRUST}")
-        raise AnalysisError(msg, text,
-                            option_location(text, stmt.loc, stmt.options.get("format", fmt)))
+        raise AnalysisError(msg, text, value_at(stmt.options, "format", stmt.loc))
     path = ctx.policy.data_path(options.options, text, stmt.loc)["path"]
     reader = ctx.spark.read.schema(schema)
     if fmt == "csv":
@@ -84,8 +83,7 @@ def postgres_source(stmt: CreateTable, schema: StructType, options: TableOptions
         try:
             ensure_table_name(table)
         except ValueError as e:
-            raise AnalysisError(str(e), text,
-                                option_location(text, stmt.loc, table)) from None
+            raise AnalysisError(str(e), text, value_at(opts, "table", stmt.loc)) from None
     where = f"{opts['database']}: " if "database" in opts else f"{db.label()} "
     origin = f"postgres {where}{table if table is not None else 'query'}"
     declared = schema if schema.fields else None

@@ -23,6 +23,7 @@ from sparkcq.plan.nodes import EdgeKind, PlanNode, TableScan
 from sparkcq.runtime.frames import unpersist_checkpoint
 from sparkcq.runtime.operators.table import TableOperator, TableRows
 from sparkcq.runtime.queries import RunningQueries
+from sparkcq.runtime.table_switching import replacement_problems
 
 log = logging.getLogger("sparkcq.tables")
 
@@ -200,7 +201,7 @@ class Tables:
                         "rows would contradict")
                     for q in readers
                     if self.queries[q.lower()].info.plan.kind is EdgeKind.TABLE]
-        problems += self.queries.plan.replacement_problems(info.name)
+        problems += replacement_problems(self.queries.plan, info.name)
         if problems:
             query, why = problems[0]
             msg = (f"table {info.name!r} cannot be replaced while query {query!r} runs: "

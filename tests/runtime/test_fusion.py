@@ -93,7 +93,7 @@ def run_scenario(spark, fuse: bool) -> tuple[dict[str, pd.DataFrame], str]:
     for q in "abce":
         eng.drop("QUERY", q)
     assert eng.metrics()["total_state_rows"] == 0
-    assert not eng.plan.all_families()
+    assert not eng.plan.families.fused_families()
     return out, explain
 
 
@@ -209,14 +209,14 @@ def run_sliced(spark, fuse: bool) -> tuple[dict[str, pd.DataFrame], Engine]:
 
 def test_sliced_families_give_what_one_operator_per_query_gives(spark):
     fused, eng = run_sliced(spark, fuse=True)
-    (family,) = eng.plan.all_sliced_families()
+    (family,) = eng.plan.families.sliced_families()
     assert set(family.members) == {n for q in "ace" for n in walk(eng.catalog.query(q).plan)
                                    if isinstance(n, SlicedAggregate)}
     # sum v, min v, max v, min w, avg v: d's calls stay until the family empties
     assert len(family.calls) == 5
     for q in "ace":
         eng.drop("QUERY", q)
-    assert not eng.plan.all_sliced_families()
+    assert not eng.plan.families.sliced_families()
     assert eng.metrics()["total_state_rows"] == 0
     alone, _ = run_sliced(spark, fuse=False)
     for q in fused:
@@ -406,7 +406,7 @@ def test_windows_of_several_lengths_share_one_family(spark, kind):
     for fuse in (True, False):
         eng = run_steps(spark, fuse, queries, "ad")
         if fuse:
-            (family,) = eng.plan.all_sliced_families()
+            (family,) = eng.plan.families.sliced_families()
             assert family.op is not None
             assert len(family.op.windows) == 3 and family.op.step_len == 2
         results[fuse] = {q: sorted_frame(eng.results(q)) for q in "ace"}
@@ -457,7 +457,7 @@ def test_runs_of_a_family_coalesce_across_segments_cycles_and_gaps(spark):
     eng.run_until_idle()
     eng.push("s", [dict(k="x", v=9, t=31)], end=True)
     eng.run_until_idle()
-    (family,) = eng.plan.all_sliced_families()
+    (family,) = eng.plan.families.sliced_families()
     assert len(family.members) == 2  # late's and keyless's aggregate is one shared node
     # kept, cycle by cycle: x's run of 4 opens at 5 (count 1 until 10) and closes when the
     # next cycle sees the count turn 2; y's run lies inside the second cycle; x's two runs

@@ -85,7 +85,7 @@ def test_failing_query_in_a_sliced_family_stops_alone(engine):
         CREATE QUERY bad AS SELECT k, sum(risky(v)) AS total FROM s [RANGE 10 SLIDE 2]
           GROUP BY k;
     """)
-    assert len(engine.plan.all_sliced_families()) == 1
+    assert len(engine.plan.families.sliced_families()) == 1
     engine.push("s", rows(("a", 1.0, 1), ("a", 2.0, 2)), watermark=3)
     engine.run_until_idle()
     engine.push("s", rows(("a", 7.0, 4)), watermark=5)  # risky raises on 7.0

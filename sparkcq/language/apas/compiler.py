@@ -33,6 +33,7 @@ from sparkcq.language.apas.types import (
     cast,
 )
 from sparkcq.language.sql.statements import OutputForm, SelectText, SourceWindow
+from sparkcq.model.aggregate_functions import DERIVED_AGGREGATES
 from sparkcq.model.time import Duration, unit_micros
 from sparkcq.model.windows import NowWindow, RangeWindow, RowsWindow, UnboundedWindow, WindowSpec
 
@@ -52,7 +53,8 @@ _NUMERIC = (ApasType.INTEGER, ApasType.DOUBLE)
 #: the argument types of each built-in aggregate; another type is cast to the first it can
 _AGG_ARGS = {"sum": _NUMERIC, "avg": _NUMERIC, "stats": _NUMERIC,
              "min": (*_NUMERIC, ApasType.STRING, ApasType.DATETIME),
-             "max": (*_NUMERIC, ApasType.STRING, ApasType.DATETIME)}
+             "max": (*_NUMERIC, ApasType.STRING, ApasType.DATETIME),
+             **dict.fromkeys(DERIVED_AGGREGATES, _NUMERIC)}
 
 
 @dataclass(frozen=True)
@@ -617,7 +619,7 @@ class _Compiler:
             shape: Shape = {"min": target, "max": target, "median": ApasType.DOUBLE,
                             "avg": ApasType.DOUBLE}
             return Value(Typed(f"stats({arg})", ApasType.TREE), call.span, shape, True)
-        result = {"avg": ApasType.DOUBLE}.get(name, target)
+        result = ApasType.DOUBLE if name == "avg" or name in DERIVED_AGGREGATES else target
         return Value(Typed(f"{name}({arg})", result), call.span, None, True)
 
     def user_aggregate(self, call: s.Call, uda: UserAggregate, values: list[Value]) -> Value:

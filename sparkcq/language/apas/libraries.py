@@ -20,6 +20,7 @@ from typing import Any, get_type_hints
 
 from sparkcq.errors import CatalogError
 from sparkcq.language.apas.types import ApasType
+from sparkcq.model.aggregate_functions import DERIVED_AGGREGATES
 
 
 class Role(Enum):
@@ -71,6 +72,8 @@ AGGREGATES = {
     "min": "agg.min(x): the least x (INTEGER, DOUBLE, STRING, DATETIME)",
     "max": "agg.max(x): the greatest x (INTEGER, DOUBLE, STRING, DATETIME)",
     "stats": "agg.stats(x): a tree [min, max, median, avg] of INTEGER or DOUBLE x",
+    **{name: f"agg.{name}(x): {derived.doc}, a DOUBLE"
+       for name, derived in DERIVED_AGGREGATES.items()},
 }
 
 BUILT_IN: dict[str, Library] = {

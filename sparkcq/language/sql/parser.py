@@ -33,6 +33,7 @@ from sparkcq.language.sql.statements import (
     Explain,
     ExplainFormat,
     ObjectKind,
+    Options,
     OutputForm,
     Refresh,
     SelectText,
@@ -130,6 +131,7 @@ def _tokenize(text: str, offset: int) -> list[Token]:
 
 
 def _span(text: str, first: Token, last: Token | None = None) -> Location:
+    """The place of the tokens ``first`` to ``last`` in ``text``."""
     last = last or first
     return Location.of_span(text, first.start, last.end + 1)
 
@@ -249,22 +251,26 @@ class _StatementParser:
             self.done()
             return CreateLibrary(name, module.text, loc)
         if kind.text.upper() == "QUERY":
-            options: dict[str, str] = {}
+            options = Options()
             if self.accept("INTO"):
-                options["sink"] = self.name("a sink name after INTO").text
+                sink = self.name("a sink name after INTO")
+                options = Options({"sink": sink.text}, {"sink": _span(self.text, sink)})
             if self.accept("WITH"):
-                options.update(self.options())
+                given = self.options()
+                options = Options({**options, **given},
+                                  {**options.value_spans, **given.value_spans},
+                                  given.assignment_spans)
             if self.accept("LANGUAGE"):
                 return CreateQuery(name, self.language(), options, loc)
             self.expect("AS")
             return CreateQuery(name, self.select(), options, loc)
         if kind.text.upper() == "STREAM" and self.word() in ("AS", "WITH") and self._derived():
-            options = self.options() if self.accept("WITH") else {}
+            options = self.options() if self.accept("WITH") else Options()
             self.expect("AS")
             return CreateStreamAs(name, self.select(), options, loc)
         from_options = self.word() == "WITH"  # a PostgreSQL table's, a feed stream's
         columns = () if from_options else self.columns()
-        options = self.options() if self.accept("WITH") else {}
+        options = self.options() if self.accept("WITH") else Options()
         self.done()
         if kind.text.upper() == "STREAM":
             return CreateStream(name, columns, options, loc)
@@ -324,9 +330,10 @@ class _StatementParser:
             if self.next().token_type is TokenType.R_PAREN:
                 return tuple(cols)
 
-    def options(self) -> dict[str, str]:
+    def options(self) -> Options:
+        """``(key = 'value', ...)``: each value with where it and its assignment are."""
         self.expect("(")
-        opts: dict[str, str] = {}
+        opts = Options()
         if self.peek() is not None and self.peek().token_type is TokenType.R_PAREN:  # type: ignore[union-attr]
             self.next()
             return opts
@@ -336,7 +343,12 @@ class _StatementParser:
             value = self.next()
             if value.token_type in (TokenType.COMMA, TokenType.R_PAREN):
                 self.fail(f"expected a value for option {key.text!r}", value)
-            opts[key.text.lower()] = value.text
+            name = key.text.lower()
+            opts[name] = value.text
+            quoted = self.text[value.start] in "'\"" and value.end > value.start
+            opts.value_spans[name] = (Location.of_span(self.text, value.start + 1, value.end)
+                                      if quoted else _span(self.text, value))
+            opts.assignment_spans[name] = _span(self.text, key, value)
             end = self.next()
             if end.token_type is TokenType.R_PAREN:
                 return opts

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum, StrEnum
 
@@ -10,6 +11,55 @@ import sqlglot.expressions as exp
 from sparkcq.errors import Location
 from sparkcq.language.apas.syntax import Program
 from sparkcq.model.windows import WindowSpec
+
+
+class Options(dict[str, str]):
+    """A statement's ``WITH (...)`` options by lower-case name, and where each is written.
+
+    A plain ``dict`` for everything that reads the values; ``value_at`` and
+    ``assignment_at`` give an error about an option the place to underline: the value the
+    parser read, never a search of the text (a value that also appears earlier in the
+    statement would be found there).
+    """
+
+    def __init__(self, values: Mapping[str, str] | None = None,
+                 value_spans: Mapping[str, Location] | None = None,
+                 assignment_spans: Mapping[str, Location] | None = None) -> None:
+        super().__init__(values or {})
+        self.value_spans = dict(value_spans or {})
+        self.assignment_spans = dict(assignment_spans or {})
+
+    def copy(self) -> Options:
+        """A copy, with the places."""
+        return Options(self, self.value_spans, self.assignment_spans)
+
+    def value_at(self, key: str, default: Location | None) -> Location | None:
+        """Where option ``key``'s value is written; ``default`` if it is not written."""
+        return self.value_spans.get(key, default)
+
+    def assignment_at(self, key: str, default: Location | None) -> Location | None:
+        """Where ``key = 'value'`` is written; ``default`` if it is not written."""
+        return self.assignment_spans.get(key, default)
+
+
+def value_at(options: Mapping[str, str], key: str, default: Location | None) -> Location | None:
+    """Where option ``key``'s value is written, if ``options`` came from a statement's text;
+    else ``default`` (options given from Python, a feed's HEADER).
+    """
+    return options.value_at(key, default) if isinstance(options, Options) else default
+
+
+def copy_options(options: Mapping[str, str]) -> dict[str, str]:
+    """A copy of ``options``, with their places if they came from a statement's text."""
+    return options.copy() if isinstance(options, Options) else dict(options)
+
+
+def assignment_at(options: Mapping[str, str], key: str,
+                  default: Location | None) -> Location | None:
+    """Where ``key = 'value'`` is written, if ``options`` came from a statement's text; else
+    ``default``.
+    """
+    return options.assignment_at(key, default) if isinstance(options, Options) else default
 
 
 class OutputForm(Enum):

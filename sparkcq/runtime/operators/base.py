@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -26,6 +26,9 @@ from sparkcq.runtime.frames import (
 from sparkcq.runtime.saved_frames import FrameReader, FrameWriter
 from sparkcq.runtime.state_runs import StateRuns
 from sparkcq.runtime.transaction import CycleParticipant
+
+if TYPE_CHECKING:
+    from sparkcq.runtime.families import Family
 
 
 class ContentsUnknownError(PlanError):
@@ -102,6 +105,8 @@ class Operator(CycleParticipant):
 
     contents_from_inputs = False  # ``contents`` maps its inputs' contents (stateless ops)
     reads_inputs_unread = True  # ``pass_unread`` still reads its inputs' slices
+    # a member of a family (``runtime/families.py``): the family that holds its state
+    family: Family | None = None
 
     def __init__(self, node: PlanNode, rt: Runtime):
         self.node = node

@@ -100,7 +100,7 @@ def plan_picture(engine: Engine, cycle_seconds: float | None) -> dict[str, Any]:
             "share": seconds / cycle_seconds if cycle_seconds else 0.0,
             "instances": op.live_instances, "shedding": op.shedding_report()})
     families = [{"name": f"F{n}", "base": ids[f.base], "members": [ids[m] for m in f.members]}
-                for n, f in enumerate(plan.all_families())]
+                for n, f in enumerate(plan.families.fused_families())]
     return {"nodes": nodes, "families": families, "driver_ms": driver * 1e3,
             "cycle_ms": (cycle_seconds or 0.0) * 1e3}
 
