@@ -264,6 +264,9 @@ def main() -> None:
     if marginal:
         extra = [*marginal_table(marginal, engines), "", *extra]
     if "sweep" in args.workloads:
+        # written first: a sweep that fails (it runs one engine for hundreds of cycles)
+        # leaves the timed workloads' report
+        write_report(out, results, reps, [*extra, "The sweep did not finish."])
         if args.quick:
             points = sweep(spark, QUICK_SWEEP_RATES, 5.0, 15.0)
         else:
