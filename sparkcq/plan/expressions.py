@@ -75,18 +75,24 @@ class Expr:
         """The expression of Spark SQL text over plan column names; Spark runs the text as
         given.
         """
-        try:
-            tree = sqlglot.parse_one(sql, read="spark")
-        except ParseError as e:
-            msg = f"not a Spark SQL expression: {sql!r} ({e.errors[0]['description']})"
-            raise PlanError(msg) from None
-        assert isinstance(tree, exp.Expr)
+        tree = parse_expression(sql)
         return cls(canonical_key(tree), sql, tree,
                    dtype if dtype is not None else NullType(),
                    shown if shown is not None else sql)
 
     def __str__(self) -> str:
         return self.shown
+
+
+def parse_expression(sql: str) -> exp.Expr:
+    """The sqlglot tree of a Spark SQL expression; ``PlanError`` if it is none."""
+    try:
+        tree = sqlglot.parse_one(sql, read="spark")
+    except ParseError as e:
+        msg = f"not a Spark SQL expression: {sql!r} ({e.errors[0]['description']})"
+        raise PlanError(msg) from None
+    assert isinstance(tree, exp.Expr)
+    return tree
 
 
 def canonical_key(tree: exp.Expr) -> str:

@@ -114,7 +114,8 @@ def _function_refusal(name_parts: tuple[str, ...], own: Collection[str],
     if len(name_parts) == 1 and (name in ALLOWED or name in own):
         return None
     name_at = rf"(?<![\w$]){re.escape(name_parts[-1])}"
-    if known is not None and len(name_parts) == 1 and name not in known:
+    if known is not None and len(name_parts) == 1 and name not in known \
+            and name not in REFUSED:  # a table function (read_files) is no scalar one
         msg = unknown_function(name, [*ALLOWED, *own])
         return Refusal(msg, (rf"{name_at}`?\s*\(", rf"{name_at}\b"))
     if len(name_parts) > 1:

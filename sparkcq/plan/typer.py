@@ -15,7 +15,6 @@ from datetime import datetime
 from functools import lru_cache
 from typing import TYPE_CHECKING, Protocol
 
-import sqlglot
 from pyspark.errors import AnalysisException
 from pyspark.sql.types import (
     ArrayType,
@@ -46,6 +45,7 @@ from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify import qualify
 
 from sparkcq.errors import PlanError
+from sparkcq.plan.expressions import parse_expression
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -101,8 +101,14 @@ class SchemaTyper:
 
     def fields(self, named: Sequence[tuple[str, str]],  # noqa: D102
                schema: StructType) -> StructType:
-        return StructType([StructField(name, self.type_of(_parse(sql), schema))
-                           for name, sql in named])
+        fields = []
+        for name, sql in named:
+            try:
+                tree = parse_expression(sql)
+            except PlanError as e:
+                raise TypingError(str(e)) from None
+            fields.append(StructField(name, self.type_of(tree, schema)))
+        return StructType(fields)
 
     def aggregates(self, schema: StructType, keys: Sequence[str],  # noqa: D102
                    calls: Sequence[tuple[str, str]]) -> StructType:
@@ -206,16 +212,6 @@ def spark_typing_error(e: AnalysisException) -> TypingError:
 def quote(name: str) -> str:
     """A back-quoted column name for Spark SQL."""
     return "`" + name.replace("`", "``") + "`"
-
-
-def _parse(sql: str) -> exp.Expr:
-    try:
-        tree = sqlglot.parse_one(sql, read="spark")
-    except SqlglotError as e:
-        msg = f"cannot type {sql!r}: {e}"
-        raise TypingError(msg) from None
-    assert isinstance(tree, exp.Expr)
-    return tree
 
 
 def sqlglot_type(dtype: DataType) -> exp.DataType:

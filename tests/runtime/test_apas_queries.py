@@ -140,7 +140,8 @@ def sensors(engine):
      "unknown library 'geo' in geo.dist; libraries: agg, util, window", 1,
      "geo.dist($s.x)"),
     ("select o[a = agg.mean($s.v)];\nselect [$o[T]]",
-     "unknown function 'agg.mean'; library 'agg' has avg, count, max, min, stats, sum", 1,
+     "unknown function 'agg.mean'; library 'agg' has avg, count, max, min, stats, stddev, "
+     "stddev_pop, stddev_samp, sum, var_pop, var_samp, variance, variance_pop", 1,
      "agg.mean($s.v)"),
     ("select o[a = $q.v];\nselect [$o[T]]", "unknown stream or step $q; known: $s", 1,
      "$q.v"),

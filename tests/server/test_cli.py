@@ -332,7 +332,7 @@ def test_server_text_keeps_its_brackets(capsys, served, no_env):
     assert code == 0 and out.rstrip("\n") == served.client.explain("max_v")
     code, out, _ = run_cli(capsys, *remote(served, "submit", "EXPLAIN fresh"))
     assert code == 0 and out.rstrip("\n") == served.client.explain("fresh")
-    assert "Filter `k` <> '[x]'  [relation]" in out
+    assert "Filter k <> '[x]'  [relation]" in out
     code, out, _ = run_cli(capsys, *remote(served, "logs", "max_v"))
     assert code == 0 and out.splitlines() == served.client.logs("max_v")
     code, out, _ = run_cli(capsys, *remote(served, "ls"))

@@ -18,7 +18,7 @@ CASES = {
     "event_time": ("CREATE STREAM tt (k STRING, t BIGINT) WITH (event_time='tt')", "tt",
                    "event_time column 'tt' is not a column"),
     "end_time": ("CREATE STREAM k (k STRING, t BIGINT) WITH (event_time='t', end_time='k')",
-                 "k", "end_time column 'k' is STRING"),
+                 "k", "end_time column 'k' is string"),
     "lateness": ("CREATE STREAM soon (k STRING, t BIGINT) WITH (event_time='t', "
                  "lateness='soon')", "soon", "lateness:"),
     "time_unit": ("CREATE STREAM days (k STRING, t TIMESTAMP) WITH (event_time='t', "
