@@ -61,15 +61,6 @@ class Expr:
     shown: str = field(compare=False, repr=False, default="")
 
     @classmethod
-    def of(cls, tree: exp.Expr, dtype: DataType | None = None,
-           shown: str | None = None) -> Expr:
-        """The expression of ``tree`` (kept as given; its key is computed on a copy)."""
-        sql = tree.sql(dialect="spark")
-        return cls(canonical_key(tree), sql, tree,
-                   dtype if dtype is not None else NullType(),
-                   shown if shown is not None else sql)
-
-    @classmethod
     def parse(cls, sql: str, dtype: DataType | None = None,
               shown: str | None = None) -> Expr:
         """The expression of Spark SQL text over plan column names; Spark runs the text as

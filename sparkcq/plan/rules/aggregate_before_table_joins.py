@@ -64,6 +64,7 @@ import sqlglot.expressions as exp
 from pyspark.sql.types import DataType, DoubleType, FloatType, LongType, StructField, StructType
 
 from sparkcq.model.types import INTEGRAL_TYPES
+from sparkcq.plan.expressions import conjuncts
 from sparkcq.plan.nodes import (
     AggCall,
     Aggregate,
@@ -102,13 +103,6 @@ def _split_relation(node: PlanNode, running: Collection[PlanNode]) -> PlanNode:
 def referenced(sql: str) -> set[str]:
     """The column names a Spark SQL expression reads."""
     return {c.name for c in sqlglot.parse_one(sql, read="spark").find_all(exp.Column)}
-
-
-def conjuncts(predicate: str) -> list[str]:
-    """The parts of a predicate joined by top-level ANDs."""
-    tree = sqlglot.parse_one(predicate, read="spark")
-    parts = tree.flatten() if isinstance(tree, exp.And) else [tree]
-    return [p.sql(dialect="spark") for p in parts]
 
 
 def _quote(name: str) -> str:
@@ -212,7 +206,7 @@ def _split(node: PlanNode, running: Collection[PlanNode]) -> Split | None:
     below = pre.child
     filters: list[str] = []
     while isinstance(below, Filter):
-        filters += conjuncts(below.predicate.sql)
+        filters += [c.sql(dialect="spark") for c in conjuncts(below.predicate.tree)]
         below = below.child
     found = _stream_side(below)
     if found is None:
