@@ -78,6 +78,8 @@ class ColumnarCheckpoints:
         self.spark = spark
         self.keeper = prototype(spark, "CycleCheckpoint").create(
             spark._jsparkSession, estimates.unknown, estimates.one_byte)
+        # frames made since the last ``settle``
+        self.unsettled: list[DataFrame] = []
 
     def checkpoint(self, df: DataFrame, small: bool) -> DataFrame | None:
         """``df`` kept once the commit computes it, planned as one byte if ``small`` (a
@@ -90,4 +92,20 @@ class ColumnarCheckpoints:
             return None
         kept = ClassicDataFrame(made, self.spark)
         _MADE[kept] = self.keeper
+        self.unsettled.append(kept)
         return kept
+
+    def settle(self) -> None:
+        """After a commit: the frames made since the last one whose batches it computed
+        take their partitions from those batches from now on, not from the plans that made
+        them (``CycleCheckpoint.settle``), so a task reading a frame kept for hundreds of
+        cycles carries no partition of the cycles before it.
+        """
+        made, self.unsettled = self.unsettled, []
+        for i in range(0, len(made), _FREED_PER_CALL):
+            chunk = [df._jdf for df in made[i:i + _FREED_PER_CALL]]
+            self.keeper.settle(*chunk, *[None] * (_FREED_PER_CALL - len(chunk)))
+
+    def forget_unsettled(self) -> None:
+        """A failed cycle's frames are freed: nothing of them to settle."""
+        self.unsettled.clear()

@@ -709,6 +709,7 @@ class Runtime:
             self.restore_session_conf()
             self.conf_changed = False
         kept = {id(df) for df in self.kept}
+        self.columnar.settle()
         self.free([*(df for df in self.cycle_frames if id(df) not in kept), *self.released])
         self.cycle_frames.clear()
         self.cached_from.clear()
@@ -717,6 +718,7 @@ class Runtime:
 
     def abort_cycle(self) -> None:
         """Forget a failed cycle: free its caches, keep the states it meant to replace."""
+        self.columnar.forget_unsettled()
         self.free(self.cycle_frames)
         self.cycle_frames.clear()
         self.released.clear()

@@ -137,3 +137,37 @@ def test_a_union_of_kept_runs_stays_partitioned_when_one_is_read_twice(spark):
                                                         if v % 7 in (2, 3, 4)]
     finally:
         rt.end_cycle()
+
+
+def task_partition_bytes(df) -> int:
+    """The most bytes one of ``df``'s partitions takes in a task (Java serialised, as Spark
+    sends it).
+    """
+    utils = df.sparkSession._jvm.org.apache.spark.util.Utils
+    return max(len(utils.serialize(p)) for p in df._jdf.queryExecution().toRdd().partitions())
+
+
+def test_a_frame_kept_for_many_cycles_sends_its_tasks_nothing_of_the_cycles_before(spark):
+    """Each cycle keeps the union of the frame the cycle before kept and three new rows,
+    coalesced to one partition, as a sliced window merges its runs in a small cycle: a
+    task reading it after sixty cycles gets a partition as small as after five (before,
+    each held the partitions of every cycle before it, until a task was too deep for
+    Java's serialisation), and the frame holds every cycle's rows.
+    """
+    rt = Runtime(spark)
+    rt.run_in_one_partition(True)
+    kept = None
+    sizes = {}
+    for c in range(60):
+        new = spark.range(3 * c, 3 * c + 3)
+        merged = rt.cache_for_cycle(new if kept is None else union_by_name([kept, new]))
+        rt.keep_after_cycle(merged)
+        if kept is not None:
+            rt.release_at_cycle_end(kept)
+        kept = merged
+        rt.commit_cycle({"rows": kept})
+        rt.end_cycle()
+        sizes[c] = task_partition_bytes(kept)
+    assert sizes[59] <= sizes[4] + 64, sizes
+    assert sorted(r.id for r in kept.collect()) == list(range(180))
+    rt.free([kept])

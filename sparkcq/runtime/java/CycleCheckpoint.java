@@ -120,6 +120,42 @@ public class CycleCheckpoint {
         }
     }
 
+    /** Let frames ``keep`` made whose batches the commit computed forget the partitions
+     * their rows had before (null arguments are skipped; eight at a time, as ``free``).
+     *
+     * The rows over a frame's batches take their partitions from the batches when a plan
+     * first reads them: in the cycle that makes the frame, before the commit computes the
+     * batches and cuts their lineage, so they are the partitions of the plan that made them.
+     * A coalesced partition is written into a task with its parents' partitions, found
+     * again in the plan's RDDs, and those held the partitions of the frames that plan read,
+     * and so on back through every cycle: a window's state merged over four hundred cycles
+     * made a task too deep for Java's serialization (a ``StackOverflowError`` that stopped
+     * Spark, 2026-12-06). Forgotten, the partitions are taken again from the computed
+     * batches: blocks of their own, with nothing behind them. */
+    public void settle(Dataset a, Dataset b, Dataset c, Dataset d, Dataset e, Dataset f,
+                       Dataset g, Dataset h) throws IllegalAccessException {
+        Dataset[] frames = {a, b, c, d, e, f, g, h};
+        for (int n = 0; n < frames.length; n++) {
+            if (frames[n] != null && batchesOf(frames[n]).isCheckpointed()) {
+                PARTITIONS.set(((LogicalRDD) frames[n].logicalPlan()).rdd(), null);
+            }
+        }
+    }
+
+    /** ``RDD.partitions_``, the partitions an RDD found once and keeps (private to Spark:
+     * reached by reflection, on the driver, by sparkcq's own code only). */
+    private static final java.lang.reflect.Field PARTITIONS = partitionsField();
+
+    private static java.lang.reflect.Field partitionsField() {
+        try {
+            java.lang.reflect.Field field = RDD.class.getDeclaredField("partitions_");
+            field.setAccessible(true);
+            return field;
+        } catch (NoSuchFieldException e) {
+            throw new IllegalStateException("this Spark's RDD has no field partitions_", e);
+        }
+    }
+
     /** The id of the RDD of batches behind a frame ``keep`` made (what holds its blocks). */
     public int batchesId(Dataset kept) {
         return batchesOf(kept).id();
