@@ -59,6 +59,7 @@ from sparkcq.runtime.operators.range_aggregate import RangeAggregateOperator
 from sparkcq.runtime.operators.scan import ScanOperator
 from sparkcq.runtime.operators.sliced_aggregate import (
     SlicedAggregateOperator,
+    events_taken,
     shares_panes,
     window_step,
 )
@@ -347,7 +348,8 @@ class SlicedFamily(CycleParticipant):
         blank = frozenset(a.arg for a in agg.aggs if a.arg is not None and a.arg not in needed)
         # members that ran before all (no reseed, none fresh): a slice where no row
         # changes is skipped
-        segments = self.op.evaluate(inp, blank, settled=reseed_at is None and not self.fresh)
+        segments = self.op.evaluate(inp, blank, settled=reseed_at is None and not self.fresh,
+                                    events=events_taken(self.op.node, cycle))
         return SlicedRun(segments, waits=segments.segments is None and reseed_at is not None)
 
     def changes(self, run: SlicedRun, fresh: bool, cycle: CycleContext) -> DataFrame:

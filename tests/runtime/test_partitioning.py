@@ -282,3 +282,37 @@ def test_a_state_made_in_a_small_cycle_comes_back_hash_partitioned(spark):
     panes = [op.panes for op in ops if isinstance(op, SlicedAggregateOperator)]
     assert len(panes) == 1 and panes[0].df is not None
     assert hash_partitioned(panes[0].df, GROUP_HASH, wide)
+
+
+def test_a_sliding_window_over_many_keys_shuffles_its_events_once_with_the_same_rows(spark):
+    """Forty keys, thirty events a cycle: the kept panes soon outnumber a cycle's events,
+    so the window shuffles its events by group before summing them (one exchange instead
+    of two); every snapshot is still the window's, computed here from the events.
+    """
+    eng = Engine(spark=spark, small_cycles=SmallCycles.never())
+    eng.execute("CREATE STREAM s (k BIGINT, v BIGINT, t BIGINT) WITH (event_time='t'); "
+                "CREATE QUERY w AS RSTREAM SELECT k, sum(v) AS s, count(*) AS n "
+                "FROM s [RANGE 6 SLIDE 2] GROUP BY k")
+    events, spread = [], []
+    for c in range(8):
+        rows = [{"k": (7 * i + c) % 40, "v": i + c, "t": 3 * c + i % 3} for i in range(30)]
+        events += rows
+        eng.push("s", rows, watermark=3 * c + 3)
+        eng.run_cycle()
+        (family,) = eng.plan.families.sliced_families()
+        assert family.op is not None
+        spread.append(family.op.progress.spreads)
+    eng.end_input("s")
+    eng.run_until_idle()
+    assert True in spread and spread[0] is False
+    expected = {}
+    for p in range(0, 3 * 8 + 8, 2):  # an event at t is in the snapshots of [t, t + 6)
+        for e in events:
+            if e["t"] <= p < e["t"] + 6:
+                s, n = expected.get((e["k"], p), (0, 0))
+                expected[(e["k"], p)] = (s + e["v"], n + 1)
+    got = eng.results("w")
+    rows = {(k, int(ts)): (s, n)
+            for k, s, n, ts in zip(got["k"], got["s"], got["n"], got["_ts"], strict=True)}
+    assert len(got) == len(rows) == len(expected)
+    assert rows == expected

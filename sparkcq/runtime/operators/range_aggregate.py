@@ -163,10 +163,12 @@ class RangeAggregateOperator(SlicedAggregateOperator):
         return self.due_segments_sql(out, starts, lo, hi)
 
     # -- the cycle ---------------------------------------------------------------------------
-    def segments_of(self, inp: Slice, blank: frozenset[str], settled: bool = False) -> Slice:
+    def segments_of(self, inp: Slice, blank: frozenset[str], settled: bool = False,
+                    spreads: bool = False) -> Slice:
         """Log the slice's events, fold the points before ``hi`` into the base and return
         the segments of [lo, hi) (see module), or no segments when no group has a row.
-        ``settled`` skips nothing here: panes of one instant change a row at any instant.
+        ``settled`` skips nothing here: panes of one instant change a row at any instant;
+        nor ``spreads``: the log is the events' own rows.
         """
         lo, hi = inp.lo, inp.hi
         sql = self.views.sql
