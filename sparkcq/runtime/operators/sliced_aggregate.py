@@ -254,14 +254,15 @@ class SlicedAggregateOperator(Operator):
         live = f" WHERE {q(PANE_END)} >= {bound_sql(max(lo - self.kept_length, TIME_MIN))}"
         measures = "".join(f", {m.combine}({m.sql}) AS {q(m.name)}"
                            for m in self.measures.values())
+        # a sliding window's new panes go to the kept panes' partitions: as events or as sums
+        by_group = not self.tumbling and not single
         events = self.placed_events_sql()
-        spread = spreads and not self.tumbling and not single
-        if spread:
+        if by_group and spreads:
             events = f"(SELECT * FROM {events} DISTRIBUTE BY {q(GROUP_HASH)})"
         partial = (f"SELECT {by}, sum({q(D)}) AS `{N}`{measures} "
                    f"FROM {events} GROUP BY {by}")
         merging = f"SELECT {', '.join(map(q, names))} FROM ({partial})"
-        if not self.tumbling and not single and not spread:
+        if by_group and not spreads:
             merging += f" DISTRIBUTE BY {q(GROUP_HASH)}"
         if with_old:
             kept = ", ".join(f"{q(n)} AS {q(n)}" for n in names)
