@@ -269,13 +269,19 @@ class SlicedAggregateOperator(Operator):
             merging = f"SELECT {kept} FROM {{old}}{live} UNION ALL ({merging})"
         return f"SELECT {by}, sum(`{N}`) AS `{N}`{merged} FROM ({merging}) GROUP BY {by}"
 
-    def points_sql(self, panes: str = "{panes}", keys: str | None = None,
+    def points_sql(self, hi: int, panes: str = "{panes}", keys: str | None = None,
                    enters: str = q(PANE_END), leaves: str | None = None) -> str:
         """Each pane enters the window at its end and leaves ``length`` later: the points
         where a group's value may change, with the change in count and sums (and the
         pane's own min and max where it enters). ``panes`` the source, ``keys`` what a
         group is (several windows: the window's tag too), ``enters`` and ``leaves`` where a
         pane enters and leaves.
+
+        Only the panes that enter before ``hi`` are read: a later one changes nothing
+        before ``hi``, and what a segment is past ``hi`` is no reader's concern (each
+        takes a segment's end at or after ``hi``, or none, as "not within the slice").
+        The panes of a cycle's arrivals lie mostly ahead of its watermark: over 100,000
+        keys they were 95,000 of 257,000 panes sorted for nothing (2026-12-07).
         """
         keys = keys or self.key_list()
         leaves = leaves or f"{q(PANE_END)} + {self.length}"
@@ -288,8 +294,9 @@ class SlicedAggregateOperator(Operator):
         merged = "".join(f", {m.combine}({q(m.name)}) AS {q(m.name)}"
                          for m in self.measures.values())
         by = f"{keys}, {q(AT)}"
+        due = "" if hi == TIME_MAX else f" WHERE {enters} < {bound_sql(hi)}"
         return (f"SELECT {by}, sum(`{N}`) AS `{N}`{merged} FROM (SELECT {keys}, "
-                f"stack(2, {both}) AS ({names}) FROM {panes}) GROUP BY {by}")
+                f"stack(2, {both}) AS ({names}) FROM {panes}{due}) GROUP BY {by}")
 
     def running_sql(self, points: str, keys: str, lengths: dict[int | None, int]) -> str:
         """Each point's row: the next point, running sums, ``min`` and ``max`` over the
@@ -325,13 +332,13 @@ class SlicedAggregateOperator(Operator):
         if self.windows:
             run = self.windows_sql("{panes}")
             if self.hopping:
-                run = self.windows_run_sql(run)
+                run = self.windows_run_sql(run, hi)
             return self.due_segments_sql(f"{q(WINDOW_TAG)}, {out}", run, lo, hi)
         if self.tumbling:  # each pane is a window: a projection of the panes
             one = (f"SELECT *, {q(PANE_END)} AS {q(AT)}, {q(PANE_END)} + {self.length} "
                    f"AS {q(NEXT)} FROM {{panes}}")
             return self.due_segments_sql(out, one, lo, hi)
-        run = self.running_sql(self.points_sql(), self.key_list(), {None: self.length})
+        run = self.running_sql(self.points_sql(hi), self.key_list(), {None: self.length})
         return self.due_segments_sql(out, run, lo, hi)
 
     def windows_sql(self, panes: str) -> str:
@@ -355,13 +362,13 @@ class SlicedAggregateOperator(Operator):
         return (f"SELECT {by}, {q(AT)} + _len AS {q(NEXT)}, sum(`{N}`) AS `{N}`{merged} "
                 f"FROM ({regrouped}) GROUP BY {by}")
 
-    def windows_run_sql(self, panes: str) -> str:
+    def windows_run_sql(self, panes: str, hi: int) -> str:
         """The windows' rows when some hop (length above step): as for one window, per
         (window, group) — each pane of ``windows_sql`` enters at ``AT`` and leaves at
         ``NEXT`` — with ``min`` and ``max`` over each window's own last length.
         """
         keys = f"{q(WINDOW_TAG)}, {self.key_list()}"
-        points = self.points_sql(f"({panes})", keys, q(AT), q(NEXT))
+        points = self.points_sql(hi, f"({panes})", keys, q(AT), q(NEXT))
         lengths: dict[int | None, int] = {i: window_length(w) for i, w in enumerate(self.windows)}
         return self.running_sql(points, keys, lengths)
 
