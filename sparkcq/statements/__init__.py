@@ -83,11 +83,7 @@ def ensure_new_name(stmt: Any, text: str) -> None:
     try:
         ensure_identifier(name, kind)
     except CatalogError as e:
-        loc: Location | None = getattr(stmt, "loc", None)
-        at = text.rfind(name, loc.start, loc.end) if loc is not None else -1
-        if at >= 0:
-            quoted = text[at - 1 : at] == "`"
-            loc = Location.of_span(text, at - quoted, at + len(name) + quoted)
+        loc: Location | None = getattr(stmt, "name_loc", None) or getattr(stmt, "loc", None)
         raise AnalysisError(str(e), text, loc) from None
 
 

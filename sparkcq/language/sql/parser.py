@@ -242,14 +242,15 @@ class _StatementParser:
         kind = self.expect("STREAM", "TABLE", "QUERY", "AGGREGATE", "LIBRARY")
         name_tok = self.name(f"a name for the {kind.text.lower()}")
         loc = _span(self.text, first, name_tok)
+        at = _span(self.text, name_tok)
         name = name_tok.text
         if kind.text.upper() == "AGGREGATE":
-            return self.create_aggregate(name, loc)
+            return self.create_aggregate(name, loc, at)
         if kind.text.upper() == "LIBRARY":
             self.expect("USING")
             module = self.expect_type(TokenType.STRING, "'package.module' after USING")
             self.done()
-            return CreateLibrary(name, module.text, loc)
+            return CreateLibrary(name, module.text, loc, at)
         if kind.text.upper() == "QUERY":
             options = Options()
             if self.accept("INTO"):
@@ -261,22 +262,22 @@ class _StatementParser:
                                   {**options.value_spans, **given.value_spans},
                                   given.assignment_spans)
             if self.accept("LANGUAGE"):
-                return CreateQuery(name, self.language(), options, loc)
+                return CreateQuery(name, self.language(), options, loc, at)
             self.expect("AS")
-            return CreateQuery(name, self.select(), options, loc)
+            return CreateQuery(name, self.select(), options, loc, at)
         if kind.text.upper() == "STREAM" and self.word() in ("AS", "WITH") and self._derived():
             options = self.options() if self.accept("WITH") else Options()
             self.expect("AS")
-            return CreateStreamAs(name, self.select(), options, loc)
+            return CreateStreamAs(name, self.select(), options, loc, at)
         from_options = self.word() == "WITH"  # a PostgreSQL table's, a feed stream's
         columns = () if from_options else self.columns()
         options = self.options() if self.accept("WITH") else Options()
         self.done()
         if kind.text.upper() == "STREAM":
-            return CreateStream(name, columns, options, loc)
-        return CreateTable(name, columns, options, loc)
+            return CreateStream(name, columns, options, loc, at)
+        return CreateTable(name, columns, options, loc, at)
 
-    def create_aggregate(self, name: str, loc: Location) -> CreateAggregate:
+    def create_aggregate(self, name: str, loc: Location, at: Location) -> CreateAggregate:
         """``(arg TYPE, ...) RETURNS TYPE USING 'module:Class'`` after the name."""
         params = self.columns()
         self.expect("RETURNS")
@@ -289,7 +290,7 @@ class _StatementParser:
         self.expect("USING")
         path = self.expect_type(TokenType.STRING, "'module:Class' after USING")
         self.done()
-        return CreateAggregate(name, params, returns, path.text, loc)
+        return CreateAggregate(name, params, returns, path.text, loc, at)
 
     def _derived(self) -> bool:
         """Whether a CREATE STREAM continues with AS (derived) rather than a column list."""

@@ -149,6 +149,7 @@ class CreateStream:
     columns: tuple[ColumnDef, ...]
     options: dict[str, str]
     loc: Location
+    name_loc: Location | None = None  # the name's own place, quotes and all
 
 
 @dataclass(frozen=True)
@@ -161,6 +162,7 @@ class CreateTable:
     columns: tuple[ColumnDef, ...]
     options: dict[str, str]
     loc: Location
+    name_loc: Location | None = None  # the name's own place, quotes and all
 
 
 @dataclass(frozen=True)
@@ -173,6 +175,7 @@ class CreateQuery:
     select: SelectText | ApasText
     options: dict[str, str] = field(default_factory=dict)
     loc: Location | None = None
+    name_loc: Location | None = None  # the name's own place, quotes and all
 
 
 @dataclass(frozen=True)
@@ -183,6 +186,7 @@ class CreateStreamAs:
     select: SelectText
     options: dict[str, str] = field(default_factory=dict)
     loc: Location | None = None
+    name_loc: Location | None = None  # the name's own place, quotes and all
 
 
 @dataclass(frozen=True)
@@ -194,6 +198,7 @@ class CreateAggregate:
     returns: str
     using: str
     loc: Location
+    name_loc: Location | None = None  # the name's own place, quotes and all
 
 
 @dataclass(frozen=True)
@@ -205,6 +210,7 @@ class CreateLibrary:
     prefix: str
     using: str
     loc: Location
+    name_loc: Location | None = None  # the name's own place, quotes and all
 
     @property
     def name(self) -> str:
