@@ -46,6 +46,7 @@ from pyspark.sql.types import (
 )
 
 from sparkcq.errors import CatalogError
+from sparkcq.model.aggregate_functions import BUILTIN
 
 #: modules whose aggregates any engine may load by name: the ones sparkcq ships
 BUILTIN_MODULES = ("sparkcq.aggregates.library",)
@@ -150,7 +151,7 @@ def load_aggregate_class(path: str, name: str, allowed: tuple[str, ...]) -> type
 
 
 #: names a user aggregate may not take: the built-in aggregates
-BUILTIN_AGGREGATES = ("count", "sum", "avg", "min", "max", "stats")
+BUILTIN_AGGREGATES = (*BUILTIN, "stats")
 
 
 def define_aggregate(name: str, cls: Any, params: list[tuple[str, DataType]],

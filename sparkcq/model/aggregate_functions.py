@@ -1,8 +1,14 @@
-"""Aggregates defined by sums and counts: one registry entry each, exact everywhere.
+"""The aggregates sparkcq computes itself: one registry entry each, read by the binder, the
+rules, the StreamAPAS ``agg`` library, the user aggregates' reserved names and the
+server's allowed functions.
+
+``BUILTIN`` holds those every operator implements (count, sum, avg, min, max): what each
+takes, and which operators can compute it (from panes before the shuffle; per event over
+a RANGE from running sums). ``DERIVED_AGGREGATES`` holds those defined by sums and counts:
 
 An entry says which counts and sums of its argument an aggregate needs (its partials) and
 the scalar expression over them that gives its value. The binder turns a call into those
-partials and that expression (``plan/binder.py``), so every operator computes it as it
+partials and that expression (``plan/bind_aggregates.py``), so every operator computes it as it
 computes ``sum`` and ``count``: incrementally as elements enter and leave, from panes
 before the shuffle, per event over a RANGE, fused with other queries' aggregates, before a
 join with tables; exactly, since sums are exact (``runtime/operators/aggregate.py``), and
@@ -18,6 +24,52 @@ variance of 2.33, not 0 as in DOUBLE arithmetic).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
+
+
+class Takes(Enum):
+    """What an aggregate's argument may be."""
+
+    ANYTHING = "anything"  # count: only whether it is null
+    NUMBER = "number"  # it adds
+    ORDERED = "ordered"  # it compares: numbers, strings, times
+
+
+@dataclass(frozen=True)
+class BuiltinAggregate:
+    """An aggregate every operator computes: ``takes`` its argument; ``doc`` the line of
+    the StreamAPAS ``agg`` library; ``running``: a per-event RANGE window gives it from
+    running sums (a min or a max has none: it needs the window's elements). Every one is
+    computed from panes before the shuffle over a window of steps.
+    """
+
+    name: str
+    takes: Takes
+    doc: str
+    running: bool
+
+
+#: the aggregates every operator computes, by name
+BUILTIN: dict[str, BuiltinAggregate] = {a.name: a for a in (
+    BuiltinAggregate("count", Takes.ANYTHING,
+                     "agg.count() or agg.count(x): the number of elements (with x not null)",
+                     running=True),
+    BuiltinAggregate("sum", Takes.NUMBER, "agg.sum(x): the sum of INTEGER or DOUBLE x",
+                     running=True),
+    BuiltinAggregate("avg", Takes.NUMBER, "agg.avg(x): the mean of INTEGER or DOUBLE x, a DOUBLE",
+                     running=True),
+    BuiltinAggregate("min", Takes.ORDERED,
+                     "agg.min(x): the least x (INTEGER, DOUBLE, STRING, DATETIME)", running=False),
+    BuiltinAggregate("max", Takes.ORDERED,
+                     "agg.max(x): the greatest x (INTEGER, DOUBLE, STRING, DATETIME)",
+                     running=False),
+)}
+
+
+def adds(func: str) -> bool:
+    """Whether the built-in aggregate ``func`` adds its argument (so it must be a number)."""
+    builtin = BUILTIN.get(func)
+    return builtin is not None and builtin.takes is Takes.NUMBER
 
 #: partials of the variances: the argument's count, sum and sum of squares, in decimals
 #: (each term to ten places, each square to six, as Spark rounds a product of two

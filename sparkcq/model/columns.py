@@ -7,6 +7,8 @@ two things, and a reader finds what a column means in one place.
 
 from __future__ import annotations
 
+import re
+
 # -- an edge: a change of a relation or an event of a stream ----------------------------------
 T = "_t"  # the instant of the change (LONG on the time axis)
 D = "_d"  # +n: n copies of the row enter at ``_t``; -n: they leave
@@ -51,3 +53,62 @@ INDEX, CHUNK = "_i", "_c"  # a row's place in the stream, its chunk's number
 SIGN = "_sign"  # +1 a row of the new version of a replaced table, -1 one of the old
 STARTS = ("_ls", "_rs")  # where an interval join's left / right element starts
 ENDS = ("_le", "_re")  # and where it ends
+
+
+# -- columns the plan names: an aggregate's inputs and results --------------------------
+# The binder (``plan/aggregate_columns.py``) and the rules name what an aggregate reads and
+# computes, so that equal aggregates of two queries are one node whatever the user called
+# things; EXPLAIN shows what each stands for (``plan/labels.py``).
+
+
+def group_key(i: int) -> str:
+    """The column of an aggregate's ``i``-th distinct group key."""
+    return f"_g{i}"
+
+
+def aggregate_argument(i: int) -> str:
+    """The column of an aggregate's ``i``-th distinct argument."""
+    return f"_a{i}"
+
+
+def aggregate_result(i: int) -> str:
+    """The column of an aggregate's ``i``-th distinct call."""
+    return f"_x{i}"
+
+
+def partial_key(i: int) -> str:
+    """A key computed below a join with a table, so that the aggregate before the join can
+    group by it (``aggregate_before_table_joins``).
+    """
+    return f"_p{i}"
+
+
+def partial_value(i: int) -> str:
+    """The ``i``-th call's value aggregated before a join with a table."""
+    return f"_q{i}"
+
+
+def partial_count(i: int) -> str:
+    """The count beside an average's partial sum, before a join with a table."""
+    return f"_c{i}"
+
+
+def combined_sum(i: int) -> str:
+    """An average's partial sums combined after the join."""
+    return f"_s{i}"
+
+
+def combined_count(i: int) -> str:
+    """An average's partial counts combined after the join."""
+    return f"_n{i}"
+
+
+def family_key(i: int) -> str:
+    """The ``i``-th key column of a family of aggregates over one input (runtime/)."""
+    return f"_k{i}"
+
+
+#: every name above
+GENERATED = re.compile(r"_[a-z]\d+")
+#: the names of an aggregate's keys and results: what its output projection may read
+KEY_OR_RESULT = re.compile(r"_[gx]\d+")

@@ -39,7 +39,7 @@ a catalog, a qualified name such as ``system.builtin.abs``) are refused as unkno
 
 from __future__ import annotations
 
-from sparkcq.model.aggregate_functions import DERIVED_AGGREGATES
+from sparkcq.model.aggregate_functions import BUILTIN, DERIVED_AGGREGATES
 
 # arithmetic, rounding, trigonometry, logarithms, random numbers (math_funcs)
 MATH = frozenset({
@@ -174,9 +174,9 @@ MISC = frozenset({
     "bitmap_count", "hmac", "try_aes_decrypt", "typeof", "uuid",
 })
 
-# the aggregates a continuous query runs (plan/binder.py)
+# the aggregates a continuous query runs (plan/bind_aggregates.py)
 AGGREGATES = frozenset({
-    "avg", "count", "max", "min", "sum", *DERIVED_AGGREGATES,
+    *BUILTIN, *DERIVED_AGGREGATES,
 })
 
 ALLOWED: frozenset[str] = (MATH | OPERATORS | STRING | DATETIME | CONDITIONAL | CONVERSION | HASH

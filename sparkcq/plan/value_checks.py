@@ -23,6 +23,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from sparkcq.model.aggregate_functions import adds
+
 #: comparisons whose string side Spark casts to the other side's type
 _COMPARISONS = (exp.EQ, exp.NEQ, exp.NullSafeEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
 #: types a string literal is cast to, and may fail to become
@@ -62,7 +64,7 @@ def literal_problem(tree: exp.Expr, type_of: TypeOf,
 
 def aggregate_argument_problem(func: str, arg: exp.Expr, dtype: DataType) -> str | None:
     """Why ``func(arg)`` of an argument of type ``dtype`` cannot be computed, or None."""
-    if func in ("sum", "avg") and not isinstance(dtype, NumericType | NullType):
+    if adds(func) and not isinstance(dtype, NumericType | NullType):
         return (f"{func}({arg.sql(dialect='spark')}) adds numbers, and "
                 f"{arg.sql(dialect='spark')} is {_name(dtype)}; cast it (CAST(x AS DOUBLE)) "
                 "if its values are numbers, or use count, min or max")

@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StructField, StructType
 
 from sparkcq.aggregates.user import UserAggregate
-from sparkcq.model.columns import D, T
+from sparkcq.model.columns import D, T, family_key
 from sparkcq.plan.nodes import AggCall, Aggregate, EdgeKind, PlanNode, Project, project_sql
 from sparkcq.runtime.frames import Runtime, Slice, SqlViews, col, q, union_all
 from sparkcq.runtime.operators.aggregate import AggregateOperator
@@ -132,7 +132,7 @@ class AggregateFamily(CycleParticipant):
 
     def rebuild(self) -> None:
         """A new operator over the union of the members' calls, seeded at its first cycle."""
-        key_cols = [f"_k{i}" for i in range(len(self.key_sqls))]
+        key_cols = [family_key(i) for i in range(len(self.key_sqls))]
         exprs = dict(zip(key_cols, self.key_sqls, strict=True))
         fields: dict[str, StructField] = {}
         calls: dict[str, AggCall] = {}

@@ -38,7 +38,7 @@ from math import gcd
 from pyspark.sql import DataFrame
 from pyspark.sql.types import StructField, StructType
 
-from sparkcq.model.columns import FROM, TO, WINDOW_TAG, D, T
+from sparkcq.model.columns import FROM, TO, WINDOW_TAG, D, T, family_key
 from sparkcq.plan.nodes import (
     AggCall,
     Aggregate,
@@ -215,7 +215,7 @@ class SlicedFamily(CycleParticipant):
     def columns_of(self, node: SlicedAggregate) -> list[tuple[str, str]]:
         """(output column, family column) pairs of a member, in its schema's order."""
         _base, exprs, _schema = split_aggregate(node.aggregate)
-        keys = {k: f"_k{i}" for i, k in enumerate(node.aggregate.keys)}
+        keys = {k: family_key(i) for i, k in enumerate(node.aggregate.keys)}
         calls = {a.name: self.calls[(a.func, exprs[a.arg] if a.arg else None)]
                  for a in node.aggregate.aggs}
         return [(f.name, keys.get(f.name) or calls[f.name]) for f in node.schema.fields]
@@ -225,7 +225,7 @@ class SlicedFamily(CycleParticipant):
         new one starts from the stream's history at the old one's position (else from the
         stream's position, ``reach`` back).
         """
-        key_cols = [f"_k{i}" for i in range(len(self.key_sqls))]
+        key_cols = [family_key(i) for i in range(len(self.key_sqls))]
         exprs = dict(zip(key_cols, self.key_sqls, strict=True))
         fields: dict[str, StructField] = {}
         out_fields: dict[str, StructField] = {}

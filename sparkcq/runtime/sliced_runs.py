@@ -35,7 +35,7 @@ import sqlglot
 import sqlglot.expressions as exp
 from pyspark.sql import DataFrame
 
-from sparkcq.model.columns import FROM, OP, QID, TE, TO, TS, WINDOW_TAG
+from sparkcq.model.columns import FROM, OP, QID, TE, TO, TS, WINDOW_TAG, family_key
 from sparkcq.model.time import TIME_MIN
 from sparkcq.plan.nodes import SlicedAggregate
 from sparkcq.runtime.frames import Slice, bound_sql, project, q, union_by_name
@@ -59,7 +59,7 @@ def group_fields(tail: QueryTail, family: SlicedFamily) -> dict[str, str] | None
     member = tail.member.node
     assert isinstance(member, SlicedAggregate)
     pairs = family.members[member]
-    keys = {f"_k{i}" for i in range(len(family.key_sqls))}
+    keys = {family_key(i) for i in range(len(family.key_sqls))}
     types = {f.name: f.dataType for f in member.schema.fields}
     mapping = compose_steps(tail.steps, {out: q(src) for out, src in pairs}, [])
     shown = {(_column_of(mapping[f.name]), f.dataType): f.name for f in tail.schema.fields}
@@ -89,7 +89,7 @@ def sliced_runs(family: SlicedFamily, run: Slice, tails: list[QueryTail],
     """
     segments, lo, hi = run.segments, run.lo, run.hi
     assert segments is not None
-    keys = tuple(q(f"_k{i}") for i in range(len(family.key_sqls)))
+    keys = tuple(q(family_key(i)) for i in range(len(family.key_sqls)))
     tagged = WINDOW_TAG in segments.columns
     group = (*keys, q(WINDOW_TAG)) if tagged else keys
     low, high = bound_sql(lo), bound_sql(hi)
@@ -149,7 +149,7 @@ def _held_rows(family: SlicedFamily, tails: list[QueryTail], held: HeldRuns,
     ``_o<query id>`` of each query's open run (NULL: none); a query's open elements handed
     over by the shared formatter (it ran on another path before) in the same form.
     """
-    keys = [f"_k{i}" for i in range(len(family.key_sqls))]
+    keys = [family_key(i) for i in range(len(family.key_sqls))]
     starts = [f"_o{qid}" for qid in qids]
     parts = []
     state = held.state

@@ -33,7 +33,7 @@ from sparkcq.language.apas.types import (
     cast,
 )
 from sparkcq.language.sql.statements import OutputForm, SelectText, SourceWindow
-from sparkcq.model.aggregate_functions import DERIVED_AGGREGATES
+from sparkcq.model.aggregate_functions import BUILTIN, DERIVED_AGGREGATES, Takes
 from sparkcq.model.time import Duration, unit_micros
 from sparkcq.model.windows import NowWindow, RangeWindow, RowsWindow, UnboundedWindow, WindowSpec
 
@@ -51,10 +51,9 @@ _DURATION_UNITS = {"ms": "MILLISECONDS", "s": "SECONDS", "m": "MINUTES", "min": 
                    "h": "HOURS", "d": "DAYS"}
 _NUMERIC = (ApasType.INTEGER, ApasType.DOUBLE)
 #: the argument types of each built-in aggregate; another type is cast to the first it can
-_AGG_ARGS = {"sum": _NUMERIC, "avg": _NUMERIC, "stats": _NUMERIC,
-             "min": (*_NUMERIC, ApasType.STRING, ApasType.DATETIME),
-             "max": (*_NUMERIC, ApasType.STRING, ApasType.DATETIME),
-             **dict.fromkeys(DERIVED_AGGREGATES, _NUMERIC)}
+_TAKES = {Takes.NUMBER: _NUMERIC, Takes.ORDERED: (*_NUMERIC, ApasType.STRING, ApasType.DATETIME)}
+_AGG_ARGS = {**{name: _TAKES[agg.takes] for name, agg in BUILTIN.items() if agg.takes in _TAKES},
+             "stats": _NUMERIC, **dict.fromkeys(DERIVED_AGGREGATES, _NUMERIC)}
 
 
 @dataclass(frozen=True)
@@ -615,7 +614,7 @@ class _Compiler:
             raise self.error(msg, v.span)
         arg = cast(v.typed.sql, v.type, target)
         assert arg is not None
-        if name == "stats":  # one aggregate node, four partials (plan/binder.py)
+        if name == "stats":  # one aggregate node, four partials (plan/bind_aggregates.py)
             shape: Shape = {"min": target, "max": target, "median": ApasType.DOUBLE,
                             "avg": ApasType.DOUBLE}
             return Value(Typed(f"stats({arg})", ApasType.TREE), call.span, shape, True)

@@ -20,7 +20,7 @@ from typing import Any, get_type_hints
 
 from sparkcq.errors import CatalogError
 from sparkcq.language.apas.types import ApasType
-from sparkcq.model.aggregate_functions import DERIVED_AGGREGATES
+from sparkcq.model.aggregate_functions import BUILTIN, DERIVED_AGGREGATES
 
 
 class Role(Enum):
@@ -66,11 +66,7 @@ def _builtin(prefix: str, role: Role, docs: dict[str, str]) -> Library:
 
 #: aggregates every engine has (user aggregates join them by name); ``stats`` returns a tree
 AGGREGATES = {
-    "count": "agg.count() or agg.count(x): the number of elements (with x not null)",
-    "sum": "agg.sum(x): the sum of INTEGER or DOUBLE x",
-    "avg": "agg.avg(x): the mean of INTEGER or DOUBLE x, a DOUBLE",
-    "min": "agg.min(x): the least x (INTEGER, DOUBLE, STRING, DATETIME)",
-    "max": "agg.max(x): the greatest x (INTEGER, DOUBLE, STRING, DATETIME)",
+    **{name: builtin.doc for name, builtin in BUILTIN.items()},
     "stats": "agg.stats(x): a tree [min, max, median, avg] of INTEGER or DOUBLE x",
     **{name: f"agg.{name}(x): {derived.doc}, a DOUBLE"
        for name, derived in DERIVED_AGGREGATES.items()},

@@ -63,6 +63,13 @@ import sqlglot
 import sqlglot.expressions as exp
 from pyspark.sql.types import DataType, DoubleType, FloatType, LongType, StructField, StructType
 
+from sparkcq.model.columns import (
+    combined_count,
+    combined_sum,
+    partial_count,
+    partial_key,
+    partial_value,
+)
 from sparkcq.model.types import INTEGRAL_TYPES
 from sparkcq.plan.expressions import conjuncts
 from sparkcq.plan.nodes import (
@@ -234,10 +241,10 @@ def _split(node: PlanNode, running: Collection[PlanNode]) -> Split | None:
     inner_input: PlanNode = stream
     if pushed:
         inner_input = filter_sql(inner_input, " AND ".join(f"({p})" for p in pushed))
-    inner_exprs = [(f"_p{i}", exprs[k]) for i, k in enumerate(node.keys) if k in computed]
+    inner_exprs = [(partial_key(i), exprs[k]) for i, k in enumerate(node.keys) if k in computed]
     inner_exprs += [(c, _quote(c)) for c in carried]
     inner_exprs += [(a, exprs[a]) for a in sorted(args)]
-    inner_types = {**{f"_p{i}": types[k] for i, k in enumerate(node.keys) if k in computed},
+    inner_types = {**{partial_key(i): types[k] for i, k in enumerate(node.keys) if k in computed},
                    **{c: types[c] for c in carried}, **{a: types[a] for a in args}}
     project = project_sql(inner_input, inner_exprs, StructType(
         [StructField(n, inner_types[n]) for n, _ in inner_exprs]))
@@ -246,15 +253,15 @@ def _split(node: PlanNode, running: Collection[PlanNode]) -> Split | None:
     ratios: dict[str, tuple[str, str]] = {}  # avg output -> (sum, count) columns
     for i, call in enumerate(node.aggs):
         if call.func == "avg":
-            partial_calls += [AggCall("sum", call.arg, False, f"_q{i}"),
-                              AggCall("count", call.arg, False, f"_c{i}")]
-            final_calls += [AggCall("sum", f"_q{i}", False, f"_s{i}"),
-                            AggCall("sum", f"_c{i}", False, f"_n{i}")]
-            ratios[call.name] = (f"_s{i}", f"_n{i}")
+            partial_calls += [AggCall("sum", call.arg, False, partial_value(i)),
+                              AggCall("count", call.arg, False, partial_count(i))]
+            final_calls += [AggCall("sum", partial_value(i), False, combined_sum(i)),
+                            AggCall("sum", partial_count(i), False, combined_count(i))]
+            ratios[call.name] = (combined_sum(i), combined_count(i))
         else:
-            partial_calls.append(AggCall(call.func, call.arg, False, f"_q{i}"))
+            partial_calls.append(AggCall(call.func, call.arg, False, partial_value(i)))
             combine = "sum" if call.func == "count" else call.func
-            final_calls.append(AggCall(combine, f"_q{i}", False, call.name))
+            final_calls.append(AggCall(combine, partial_value(i), False, call.name))
     inner_keys = tuple(n for n, _ in inner_exprs if n not in args)
     partial_types = {c.name: (LongType() if c.func == "count" else
                               _sum_type(inner_types[c.arg or ""]) if c.func == "sum" else
@@ -266,7 +273,7 @@ def _split(node: PlanNode, running: Collection[PlanNode]) -> Split | None:
     if window is None or window in running:
         return None
 
-    names = {k: f"_p{i}" for i, k in enumerate(node.keys) if k in computed}
+    names = {k: partial_key(i) for i, k in enumerate(node.keys) if k in computed}
     outer_exprs = [(k, _quote(names[k]) if k in names else exprs[k]) for k in node.keys]
     outer_exprs += [(c.name, _quote(c.name)) for c in partial_calls]
     key_types = {k: types[k] for k in node.keys}

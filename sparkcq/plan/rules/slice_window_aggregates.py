@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
+from sparkcq.model.aggregate_functions import BUILTIN
 from sparkcq.plan.nodes import (
     Aggregate,
     CutSpec,
@@ -41,9 +42,9 @@ from sparkcq.plan.nodes import (
     transform_up,
 )
 
-SLICED_FUNCTIONS = frozenset({"count", "sum", "avg", "min", "max"})
+SLICED_FUNCTIONS = frozenset(BUILTIN)
 # over a per-event [RANGE w] window: those a running sum gives (from a log and a base)
-RANGE_FUNCTIONS = frozenset({"count", "sum", "avg"})
+RANGE_FUNCTIONS = frozenset(name for name, agg in BUILTIN.items() if agg.running)
 
 
 def slice_window_aggregates(plan: PlanNode, *, running: Collection[PlanNode] = ()) -> PlanNode:
