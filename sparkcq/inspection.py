@@ -25,6 +25,7 @@ from sparkcq.io.sources import Source
 from sparkcq.language.sql.statements import ExplainFormat, OutputForm, ShowTarget
 from sparkcq.model.columns import OP, TE, TS
 from sparkcq.model.time import TIME_MAX
+from sparkcq.plan.labels import user_labels
 from sparkcq.plan.nodes import Aggregate, EdgeKind, PlanNode, render_tree, walk
 from sparkcq.runtime.cycle_cost import CycleCost, render_costs
 from sparkcq.runtime.driver import CycleReport
@@ -149,7 +150,7 @@ class SystemView:
             users = self.queries.plan.users.get(node, set()) - {info.name}
             if users:
                 marks[node] = f"  (shared with {', '.join(sorted(users))})"
-        return render_tree(info.plan, marks)
+        return render_tree(info.plan, marks, user_labels([info.plan]))
 
     def explain_global(self, fmt: str = ExplainFormat.TEXT) -> str:
         """The shared DAG: each operator, the queries using it, its reference count, state

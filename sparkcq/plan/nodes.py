@@ -720,13 +720,17 @@ def walk(node: PlanNode) -> list[PlanNode]:
     return list(seen)
 
 
-def render_tree(node: PlanNode, marks: dict[PlanNode, str] | None = None) -> str:
-    """An indented text tree of the plan, one node per line, for EXPLAIN."""
+def render_tree(node: PlanNode, marks: dict[PlanNode, str] | None = None,
+                labels: dict[PlanNode, str] | None = None) -> str:
+    """An indented text tree of the plan, one node per line, for EXPLAIN: each node's
+    ``label()``, or its line of ``labels`` (``plan/labels.py``), then ``marks``.
+    """
     lines: list[str] = []
 
     def visit(n: PlanNode, depth: int) -> None:
         mark = (marks or {}).get(n, "")
-        lines.append(f"{'  ' * depth}{n.label()}  [{n.kind.value}]{mark}")
+        label = (labels or {}).get(n) or n.label()
+        lines.append(f"{'  ' * depth}{label}  [{n.kind.value}]{mark}")
         for c in n.children:
             visit(c, depth + 1)
 

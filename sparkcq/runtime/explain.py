@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from sparkcq.model.time import show_instant
+from sparkcq.plan.labels import user_labels
 from sparkcq.plan.nodes import PlanNode
 from sparkcq.runtime.global_plan import GlobalPlan, OperatorStats
 from sparkcq.runtime.operators.base import Operator
@@ -15,12 +16,14 @@ from sparkcq.runtime.operators.table import TableOperator
 def explain_global_text(plan: GlobalPlan) -> str:
     """One line per operator: id, kind, what it does, inputs, users, state and work."""
     ids = {node: i for i, node in enumerate(plan.ops)}
+    labels = user_labels(plan.ops)
     lines = []
     for node, op in plan.ops.items():
         inputs = ", ".join(f"#{ids[c]}" for c in node.children)
         users = ", ".join(sorted(plan.users.get(node, set())))
         lines.append(
-            f"#{ids[node]} {node.label()}  [{node.kind.value}]  <- [{inputs}]  "
+            f"#{ids[node]} {labels.get(node) or node.label()}  [{node.kind.value}]  "
+            f"<- [{inputs}]  "
             f"refs={plan.refs[node]}  queries=[{users}]  state_rows={op.state_rows}  "
             f"rows/cycle={_rows(plan, node)}  "
             f"plan_ms/cycle={plan.stats.get(node, OperatorStats()).plan_seconds * 1e3:.1f}"
@@ -46,11 +49,12 @@ def explain_global_dot(plan: GlobalPlan) -> str:
     breaks still give valid DOT that shows them as written.
     """
     ids = {node: i for i, node in enumerate(plan.ops)}
+    labels = user_labels(plan.ops)
     roots: dict[str, int] = {}
     out = ["digraph sparkcq {", "  rankdir=BT;", "  node [shape=box, fontname=Helvetica];"]
     for node, op in plan.ops.items():
         users = sorted(plan.users.get(node, set()))
-        label = (f"#{ids[node]} {node.label()}\nrefs={plan.refs[node]} "
+        label = (f"#{ids[node]} {labels.get(node) or node.label()}\nrefs={plan.refs[node]} "
                  f"state_rows={op.state_rows} rows/cycle={_rows(plan, node)}"
                  + (f" instances={op.live_instances}" if op.live_instances is not None else ""))
         shared = ", style=filled, fillcolor=lightblue" if len(users) > 1 else ""

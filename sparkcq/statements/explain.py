@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from sparkcq.language.sql.statements import Explain
 from sparkcq.plan.binder import bind_query
+from sparkcq.plan.labels import user_labels
 from sparkcq.plan.nodes import render_tree
 from sparkcq.plan.rules import optimize
 from sparkcq.statements.context import StatementContext
@@ -18,7 +19,8 @@ def explain_statement(stmt: Explain, text: str, ctx: StatementContext) -> str:
     if stmt.select is not None:
         bound = bind_query(stmt.select, text, ctx.catalog, ctx.spark,
                             trusted=ctx.policy.trusted)
-        return render_tree(optimize(bound.plan, running=ctx.queries.plan.ops))
+        plan = optimize(bound.plan, running=ctx.queries.plan.ops)
+        return render_tree(plan, labels=user_labels([plan]))
     if stmt.analyze:
         return ctx.view().explain_analyze(ctx.spark)
     if stmt.glob or stmt.name is None:

@@ -12,16 +12,12 @@ import os
 from pathlib import Path
 
 import pytest
-from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
-from sparkcq.catalog import Catalog, StreamInfo, TableInfo
-from sparkcq.errors import Location
+from sparkcq.catalog import Catalog
 from sparkcq.language.sql.parser import parse_script_located
 from sparkcq.language.sql.statements import Explain
 from sparkcq.plan.binder import bind_select
-from sparkcq.plan.definitions import bind_stream
-from sparkcq.plan.nodes import TableScan, render_tree
-from sparkcq.plan.options import StreamOptions
+from sparkcq.plan.nodes import render_tree
 from sparkcq.plan.rules import RULES, Rule
 from sparkcq.plan.typer import SchemaTyper
 
@@ -43,23 +39,6 @@ def read_cases(path: Path) -> tuple[list[str], list[tuple[str, str]]]:
     if query is not None:
         cases.append((query, "\n".join(plan).strip()))
     return header, cases
-
-
-@pytest.fixture(scope="module")
-def catalog():
-    """Streams s and s2 (k STRING, v DOUBLE, t BIGINT), event time t; table h (k, g STRING)."""
-    catalog = Catalog()
-    schema = StructType([StructField("k", StringType()), StructField("v", DoubleType()),
-                         StructField("t", LongType())])
-    for name in ("s", "s2"):
-        text = f"CREATE STREAM {name}"
-        node = bind_stream(name, schema, StreamOptions(event_time="t"), text,
-                           Location.of_span(text, 0, len(text))).node
-        catalog.add_stream(StreamInfo(name, schema, node.time_col, None, node.time_kind, {},
-                                      node))
-    hosts = StructType([StructField("k", StringType()), StructField("g", StringType())])
-    catalog.add_table(TableInfo("h", hosts, None, TableScan("h", hosts)))  # no rows read
-    return catalog
 
 
 def after_rule(rule: Rule, query: str, catalog: Catalog) -> str:

@@ -99,7 +99,8 @@ def test_apas_and_sql_queries_share_every_operator(engine):
     both = engine.explain_global()
     nodes = [line for line in both.splitlines() if re.match(r"#\d+ ", line)]
     assert len(nodes) == len([ln for ln in alone.splitlines() if re.match(r"#\d+ ", ln)])
-    assert any(line.startswith("#2 Aggregate avg(_a0)") for line in nodes)
+    assert any(line.startswith("#2 Aggregate avg(val) AS avg, min(val), max(val)")
+               for line in nodes)
     for line in nodes:
         assert "refs=2" in line and "queries=[apas, sql]" in line, line
 
@@ -112,7 +113,7 @@ def test_a_query_from_a_statement_in_a_script(engine):
             WITH (event_time='t', end_time='t_end');
         CREATE QUERY roads LANGUAGE apas AS {quote_query(TWO_SECTORS)};
     """)
-    assert "Aggregate avg(_a0)" in engine.explain("roads")
+    assert "Aggregate avg(val) AS avg" in engine.explain("roads")
     for stream, rows in (("I", SECTOR_I), ("II", SECTOR_II)):
         engine.push(stream, [{"val": v, "t": a, "t_end": b} for v, a, b in rows], end=True)
     engine.run_until_idle()
@@ -293,8 +294,8 @@ def test_tree_valued_aggregate_in_both_languages(cars):
     frame = cars.results("apas")
     assert list(frame["s"][0]) == ["min", "max", "median", "avg"]
     # one aggregate node with four partials, shared by the two queries
-    assert ("Aggregate min(_a0) AS _x0, max(_a0) AS _x1, median(_a0) AS _x2, avg(_a0) AS _x3 "
-            "BY _g0") in cars.explain("apas")
+    assert ("Aggregate min(position.x), max(position.x), median(position.x), avg(position.x) "
+            "BY id") in cars.explain("apas")
     assert "(shared with field, sql)" in cars.explain("apas").split("Aggregate")[1].splitlines()[0]
 
 

@@ -49,7 +49,7 @@ def test_intervals_of_a_per_event_range_average(engine, cuts):
     got = sorted(out[["k", "a", "_ts", "_te"]].itertuples(index=False, name=None))
     assert got == sorted(INTERVALS)
     plan = engine.explain_global()
-    assert "SlicedAggregate avg(_a0)" in plan
+    assert "SlicedAggregate avg(v) AS a BY k" in plan
     assert not any(line.split(" ", 1)[1].startswith("Window") for line in plan.splitlines())
 
 

@@ -20,6 +20,7 @@ from sparkcq.inspection import table_row
 from sparkcq.io.feed_source import FeedSource
 from sparkcq.io.sources import MemorySource
 from sparkcq.model.time import TIME_MAX, TIME_MIN
+from sparkcq.plan.labels import user_labels
 from sparkcq.plan.nodes import StreamScan, walk
 from sparkcq.runtime.global_plan import OperatorStats
 
@@ -80,6 +81,7 @@ def plan_picture(engine: Engine, cycle_seconds: float | None) -> dict[str, Any]:
     """
     plan = engine.queries.plan
     ids = {node: i for i, node in enumerate(plan.ops)}
+    labels = user_labels(plan.ops)
     stats = {node: plan.stats.get(node, OperatorStats()) for node in plan.ops}
     handled = {node: (stats[node].rows_out or 0) + op.state_rows for node, op in plan.ops.items()}
     driver = sum(s.plan_seconds for s in stats.values())
@@ -90,7 +92,8 @@ def plan_picture(engine: Engine, cycle_seconds: float | None) -> dict[str, Any]:
         st = stats[node]
         seconds = st.plan_seconds + (spark * handled[node] / total_rows if total_rows else 0)
         nodes.append({
-            "id": ids[node], "label": node.label(), "op": type(node).__name__,
+            "id": ids[node], "label": labels.get(node) or node.label(),
+            "op": type(node).__name__,
             "kind": node.kind.value, "inputs": [ids[c] for c in node.children if c in ids],
             "queries": sorted(plan.users.get(node, set())), "refs": plan.refs[node],
             "state_rows": op.state_rows, "rows_last_cycle": st.rows_out,
