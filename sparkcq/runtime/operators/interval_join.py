@@ -62,9 +62,7 @@ from pyspark.sql.types import DoubleType, LongType, StructField, StructType
 from sparkcq.model.columns import TE, TS, D, T
 from sparkcq.model.time import TIME_MAX, TIME_MIN
 from sparkcq.plan.nodes import (
-    Filter,
     IntervalJoin,
-    Project,
     StreamScan,
 )
 from sparkcq.plan.options import Shedding, ShedMode
@@ -103,6 +101,7 @@ from sparkcq.runtime.operators.window import (
 )
 from sparkcq.runtime.saved_frames import FrameReader, FrameWriter
 from sparkcq.runtime.state_runs import Counted
+from sparkcq.runtime.step_chains import chain_sql
 
 #: where each side's element starts and ends (the left's ``_ls``/``_le``, the right's
 #: ``_rs``/``_re``), so the join condition's columns and these never clash
@@ -321,14 +320,8 @@ class IntervalJoinOperator(Operator):
         above its window: its columns and ``_t``.
         """
         _window, steps = self.interval_join.side(i)
-        src = f"(SELECT * FROM {{inp}} WHERE {q(D)} > 0)"  # a stream edge: one event per row
-        for step in steps:
-            if isinstance(step, Filter):
-                src = f"(SELECT * FROM {src} WHERE {step.predicate.sql})"
-            else:
-                assert isinstance(step, Project)
-                exprs = ", ".join(f"{e.sql} AS {q(name)}" for name, e in step.exprs)
-                src = f"(SELECT {exprs}, {q(T)} FROM {src})"
+        # a stream edge: one event per row
+        src = chain_sql(f"(SELECT * FROM {{inp}} WHERE {q(D)} > 0)", steps, (T,))
         return f"SELECT {', '.join(map(q, self.names[i]))}, {q(T)} FROM {src}"
 
     def build_elements_sql(self, i: int) -> str:

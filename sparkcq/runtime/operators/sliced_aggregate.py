@@ -50,9 +50,7 @@ from sparkcq.model.columns import AT, FROM, GROUP_HASH, NEXT, PANE_END, TO, WIND
 from sparkcq.model.time import TIME_MAX, TIME_MIN, shift
 from sparkcq.plan.nodes import (
     CutSpec,
-    Filter,
     PlanNode,
-    Project,
     RangeSpec,
     SlicedAggregate,
     StreamScan,
@@ -66,6 +64,7 @@ from sparkcq.runtime.operators.aggregate import (
     exact_double_total,
 )
 from sparkcq.runtime.operators.base import CycleContext, Operator, Progress, as_changes_at
+from sparkcq.runtime.step_chains import chain_sql
 
 
 @dataclass(frozen=True)
@@ -198,19 +197,7 @@ class SlicedAggregateOperator(Operator):
         """The input's events through the filters and projections below the aggregate
         (with the columns named in ``blank`` NULL, see ``evaluate``).
         """
-        src = "{inp}"
-        for step in node.steps():
-            if isinstance(step, Filter):
-                src = f"(SELECT * FROM {src} WHERE {step.predicate.sql})"
-            else:
-                assert isinstance(step, Project)
-                types = {f.name: f.dataType.simpleString() for f in step.schema.fields}
-                # a projection may keep no column of its own (count(*) alone, no keys)
-                exprs = ", ".join([
-                    *(f"CAST(NULL AS {types[name]}) AS {q(name)}" if name in blank
-                      else f"{e.sql} AS {q(name)}" for name, e in step.exprs), q(T), q(D)])
-                src = f"(SELECT {exprs} FROM {src})"
-        return src
+        return chain_sql("{inp}", node.steps(), (T, D), blank)
 
     def key_list(self, *extra: str) -> str:
         """The group hash, the keys and ``extra`` columns, comma-separated."""
