@@ -13,6 +13,7 @@ from rich.console import Console
 from served import free_port, start_server
 
 from sparkcq.cli import build_parser, main
+from sparkcq.plan.labels import user_labels
 from sparkcq.runtime.explain import _quote
 from sparkcq.server.commands import print_records
 
@@ -182,9 +183,12 @@ def test_explain_global_dot_shows_predicates_as_written(engine):
     engine.execute("CREATE QUERY q2 AS SELECT k, count(*) AS n FROM s [RANGE 10] GROUP BY k")
     graph = DotGraph(engine.explain_global("dot"))
     labels = {node: attrs["label"] for node, attrs in graph.nodes.items()}
-    # every operator's label starts with its EXPLAIN text, exactly
+    # every operator's label starts with its EXPLAIN text, exactly, in the user's words
+    shown = user_labels(engine.plan.ops)
     for i, node in enumerate(engine.plan.ops):
-        assert labels[f"n{i}"].startswith(f"#{i} {node.label()}\nrefs=")
+        assert labels[f"n{i}"].startswith(f"#{i} {shown.get(node) or node.label()}\nrefs=")
+    assert any("SlicedAggregate count(*) AS n BY k <- Window [RANGE 10]\n" in label
+               for label in labels.values())
     assert any("'a\"b\\\\n[c]<d>\\né'" in label for label in labels.values())
     # each query is its own node, named as written
     queries = sorted(label for node, label in labels.items() if node.startswith("q"))
