@@ -14,8 +14,9 @@ wants what they stand for::
         <- Project `k` AS _g0, `v` AS _a0            <- Window [RANGE 60 SLIDE 10]
         <- Window [RANGE 60 SLIDE 10]
 
-A result no projection names (one only HAVING reads) is shown as its call; a result two
-queries name differently keeps the plan's name in the shared DAG.
+A result no projection names (one only HAVING reads) is shown as its call alone; so is one
+that two queries sharing the aggregate name differently, and each query's projection then
+says which name it gives it (``avg(v) AS a``, ``avg(v) AS b``).
 """
 
 from __future__ import annotations
