@@ -44,8 +44,11 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--interval", type=float, default=1.0, help="seconds between cycles")
     serve = sub.add_parser("serve", parents=[engine_options],
                            help="run the engine with its control API (HTTP/JSON)")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8765)
+    serve.add_argument("--host", default="127.0.0.1",
+                       help="address the API, console and feed listen on (default "
+                            "127.0.0.1; any other needs --token)")
+    serve.add_argument("--port", type=int, default=8765,
+                       help="HTTP port of the control API and the console (default 8765)")
     serve.add_argument("--interval", type=float, default=1.0, help="seconds between cycles")
     serve.add_argument("--token", default=os.environ.get("SPARKCQ_TOKEN"),
                        help="API token; required to bind beyond localhost")

@@ -27,22 +27,25 @@ def add_remote_verbs(sub: Any) -> None:
     submit.add_argument("--name", default=None, help="the StreamAPAS query's name (default: "
                         "its file's name without the extension)")
     drop = sub.add_parser("drop", help="drop a query on the server")
-    drop.add_argument("name")
+    drop.add_argument("name", help="the query's name")
     sub.add_parser("ls", help="streams, tables, functions, aggregates and queries on the server")
     explain = sub.add_parser("explain", help="a query's plan, or the global plan")
-    explain.add_argument("name", nargs="?")
+    explain.add_argument("name", nargs="?", help="the query's name (none: the global plan)")
     explain.add_argument("--global", dest="glob", action="store_true", help="the shared DAG")
     explain.add_argument("--dot", action="store_true", help="Graphviz DOT (with --global)")
     logs = sub.add_parser("logs", help="a query's log")
-    logs.add_argument("name")
+    logs.add_argument("name", help="the query's name")
     tail = sub.add_parser("tail", help="print a query's results live")
-    tail.add_argument("name")
+    tail.add_argument("name", help="the query's name")
     sub.add_parser("status", help="cycles, latency and query counts of the server")
     push = sub.add_parser("push", help="send rows (a JSON lines file) to a memory stream")
-    push.add_argument("stream")
-    push.add_argument("file")
-    push.add_argument("--watermark", default=None)
-    push.add_argument("--end", action="store_true")
+    push.add_argument("stream", help="the memory stream's name")
+    push.add_argument("file", help="a JSON lines file, a row per line")
+    push.add_argument("--watermark", default=None,
+                      help="the stream's watermark after these rows: a number, or a time "
+                           "for a TIMESTAMP stream")
+    push.add_argument("--end", action="store_true",
+                      help="the stream ends after these rows (its windows close)")
     for p in (submit, drop, explain, logs, tail, push, sub.choices["ls"], sub.choices["status"]):
         p.add_argument("--server", default=None, help="server URL (default SPARKCQ_SERVER or "
                        "http://127.0.0.1:8765)")

@@ -32,7 +32,7 @@ def add_feed_verb(sub: Any) -> None:
     """Register ``feed`` on the ``sparkcq`` argument parser's subparsers."""
     feed = sub.add_parser("feed", help="replay a CSV or JSON lines file (or -, stdin) into a "
                                        "feed stream of a server")
-    feed.add_argument("stream")
+    feed.add_argument("stream", help="the feed stream's name")
     feed.add_argument("file", help="a .csv (first line: column names) or JSON lines file; "
                                    "- reads stdin")
     feed.add_argument("--rate", type=float, default=None, metavar="N",

@@ -4,6 +4,7 @@ EXPLAIN GLOBAL DOT that Graphviz reads.
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import socket
@@ -411,3 +412,12 @@ def test_submit_a_streamapas_query_from_its_file(capsys, served, no_env, tmp_pat
                                            "select o[k = $s.k]; select [$o[T]]"))
     assert code == 1 and "needs a name: give --name NAME" in err
     served.client.drop("peaks")
+
+
+def test_every_option_of_every_command_says_what_it_does():
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    silent = [f"{name} {' '.join(a.option_strings) or a.dest}"
+              for name, command in commands.choices.items() for a in command._actions
+              if not a.help and not isinstance(a, argparse._HelpAction)]
+    assert not silent, f"options without help text: {silent}"
