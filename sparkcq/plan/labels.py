@@ -90,9 +90,14 @@ def below_filters(node: PlanNode) -> PlanNode:
     return node
 
 
+def logical_aggregate(node: _Aggregating) -> Aggregate | InstantAggregate:
+    """The aggregate an aggregating node computes (a sliced one keeps the one it replaces)."""
+    return node.aggregate if isinstance(node, SlicedAggregate) else node
+
+
 def calls_and_keys(node: _Aggregating) -> tuple[tuple[AggCall, ...], tuple[str, ...]]:
     """What an aggregating node computes, and by what."""
-    agg = node.aggregate if isinstance(node, SlicedAggregate) else node
+    agg = logical_aggregate(node)
     return agg.aggs, agg.keys
 
 
@@ -100,7 +105,7 @@ def inputs_shown(node: _Aggregating) -> dict[str, str]:
     """The generated columns the projection right below the aggregate computes, each as
     the user wrote it.
     """
-    below = node.aggregate.child if isinstance(node, SlicedAggregate) else node.child
+    below = logical_aggregate(node).child
     if not isinstance(below, Project):
         return {}
     return {name: written(e) for name, e in below.exprs if GENERATED.fullmatch(name)}
@@ -151,11 +156,10 @@ def result_names(node: PlanNode, projections: Iterable[Project]) -> dict[str, st
     """
     names: dict[str, set[str]] = {}
     for parent in projections:
-        if isinstance(parent, Project):
-            for out, e in parent.exprs:
-                src = column_read(e)
-                if src is not None and GENERATED.fullmatch(src):
-                    names.setdefault(src, set()).add(out)
+        for out, e in parent.exprs:
+            src = column_read(e)
+            if src is not None and GENERATED.fullmatch(src):
+                names.setdefault(src, set()).add(out)
     return {src: next(iter(outs)) for src, outs in names.items() if len(outs) == 1}
 
 
