@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 
 from sparkcq.model.time import Duration
 
@@ -68,5 +69,40 @@ class SessionWindow:
     partition_by: tuple[str, ...] = ()
 
 
+class AssignedKind(Enum):
+    """How events are assigned to windows ``[start, end)`` in Flink's and Spark's forms."""
+
+    TUMBLE = "TUMBLE"
+    HOP = "HOP"
+    CUMULATE = "CUMULATE"
+
+
+class BoundsNaming(Enum):
+    """How a query names its window's bounds: Flink's ``window_start``, ``window_end`` and
+    ``window_time`` columns, or Spark's ``window`` struct of ``start`` and ``end``.
+    """
+
+    FLINK = "flink"
+    SPARK = "spark"
+
+
+@dataclass(frozen=True)
+class AssignedWindow:
+    """Windows ``[start, end)`` of event time as Flink's window table functions and Spark's
+    ``window()`` write them: an event at ``t`` lies in every window with ``start <= t <
+    end``; starts are multiples of ``step`` (HOP's slide, CUMULATE's step, TUMBLE's size)
+    and a window's bounds are columns of its result rows.
+
+    ``TABLE(HOP(TABLE s, DESCRIPTOR(t), INTERVAL '5' SECONDS, INTERVAL '10' SECONDS))`` is
+    ``AssignedWindow(HOP, 't', size=10 SECONDS, step=5 SECONDS, FLINK)``.
+    """
+
+    kind: AssignedKind
+    time_column: str
+    size: Duration
+    step: Duration
+    naming: BoundsNaming
+
+
 WindowSpec = (RangeWindow | NowWindow | UnboundedWindow | RowsWindow | CutWindow
-              | CountCutWindow | KeyCutWindow | SessionWindow)
+              | CountCutWindow | KeyCutWindow | SessionWindow | AssignedWindow)

@@ -14,6 +14,8 @@ from sparkcq.errors import AnalysisError
 from sparkcq.language.sql.statements import SourceWindow
 from sparkcq.model.time import TimeKind
 from sparkcq.model.windows import (
+    AssignedKind,
+    AssignedWindow,
     CountCutWindow,
     CutWindow,
     KeyCutWindow,
@@ -28,6 +30,7 @@ from sparkcq.plan.counting import quote
 from sparkcq.plan.expressions import Expr
 from sparkcq.plan.nodes import (
     CountCutSpec,
+    CumulateSpec,
     CutSpec,
     EdgeKind,
     Join,
@@ -50,7 +53,10 @@ if TYPE_CHECKING:
 
 
 def bind_from_item(binder: Binder, item: exp.Expression, needs_relation: bool,
-                   position: int | None) -> Source:
+                   position: int | None, window_call: SourceWindow | None = None) -> Source:
+    """A FROM item in scope with its window: its own window clause, or the window of a
+    Spark ``window(...)`` call in GROUP BY (``window_call``).
+    """
     if isinstance(item, exp.Subquery):
         return bind_derived_table(binder, item, needs_relation, position)
     if not isinstance(item, exp.Table) or not isinstance(item.this, exp.Identifier):
@@ -68,7 +74,11 @@ def bind_from_item(binder: Binder, item: exp.Expression, needs_relation: bool,
         raise binder.error(msg, item.this)
     alias = item.alias or name
     key = item.this.meta.get("end", -1)
-    window = binder.select.windows.get(key)
+    window = binder.select.windows.get(key) or window_call
+    if window_call is not None and key in binder.select.windows:
+        msg = (f"{name!r} has a window clause and GROUP BY window(...) gives it another; "
+               "write one of them")
+        raise AnalysisError(msg, binder.text, window_call.loc)
     plan = info.plan
     period: int | None = None
     if isinstance(plan, StreamScan) and plan.key:
@@ -88,6 +98,7 @@ def bind_from_item(binder: Binder, item: exp.Expression, needs_relation: bool,
         plan = Window(plan, spec)
         period = spec.slide if isinstance(spec, RangeSpec) else None
         period = spec.by if isinstance(spec, CutSpec) else period
+        period = spec.step if isinstance(spec, CumulateSpec) else period
     elif needs_relation and plan.kind is EdgeKind.STREAM:
         plan = Window(plan, UnboundedSpec())
     return source(binder, alias, plan, item, position, window, period)
@@ -146,10 +157,41 @@ def resolve_window(binder: Binder, window: SourceWindow, plan: PlanNode) -> Reso
         if isinstance(spec, SessionWindow):
             part = window_columns(binder, spec.partition_by, plan, window, "partition")
             return SessionSpec(spec.gap.to_units(kind, unit), part)
+        if isinstance(spec, AssignedWindow):
+            return resolve_assigned_window(binder, spec, plan, window)
     except ValueError as e:
         raise AnalysisError(str(e), binder.text, window.loc) from None
     msg = f"unsupported window {spec}"
     raise AnalysisError(msg, binder.text, window.loc)
+
+
+def resolve_assigned_window(binder: Binder, spec: AssignedWindow, plan: PlanNode,
+                            window: SourceWindow) -> CutSpec | CumulateSpec:
+    """Flink's TUMBLE and HOP and Spark's ``window()`` as chunk windows, whose chunks are
+    their windows ``[start, end)``; CUMULATE as ``CumulateSpec`` (``bind_windows.py``).
+    """
+    cols = {f.name.lower(): f.name for f in plan.schema.fields}
+    time_col = plan.time_col if isinstance(plan, StreamScan) else None
+    if spec.time_column.lower() not in cols:
+        msg = (f"unknown time column {spec.time_column!r}; columns: "
+               f"{', '.join(cols.values())}")
+        raise AnalysisError(msg, binder.text, window.loc)
+    if time_col is not None and spec.time_column.lower() != time_col.lower():
+        msg = (f"windows are over the stream's event time {time_col!r}, not "
+               f"{cols[spec.time_column.lower()]!r}; write {time_col}")
+        raise AnalysisError(msg, binder.text, window.loc)
+    kind, unit = plan.time_kind, plan.time_unit
+    size, step = spec.size.to_units(kind, unit), spec.step.to_units(kind, unit)
+    if size % step:
+        what = ("slide" if spec.kind is not AssignedKind.CUMULATE else "step")
+        msg = (f"the window's size ({spec.size.amount} {spec.size.unit or 'units'}) must be "
+               f"a whole number of its {what} ({spec.step.amount} "
+               f"{spec.step.unit or 'units'}): windows are computed from panes of one "
+               f"{what}; choose a {what} that divides the size")
+        raise AnalysisError(msg, binder.text, window.loc)
+    if spec.kind is AssignedKind.CUMULATE:
+        return CumulateSpec(step, size)
+    return CutSpec(step, size // step)
 
 
 def window_columns(binder: Binder, names: tuple[str, ...], plan: PlanNode, window: SourceWindow,

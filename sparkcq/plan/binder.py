@@ -29,11 +29,12 @@ from sparkcq.plan.bind_aggregates import bind_aggregate, has_aggregates, is_aggr
 from sparkcq.plan.bind_from import bind_from_item, bind_join, join_how, joins_source
 from sparkcq.plan.bind_ordering import bind_order_limit, bind_ranking, fold_rank_limit, is_ranking
 from sparkcq.plan.bind_sets import bind_set_operation, bind_union
+from sparkcq.plan.bind_windows import assigned_source, bind_window_aggregate, spark_window_call
 from sparkcq.plan.counting import distinct, quote
 from sparkcq.plan.expressions import Expr
 from sparkcq.plan.nodes import EdgeKind, Filter, JoinHow, PlanNode, Project, ToStream
 from sparkcq.plan.sandbox import Refusal, find_refusal, locate, unknown_function
-from sparkcq.plan.scope import Scope, conjuncts_of, output_name
+from sparkcq.plan.scope import Scope, conjuncts_of, output_name, scope_period
 from sparkcq.plan.typer import SparkTyper, Typer, TypingError
 from sparkcq.plan.value_checks import literal_problem
 
@@ -203,9 +204,19 @@ class Binder:
         needs_relation = (bool(sel.args.get("joins")) or has_aggregates(self, sel)
                           or any(sel.args.get(a) is not None
                                  for a in ("distinct", "order", "limit")))
+        call = spark_window_call(self, sel)
         scope = Scope([bind_from_item(self, item, needs_relation,
-                                      i if len(items) > 1 else None)
+                                      i if len(items) > 1 else None, call if i == 0 else None)
                        for i, item in enumerate(items)])
+        windowed = assigned_source(scope)
+        if windowed is not None:
+            return bind_window_aggregate(self, sel, scope, windowed), None
+        return self.bind_in_scope(sel, scope), scope_period(scope)
+
+    def bind_in_scope(self, sel: exp.Select, scope: Scope) -> PlanNode:
+        """The rest of a SELECT once its FROM items are in ``scope``: joins, WHERE, the
+        aggregate or the SELECT list, DISTINCT, ORDER BY and LIMIT.
+        """
         plan = scope.sources[0].plan
         where = sel.args["where"].this if sel.args.get("where") is not None else None
         rest = conjuncts_of(where) if where is not None else []
@@ -235,9 +246,7 @@ class Binder:
             plan = self.project(plan, self.select_list(sel, scope), sel)
         if sel.args.get("distinct") is not None:
             plan = distinct(plan)
-        plan = bind_order_limit(self, sel, plan)
-        periods = {s.period for s in scope.sources if s.period}
-        return plan, (periods.pop() if len(periods) == 1 else None)
+        return bind_order_limit(self, sel, plan)
 
     def refuse_subquery_predicates(self, sel: exp.Select) -> None:
         """``[NOT] EXISTS (SELECT ...)`` and ``x [NOT] IN (SELECT ...)`` are refused with the

@@ -245,9 +245,24 @@ class SessionSpec:
         return f"{part}SESSION {self.gap}"
 
 
+@dataclass(frozen=True)
+class CumulateSpec:
+    """Flink's cumulating windows: within each window ``[k*size, (k+1)*size)`` the windows
+    ``[k*size, k*size + j*step)``, one per step. An event's element is valid from the end
+    of its step until ``step`` after the end of its window of ``size``, so the snapshot at
+    every multiple of ``step`` is the window ending there.
+    """
+
+    step: int
+    size: int
+
+    def __str__(self) -> str:
+        return f"CUMULATE STEP {self.step} SIZE {self.size}"
+
+
 ChunkCutSpec = CountCutSpec | KeyCutSpec
 ResolvedWindow = (RangeSpec | UnboundedSpec | RowsSpec | KeyedSpec | CutSpec | CountCutSpec
-                  | KeyCutSpec | SessionSpec)
+                  | KeyCutSpec | SessionSpec | CumulateSpec)
 
 
 def window_reach(spec: ResolvedWindow) -> int | None:
@@ -259,6 +274,8 @@ def window_reach(spec: ResolvedWindow) -> int | None:
         return spec.size + (spec.slide or 1)
     if isinstance(spec, CutSpec):
         return spec.by * spec.chunks + spec.by
+    if isinstance(spec, CumulateSpec):
+        return spec.size + spec.step
     return None
 
 
@@ -275,7 +292,7 @@ class Window(UnaryNode):
     def label(self) -> str:  # noqa: D102
         text = str(self.spec)
         if self.child.time_kind is TimeKind.TIMESTAMP:
-            text = re.sub(r"(RANGE |SLIDE |CUT BY |SESSION )(\d+)",
+            text = re.sub(r"(RANGE |SLIDE |CUT BY |SESSION |STEP |SIZE )(\d+)",
                           lambda m: m[1] + show_micros(int(m[2])), text)
         return f"Window [{text}]"
 

@@ -103,6 +103,12 @@ class Scope:
         return hits[0][1]  # type: ignore[return-value]
 
 
+def scope_period(scope: Scope) -> int | None:
+    """The period RSTREAM evaluates a query at: its sources' one slide or chunk length."""
+    periods = {s.period for s in scope.sources if s.period}
+    return periods.pop() if len(periods) == 1 else None
+
+
 def source_column(position: int, column: str) -> str:
     """The plan's name of ``column`` of the FROM item at ``position`` (0 the first) in a
     query of several.

@@ -42,6 +42,14 @@ from sparkcq.language.sql.statements import (
     SourceWindow,
     Statement,
 )
+from sparkcq.language.sql.window_functions import (
+    is_table_function,
+    is_window_call,
+    read_table_function,
+    read_window_call,
+    refuse_window_call,
+    window_call_column,
+)
 from sparkcq.model.time import DURATION_UNITS, Duration
 from sparkcq.model.windows import (
     CountCutWindow,
@@ -425,10 +433,32 @@ def cut_windows_and_parse(text: str, tokens: list[Token], form: OutputForm) -> S
             if chars[i] != "\n":
                 chars[i] = " "
 
+    calls: dict[str, SourceWindow] = {}
     i = 0
     while i < len(tokens):
         tok = tokens[i]
         prev = tokens[i - 1] if i else None
+        if prev is not None and prev.token_type in _FROM_ITEM_LEADS and is_table_function(
+                tokens, i):
+            found = read_table_function(text, tokens, i)
+            assert found.stream is not None
+            close_tok = tokens[found.last]
+            blank(tok.start, close_tok.end + 1)
+            for j, ch in enumerate(found.stream.text):
+                chars[tok.start - start + j] = ch
+            name_end = tok.start - start + len(found.stream.text) - 1
+            windows[name_end] = SourceWindow(found.window, name_end, found.loc)
+            i = found.last + 1
+            continue
+        refuse_window_call(text, tokens, i)
+        if is_window_call(tokens, i):
+            found = read_window_call(text, tokens, i)
+            close_tok = tokens[found.last]
+            column = window_call_column(tok.start - start, close_tok.end + 1 - tok.start)
+            chars[tok.start - start: close_tok.end + 1 - start] = list(column)
+            calls[column.lower()] = SourceWindow(found.window, -1, found.loc)
+            i = found.last + 1
+            continue
         if (
             tok.token_type is TokenType.L_BRACKET
             and prev is not None
@@ -473,7 +503,7 @@ def cut_windows_and_parse(text: str, tokens: list[Token], form: OutputForm) -> S
     if not isinstance(parsed, exp.Select | exp.SetOperation):
         msg = f"expected a SELECT query, found {parsed.key.upper()}"
         raise QuerySyntaxError(msg, text, Location.of_span(text, start, end))
-    return SelectText(select_text, parsed, form, windows, start)
+    return SelectText(select_text, parsed, form, windows, start, calls)
 
 
 def _norm(word: str) -> str:

@@ -122,7 +122,9 @@ class SelectText:
     """A SELECT parsed by sqlglot, with the window clauses cut out of its text.
 
     ``windows`` maps the character offset where a FROM item's name ends to its window, so
-    the binder can find the window of each ``exp.Table`` through its identifier's position.
+    the binder can find the window of each ``exp.Table`` through its identifier's position;
+    ``window_calls`` maps the column each Spark ``window(...)`` call left in the text to its
+    window (``window_functions.py``).
     """
 
     text: str
@@ -130,6 +132,7 @@ class SelectText:
     form: OutputForm
     windows: dict[int, SourceWindow]
     offset: int
+    window_calls: dict[str, SourceWindow] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from pyspark.sql.types import BooleanType, IntegerType, LongType, StructField, S
 
 from sparkcq.model.columns import DELETED, FIRST, KEY_HASH, NEW, D, T
 from sparkcq.plan.nodes import (
+    CumulateSpec,
     CutSpec,
     KeyedSpec,
     RangeSpec,
@@ -50,6 +51,9 @@ def element_interval_sql(spec: ResolvedWindow, t: str) -> tuple[str, str | None]
     if isinstance(spec, CutSpec):
         cut = f"({t} - pmod({t}, {spec.by}) + {spec.by})"
         return cut, f"({cut} + {spec.by * spec.chunks})"
+    if isinstance(spec, CumulateSpec):
+        cut = f"({t} - pmod({t}, {spec.step}) + {spec.step})"
+        return cut, f"({t} - pmod({t}, {spec.size}) + {spec.size + spec.step})"
     msg = f"unsupported window {spec}"
     raise TypeError(msg)
 
@@ -65,6 +69,8 @@ def element_span(spec: ResolvedWindow) -> int | None:
         return spec.size + (spec.slide or 0)
     if isinstance(spec, CutSpec):
         return spec.by * spec.chunks
+    if isinstance(spec, CumulateSpec):
+        return spec.size
     return None
 
 

@@ -1,0 +1,246 @@
+"""The binder's pass over a windowed aggregate in Flink's or Spark's form: one final row
+per window, its bounds as columns.
+
+    SELECT window_start, window_end, k, count(*) AS n
+    FROM TABLE(TUMBLE(TABLE s, DESCRIPTOR(t), INTERVAL '10' SECONDS))
+    GROUP BY window_start, window_end, k
+
+is the native chunk window read at each window's end, its bounds computed from that
+instant (``_t``, the end):
+
+    Project window_start = _t - 10 s, window_end = _t, k, n
+      RSTREAM every 10 s
+        <the aggregate of SELECT k, count(*) AS n FROM s [CUT ON t BY 10 SECONDS] GROUP BY k>
+
+A chunk window's rows are valid from the end of the chunk ``[start, end)`` they fell in,
+which is these forms' window: the snapshot at ``end`` is the window's final aggregate, and
+RSTREAM gives it once, as one row per group at ``end``. HOP of slide ``s`` and size ``w`` is
+``[CUT BY s WINDOW w/s CHUNKS]``; CUMULATE of step ``s`` and size ``w`` keeps an event from
+the end of its step until ``s`` after the end of its window of ``w``
+(``CumulateSpec``). The aggregate is the one a native query builds, so the two share it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import sqlglot.expressions as exp
+from pyspark.sql.types import DataType, LongType, StructField, StructType, TimestampType
+
+from sparkcq.language.sql.statements import OutputForm, SourceWindow
+from sparkcq.language.sql.window_functions import WINDOW_CALL_PREFIX
+from sparkcq.model.columns import T
+from sparkcq.model.time import TimeKind, show_micros
+from sparkcq.model.windows import AssignedKind, AssignedWindow, BoundsNaming
+from sparkcq.plan.bind_aggregates import has_aggregates
+from sparkcq.plan.counting import quote
+from sparkcq.plan.expressions import Expr
+from sparkcq.plan.nodes import (
+    CumulateSpec,
+    CutSpec,
+    PlanNode,
+    Project,
+    ToStream,
+    Window,
+)
+from sparkcq.plan.scope import Scope, Source, output_name
+
+if TYPE_CHECKING:
+    from sparkcq.plan.binder import Binder
+
+_FLINK_BOUNDS = ("window_start", "window_end", "window_time")
+#: a column counted only so that a query selecting nothing but the bounds has rows
+_ROWS = "_window_rows"
+
+
+@dataclass(frozen=True)
+class _Bound:
+    """A SELECT item that is a window bound: where it goes, its name and its SQL."""
+
+    position: int
+    name: str
+    sql: str
+    dtype: DataType
+    shown: str  # for EXPLAIN: what it is, in words
+
+def spark_window_call(binder: Binder, sel: exp.Select) -> SourceWindow | None:
+    """The window of a Spark ``window(...)`` call in this SELECT's GROUP BY, if any."""
+    calls = binder.select.window_calls
+    for g in (sel.args["group"].expressions if sel.args.get("group") else []):
+        if isinstance(g, exp.Column) and g.name.lower() in calls:
+            return calls[g.name.lower()]
+    for e in sel.expressions:
+        for c in e.find_all(exp.Column):
+            if c.name.lower() in calls:
+                msg = ("window(...) groups a windowed aggregate: write it in GROUP BY "
+                       "(GROUP BY window(t, '10 seconds'), k) and select window.start, "
+                       "window.end or window")
+                raise binder.error(msg, c)
+    return None
+
+
+def assigned_source(scope: Scope) -> Source | None:
+    """The FROM item read through Flink's or Spark's window, if any."""
+    for src in scope.sources:
+        if src.window is not None and isinstance(src.window.spec, AssignedWindow):
+            return src
+    return None
+
+
+def bind_window_aggregate(binder: Binder, sel: exp.Select, scope: Scope,
+                          src: Source) -> PlanNode:
+    """One row per group and window, at the window's end, with its bounds (module)."""
+    assert src.window is not None and isinstance(src.window.spec, AssignedWindow)
+    window = src.window.spec
+    if len(scope.sources) > 1:
+        msg = ("a window table function or window() in a join is not supported; join "
+               "windowed streams (FROM a [RANGE 10 SECONDS] JOIN b [RANGE 10 SECONDS] ON "
+               "...) and aggregate the join")
+        raise binder.error(msg, sel.args.get("joins")[0])  # type: ignore[index]
+    assert isinstance(src.plan, Window | Project)
+    size, step = _lengths(src.plan)
+    timestamps = src.plan.time_kind is TimeKind.TIMESTAMP
+    is_bound = _bound_test(binder, window)
+    group = list(sel.args["group"].expressions) if sel.args.get("group") else []
+    if not group and not has_aggregates(binder, sel):
+        msg = (f"{_written(window)} without GROUP BY is not supported: sparkcq runs "
+               f"windowed aggregates in this form; group by the window ({_grouping(window)}) "
+               "or read the stream with a window clause (FROM s [CUT ON t BY 10 SECONDS])")
+        raise binder.error(msg, sel)
+    kept_group = [g for g in group if not is_bound(g)]
+    missing = _missing_bounds(group, window, is_bound)
+    if missing:
+        msg = (f"GROUP BY over {_written(window)} must name {missing}: one result row per "
+               f"window ({_grouping(window)})")
+        if group:
+            raise binder.keyword_error(msg, sel.args["group"], r"\bGROUP\s+BY\s+")
+        raise binder.error(msg, sel)
+    bounds: list[_Bound] = []
+    kept: list[exp.Expression] = []
+    for position, e in enumerate(sel.expressions):
+        inner = e.unalias()
+        if is_bound(inner):
+            bounds.append(_bound(binder, inner, output_name(e) if isinstance(e, exp.Alias)
+                                 else None, position, window, size, timestamps))
+            continue
+        for part in (sel.args.get("where"), sel.args.get("having"), sel.args.get("order"),
+                     e):
+            for c in part.find_all(exp.Column) if part is not None else []:
+                if is_bound(c):
+                    msg = (f"the window's bound {c.sql(dialect='spark')} may appear in the "
+                           "SELECT list as a column of its own and in GROUP BY only")
+                    raise binder.error(msg, c)
+        kept.append(e)
+    if not kept:
+        kept = [exp.Alias(this=exp.Count(this=exp.Star()), alias=exp.to_identifier(_ROWS))]
+    core_select = sel.copy()
+    core_select.set("expressions", kept)
+    if kept_group:
+        core_select.set("group", exp.Group(expressions=kept_group))
+    else:
+        core_select.set("group", None)
+    core = binder.bind_in_scope(core_select, scope)
+    snapshots = ToStream(core, OutputForm.RSTREAM, step)
+    columns = {f.name: f for f in core.schema.fields}
+    exprs: list[tuple[str, Expr]] = []
+    fields: list[StructField] = []
+    visible = [output_name(e) for e in kept if output_name(e) != _ROWS]
+    for position in range(len(sel.expressions)):
+        bound = next((b for b in bounds if b.position == position), None)
+        if bound is not None:
+            exprs.append((bound.name, Expr.parse(bound.sql, bound.dtype, shown=bound.shown)))
+            fields.append(StructField(bound.name, bound.dtype))
+            continue
+        name = visible.pop(0)
+        exprs.append((name, Expr.parse(quote(name), columns[name].dataType, shown=name)))
+        fields.append(columns[name])
+    names = [n for n, _ in exprs]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        msg = f"duplicate output column {dupes[0]!r}; give each column a distinct alias"
+        raise binder.error(msg, sel)
+    return Project(snapshots, tuple(exprs), StructType(fields))
+
+
+def _lengths(plan: PlanNode) -> tuple[int, int]:
+    """The window's size and step on the stream's time axis."""
+    while not isinstance(plan, Window):
+        assert isinstance(plan, Project)
+        plan = plan.child
+    spec = plan.spec
+    if isinstance(spec, CutSpec):
+        return spec.by * spec.chunks, spec.by
+    assert isinstance(spec, CumulateSpec)
+    return spec.size, spec.step
+
+
+def _bound_test(binder: Binder, window: AssignedWindow) -> Callable[[exp.Expression], bool]:
+    """Whether a column reference is one of the window's bounds."""
+    calls = {name for name, w in binder.select.window_calls.items() if w.spec == window}
+
+    def is_bound(node: exp.Expression) -> bool:
+        if not isinstance(node, exp.Column):
+            return False
+        parts = [p.name.lower() for p in node.parts]
+        if window.naming is BoundsNaming.FLINK:
+            return parts[-1] in _FLINK_BOUNDS and len(parts) <= 2
+        return (parts[0] in calls or parts[0].startswith(WINDOW_CALL_PREFIX)
+                or parts[0] == "window")
+
+    return is_bound
+
+
+def _missing_bounds(group: list[exp.Expression], window: AssignedWindow,
+                    is_bound: Callable[[exp.Expression], bool]) -> str:
+    named = {g.name.lower() for g in group if is_bound(g)}
+    if window.naming is BoundsNaming.SPARK:
+        return "" if named else "window(...)"
+    missing = [b for b in _FLINK_BOUNDS[:2] if b not in named]
+    return " and ".join(missing)
+
+
+def _bound(binder: Binder, column: exp.Column, alias: str | None, position: int,
+           window: AssignedWindow, size: int, timestamps: bool) -> _Bound:
+    """The SQL of a selected bound over the window's end ``_t``."""
+    end = quote(T)
+    start = f"({end} - {size})"
+    start_shown = f"window end - {show_micros(size) if timestamps else size}"
+    if window.kind is AssignedKind.CUMULATE:  # the start of the window of ``size`` it grows
+        start = f"({end} - 1 - pmod({end} - 1, {size}))"
+        start_shown = "start of the cumulating window"
+    last = f"({end} - 1)"
+
+    def instant(sql: str) -> str:
+        return f"timestamp_micros({sql})" if timestamps else sql
+
+    dtype: DataType = TimestampType() if timestamps else LongType()
+    parts = [p.name.lower() for p in column.parts]
+    if window.naming is BoundsNaming.FLINK:
+        sql, shown = {"window_start": (start, start_shown), "window_end": (end, "window end"),
+                      "window_time": (last, "window end - 1 unit")}[parts[-1]]
+        return _Bound(position, alias or parts[-1], instant(sql), dtype, shown)
+    if len(parts) == 1:
+        struct = f"named_struct('start', {instant(start)}, 'end', {instant(end)})"
+        return _Bound(position, alias or "window", struct,
+                      StructType([StructField("start", dtype), StructField("end", dtype)]),
+                      f"[{start_shown}, window end)")
+    if len(parts) != 2 or parts[1] not in ("start", "end"):
+        msg = "a window has the fields start and end: window.start, window.end"
+        raise binder.error(msg, column)
+    if parts[1] == "start":
+        return _Bound(position, alias or "start", instant(start), dtype, start_shown)
+    return _Bound(position, alias or "end", instant(end), dtype, "window end")
+
+
+def _written(window: AssignedWindow) -> str:
+    if window.naming is BoundsNaming.SPARK:
+        return "window(...)"
+    return f"TABLE({window.kind.value}(...))"
+
+
+def _grouping(window: AssignedWindow) -> str:
+    if window.naming is BoundsNaming.SPARK:
+        return "GROUP BY window(t, '10 seconds'), k"
+    return "GROUP BY window_start, window_end, k"

@@ -1,0 +1,155 @@
+"""Windowed aggregates in Flink's and Spark's forms give the peer's rows: one final row per
+group and window ``[start, end)``, an event on a window's edge in the window it starts,
+whatever the cycles; Spark's form against Spark Structured Streaming itself, on the same
+rows.
+
+Events (k, t), time a plain number; every event but two lies on an edge of 5:
+
+    a,0  a,4  b,5  a,5  a,10  b,19  a,20
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pandas as pd
+import pytest
+from pyspark.sql import functions as F
+from pyspark.sql.types import StringType, StructField, StructType, TimestampType
+
+from sparkcq import Engine
+
+EVENTS = [("a", 0), ("a", 4), ("b", 5), ("a", 5), ("a", 10), ("b", 19), ("a", 20)]
+CYCLES = {"one cycle": [30], "cycles on edges": [5, 10, 20, 30],
+          "a cycle per event": [1, 5, 6, 11, 20, 21, 30]}
+
+
+def run(engine: Engine, query: str, bounds: list[int]) -> list[tuple]:
+    """``query``'s records over EVENTS delivered in cycles ending before each bound
+    (watermark = the bound), then the end of input; sorted tuples without ``_ts``/``_te``.
+    """
+    engine.execute("CREATE STREAM s (k STRING, v BIGINT, t BIGINT) WITH (event_time='t')")
+    engine.execute(f"CREATE QUERY q AS {query}")
+    start = 0
+    for bound in bounds:
+        engine.push("s", [{"k": k, "v": t, "t": t} for k, t in EVENTS if start <= t < bound],
+                    watermark=bound)
+        engine.run_until_idle()
+        start = bound
+    engine.end_input("s")
+    engine.run_until_idle()
+    out = engine.results("q")
+    assert (out["_ts"] == out["_te"]).all()  # one row per window, at an instant
+    return sorted(tuple(row) for row in out.drop(columns=["_ts", "_te"]).itertuples(
+        index=False, name=None))
+
+
+@pytest.mark.parametrize("bounds", list(CYCLES.values()), ids=list(CYCLES))
+def test_tumble_puts_an_event_on_an_edge_in_the_window_it_starts(engine, bounds):
+    query = ("SELECT window_start, window_end, k, count(*) AS n, sum(v) AS total "
+             "FROM TABLE(TUMBLE(TABLE s, DESCRIPTOR(t), 5)) GROUP BY window_start, window_end, k")
+    assert run(engine, query, bounds) == [
+        (0, 5, "a", 2, 4),  # 0 and 4; 5 starts the next window
+        (5, 10, "a", 1, 5), (5, 10, "b", 1, 5),
+        (10, 15, "a", 1, 10),
+        (15, 20, "b", 1, 19),
+        (20, 25, "a", 1, 20),
+    ]
+
+
+@pytest.mark.parametrize("bounds", list(CYCLES.values()), ids=list(CYCLES))
+def test_hop_gives_every_window_an_event_lies_in(engine, bounds):
+    query = ("SELECT window_start, window_end, count(*) AS n FROM TABLE(HOP(TABLE s, "
+             "DESCRIPTOR(t), 5, 10)) GROUP BY window_start, window_end")
+    assert run(engine, query, bounds) == [
+        (-5, 5, 2), (0, 10, 4), (5, 15, 3), (10, 20, 2), (15, 25, 2), (20, 30, 1)]
+
+
+@pytest.mark.parametrize("bounds", list(CYCLES.values()), ids=list(CYCLES))
+def test_cumulate_grows_each_window_by_its_step(engine, bounds):
+    query = ("SELECT window_start, window_end, window_time, count(*) AS n "
+             "FROM TABLE(CUMULATE(TABLE s, DESCRIPTOR(t), 5, 10)) "
+             "GROUP BY window_start, window_end")
+    assert run(engine, query, bounds) == [
+        (0, 5, 4, 2), (0, 10, 9, 4),  # window [0, 10) at 5 and at 10
+        (10, 15, 14, 1), (10, 20, 19, 2),
+        (20, 25, 24, 1), (20, 30, 29, 1),
+    ]
+
+
+def test_a_flink_window_and_the_native_chunk_window_share_one_aggregate(engine):
+    engine.execute("CREATE STREAM s (k STRING, v BIGINT, t BIGINT) WITH (event_time='t')")
+    engine.execute("CREATE QUERY native AS RSTREAM SELECT k, count(*) AS n "
+                   "FROM s [CUT ON t BY 5] GROUP BY k")
+    engine.execute("CREATE QUERY flink AS SELECT window_end, k, count(*) AS n FROM "
+                   "TABLE(TUMBLE(TABLE s, DESCRIPTOR(t), 5)) GROUP BY window_start, window_end, k")
+    line = next(x for x in engine.explain("flink").splitlines() if "Aggregate" in x)
+    assert "(shared with native)" in line
+    engine.push("s", [{"k": k, "v": t, "t": t} for k, t in EVENTS], watermark=30)
+    engine.run_until_idle()
+    native = engine.results("native")
+    flink = engine.results("flink")
+    assert sorted(zip(native["_ts"], native["k"], native["n"], strict=True)) == sorted(
+        zip(flink["window_end"], flink["k"], flink["n"], strict=True))
+
+
+EPOCH = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+CLICKS = [("home", 0), ("cart", 3), ("home", 9), ("home", 10), ("cart", 14), ("home", 15),
+          ("home", 21), ("cart", 40)]
+
+
+def test_spark_window_gives_spark_structured_streamings_rows(spark, engine, tmp_path):
+    """The query of docs/coming-from-spark.md in both engines over the same file of
+    clicks, Spark's watermark a delay of 0 after the latest click, sparkcq's the same.
+    """
+    rows = [{"page": p, "ts": EPOCH + dt.timedelta(seconds=s)} for p, s in CLICKS]
+    schema = StructType([StructField("page", StringType()), StructField("ts", TimestampType())])
+    source = tmp_path / "clicks"
+    spark.createDataFrame(pd.DataFrame(rows), schema).write.parquet(str(source))
+    clicks = spark.readStream.schema(schema).parquet(str(source))
+    counts = (clicks.withWatermark("ts", "0 seconds")
+              .groupBy(F.window("ts", "10 seconds", "5 seconds"), "page")
+              .agg(F.count(F.lit(1)).alias("clicks"))
+              .select(F.col("window.start").alias("start"), F.col("window.end").alias("end"),
+                      "page", "clicks"))
+    stream = (counts.writeStream.outputMode("append").format("memory")
+              .queryName("coming_from_spark")
+              .option("checkpointLocation", str(tmp_path / "checkpoint"))
+              .trigger(availableNow=True).start())
+    stream.awaitTermination()
+    theirs = spark.table("coming_from_spark").toPandas()
+    spark.catalog.dropTempView("coming_from_spark")
+
+    engine.execute("CREATE STREAM clicks (page STRING, ts TIMESTAMP) WITH (event_time='ts')")
+    engine.execute("CREATE QUERY counts AS SELECT window.start, window.end, page, "
+                   "count(*) AS clicks FROM clicks "
+                   "GROUP BY window(ts, '10 seconds', '5 seconds'), page")
+    engine.push("clicks", rows, watermark=rows[-1]["ts"])
+    engine.run_until_idle()
+    ours = engine.results("counts")
+
+    def plain(frame: pd.DataFrame) -> list[tuple]:
+        def utc(x: object) -> pd.Timestamp:
+            at = pd.Timestamp(x)
+            return at.tz_convert(None) if at.tzinfo else at
+
+        return sorted((utc(s), utc(e), p, int(n)) for s, e, p, n in
+                      frame[["start", "end", "page", "clicks"]].itertuples(index=False, name=None))
+
+    assert len(theirs) > 5  # Spark emitted the windows its watermark closed
+    assert plain(ours) == plain(theirs)
+
+
+def test_window_bounds_keep_their_types(engine):
+    engine.execute("CREATE STREAM c (page STRING, ts TIMESTAMP) WITH (event_time='ts')")
+    engine.execute("CREATE QUERY w AS SELECT window_start, window_time, page, count(*) AS n "
+                   "FROM TABLE(TUMBLE(TABLE c, DESCRIPTOR(ts), INTERVAL '10' SECONDS)) "
+                   "GROUP BY window_start, window_end, page")
+    engine.push("c", [{"page": "home", "ts": EPOCH + dt.timedelta(seconds=12)}],
+                watermark=EPOCH + dt.timedelta(seconds=21))
+    engine.run_until_idle()
+    out = engine.results("w")
+    (start, last) = out.iloc[0][["window_start", "window_time"]]
+    assert pd.Timestamp(start) == pd.Timestamp(EPOCH + dt.timedelta(seconds=10))
+    # the window's last instant: its end less one microsecond (Flink: one millisecond)
+    assert pd.Timestamp(last) == pd.Timestamp(EPOCH + dt.timedelta(seconds=20, microseconds=-1))
