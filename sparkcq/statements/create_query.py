@@ -18,6 +18,7 @@ from sparkcq.language.sql.statements import ApasText, CreateQuery, assignment_at
 from sparkcq.model.time import TimeKind
 from sparkcq.plan.binder import bind_query
 from sparkcq.plan.nodes import EdgeKind, Join, JoinHow, PlanNode, walk
+from sparkcq.plan.notices import window_edge_notes
 from sparkcq.plan.options import QueryOptions, Shedding, SinkKind
 from sparkcq.plan.rules import optimize
 from sparkcq.plan.rules.shed_window_joins import ShedWhere, shed_window_joins
@@ -33,6 +34,7 @@ def create_query(stmt: CreateQuery, text: str, ctx: StatementContext) -> str:
     ctx.catalog.ensure_free(name)
     options = QueryOptions.parse(stmt.options, text, stmt.loc, ctx.policy.shedding)
     bound = bind_query(stmt.select, text, ctx.catalog, ctx.spark, trusted=ctx.policy.trusted)
+    notes = window_edge_notes(bound.plan)
     plan = optimize(bound.plan, running=ctx.queries.plan.ops)
     if options.shedding is not None:
         if any(isinstance(n, Join) and n.how is not JoinHow.INNER
@@ -52,6 +54,7 @@ def create_query(stmt: CreateQuery, text: str, ctx: StatementContext) -> str:
     info = QueryInfo(name, text, bound.plan, options.sink, dict(output.options),
                      language="apas" if isinstance(stmt.select, ApasText) else "sql")
     info.options["form"] = bound.form
+    info.log.extend(notes)
     ctx.catalog.add_query(info)
     ctx.queries.start(info, bound.form, ctx.cycle())
     ctx.sinks.route(options.sink, output)

@@ -12,16 +12,17 @@ from sparkcq.language.sql.statements import CreateQuery, OutputForm
 from sparkcq.plan.binder import bind_select
 from sparkcq.plan.labels import user_labels
 from sparkcq.plan.nodes import CumulateSpec, Project, ToStream, Window, render_tree, walk
+from sparkcq.plan.notices import window_edge_notes
 from sparkcq.plan.rules import optimize
 from sparkcq.plan.typer import SchemaTyper
 
 
-def planned(query: str, catalog):
+def planned(query: str, catalog, *, optimized: bool = True):
     text = f"CREATE QUERY q AS {query}"
     stmt = parse_statement(text)
     assert isinstance(stmt, CreateQuery)
     bound = bind_select(stmt.select, text, catalog, None, trusted=True, typer=SchemaTyper())
-    return optimize(bound.plan, running=())
+    return optimize(bound.plan, running=()) if optimized else bound.plan
 
 
 @pytest.mark.parametrize(
@@ -128,3 +129,13 @@ def test_explain_says_what_each_bound_is(catalog):
     assert render_tree(plan, labels=user_labels([plan])).splitlines()[:2] == [
         "Project window end - 10 AS window_start, window end AS window_end, `k`, `n`  [stream]",
         "  RSTREAM every 10  [stream]"]
+
+
+def test_a_hopping_range_window_notes_its_edges_and_the_form_for_start_end(catalog):
+    plan = planned("SELECT k, count(*) FROM s [RANGE 20 SLIDE 5] GROUP BY k", catalog,
+                   optimized=False)
+    (note,) = window_edge_notes(plan)
+    assert "(t - 20, t]" in note and "an event at t counts in the window ending at t" in note
+    assert "write [CUT ON t BY 5 WINDOW 4 CHUNKS]" in note
+    assert window_edge_notes(planned("SELECT k, count(*) FROM s [CUT ON t BY 5] GROUP BY k",
+                                     catalog, optimized=False)) == []

@@ -1,7 +1,6 @@
 """Windowed aggregates in Flink's and Spark's forms give the peer's rows: one final row per
 group and window ``[start, end)``, an event on a window's edge in the window it starts,
-whatever the cycles; Spark's form against Spark Structured Streaming itself, on the same
-rows.
+whatever the cycles (Spark's form against Structured Streaming itself: test_coming_from.py).
 
 Events (k, t), time a plain number; every event but two lies on an edge of 5:
 
@@ -14,8 +13,6 @@ import datetime as dt
 
 import pandas as pd
 import pytest
-from pyspark.sql import functions as F
-from pyspark.sql.types import StringType, StructField, StructType, TimestampType
 
 from sparkcq import Engine
 
@@ -94,50 +91,6 @@ def test_a_flink_window_and_the_native_chunk_window_share_one_aggregate(engine):
 
 
 EPOCH = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
-CLICKS = [("home", 0), ("cart", 3), ("home", 9), ("home", 10), ("cart", 14), ("home", 15),
-          ("home", 21), ("cart", 40)]
-
-
-def test_spark_window_gives_spark_structured_streamings_rows(spark, engine, tmp_path):
-    """The query of docs/coming-from-spark.md in both engines over the same file of
-    clicks, Spark's watermark a delay of 0 after the latest click, sparkcq's the same.
-    """
-    rows = [{"page": p, "ts": EPOCH + dt.timedelta(seconds=s)} for p, s in CLICKS]
-    schema = StructType([StructField("page", StringType()), StructField("ts", TimestampType())])
-    source = tmp_path / "clicks"
-    spark.createDataFrame(pd.DataFrame(rows), schema).write.parquet(str(source))
-    clicks = spark.readStream.schema(schema).parquet(str(source))
-    counts = (clicks.withWatermark("ts", "0 seconds")
-              .groupBy(F.window("ts", "10 seconds", "5 seconds"), "page")
-              .agg(F.count(F.lit(1)).alias("clicks"))
-              .select(F.col("window.start").alias("start"), F.col("window.end").alias("end"),
-                      "page", "clicks"))
-    stream = (counts.writeStream.outputMode("append").format("memory")
-              .queryName("coming_from_spark")
-              .option("checkpointLocation", str(tmp_path / "checkpoint"))
-              .trigger(availableNow=True).start())
-    stream.awaitTermination()
-    theirs = spark.table("coming_from_spark").toPandas()
-    spark.catalog.dropTempView("coming_from_spark")
-
-    engine.execute("CREATE STREAM clicks (page STRING, ts TIMESTAMP) WITH (event_time='ts')")
-    engine.execute("CREATE QUERY counts AS SELECT window.start, window.end, page, "
-                   "count(*) AS clicks FROM clicks "
-                   "GROUP BY window(ts, '10 seconds', '5 seconds'), page")
-    engine.push("clicks", rows, watermark=rows[-1]["ts"])
-    engine.run_until_idle()
-    ours = engine.results("counts")
-
-    def plain(frame: pd.DataFrame) -> list[tuple]:
-        def utc(x: object) -> pd.Timestamp:
-            at = pd.Timestamp(x)
-            return at.tz_convert(None) if at.tzinfo else at
-
-        return sorted((utc(s), utc(e), p, int(n)) for s, e, p, n in
-                      frame[["start", "end", "page", "clicks"]].itertuples(index=False, name=None))
-
-    assert len(theirs) > 5  # Spark emitted the windows its watermark closed
-    assert plain(ours) == plain(theirs)
 
 
 def test_window_bounds_keep_their_types(engine):
@@ -153,3 +106,35 @@ def test_window_bounds_keep_their_types(engine):
     assert pd.Timestamp(start) == pd.Timestamp(EPOCH + dt.timedelta(seconds=10))
     # the window's last instant: its end less one microsecond (Flink: one millisecond)
     assert pd.Timestamp(last) == pd.Timestamp(EPOCH + dt.timedelta(seconds=20, microseconds=-1))
+
+
+def test_the_edges_example_of_the_semantics_page(engine):
+    """docs/semantics.md, "Window edges": events at 5 and 10 in three windows of 10."""
+    engine.execute("CREATE STREAM s (k STRING, v BIGINT, t BIGINT) WITH (event_time='t')")
+    engine.execute("CREATE QUERY cql AS RSTREAM SELECT count(*) AS n FROM s [RANGE 10 SLIDE 10]")
+    engine.execute("CREATE QUERY cut AS RSTREAM SELECT count(*) AS n FROM s [CUT ON t BY 10]")
+    engine.execute("CREATE QUERY tvf AS SELECT window_end, count(*) AS n FROM TABLE(TUMBLE("
+                   "TABLE s, DESCRIPTOR(t), 10)) GROUP BY window_start, window_end")
+    engine.push("s", [{"k": "a", "v": 1, "t": 5}, {"k": "a", "v": 1, "t": 10}])
+    engine.end_input("s")
+    engine.run_until_idle()
+
+    def at(name: str) -> list[tuple]:
+        out = engine.results(name)
+        return sorted(zip(out["_ts"], out["n"], strict=True))
+
+    assert at("cql") == [(10, 2)]
+    assert at("cut") == [(10, 1), (20, 1)]
+    tvf = engine.results("tvf")
+    assert sorted(zip(tvf["window_end"], tvf["n"], strict=True)) == [(10, 1), (20, 1)]
+    (note,) = [line for line in engine.query_log("cql") if line.startswith("note:")]
+    assert "(t - 10, t]" in note and "[CUT ON t BY 10]" in note
+    assert not [line for line in engine.query_log("cut") if line.startswith("note:")]
+
+
+@pytest.mark.parametrize("bounds", [CYCLES["cycles on edges"]], ids=["cycles on edges"])
+def test_any_aggregate_with_where_and_having(engine, bounds):
+    query = ("SELECT window_end, k, count(DISTINCT v % 2) AS parities, max(v) AS top "
+             "FROM TABLE(TUMBLE(TABLE s, DESCRIPTOR(t), 10)) WHERE v <> 19 "
+             "GROUP BY window_start, window_end, k HAVING count(*) > 1")
+    assert run(engine, query, bounds) == [(10, "a", 2, 5)]  # a: 0 4 5; b: 5 alone
