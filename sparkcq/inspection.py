@@ -123,7 +123,8 @@ class SystemView:
                  "schema": s.schema.simpleString(), "event_time": s.time_col,
                  "state": self.stream_state(s.name).value,
                  "key": ", ".join(s.key) or None,
-                 "watermark": scans[k].watermark if k in scans else None}
+                 "watermark": scans[k].watermark if k in scans else None,
+                 "time_kind": s.time_kind.value}
                 for k, s in catalog.streams.items()])
         if target is ShowTarget.FUNCTIONS:
             return pd.DataFrame([{"name": f.name, "signature": f.signature, "code": f.origin}

@@ -142,10 +142,13 @@ def show_micros(micros: int) -> str:
 
 def show_instant(at: int, kind: TimeKind) -> str:
     """An instant of the time axis as a user reads it: a number, or for timestamps the UTC
-    time (``2026-01-01T00:00:05+00:00``); ``+inf`` for ``TIME_MAX``.
+    time (``2026-01-01T00:00:05+00:00``); ``+inf`` for ``TIME_MAX`` (an ended stream's
+    watermark) and ``none yet`` for ``TIME_MIN`` (a watermark before any event).
     """
     if at == TIME_MAX:
         return "+inf"
+    if at == TIME_MIN:
+        return "none yet"
     if kind is TimeKind.TIMESTAMP:
         epoch = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
         return (epoch + dt.timedelta(microseconds=at)).isoformat()

@@ -134,13 +134,23 @@ class Client:
         out = self._request("GET", f"/queries/{_q(name)}/results?offset={offset}")
         return pd.DataFrame.from_records(out["rows"]), out["offset"]
 
-    def tail(self, name: str) -> Iterator[pd.DataFrame]:
-        """Each cycle's new records of a query, as they are committed (server-sent events).
+    def tail(self, name: str, from_beginning: bool = False) -> Iterator[pd.DataFrame]:
+        """Each cycle's new records of a query, as they are committed (server-sent events);
+        ``from_beginning``: first the records the server still keeps.
 
         An unknown query raises ServerError (404) before anything is yielded; the iterator
         ends when the server stops.
         """
-        with self._open("GET", f"/queries/{_q(name)}/stream") as resp:
+        for records in self.tail_records(name, from_beginning):
+            yield pd.DataFrame.from_records(records)
+
+    def tail_records(self, name: str, from_beginning: bool = False
+                     ) -> Iterator[list[dict[str, Any]]]:
+        """``tail``'s records as the server sends them (JSON objects: a BIGINT stays an
+        integer next to a null).
+        """
+        start = "?from=0" if from_beginning else ""
+        with self._open("GET", f"/queries/{_q(name)}/stream{start}") as resp:
             event = ""
             try:
                 for line in resp:
@@ -151,7 +161,7 @@ class Client:
                         payload = json.loads(text[5:])
                         if event == "error":
                             raise ServerError(str(payload), 400, "")
-                        yield pd.DataFrame.from_records(payload)
+                        yield payload
                     elif not text:
                         event = ""
             except (OSError, http.client.HTTPException) as e:

@@ -13,6 +13,7 @@ from rich.text import Text
 
 from sparkcq.errors import SparkcqError
 from sparkcq.language.query_text import LANGUAGES, query_statement
+from sparkcq.model.time import TimeKind, show_instant
 from sparkcq.server.client import Client
 
 
@@ -37,6 +38,10 @@ def add_remote_verbs(sub: Any) -> None:
     logs.add_argument("name", help="the query's name")
     tail = sub.add_parser("tail", help="print a query's results live")
     tail.add_argument("name", help="the query's name")
+    tail.add_argument("--from-beginning", action="store_true",
+                      help="start with the records the server still keeps, not the next ones")
+    tail.add_argument("--json", action="store_true",
+                      help="one JSON object per record and line (for jq and other programs)")
     sub.add_parser("status", help="cycles, latency and query counts of the server")
     push = sub.add_parser("push", help="send rows (a JSON lines file) to a memory stream")
     push.add_argument("stream", help="the memory stream's name")
@@ -86,7 +91,8 @@ def run_remote(args: argparse.Namespace, console: Console) -> int:
         client.drop(args.name)
         console.out(f"dropped {args.name}", highlight=False)
     elif verb == "ls":
-        for title, rows in (("streams", client.streams()), ("tables", client.tables()),
+        streams = [readable_watermark(row) for row in client.streams()]
+        for title, rows in (("streams", streams), ("tables", client.tables()),
                             ("functions", client.functions()),
                             ("aggregates", client.aggregates()), ("queries", client.queries())):
             print_records(console, title, rows)
@@ -97,8 +103,13 @@ def run_remote(args: argparse.Namespace, console: Console) -> int:
         for line in client.logs(args.name):
             console.out(line, highlight=False)
     elif verb == "tail":
-        for frame in client.tail(args.name):
-            print_records(console, args.name, frame.to_dict("records"))
+        for records in client.tail_records(args.name, from_beginning=args.from_beginning):
+            if args.json:
+                for record in records:
+                    console.out(json.dumps(record), highlight=False)
+            else:
+                print_records(console, args.name, records)
+            console.file.flush()  # each cycle's records as they come, also into a pipe
     elif verb == "status":
         for key, value in client.status().items():
             console.out(f"{key}: {value}", highlight=False)
@@ -115,6 +126,17 @@ def run_remote(args: argparse.Namespace, console: Console) -> int:
         if answer["rejected"]:
             return 1
     return 0
+
+
+def readable_watermark(stream: dict[str, Any]) -> dict[str, Any]:
+    """A stream's row of ``ls`` with its watermark as a user reads it ("none yet", "+inf",
+    a UTC time) instead of the number on the engine's time axis.
+    """
+    at = stream.get("watermark")
+    kind = TimeKind(stream.get("time_kind") or TimeKind.NUMERIC.value)
+    shown = {**stream, "watermark": None if at is None else show_instant(int(at), kind)}
+    shown.pop("time_kind", None)
+    return shown
 
 
 def read_text(path: str) -> str:

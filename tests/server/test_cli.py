@@ -6,12 +6,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
+import selectors
 import socket
+import subprocess
+import sys
+import urllib.request
 
 import pytest
 from rich.console import Console
-from served import free_port, start_server
+from served import free_port, start_server, wait_for
 
 from sparkcq.cli import build_parser, main
 from sparkcq.plan.labels import user_labels
@@ -375,6 +380,78 @@ def test_push_and_a_failing_script(capsys, served, no_env, tmp_path):
     assert code == 1
     assert "statement 2 of 2 (line 2: CREATE QUERY q2" in err and "not applied" in err
     assert "s2" not in {s["name"] for s in served.client.streams()}
+
+
+@pytest.mark.slow
+def test_tail_from_the_beginning_reaches_a_pipe_record_by_record(served, tmp_path):
+    """``sparkcq tail --from-beginning --json`` into a pipe: the kept records come at once,
+    one JSON object a line, a BIGINT end an integer (a null one null), not at exit.
+    """
+    client = served.client
+    client.submit("CREATE STREAM piped (k STRING, n BIGINT, t BIGINT) WITH (event_time='t')")
+    client.submit("CREATE QUERY piped_n AS SELECT k, max(n) AS n FROM piped [RANGE 5] "
+                  "GROUP BY k")
+    client.push("piped", [{"k": "a", "n": 7, "t": 1}, {"k": "a", "n": None, "t": 2}],
+                watermark=20)
+    wait_for(lambda: len(client.results("piped_n")[0]) >= 1 or None)
+    env = {**os.environ, "SPARKCQ_TOKEN": TOKEN}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sparkcq.cli", "tail", "piped_n", "--from-beginning", "--json",
+         "--server", f"http://127.0.0.1:{served.port}"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    try:
+        with selectors.DefaultSelector() as sel:
+            sel.register(proc.stdout, selectors.EVENT_READ)
+            assert sel.select(timeout=60), "no line reached the pipe"
+        records = [json.loads(proc.stdout.readline()) for _ in range(2)]
+    finally:
+        proc.kill()
+        proc.wait(30)
+    assert records == [{"k": "a", "n": 7, "_ts": 1, "_te": 6, "_op": "I"},
+                       {"k": "a", "n": None, "_ts": 6, "_te": 7, "_op": "I"}]
+
+
+def results_json(served, query: str) -> dict:
+    """``GET /queries/<query>/results`` as the server wrote it."""
+    request = urllib.request.Request(f"http://127.0.0.1:{served.port}/queries/{query}/results",
+                                     headers={"Authorization": f"Bearer {TOKEN}"})
+    with urllib.request.urlopen(request, timeout=30) as resp:
+        return json.loads(resp.read())
+
+
+@pytest.mark.slow
+def test_results_keep_integers_and_say_through_when_they_are_final(served):
+    """An open element's ``_te`` is null; the page's ``watermark`` says through when the
+    output is final, ``+inf`` once the input ended (an open element then never ends).
+    """
+    client = served.client
+    client.submit("CREATE STREAM kept (k STRING, n BIGINT, t BIGINT) WITH (event_time='t')")
+    client.submit("CREATE QUERY kept_all AS SELECT k, n FROM kept [UNBOUNDED] WHERE n > 0")
+    client.push("kept", [{"k": "a", "n": 5, "t": 3}], watermark=10)
+    page = wait_for(lambda: (lambda p: p if p["rows"] else None)(results_json(served,
+                                                                             "kept_all")))
+    assert page["rows"] == [{"k": "a", "n": 5, "_ts": 3, "_te": None, "_op": "I"}]
+    assert page["watermark"] == 10
+    client.push("kept", [], end=True)
+    ended = wait_for(lambda: (lambda p: p if p["watermark"] == "+inf" else None)(
+        results_json(served, "kept_all")))
+    assert ended["rows"] == page["rows"]  # still open: valid from 3 on, for ever
+
+
+@pytest.mark.slow
+def test_ls_shows_watermarks_as_a_user_reads_them(capsys, served, no_env):
+    served.client.submit("CREATE STREAM quiet (k STRING, t BIGINT) WITH (event_time='t')")
+    served.client.submit("CREATE STREAM moved (k STRING, t TIMESTAMP) WITH (event_time='t')")
+    served.client.push("moved", [], watermark="2026-01-01T00:00:05")
+    wait_for(lambda: any(s["name"] == "moved" and s["watermark"] is not None
+                         and s["watermark"] > 0 for s in served.client.streams()) or None)
+    code, out, _ = run_cli(capsys, *remote(served, "ls"))
+    assert code == 0
+    rows = {line.split("│")[1].strip(): line for line in out.splitlines()
+            if line.startswith("│") and line.count("│") > 3}
+    assert "none yet" in rows["quiet"]
+    assert "2026-01-01T00:00:05+00:00" in rows["moved"]
+    assert "-9223372036854775808" not in out
 
 
 def test_the_feed_wants_the_token_too(served):

@@ -9,6 +9,8 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+import pandas as pd
+from pyspark.sql.types import IntegralType
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
 from starlette.routing import Route
@@ -16,6 +18,9 @@ from starlette.routing import Route
 from sparkcq.engine import Engine
 from sparkcq.errors import SparkcqError
 from sparkcq.io.sinks import MemorySink
+from sparkcq.model.columns import TE, TS
+from sparkcq.model.time import TIME_MAX, TIME_MIN
+from sparkcq.plan.nodes import StreamScan, walk
 from sparkcq.server.api.common import ApiContext, RequestError, handler, int_param
 from sparkcq.server.convert import to_json
 
@@ -41,9 +46,42 @@ def records_since(eng: Engine, name: str, offset: int,
     sink, query = memory_sink(eng, name)
     frame, end, first = sink.since(query, offset)
     start = max(offset, first)
-    rows = frame.iloc[:limit].reset_index(drop=True)
+    rows = integral(frame.iloc[:limit].reset_index(drop=True), eng, query)
     return {"rows": rows, "offset": start + len(rows), "first_offset": first,
-            "end_offset": end, "dropped": max(0, first - offset)}
+            "end_offset": end, "dropped": max(0, first - offset),
+            "watermark": final_through(eng, query)}
+
+
+def final_through(eng: Engine, query: str) -> int | str | None:
+    """The event time below which the query's output is final (the least watermark of the
+    streams it reads): a number on its time axis, ``"+inf"`` once they all ended (an
+    element still open then never ends), None before any watermark. Read without the
+    engine thread: one value per stream, each replaced whole by a cycle.
+    """
+    scans = eng.queries.scans
+    streams = {n.name.lower() for n in walk(eng.catalog.query(query).plan)
+               if isinstance(n, StreamScan)}
+    marks = [scans[s].watermark for s in streams if s in scans]
+    if not marks or min(marks) == TIME_MIN:
+        return None
+    return "+inf" if min(marks) == TIME_MAX else min(marks)
+
+
+def integral(rows: pd.DataFrame, eng: Engine, query: str) -> pd.DataFrame:
+    """``rows`` with the query's whole-number columns (and its times, when they are
+    numbers) as integers: pandas holds a column with nulls as floats, and JSON would carry
+    a BIGINT end of 20 as ``20.0``.
+    """
+    output = eng.sinks.destination(query).output
+    fields = output.schema.fields if output.schema is not None else []
+    whole = [f.name for f in fields if isinstance(f.dataType, IntegralType)]
+    if not output.timestamp:
+        whole += [TS, TE]
+    rows = rows.copy()
+    for column in whole:
+        if column in rows.columns:
+            rows[column] = rows[column].astype("Int64")
+    return rows
 
 
 def routes(ctx: ApiContext) -> list[Route]:
