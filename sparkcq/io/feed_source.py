@@ -19,12 +19,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
 
 from sparkcq.errors import BackpressureError, FeedError
-from sparkcq.io.ingest import Conformed, arrow_schema
+from sparkcq.io.ingest import arrow_schema
 from sparkcq.io.sources import IngestLimits, MemorySource, PushReceipt, _held, _Push
 from sparkcq.io.spool import Spool
 from sparkcq.model.columns import ARRIVAL_WATERMARK
@@ -48,7 +47,6 @@ class FeedReceipt(PushReceipt):
     """A push receipt that also says whether the message was a resend already held."""
 
     duplicate: bool = False
-    late: tuple[RowError, ...] = ()  # accepted rows older than the watermark: dead letters
 
 
 class FeedSource(MemorySource):
@@ -150,9 +148,9 @@ class FeedSource(MemorySource):
                     extra += _held(push)
                     pushes.append(push)
                     top = max(top, one.seq or 0)
-                    receipts.append(FeedReceipt(
-                        (0 if push.table is None else push.table.num_rows) - removed,
-                        fit.errors, removed, late=self._late(push, fit)))
+                    taken = self.receipt(push, fit, removed)
+                    receipts.append(FeedReceipt(taken.accepted, taken.rejected, taken.deleted,
+                                                taken.late, taken.late_rows))
             except BaseException:
                 self.watermark, self.ended = saved
                 raise
@@ -175,23 +173,6 @@ class FeedSource(MemorySource):
             if producer and top:
                 self.producers[producer] = top
         return receipts
-
-    def _late(self, push: _Push, fit: Conformed) -> tuple[RowError, ...]:
-        """The rows of ``push`` older than the watermark in force: the stream's scan keeps
-        them as dead letters; the sender is told which.
-        """
-        if push.table is None:
-            return ()
-        times = push.table.column(self.time_col)
-        marks = push.table.column(ARRIVAL_WATERMARK)
-        late = pc.less(pc.cast(times, pa.int64()), marks)
-        out = []
-        for row in pc.indices_nonzero(late).to_pylist()[:100]:
-            mark = pa.scalar(marks[row].as_py(), pa.int64()).cast(times.type).as_py()
-            out.append(RowError(fit.index(row), self.time_col,
-                                f"late: event time {times[row].as_py()} is before the "
-                                f"stream's watermark {mark}", ""))
-        return tuple(out)
 
     def refuse_message(self, reason: str, raw: str) -> None:
         """Keep a message that could not be read as a dead letter of the stream."""

@@ -7,8 +7,10 @@ mistake can never fail a cycle later, where it would take other clients' rows wi
 
 Conversions are these implicit ones, and no more: BOOLEAN to a number
 (true = 1), a whole DOUBLE (``3.0``, as JSON writes it) to an integral column, numbers and
-booleans to STRING, numeric and boolean text (``"42"``, ``"true"``) to numbers and booleans,
-ISO-8601 text to TIMESTAMP and DATE (without a zone it is UTC). A key missing from a row is
+booleans to STRING (a list or an object is not text: refused), numeric and boolean text
+(``"42"``, ``"true"``) to numbers and booleans, ISO-8601 text to TIMESTAMP and DATE
+(without a zone it is UTC), and numbers to TIMESTAMP when the stream declares their unit
+(``epoch_unit='milliseconds'``). A key missing from a row is
 NULL; an event time that is NULL goes to the dead letters in the stream's scan, as always.
 """
 
@@ -145,7 +147,10 @@ def _string(v: Any) -> str:
     if isinstance(v, int | float | decimal.Decimal):
         return str(v)
     if isinstance(v, dict | list):
-        return json.dumps(v)
+        what = "an object" if isinstance(v, dict) else "a list"
+        msg = (f"{what} is not text; send its JSON as a string, or declare the column "
+               "STRUCT<...>, ARRAY<...> or MAP<...>")
+        raise Unfit(msg)
     if isinstance(v, dt.date | pd.Timestamp):
         return v.isoformat()
     msg = f"{_show(v)} cannot be text"
@@ -163,7 +168,25 @@ def _boolean(v: Any) -> bool:
     raise Unfit(msg)
 
 
-def _timestamp(v: Any) -> dt.datetime:
+EPOCH_UNITS = {"seconds": 1_000_000, "milliseconds": 1_000, "microseconds": 1}
+
+
+def _timestamp(v: Any, epoch_micros: int | None = None) -> dt.datetime:
+    if isinstance(v, int | float) and not isinstance(v, bool):
+        if epoch_micros is None:
+            msg = (f"{_show(v)} is not a timestamp; give ISO-8601 text such as "
+                   "'2026-01-31T12:00:00Z', or declare the stream's epoch_unit "
+                   "('milliseconds', 'microseconds' or 'seconds') to send numbers")
+            raise Unfit(msg)
+        micros = v * epoch_micros
+        if micros != int(micros):
+            msg = f"{_show(v)} is not a whole number of microseconds since the epoch"
+            raise Unfit(msg)
+        try:
+            return (pd.Timestamp(int(micros), unit="us", tz="UTC")).to_pydatetime()
+        except (OverflowError, ValueError, pd.errors.OutOfBoundsDatetime):
+            msg = f"{_show(v)} is out of the range of timestamps"
+            raise Unfit(msg) from None
     if isinstance(v, str | dt.datetime | pd.Timestamp | dt.date):
         try:
             ts = pd.Timestamp(v)
@@ -202,8 +225,12 @@ def _nested(arrow_type: pa.DataType) -> Callable[[Any], Any]:
     return convert
 
 
-def converter(dtype: DataType, arrow_type: pa.DataType) -> Callable[[Any], Any]:
-    """The function that checks and converts one non-null value for a column of ``dtype``."""
+def converter(dtype: DataType, arrow_type: pa.DataType,
+              epoch_micros: int | None = None) -> Callable[[Any], Any]:
+    """The function that checks and converts one non-null value for a column of ``dtype``;
+    a number for a TIMESTAMP counts ``epoch_micros`` microseconds since the epoch (None:
+    numbers are refused).
+    """
     for kind, bits in _INT_RANGES.items():
         if isinstance(dtype, kind):
             return _integral(bits)
@@ -216,9 +243,9 @@ def converter(dtype: DataType, arrow_type: pa.DataType) -> Callable[[Any], Any]:
     if isinstance(dtype, BooleanType):
         return _boolean
     if isinstance(dtype, TimestampNTZType):
-        return lambda v: _timestamp(v).replace(tzinfo=None)
+        return lambda v: _timestamp(v, epoch_micros).replace(tzinfo=None)
     if isinstance(dtype, TimestampType):
-        return _timestamp
+        return lambda v: _timestamp(v, epoch_micros)
     if isinstance(dtype, DateType):
         return _date
     return _nested(arrow_type)
@@ -299,14 +326,17 @@ def conform_exact(rows: list[Any], schema: StructType, target: pa.Schema) -> Con
 
 
 def conform(rows: Any, schema: StructType, stream: str, *, required: tuple[str, ...] = (),
-            what: str = "row", exact_first: bool = True) -> Conformed:
+            what: str = "row", exact_first: bool = True,
+            epoch_micros: int | None = None) -> Conformed:
     """Check and convert ``rows`` (dicts, tuples in column order, or a pandas frame) for
     ``stream``; every row that does not fit is in ``errors``, the rest in ``table``.
 
     A row that leaves a ``required`` column out or NULL is refused (a delete's key);
     ``what`` names the rows in errors (``row``, ``delete``). Rows that fit as they are go
     through Arrow at once (``conform_exact``); otherwise each value is checked and converted
-    here, so that each refused row is named with its reason.
+    here, so that each refused row is named with its reason. A number for a TIMESTAMP
+    column counts ``epoch_micros`` microseconds since the epoch (the stream's
+    ``epoch_unit``); without one it is refused.
     """
     names = [f.name for f in schema.fields]
     target = arrow_schema(schema)
@@ -314,7 +344,8 @@ def conform(rows: Any, schema: StructType, stream: str, *, required: tuple[str, 
         exact = conform_exact(rows, schema, target)
         if exact is not None:
             return exact
-    convert = [converter(f.dataType, target.field(i).type) for i, f in enumerate(schema.fields)]
+    convert = [converter(f.dataType, target.field(i).type, epoch_micros)
+               for i, f in enumerate(schema.fields)]
     by_lower = {n.lower(): n for n in names}
     columns: list[list[Any]] = [[] for _ in names]
     errors: list[RowError] = []

@@ -121,12 +121,16 @@ class IngestLimits:
 @dataclass(frozen=True)
 class PushReceipt:
     """What became of a push: rows accepted (they will be processed), rows and deletes
-    refused (``RowError.what`` tells which), deletes accepted.
+    refused (``RowError.what`` tells which), deletes accepted, and rows late (older than
+    the watermark in force: kept as dead letters, not processed), counted in ``late_rows``
+    and the first hundred listed in ``late``.
     """
 
     accepted: int
     rejected: tuple[RowError, ...] = ()
     deleted: int = 0
+    late: tuple[RowError, ...] = ()
+    late_rows: int = 0
 
 
 @dataclass
@@ -160,8 +164,9 @@ class MemorySource(Source):
 
     def __init__(self, spark: SparkSession, name: str, schema: StructType, time_col: str,
                  lateness: int = 0, limits: IngestLimits | None = None,
-                 key: tuple[str, ...] = ()):
+                 key: tuple[str, ...] = (), epoch_micros: int | None = None):
         self.spark = spark
+        self.epoch_micros = epoch_micros  # a number given for a TIMESTAMP counts these
         self.name = name
         self.schema = schema
         self.time_col = time_col
@@ -188,8 +193,32 @@ class MemorySource(Source):
             push = self._admit(fit, watermark, end)
             self.queue.append(push)
             self.queued_rows += _held(push)
-        n = 0 if push.table is None else push.table.num_rows
-        return PushReceipt(n - removed, fit.errors, removed)
+        return self.receipt(push, fit, removed)
+
+    def receipt(self, push: _Push, fit: Conformed, removed: int) -> PushReceipt:
+        """What became of ``push``'s rows: refused at the door, late, accepted."""
+        rows = (0 if push.table is None else push.table.num_rows) - removed
+        late_rows, late = self._late(push, fit, rows)
+        return PushReceipt(rows - late_rows, fit.errors, removed, late, late_rows)
+
+    def _late(self, push: _Push, fit: Conformed, rows: int) -> tuple[int, tuple[RowError, ...]]:
+        """How many of the first ``rows`` rows of ``push`` (its rows, not its deletes) are
+        older than the watermark in force, and the first hundred of them: the stream's scan
+        keeps them as dead letters; the sender is told at once.
+        """
+        if push.table is None or not rows:
+            return 0, ()
+        times = push.table.column(self.time_col).slice(0, rows)
+        marks = push.table.column(ARRIVAL_WATERMARK).slice(0, rows)
+        late = pc.less(pc.cast(times, pa.int64()), marks)
+        found = pc.indices_nonzero(late).to_pylist()
+        out = []
+        for row in found[:100]:
+            mark = pa.scalar(marks[row].as_py(), pa.int64()).cast(times.type).as_py()
+            out.append(RowError(fit.index(row), self.time_col,
+                                f"late: event time {times[row].as_py()} is before the "
+                                f"stream's watermark {mark}", ""))
+        return len(found), tuple(out)
 
     def _door(self, rows: Any, deletes: Any = None) -> tuple[Conformed, int]:
         """Rows (JSON objects, tuples, a pandas frame or Arrow) and deletes checked against
@@ -199,7 +228,8 @@ class MemorySource(Source):
         if isinstance(rows, pa.Table):
             fit = conform_arrow(rows, self.schema, self.name)
         else:
-            fit = conform(rows if rows is not None else [], self.schema, self.name)
+            fit = conform(rows if rows is not None else [], self.schema, self.name,
+                          epoch_micros=self.epoch_micros)
         errors = fit.errors
         table = fit.table if fit.table.num_rows else None
         removed = 0

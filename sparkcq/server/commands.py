@@ -123,7 +123,12 @@ def run_remote(args: argparse.Namespace, console: Console) -> int:
             column = f", column {refused['column']!r}" if refused["column"] else ""
             console.out(f"refused row {refused['index'] + 1}{column}: {refused['reason']}",
                         highlight=False)
-        if answer["rejected"]:
+        for late in answer.get("late", []):
+            console.out(f"late row {late['index'] + 1}: {late['reason']} (kept as a dead "
+                        "letter)", highlight=False)
+        if answer.get("late_rows", 0) > len(answer.get("late", [])):
+            console.out(f"{answer['late_rows']:,} late rows in all", highlight=False)
+        if answer["rejected"] or answer.get("late_rows"):
             return 1
     return 0
 

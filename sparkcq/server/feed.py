@@ -83,8 +83,9 @@ def receipt_answer(seq: int | None, receipt: FeedReceipt) -> dict[str, Any]:
         fields["deleted"] = receipt.deleted
     if receipt.rejected:
         fields["rejected"] = _rows(receipt.rejected)
-    if receipt.late:
+    if receipt.late_rows:
         fields["late"] = _rows(receipt.late)
+        fields["late_rows"] = receipt.late_rows
     if receipt.duplicate:
         fields["duplicate"] = True
     return ok(seq, **fields)

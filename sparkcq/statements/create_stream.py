@@ -7,14 +7,17 @@ the catalog with no columns until its feed's HEADER (``header.py``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from pyspark.sql.types import StructType
 
 from sparkcq.catalog import StreamInfo
 from sparkcq.errors import AnalysisError, SourceError
 from sparkcq.io.files import FilesSource
 from sparkcq.io.generator import GeneratorSource
+from sparkcq.io.ingest import EPOCH_UNITS
 from sparkcq.io.sources import MemorySource, Source
-from sparkcq.language.sql.statements import CreateStream
+from sparkcq.language.sql.statements import CreateStream, value_at
 from sparkcq.model.time import TimeKind
 from sparkcq.plan.definitions import bind_stream, declared_schema
 from sparkcq.plan.nodes import StreamScan
@@ -45,7 +48,8 @@ def create_stream(stmt: CreateStream, text: str, ctx: StatementContext) -> None:
     try:
         if options.source is SourceKind.MEMORY:
             source = MemorySource(ctx.spark, stmt.name, schema, node.time_col, bound.lateness,
-                                  policy.ingest_limits, node.key)
+                                  policy.ingest_limits, node.key,
+                                  epoch_unit(options.options, stmt, text))
         elif options.source is SourceKind.FEED:
             feed = new_feed_source(ctx, stmt.name)
             feed.set_schema(schema, node.time_col, bound.lateness, node.key)
@@ -67,3 +71,16 @@ def create_stream(stmt: CreateStream, text: str, ctx: StatementContext) -> None:
     ctx.sources[key] = source
     ctx.queries.scans.add(node, bound.lateness)
     ctx.queries.compile()
+
+
+def epoch_unit(options: Mapping[str, str], stmt: CreateStream, text: str) -> int | None:
+    """``epoch_unit``: what a number given for a TIMESTAMP column counts since the epoch
+    (microseconds per unit); None when not declared (numbers are then refused).
+    """
+    unit = options.get("epoch_unit")
+    if unit is None:
+        return None
+    if unit.lower() not in EPOCH_UNITS:
+        msg = (f"epoch_unit {unit!r}: expected one of {', '.join(map(repr, EPOCH_UNITS))}")
+        raise AnalysisError(msg, text, value_at(stmt.options, "epoch_unit", stmt.loc))
+    return EPOCH_UNITS[unit.lower()]

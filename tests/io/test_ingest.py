@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -20,7 +21,7 @@ from pyspark.sql.types import (
 )
 
 from sparkcq import Engine
-from sparkcq.errors import BackpressureError, SourceError
+from sparkcq.errors import AnalysisError, BackpressureError, SourceError
 from sparkcq.io.ingest import conform, conform_exact
 from sparkcq.io.sources import IngestLimits
 
@@ -32,7 +33,7 @@ SCHEMA = StructType([StructField("k", StringType()), StructField("n", IntegerTyp
 @pytest.mark.parametrize(("value", "column", "want"), [
     (True, "n", 1), (3.0, "n", 3), (" 42 ", "n", 42), (2**31 - 1, "n", 2**31 - 1),
     (7, "x", 7.0), ("2.5", "x", 2.5), (False, "x", 0.0),
-    (12, "k", "12"), (True, "k", "true"), ({"a": 1}, "k", '{"a": 1}'),
+    (12, "k", "12"), (True, "k", "true"),
     ("TRUE", "b", True), (0, "b", False),
     ("2026-01-31T12:00:00", "at", dt.datetime(2026, 1, 31, 12, tzinfo=dt.UTC)),
     ("2026-01-31T13:00:00+01:00", "at", dt.datetime(2026, 1, 31, 12, tzinfo=dt.UTC)),
@@ -51,7 +52,9 @@ def test_values_convert_as_the_implicit_casts_allow(value, column, want):
     ([1], "x", "[1] is not a number"),
     ("yes", "b", "'yes' is not a boolean"),
     (2, "b", "2 is not a boolean"),
-    (1700000000, "at", "is not a timestamp; give ISO-8601 text"),
+    (1700000000, "at", "is not a timestamp; give ISO-8601 text such as '2026-01-31T12:00:00Z', "
+                       "or declare the stream's epoch_unit"),
+
     ("31/01/2026", "d", "is not a date"),
 ], ids=repr)
 def test_values_that_do_not_fit_are_refused_with_column_and_reason(value, column, reason):
@@ -129,6 +132,55 @@ def test_bad_row_is_refused_alone_and_the_push_goes_on(engine):
         "row 1, column 't': 'abc' is not a whole number (column type BIGINT)"]
     assert dead["_raw"].tolist() == ['{"k": "a", "v": 2, "t": "abc"}']
     assert engine.metrics()["dead_letters"] == {"s": 1}
+
+
+@pytest.mark.parametrize(("value", "reason"), [
+    ({"a": 1}, "an object is not text; send its JSON as a string, or declare the column "
+               "STRUCT<...>, ARRAY<...> or MAP<...> (column type STRING)"),
+    (["a"], "a list is not text")], ids=["object", "list"])
+def test_a_string_column_takes_scalars_only(value, reason):
+    fit = conform([{"k": value, "n": 1}], SCHEMA, "s")
+    [error] = fit.errors
+    assert error.column == "k" and reason in error.reason
+
+
+@pytest.mark.parametrize(("unit", "value"), [("milliseconds", 1_769_860_800_000),
+                                             ("seconds", 1_769_860_800),
+                                             ("microseconds", 1_769_860_800_000_000)])
+def test_a_number_for_a_timestamp_counts_the_streams_epoch_unit(engine, unit, value):
+    engine.execute("CREATE STREAM s (k STRING, t TIMESTAMP) "
+                   f"WITH (event_time='t', epoch_unit='{unit}')")
+    engine.execute("CREATE QUERY q AS SELECT k, t FROM s")
+    receipt = engine.push("s", [{"k": "a", "t": value}, {"k": "b", "t": 0.25}])
+    assert receipt.accepted == 1 + (unit != "microseconds")
+    if unit == "microseconds":
+        assert "0.25 is not a whole number of microseconds" in receipt.rejected[0].reason
+    engine.end_input("s")
+    engine.run_until_idle()
+    out = engine.results("q")
+    assert out[out["k"] == "a"]["t"].tolist() == [pd.Timestamp("2026-01-31T12:00:00Z")]
+
+
+def test_an_unknown_epoch_unit_is_refused_at_its_place(engine):
+    text = "CREATE STREAM s (t TIMESTAMP) WITH (event_time='t', epoch_unit='ms')"
+    with pytest.raises(AnalysisError) as err:
+        engine.execute(text)
+    assert "epoch_unit 'ms': expected one of 'seconds', 'milliseconds', 'microseconds'" in str(
+        err.value)
+    assert text[err.value.loc.start:err.value.loc.end] == "ms"
+
+
+def test_late_rows_are_told_at_once_and_not_counted_accepted(engine):
+    engine.execute("CREATE STREAM s (k STRING, v BIGINT, t BIGINT) WITH (event_time='t')")
+    engine.push("s", [{"k": "a", "v": 1, "t": 10}], watermark=10)
+    receipt = engine.push("s", [{"k": "b", "v": 2, "t": 3}, {"k": "c", "v": 3, "t": 11},
+                                {"k": "d", "v": 4, "t": 9}])
+    assert (receipt.accepted, receipt.late_rows) == (1, 2)
+    assert [(e.index, e.column, e.reason) for e in receipt.late] == [
+        (0, "t", "late: event time 3 is before the stream's watermark 10"),
+        (2, "t", "late: event time 9 is before the stream's watermark 10")]
+    engine.run_until_idle()
+    assert sorted(engine.dead_letters("s")["k"]) == ["b", "d"]
 
 
 PUSHES = [  # (rows as (k, v, t), watermark) with lateness 2

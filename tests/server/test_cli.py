@@ -411,6 +411,21 @@ def test_tail_from_the_beginning_reaches_a_pipe_record_by_record(served, tmp_pat
                        {"k": "a", "n": None, "_ts": 6, "_te": 7, "_op": "I"}]
 
 
+@pytest.mark.slow
+def test_push_tells_late_rows_at_once(capsys, served, no_env, tmp_path):
+    served.client.submit("CREATE STREAM tardy (k STRING, t BIGINT) WITH (event_time='t')")
+    answer = served.client.push("tardy", [{"k": "a", "t": 10}], watermark=10)
+    assert (answer["accepted"], answer["late"], answer["late_rows"]) == (1, [], 0)
+    path = tmp_path / "late.jsonl"
+    path.write_text('{"k": "b", "t": 12}\n{"k": "c", "t": 4}\n')
+    code, out, _ = run_cli(capsys, *remote(served, "push", "tardy", str(path)))
+    assert code == 1
+    assert out.splitlines() == [
+        "pushed 1 rows to tardy",
+        "late row 2: late: event time 4 is before the stream's watermark 10 (kept as a dead "
+        "letter)"]
+
+
 def results_json(served, query: str) -> dict:
     """``GET /queries/<query>/results`` as the server wrote it."""
     request = urllib.request.Request(f"http://127.0.0.1:{served.port}/queries/{query}/results",

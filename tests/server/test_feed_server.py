@@ -189,7 +189,7 @@ def test_bad_messages_get_errors_and_dead_letters_and_the_connection_goes_on(ser
              "reason": "'x' is not a whole number (column type BIGINT)"},
             {"index": 2, "column": "q", "reason": "unknown column; 'bad' has k, t, s"}]
         late = raw.message(kind="INSERTION", seq=4, rows=[{"k": 3, "t": 1}])
-        assert late["accepted"] == 1 and late["late"] == [
+        assert late["accepted"] == 0 and late["late_rows"] == 1 and late["late"] == [
             {"index": 0, "column": "t",
              "reason": "late: event time 1 is before the stream's watermark 101"}]
         assert raw.message(kind="INSERTION", seq=3, rows=[{"k": 9, "t": 200}])["duplicate"]

@@ -55,7 +55,10 @@ def routes(ctx: ApiContext, feed: FeedService) -> list[Route]:
             "accepted": receipt.accepted,
             "rejected": [{"index": e.index, "column": e.column, "reason": e.reason,
                           **({"delete": True} if e.what == "delete" else {})}
-                         for e in receipt.rejected]}
+                         for e in receipt.rejected],
+            "late": [{"index": e.index, "column": e.column, "reason": e.reason}
+                     for e in receipt.late],
+            "late_rows": receipt.late_rows}
         if deletes:
             answer["deleted"] = receipt.deleted
         return answer
