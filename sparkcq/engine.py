@@ -250,6 +250,17 @@ class Engine:
             raise UnknownNameError(msg)
         self.register_table(info.name, rows, info.schema)
 
+    def insert_rows(self, name: str, rows: Any) -> int:
+        """Add rows (dicts, or tuples in column order) to a table as its next version, as
+        ``INSERT INTO name VALUES`` does; how many. Running queries switch to it in the
+        next cycle. Rows pass the typed door of pushes: one that does not fit refuses all.
+        """
+        added = self.tables.append(name, list(rows), cycle=self.cycle)
+        if self.recovery is not None and added:
+            info = self.catalog.tables[name.lower()]
+            self._journal(self.recovery.table_entry(info.name, info.dataframe))
+        return added
+
     def refresh_table(self, name: str) -> None:
         """Read table ``name`` again from where it came from (``REFRESH TABLE name``)."""
         self.tables.refresh(name, self.cycle)

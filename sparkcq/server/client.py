@@ -168,6 +168,11 @@ class Client:
                 msg = f"lost the connection to the sparkcq server at {self.url}: {e!r}"
                 raise ServerError(msg, 0, "ConnectionError") from None
 
+    def insert(self, table: str, rows: list[dict[str, Any]]) -> int:
+        """Add rows to a table as its next version (``INSERT INTO``); how many."""
+        return int(self._request("POST", f"/tables/{_q(table)}/rows",
+                                 {"rows": rows})["inserted"])
+
     def push(self, stream: str, rows: Any, watermark: Any = None,
              end: bool = False, deletes: Any = None) -> dict[str, Any]:
         """Send rows (dicts or a pandas frame) to a memory-source stream, and to a keyed

@@ -22,6 +22,7 @@ from sparkcq.language.sql.statements import (
     CreateTable,
     Drop,
     Explain,
+    InsertValues,
     Refresh,
     Show,
 )
@@ -36,6 +37,7 @@ from sparkcq.statements.drop import drop_statement
 from sparkcq.statements.explain import explain_statement
 from sparkcq.statements.feeds import FeedHeader, FeedRemove, FeedStop
 from sparkcq.statements.header import header
+from sparkcq.statements.insert import insert_values
 from sparkcq.statements.refresh import refresh
 from sparkcq.statements.remove import remove
 from sparkcq.statements.show import show_statement
@@ -52,6 +54,7 @@ HANDLERS: dict[type, Handler] = {
     CreateLibrary: create_library,
     Drop: drop_statement,
     Refresh: refresh,
+    InsertValues: insert_values,
     Explain: explain_statement,
     Show: show_statement,
     FeedHeader: header,

@@ -13,11 +13,13 @@ import logging
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import DataType, StructType
 
 from sparkcq.catalog import Catalog, TableInfo, TableSource, ensure_identifier
 from sparkcq.errors import CatalogError, SourceError, SparkcqError, UnknownNameError
+from sparkcq.io.ingest import conform
 from sparkcq.model.clock import Clock
 from sparkcq.plan.nodes import EdgeKind, PlanNode, TableScan
 from sparkcq.runtime.frames import unpersist_checkpoint
@@ -71,6 +73,50 @@ class Tables:
             self.retire(existing)
         node = TableScan(name, df.schema, node_version)
         self.catalog.add_table(self.info(name, df.schema, df, node, version, source))
+
+    def append(self, name: str, rows: Any, columns: tuple[str, ...] = (),
+               cycle: int = 0) -> int:
+        """Add ``rows`` (dicts, or tuples of ``columns`` or of all the table's columns in
+        order) to table ``name`` as its next version; how many. The rows pass the typed door
+        of pushed rows (``io/ingest.py``); one that does not fit refuses them all, naming it.
+        A table read from a file or a database is refused: its rows come from there.
+        """
+        info = self.catalog.tables.get(name.lower())
+        if info is None:
+            known = ", ".join(sorted(self.catalog.tables)) or "none"
+            msg = f"unknown table {name!r}; tables: {known}"
+            raise UnknownNameError(msg)
+        if info.source is not None:
+            msg = (f"table {info.name!r} is read from {info.source.origin}; add rows "
+                   "there and REFRESH TABLE it")
+            raise CatalogError(msg)
+        names = [f.name for f in info.schema.fields]
+        lower = {n.lower(): n for n in names}
+        for c in columns:
+            if c.lower() not in lower:
+                msg = f"table {info.name!r} has no column {c!r}; its columns: {', '.join(names)}"
+                raise CatalogError(msg)
+        order = [lower[c.lower()] for c in columns] or names
+        records = [dict(zip(order, row, strict=False)) if isinstance(row, tuple | list)
+                   else row for row in rows]
+        for i, row in enumerate(rows):
+            if isinstance(row, tuple | list) and len(row) != len(order):
+                msg = (f"row {i + 1} has {len(row)} values; table {info.name!r} takes "
+                       f"{len(order)} ({', '.join(order)})")
+                raise CatalogError(msg)
+        fit = conform(records, info.schema, info.name)
+        if fit.errors:
+            first = fit.errors[0]
+            msg = (f"no rows added to table {info.name!r}: row {first.index + 1}"
+                   + (f", column {first.column!r}" if first.column else "")
+                   + f": {first.reason}")
+            raise CatalogError(msg)
+        if not fit.table.num_rows:
+            return 0
+        old = info.dataframe.toArrow()
+        both = pa.concat_tables([old, fit.table.cast(old.schema)])
+        self.register(info.name, self.spark.createDataFrame(both), info.schema, cycle=cycle)
+        return fit.table.num_rows
 
     def info(self, name: str, schema: StructType, df: DataFrame, node: PlanNode,
              version: int, source: TableSource | None) -> TableInfo:

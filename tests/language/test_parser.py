@@ -93,7 +93,7 @@ def test_script_with_every_statement_kind():
         ("CREATE QUERY q AS SELECT k FROM s [RANGE x]", "positive whole number after RANGE", 1, 42),
         ("CREATE QUERY q AS\nSELECT k FROM s [ROWS 3", "not closed with ']'", 2, 17),
         ("CREATE STREAM s (k)", "expected a type for column 'k'", 1, 19),
-        ("FROB s", "expected CREATE, DROP, REFRESH, EXPLAIN, SHOW or SELECT", 1, 1),
+        ("FROB s", "expected CREATE, DROP, REFRESH, INSERT, EXPLAIN, SHOW or SELECT", 1, 1),
         ("CREATE QUERY q AS SELECT k FROM s [SPAN 10]", "syntax error", 1, 41),
         ("CREATE QUERY q AS SELECT k FROM s\n  WHERE (v > ", "syntax error", 2, 12),
         ("SHOW FOO", "STREAMS or TABLES or QUERIES", 1, 6),

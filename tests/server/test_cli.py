@@ -21,6 +21,7 @@ from served import free_port, start_server, wait_for
 from sparkcq.cli import build_parser, main
 from sparkcq.plan.labels import user_labels
 from sparkcq.runtime.explain import _quote
+from sparkcq.server.client import ServerError
 from sparkcq.server.commands import print_records
 
 TOKEN = "cli-test-token"
@@ -424,6 +425,23 @@ def test_push_tells_late_rows_at_once(capsys, served, no_env, tmp_path):
         "pushed 1 rows to tardy",
         "late row 2: late: event time 4 is before the stream's watermark 10 (kept as a dead "
         "letter)"]
+
+
+@pytest.mark.slow
+def test_a_client_fills_a_table_over_http(served):
+    client = served.client
+    client.submit("CREATE TABLE regions (k STRING, region STRING)")
+    assert client.insert("regions", [{"k": "a", "region": "north"}]) == 1
+    assert client.submit("INSERT INTO regions VALUES ('b', 'south')") == 1
+    with pytest.raises(ServerError) as err:
+        client.insert("regions", [{"k": "c", "region": ["x"]}])
+    assert err.value.status == 400 and "row 1, column 'region': a list is not text" in str(
+        err.value)
+    with pytest.raises(ServerError) as err:
+        client.insert("nosuch", [{"k": "c"}])
+    assert "unknown table 'nosuch'" in str(err.value)
+    (row,) = [t for t in client.tables() if t["name"] == "regions"]
+    assert row["version"] == 2  # created empty, then two inserts
 
 
 def results_json(served, query: str) -> dict:

@@ -20,6 +20,7 @@ from sqlglot.tokens import Token, TokenType
 
 from sparkcq.errors import Location, QuerySyntaxError
 from sparkcq.language.apas.parser import parse_program, unquote_positions
+from sparkcq.language.sql.insert import read_insert
 from sparkcq.language.sql.statements import (
     ApasText,
     ColumnDef,
@@ -240,10 +241,12 @@ class _StatementParser:
             what = self.expect("STREAMS", "TABLES", "QUERIES", "FUNCTIONS", "AGGREGATES")
             self.done()
             return Show(ShowTarget(what.text.upper()))
+        if head == "INSERT":
+            return read_insert(self.text, self.tokens)
         if head in ("SELECT", "WITH", "(") or head in _FORM_WORDS:
             select = self.select()
             return CreateQuery(name="", select=select, loc=_span(self.text, first))
-        self.fail("expected CREATE, DROP, REFRESH, EXPLAIN, SHOW or SELECT", first)
+        self.fail("expected CREATE, DROP, REFRESH, INSERT, EXPLAIN, SHOW or SELECT", first)
 
     def create(self) -> Statement:
         first = self.next()

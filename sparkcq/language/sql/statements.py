@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum, StrEnum
+from typing import Any
 
 import sqlglot.expressions as exp
 
@@ -239,6 +240,19 @@ class Refresh:
 
 
 @dataclass(frozen=True)
+class InsertValues:
+    """``INSERT INTO table [(columns)] VALUES (...), ...``: rows added to a table, each a
+    tuple of literal values (``columns``: the order they come in; empty: the table's).
+    """
+
+    table: str
+    columns: tuple[str, ...]
+    rows: tuple[tuple[Any, ...], ...]
+    loc: Location
+    at: Location  # the table's name
+
+
+@dataclass(frozen=True)
 class Explain:
     """``EXPLAIN [GLOBAL [DOT]] [name]``, ``EXPLAIN SELECT ...``, ``EXPLAIN LANGUAGE apas
     '...'`` or ``EXPLAIN ANALYZE`` (the shared plan and what the last cycles cost).
@@ -259,4 +273,4 @@ class Show:
 
 
 Statement = (CreateStream | CreateTable | CreateQuery | CreateStreamAs | CreateAggregate
-             | CreateLibrary | Drop | Refresh | Explain | Show)
+             | CreateLibrary | Drop | Refresh | Explain | Show | InsertValues)

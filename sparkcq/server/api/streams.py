@@ -28,7 +28,9 @@ PUSH_SHAPE = ('a JSON object {"rows": [{...}, ...], "deletes": [{...}, ...], '
 
 
 def routes(ctx: ApiContext, feed: FeedService) -> list[Route]:
-    """``/streams/{name}/rows``, ``/feed/{name}`` and ``/streams/{name}/dead-letters``."""
+    """``/streams/{name}/rows``, ``/tables/{name}/rows``, ``/feed/{name}`` and
+    ``/streams/{name}/dead-letters``.
+    """
     async def push(request: Request) -> Any:
         name = request.path_params["name"]
         body = await read_json(request, ctx.max_body_bytes)
@@ -96,6 +98,18 @@ def routes(ctx: ApiContext, feed: FeedService) -> list[Route]:
         rows = frame.iloc[offset:offset + limit].reset_index(drop=True)
         return {"rows": rows, "offset": offset + len(rows), "total": len(frame)}
 
+    async def insert(request: Request) -> Any:
+        """Rows added to a table as its next version: ``{"rows": [{...}, ...]}``."""
+        name = request.path_params["name"]
+        body = await read_json(request, ctx.max_body_bytes)
+        rows = body.get("rows") if isinstance(body, dict) else None
+        if not isinstance(rows, list) or set(body) - {"rows"}:
+            msg = f'POST /tables/{name}/rows needs a JSON object {{"rows": [{{...}}, ...]}}'
+            raise RequestError(msg)
+        ctx.refuse_when_stopping()
+        return {"inserted": await ctx.call(lambda e: e.insert_rows(name, rows))}
+
     return [Route("/streams/{name}/rows", handler(push), methods=["POST"]),
+            Route("/tables/{name}/rows", handler(insert), methods=["POST"]),
             Route("/streams/{name}/dead-letters", handler(dead_letters)),
             Route("/feed/{name}", handler(feed_messages), methods=["POST"])]
