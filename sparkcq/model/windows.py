@@ -104,5 +104,14 @@ class AssignedWindow:
     naming: BoundsNaming
 
 
+@dataclass(frozen=True)
+class LookupTime:
+    """``JOIN table FOR SYSTEM_TIME AS OF s.t``: a lookup join, each event of the stream
+    meeting the table's rows as of its event time ``s.t`` (``path``: the column as written).
+    """
+
+    path: tuple[str, ...]
+
+
 WindowSpec = (RangeWindow | NowWindow | UnboundedWindow | RowsWindow | CutWindow
-              | CountCutWindow | KeyCutWindow | SessionWindow | AssignedWindow)
+              | CountCutWindow | KeyCutWindow | SessionWindow | AssignedWindow | LookupTime)

@@ -19,6 +19,7 @@ from sparkcq.model.windows import (
     CountCutWindow,
     CutWindow,
     KeyCutWindow,
+    LookupTime,
     NowWindow,
     RangeWindow,
     RowsWindow,
@@ -45,6 +46,7 @@ from sparkcq.plan.nodes import (
     StreamScan,
     UnboundedSpec,
     Window,
+    walk,
 )
 from sparkcq.plan.scope import Scope, Source, conjuncts_of, source_column
 
@@ -89,6 +91,12 @@ def bind_from_item(binder: Binder, item: exp.Expression, needs_relation: bool,
                    "does not apply to it; read it without one")
             raise AnalysisError(msg, binder.text, window.loc)
         plan = Window(plan, KeyedSpec(plan.key))
+    elif window is not None and isinstance(window.spec, LookupTime):
+        binder.used_windows.add(key)
+        if plan.kind is not EdgeKind.TABLE:
+            msg = (f"FOR SYSTEM_TIME AS OF looks rows up in a table joined with a stream "
+                   f"(JOIN users FOR SYSTEM_TIME AS OF s.t); {name!r} is a stream")
+            raise AnalysisError(msg, binder.text, window.loc)
     elif window is not None:
         binder.used_windows.add(key)
         if plan.kind is EdgeKind.TABLE:
@@ -218,6 +226,39 @@ def ensure_cut_on_event_time(binder: Binder, on: str, plan: PlanNode, window: So
         msg = (f"CUT ON {cols[on.lower()]!r}: chunks are cut on the stream's event time "
                f"{plan.time_col!r}; cutting on another column is not supported yet")
         raise AnalysisError(msg, binder.text, window.loc)
+
+
+def is_lookup(binder: Binder, item: exp.Expression) -> bool:
+    """Whether FROM item ``item`` is a table read ``FOR SYSTEM_TIME AS OF``."""
+    if not isinstance(item, exp.Table) or not isinstance(item.this, exp.Identifier):
+        return False
+    window = binder.select.windows.get(item.this.meta.get("end", -1))
+    return window is not None and isinstance(window.spec, LookupTime)
+
+
+def check_lookup_time(binder: Binder, src: Source, scope: Scope) -> None:
+    """A lookup join's ``FOR SYSTEM_TIME AS OF s.t`` names the event time of the stream it
+    joins: each event meets the table's rows as of its own event time.
+    """
+    assert src.window is not None and isinstance(src.window.spec, LookupTime)
+    path = src.window.spec.path
+    streams = [s for s in scope.sources if s.plan.kind is EdgeKind.STREAM]
+    if not streams:
+        msg = "FOR SYSTEM_TIME AS OF joins a table with a stream; this query reads no stream"
+        raise AnalysisError(msg, binder.text, src.window.loc)
+    stream = streams[0]
+    scan = next((n for n in walk(stream.plan) if isinstance(n, StreamScan)), None)
+    time_col = scan.time_col if scan is not None else "its event time"
+    column = exp.column(path[-1], table=path[0] if len(path) > 1 else None)
+    try:
+        found, _ = scope.resolve_path(column, binder)
+    except AnalysisError:
+        found = None
+    if scan is None or found != stream.columns.get(scan.time_col):
+        msg = (f"FOR SYSTEM_TIME AS OF {'.'.join(path)}: sparkcq joins each event with the "
+               f"table's rows as of its event time, so write FOR SYSTEM_TIME AS OF "
+               f"{stream.alias}.{time_col} (processing time is not kept)")
+        raise AnalysisError(msg, binder.text, src.window.loc)
 
 
 def joins_source(binder: Binder, cond: exp.Expression, visible: Scope, src: Source) -> bool:

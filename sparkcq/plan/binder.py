@@ -24,9 +24,17 @@ from pyspark.sql.types import BooleanType, DataType, NullType, StructType
 from sparkcq.errors import AnalysisError, Location
 from sparkcq.language.apas.compiler import compile_program
 from sparkcq.language.sql.statements import ApasText, OutputForm, SelectText
+from sparkcq.model.windows import LookupTime
 from sparkcq.plan.allowed_functions import ALLOWED
 from sparkcq.plan.bind_aggregates import bind_aggregate, has_aggregates, is_aggregate
-from sparkcq.plan.bind_from import bind_from_item, bind_join, join_how, joins_source
+from sparkcq.plan.bind_from import (
+    bind_from_item,
+    bind_join,
+    check_lookup_time,
+    is_lookup,
+    join_how,
+    joins_source,
+)
 from sparkcq.plan.bind_ordering import bind_order_limit, bind_ranking, fold_rank_limit, is_ranking
 from sparkcq.plan.bind_sets import bind_set_operation, bind_union
 from sparkcq.plan.bind_windows import assigned_source, bind_window_aggregate, spark_window_call
@@ -201,13 +209,23 @@ class Binder:
             msg = "a continuous query needs a FROM clause naming a stream"
             raise self.error(msg, sel)
         items = [from_.this, *[j.this for j in sel.args.get("joins") or []]]
-        needs_relation = (bool(sel.args.get("joins")) or has_aggregates(self, sel)
-                          or any(sel.args.get(a) is not None
-                                 for a in ("distinct", "order", "limit")))
+        stateful = has_aggregates(self, sel) or any(sel.args.get(a) is not None
+                                                    for a in ("distinct", "order", "limit"))
+        lookup = any(is_lookup(self, item) for item in items[1:])
+        if lookup and stateful:
+            msg = ("a lookup join (FOR SYSTEM_TIME AS OF) gives each event once, enriched; "
+                   "aggregate it in a query over a derived stream: CREATE STREAM enriched "
+                   "AS SELECT ... FOR SYSTEM_TIME AS OF ..., then SELECT ... FROM enriched "
+                   "[RANGE ...] GROUP BY ...")
+            raise self.error(msg, sel)
+        needs_relation = (bool(sel.args.get("joins")) and not lookup) or stateful
         call = spark_window_call(self, sel)
         scope = Scope([bind_from_item(self, item, needs_relation,
                                       i if len(items) > 1 else None, call if i == 0 else None)
                        for i, item in enumerate(items)])
+        for src in scope.sources:
+            if src.window is not None and isinstance(src.window.spec, LookupTime):
+                check_lookup_time(self, src, scope)
         windowed = assigned_source(scope)
         if windowed is not None:
             return bind_window_aggregate(self, sel, scope, windowed), None

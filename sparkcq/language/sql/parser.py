@@ -56,6 +56,7 @@ from sparkcq.model.windows import (
     CountCutWindow,
     CutWindow,
     KeyCutWindow,
+    LookupTime,
     NowWindow,
     RangeWindow,
     RowsWindow,
@@ -452,6 +453,20 @@ def cut_windows_and_parse(text: str, tokens: list[Token], form: OutputForm) -> S
             name_end = tok.start - start + len(found.stream.text) - 1
             windows[name_end] = SourceWindow(found.window, name_end, found.loc)
             i = found.last + 1
+            continue
+        if (tok.token_type is TokenType.FOR and prev is not None
+                and [t.text.upper() for t in tokens[i + 1:i + 4]] == ["SYSTEM_TIME", "AS", "OF"]):
+            last = i + 4
+            while (last + 2 < len(tokens) and tokens[last + 1].token_type is TokenType.DOT):
+                last += 2
+            if last >= len(tokens):
+                msg = "expected the stream's event-time column after FOR SYSTEM_TIME AS OF"
+                raise QuerySyntaxError(msg, text, _span(text, tok, tokens[-1]))
+            path = tuple(t.text for t in tokens[i + 4:last + 1:2])
+            blank(tok.start, tokens[last].end + 1)
+            windows[prev.end - start] = SourceWindow(LookupTime(path), prev.end - start,
+                                                     _span(text, tok, tokens[last]))
+            i = last + 1
             continue
         refuse_window_call(text, tokens, i)
         if is_window_call(tokens, i):
