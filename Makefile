@@ -6,8 +6,10 @@ STAMP := $(VENV)/.installed
 
 FLINK_VENV := .venv-flink
 FLINK_STAMP := $(FLINK_VENV)/.installed
+# the modules of the Python API reference (`make api-docs`; tests/test_api_reference.py)
+API_MODULES := sparkcq sparkcq.engine sparkcq.errors sparkcq.testing sparkcq.client sparkcq.server.client sparkcq.aggregates.user sparkcq.aggregates.library
 
-.PHONY: demo test lint check-java class-archive postgres-deps browser-deps clean bench bench-quick bench-feed bench-shedding bench-latency bench-demo
+.PHONY: api-docs demo test lint check-java class-archive postgres-deps browser-deps clean bench bench-quick bench-feed bench-shedding bench-latency bench-demo
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -82,6 +84,10 @@ bench-demo: $(STAMP) check-java
 # the feed over loopback (accepted rows/s, send-to-result latency); ARGS=--quick to try it
 bench-feed: $(STAMP) check-java
 	$(BIN)/python benchmarks/feed.py $(ARGS)
+
+# the Python API reference, from the docstrings, into build/api/index.html
+api-docs: $(STAMP)
+	$(BIN)/python -W error -m pdoc --output-directory build/api $(API_MODULES)
 
 clean:
 	rm -rf $(VENV) $(FLINK_VENV) benchmarks/.data .pytest_cache .mypy_cache .ruff_cache spark-warehouse

@@ -168,15 +168,29 @@ def run_script(script: str, master: str | None, duration: float | None, interval
     return 0
 
 
+def start_demo(eng: Engine, rate: int, batch: int | None = None) -> None:
+    """The demo's table, streams and queries in ``eng``, generating ``rate`` events per
+    second of event time; with ``batch``, that many per cycle as fast as Spark goes instead
+    of at the wall clock's pace (a test's minute of event time in seconds).
+    """
+    eng.register_table("hosts", [{"ip": f"ip_{i}", "host": f"host-{chr(97 + i)}"}
+                                 for i in range(8)])
+    script = resources.files("sparkcq").joinpath("demo.sql").read_text(encoding="utf-8")
+    generator = f"rate='{rate}'" + (f", pace='fast', batch='{batch}'" if batch else "")
+    eng.execute(script.replace("rate='{rate}'", generator).replace("{rate}", str(rate)))
+
+
+DEMO_LEGEND = ("each row holds over event time [_ts, _te): _te '-' is still open; _op I is a "
+               "new row, C closes one given open earlier (docs/output.md)")
+
+
 def run_demo(master: str | None, duration: float | None, rate: int, interval: float,
              console: Console) -> int:
     """The main job: generated road-sensor readings and packets, six continuous queries."""
     eng = Engine(master=master, trusted=True)  # our own script, run by a local user
-    eng.register_table("hosts", [{"ip": f"ip_{i}", "host": f"host-{chr(97 + i)}"}
-                                 for i in range(8)])
-    script = resources.files("sparkcq").joinpath("demo.sql").read_text(encoding="utf-8")
-    eng.execute(script.replace("{rate}", str(rate)))
+    start_demo(eng, rate)
     console.print("[bold]sparkcq demo[/]: queries " + ", ".join(eng.catalog.queries))
+    console.print(DEMO_LEGEND, highlight=False)
     loop(eng, duration, interval, console, stop_when_idle=False)
     eng.stop()
     return 0

@@ -1,7 +1,7 @@
 -- The sparkcq demo: road sensors and network packets, generated inside Spark.
 CREATE STREAM sensors (sector STRING, speed DOUBLE, t TIMESTAMP)
   WITH (event_time='t', source='generator', rate='{rate}', keys='12',
-        expr_speed='40 + 90 * rnd');
+        expr_speed='40 + 90 * rnd + 8 * sin(id / 38000.0)');  -- traffic speeds up and slows
 
 CREATE STREAM router1 (pid BIGINT, from_ip STRING, to_ip STRING, bytes BIGINT, t TIMESTAMP)
   WITH (event_time='t', source='generator', rate='{rate}', keys='8', skew='1.0',
@@ -25,10 +25,10 @@ CREATE STREAM sector_avg AS ISTREAM
 CREATE QUERY speeding INTO console AS
   SELECT sector, avg_speed FROM sector_avg WHERE avg_speed > 86;
 
--- 3. chunked per-minute report: host-to-host traffic volume, joined with a table
+-- 3. chunked report every 10 seconds: host-to-host traffic volume, joined with a table
 CREATE QUERY traffic INTO console AS RSTREAM
   SELECT h.host AS host, p.to_ip AS to_ip, sum(p.bytes) AS bytes, count(*) AS packets
-  FROM router1 [CUT ON t BY 1 MINUTE] AS p JOIN hosts AS h ON p.from_ip = h.ip
+  FROM router1 [CUT ON t BY 10 SECONDS] AS p JOIN hosts AS h ON p.from_ip = h.ip
   GROUP BY h.host, p.to_ip;
 
 -- 4. filter on a raw stream: jumbo packets

@@ -17,8 +17,10 @@ from collections import Counter
 from typing import Any
 
 
-class _SortedValues:
-    """A sorted list of live values: O(log n) to find, O(n) to insert or remove."""
+class SortedValues:
+    """A sorted list of live values: O(log n) to find, O(n) to insert or remove; a base for
+    an aggregate of the values' order (``Median``), with ``value()`` left to define.
+    """
 
     def __init__(self) -> None:
         self.values: list[Any] = []
@@ -33,11 +35,11 @@ class _SortedValues:
             raise ValueError(msg)
         del self.values[i]
 
-    def merge(self, other: _SortedValues) -> None:
+    def merge(self, other: SortedValues) -> None:
         self.values = sorted(self.values + other.values)
 
 
-class Median(_SortedValues):
+class Median(SortedValues):
     """The median: the middle value, or the mean of the two middle values."""
 
     def value(self) -> float | None:
@@ -50,7 +52,7 @@ class Median(_SortedValues):
         return (self.values[mid - 1] + self.values[mid]) / 2
 
 
-class Percentile(_SortedValues):
+class Percentile(SortedValues):
     """The p-th percentile (0 <= p <= 1) with linear interpolation, as numpy's default.
 
     Called as ``percentile(x, p)``; ``p`` must be the same for every element of a group.
@@ -88,8 +90,10 @@ class Percentile(_SortedValues):
         return float(self.values[lo] + (self.values[hi] - self.values[lo]) * (rank - lo))
 
 
-class _Counts:
-    """Live values with their multiplicities: O(1) to add or remove one."""
+class ValueCounts:
+    """Live values with their multiplicities: O(1) to add or remove one; a base for an
+    aggregate of how often each value occurs (``Mode``), with ``value()`` left to define.
+    """
 
     def __init__(self) -> None:
         self.counts: Counter[Any] = Counter()
@@ -102,11 +106,11 @@ class _Counts:
         if self.counts[x] <= 0:
             del self.counts[x]
 
-    def merge(self, other: _Counts) -> None:
+    def merge(self, other: ValueCounts) -> None:
         self.counts.update(other.counts)
 
 
-class Mode(_Counts):
+class Mode(ValueCounts):
     """The most frequent value; ties go to the smallest, so the value is deterministic."""
 
     def value(self) -> Any:
@@ -116,7 +120,7 @@ class Mode(_Counts):
         return min(x for x, n in self.counts.items() if n == top)
 
 
-class CountDistinct(_Counts):
+class CountDistinct(ValueCounts):
     """The number of distinct live values, exactly (no sketch)."""
 
     def value(self) -> int:

@@ -44,10 +44,13 @@ def declared_schema(columns: Sequence[ColumnDef], text: str) -> StructType:
 
 @dataclass(frozen=True)
 class BoundStream:
-    """A source stream's scan node and its allowed lateness in its time units."""
+    """A source stream's scan node, its allowed lateness and the recent events it keeps
+    for queries added later (``retain``), in its time units.
+    """
 
     node: StreamScan
     lateness: int
+    retention: int = 0
 
 
 def bind_stream(name: str, schema: StructType, options: StreamOptions, text: str,
@@ -90,17 +93,25 @@ def bind_stream(name: str, schema: StructType, options: StreamOptions, text: str
             unit = unit_micros(options.time_unit)
         except ValueError as e:
             raise AnalysisError(str(e), text, where) from None
-    lateness = 0
-    if options.lateness is not None:
+    lengths = {"lateness": 0, "retain": 0}
+    for opt in lengths:
+        given = at.get(opt)
+        if given is None:
+            continue
         try:
-            lateness = parse_duration(options.lateness).to_units(kind, unit)
+            lengths[opt] = parse_duration(given).to_units(kind, unit)
         except ValueError as e:
-            msg = f"lateness: {e}"
-            raise AnalysisError(msg, text, value_at(at, "lateness", loc)) from None
+            msg = f"{opt}: {e}"
+            raise AnalysisError(msg, text, value_at(at, opt, loc)) from None
+    lateness, retention = lengths["lateness"], lengths["retain"]
+    if retention and options.end_time is not None:
+        msg = ("retain keeps recent events of a stream of instants; a stream with its own "
+               "end_time keeps its live elements already")
+        raise AnalysisError(msg, text, value_at(at, "retain", loc))
     end_col = names[options.end_time.lower()].name if options.end_time is not None else None
     key = key_columns(name, options, schema, text, loc)
     node = StreamScan(name, schema, names[time_col.lower()].name, end_col, kind, unit, key)
-    return BoundStream(node, lateness)
+    return BoundStream(node, lateness, retention)
 
 
 def key_columns(name: str, options: StreamOptions, schema: StructType, text: str,

@@ -17,7 +17,7 @@ from sparkcq.plan.nodes import PlanNode, SlicedAggregate
 from sparkcq.runtime.frames import Runtime
 from sparkcq.runtime.fusion import AggregateFamily, FamilyMemberOperator, FusionKey, fusion_key
 from sparkcq.runtime.operators.base import Operator
-from sparkcq.runtime.seeding import can_seed, history_of
+from sparkcq.runtime.seeding import can_seed, history_of, partial_windows_note
 from sparkcq.runtime.sliced_family import (
     SlicedFamily,
     SlicedKey,
@@ -86,7 +86,8 @@ class Families:
             # over a window that already runs, from its reach (``seeding.history_of``)
             history = history_of(plan, node.children[0], node)
             sliced.add(node, history[1] if history is not None else 0)
-            return op, []
+            partial = partial_windows_note(plan, node.children[0], node, history)
+            return op, [partial] if partial is not None else []
         key = fusion_key(node)
         if key is None:
             return None

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import DataFrame
 
 from sparkcq.model.columns import T
+from sparkcq.model.time import TIME_MIN, show_instant
 from sparkcq.plan.nodes import (
     EdgeKind,
     IntervalJoin,
@@ -92,8 +93,12 @@ def seedable(plan: GlobalPlan, children: Iterable[PlanNode], consumer: PlanNode 
         if op is None or op.position is None:
             continue
         if child.kind is EdgeKind.STREAM:
-            if consumer is not None and history_of(plan, child, consumer) is not None:
+            found = history_of(plan, child, consumer) if consumer is not None else None
+            if found is not None:
                 seeded.add(i)
+            partial = partial_windows_note(plan, child, consumer, found)
+            if partial is not None:
+                notes.append(partial)
             continue
         if child.kind is not EdgeKind.RELATION:
             continue
@@ -125,14 +130,37 @@ def history_of(plan: GlobalPlan, stream: PlanNode, consumer: PlanNode,
         return None
     if isinstance(consumer, Window):
         reach = window_reach(consumer.spec)
-        return (scan, reach) if (computes(plan, consumer, consumer) and reach is not None
+        known = computes(plan, consumer, consumer) or scan.retains(reach)
+        return (scan, reach) if (known and reach is not None
                                  and scan.covers(position, reach)) else None
     if not isinstance(consumer, SlicedAggregate | IntervalJoin):
         return None
-    reach = (window_reach(consumer.window.spec)
-             if isinstance(consumer, SlicedAggregate)
-             and computes(plan, consumer.window, consumer) else None)
+    reach = None
+    if isinstance(consumer, SlicedAggregate):
+        reach = window_reach(consumer.window.spec)
+        if not (computes(plan, consumer.window, consumer) or scan.retains(reach)):
+            reach = None
     return (scan, reach) if reach is not None and scan.covers(position, reach) else (scan, 0)
+
+
+def partial_windows_note(plan: GlobalPlan, stream: PlanNode, consumer: PlanNode | None,
+                         found: tuple[ScanOperator, int] | None) -> str | None:
+    """The log's note for a time window that starts over a stream without the events
+    before its start: its windows that began before hold only the events from then on.
+    """
+    if isinstance(consumer, SlicedAggregate):
+        consumer = consumer.window
+    if not isinstance(consumer, Window) or window_reach(consumer.spec) is None:
+        return None
+    scan = plan.ops[stream]
+    if (not isinstance(scan, ScanOperator) or scan.position in (None, TIME_MIN)
+            or (found is not None and found[1] > 0)):
+        return None
+    at = show_instant(scan.position, stream.time_kind)
+    return (f"its window {consumer.label().removeprefix('Window ')} starts at {at}, the "
+            "stream's watermark: the windows that began before hold only the events from "
+            "then on (declare the stream WITH (retain = '<its window's length>') to start "
+            "complete)")
 
 
 def want_history(plan: GlobalPlan, node: PlanNode) -> None:

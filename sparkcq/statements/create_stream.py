@@ -69,7 +69,9 @@ def create_stream(stmt: CreateStream, text: str, ctx: StatementContext) -> None:
     ctx.catalog.add_stream(StreamInfo(stmt.name, schema, node.time_col, node.end_col,
                                       node.time_kind, dict(stmt.options), node, key=node.key))
     ctx.sources[key] = source
-    ctx.queries.scans.add(node, bound.lateness)
+    scan = ctx.queries.scans.add(node, bound.lateness)
+    if bound.retention:
+        scan.retain(bound.retention)
     ctx.queries.compile()
 
 

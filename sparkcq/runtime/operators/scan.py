@@ -118,6 +118,8 @@ class ScanOperator(Operator):
         # complete since the watermark ``history_since``
         self.history_reach = 0
         self.history_since: int | None = None
+        # the stream's ``retain``: history kept always, for queries not yet added
+        self.retention = 0
         self.views = SqlViews(rt.spark, "scan")
         self.future = (
             FutureBuffer(self, StructType([*node.schema.fields, StructField(T, LongType()),
@@ -281,6 +283,18 @@ class ScanOperator(Operator):
         self.history_reach = reach
         if self.history_since is None:
             self.history_since = self.progress.watermark
+
+    def retain(self, length: int) -> None:
+        """Keep the events of the last ``length`` of event time always (the stream's
+        ``retain``): a query added later over a window reaching back at most that far
+        starts from them, complete, even when no query computes its window yet.
+        """
+        self.retention = length
+        self.want_history(length)
+
+    def retains(self, reach: int | None) -> bool:
+        """Whether the stream's ``retain`` keeps a window of ``reach`` for new queries."""
+        return reach is not None and 0 < reach <= self.retention
 
     def covers(self, at: int, length: int) -> bool:
         """Whether ``history`` can give every event of [at - length, at)."""
