@@ -742,6 +742,104 @@ class AggQuery(WindowedAggregate):
         return aggregate(rel, self.keys, calls, having)
 
 
+@dataclass(frozen=True)
+class WindowFunctionQuery(Shape):
+    """SELECT ex[, k], aggs, window_start, window_end FROM TABLE(<kind>(TABLE s,
+    DESCRIPTOR(t), ...)) [WHERE v > w] GROUP BY window_start, window_end, ex[, k]
+    [HAVING count(*) > h]: Flink's window table functions, computed here from Flink's own
+    definition (an event at t lies in every window [start, end) with start <= t < end; one
+    row per group and window that holds rows, at its end), not from sparkcq's windows.
+    """
+
+    kind: str  # TUMBLE, HOP, CUMULATE or SESSION
+    step: int  # TUMBLE: the size; SESSION: the gap, as ``size``
+    size: int
+    aggs: tuple[str, ...]
+    grouped: bool = True
+    where: int | None = None
+    having: int | None = None
+    stream: str = "s"
+    # written as Spark's GROUP BY window(t, size, slide) or session_window(t, gap)
+    spark: bool = False
+    records_kind = "instants"
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return ("ex", "k") if self.grouped else ("ex",)
+
+    def sql(self) -> str:
+        keys = ", ".join(self.keys)
+        cols = ", ".join(f"{a} AS a{i}" for i, a in enumerate(self.aggs))
+        lengths = (str(self.size) if self.kind in ("TUMBLE", "SESSION")
+                   else f"{self.step}, {self.size}")
+        where = f" WHERE v > {self.where}" if self.where is not None else ""
+        having = f" HAVING count(*) > {self.having}" if self.having is not None else ""
+        if self.spark:
+            call, name = ((f"session_window(t, {self.size})", "session_window")
+                          if self.kind == "SESSION"
+                          else (f"window(t, {self.size}, {self.step})", "window"))
+            return (f"SELECT {keys}, {cols}, {name}.start AS window_start, {name}.end AS "
+                    f"window_end FROM {self.stream}{where} GROUP BY {call}, {keys}{having}")
+        partition = f" PARTITION BY ({keys})" if self.kind == "SESSION" else ""
+        return (f"SELECT {keys}, {cols}, window_start, window_end FROM TABLE({self.kind}("
+                f"TABLE {self.stream}{partition}, DESCRIPTOR(t), {lengths})){where} "
+                f"GROUP BY window_start, window_end, {keys}{having}")
+
+    def sessions(self, events: list[dict]) -> list[tuple[int, int, list[dict]]]:
+        """Sessions per the keys: in time order, an event at most ``size`` (the gap) after
+        the one before continues a session; each [first, last + gap) with its events.
+        """
+        parts: dict[tuple, list[dict]] = {}
+        for e in sorted(events, key=lambda e: e["t"]):
+            parts.setdefault(tuple(e[k] for k in self.keys), []).append(e)
+        out = []
+        for rows in parts.values():
+            current = [rows[0]]
+            for e in rows[1:]:
+                if e["t"] - current[-1]["t"] <= self.size:
+                    current.append(e)
+                else:
+                    out.append((current[0]["t"], current[-1]["t"] + self.size, current))
+                    current = [e]
+            out.append((current[0]["t"], current[-1]["t"] + self.size, current))
+        return out
+
+    def windows_of(self, t: int) -> list[tuple[int, int]]:
+        """The windows [start, end) that hold an event at ``t``."""
+        if self.kind == "CUMULATE":
+            base = t - t % self.size
+            return [(base, base + j * self.step) for j in range(1, self.size // self.step + 1)
+                    if base + j * self.step > t]
+        first = t - t % self.step - self.size + self.step
+        return [(w, w + self.size) for w in range(first, t + 1, self.step)]
+
+    def features(self) -> set[str]:
+        out = {f"window function {'window()' if self.spark else self.kind}", "GROUP BY"}
+        out |= {f"aggregate {a}" for a in self.aggs}
+        out |= {"WHERE"} if self.where is not None else set()
+        return out | ({"HAVING"} if self.having is not None else set())
+
+    def records(self, inputs: Inputs, start: float | None = None,
+                shared: bool = False) -> list[tuple]:
+        assert start is None, "a window function query runs from the start"
+        groups: dict[tuple, list[dict]] = {}
+        if self.kind == "SESSION":  # no WHERE: sessions are made of every row
+            for begin, end, rows in self.sessions(list(inputs[self.stream])):
+                groups[(begin, end, *[rows[0][k] for k in self.keys])] = rows
+        for e in inputs[self.stream] if self.kind != "SESSION" else []:
+            if self.where is not None and not e["v"] > self.where:
+                continue
+            for w in self.windows_of(e["t"]):
+                groups.setdefault((*w, *[e[k] for k in self.keys]), []).append(e)
+        out = []
+        for (begin, end, *key), rows in groups.items():
+            if self.having is not None and not len(rows) > self.having:
+                continue
+            values = tuple(AGGS[a](rows) for a in self.aggs)
+            out.append(((*key, *values, begin, end), end))
+        return out
+
+
 #: the table TableAggQuery joins, k -> g: x twice under p (a duplicate row counts twice)
 TABLE_H = (("x", "p"), ("x", "p"), ("x", "q"), ("y", "q"))
 

@@ -75,6 +75,7 @@ class AssignedKind(Enum):
     TUMBLE = "TUMBLE"
     HOP = "HOP"
     CUMULATE = "CUMULATE"
+    SESSION = "SESSION"
 
 
 class BoundsNaming(Enum):
@@ -99,9 +100,10 @@ class AssignedWindow:
 
     kind: AssignedKind
     time_column: str
-    size: Duration
+    size: Duration  # SESSION: the gap
     step: Duration
     naming: BoundsNaming
+    partition_by: tuple[str, ...] = ()  # SESSION: sessions per these columns
 
 
 @dataclass(frozen=True)

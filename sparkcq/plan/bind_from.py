@@ -174,9 +174,10 @@ def resolve_window(binder: Binder, window: SourceWindow, plan: PlanNode) -> Reso
 
 
 def resolve_assigned_window(binder: Binder, spec: AssignedWindow, plan: PlanNode,
-                            window: SourceWindow) -> CutSpec | CumulateSpec:
+                            window: SourceWindow) -> CutSpec | CumulateSpec | SessionSpec:
     """Flink's TUMBLE and HOP and Spark's ``window()`` as chunk windows, whose chunks are
-    their windows ``[start, end)``; CUMULATE as ``CumulateSpec`` (``bind_windows.py``).
+    their windows ``[start, end)``; CUMULATE as ``CumulateSpec``; sessions as the native
+    session window (``bind_windows.py``).
     """
     cols = {f.name.lower(): f.name for f in plan.schema.fields}
     time_col = plan.time_col if isinstance(plan, StreamScan) else None
@@ -199,6 +200,9 @@ def resolve_assigned_window(binder: Binder, spec: AssignedWindow, plan: PlanNode
         raise AnalysisError(msg, binder.text, window.loc)
     if spec.kind is AssignedKind.CUMULATE:
         return CumulateSpec(step, size)
+    if spec.kind is AssignedKind.SESSION:
+        return SessionSpec(size, window_columns(binder, spec.partition_by, plan, window,
+                                                "partition"))
     return CutSpec(step, size // step)
 
 

@@ -23,14 +23,13 @@ the end of its step until ``s`` after the end of its window of ``w``
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import sqlglot.expressions as exp
 from pyspark.sql.types import DataType, LongType, StructField, StructType, TimestampType
 
 from sparkcq.language.sql.statements import OutputForm, SourceWindow
-from sparkcq.language.sql.window_functions import WINDOW_CALL_PREFIX
 from sparkcq.model.columns import T
 from sparkcq.model.time import TimeKind, show_micros
 from sparkcq.model.windows import AssignedKind, AssignedWindow, BoundsNaming
@@ -42,6 +41,7 @@ from sparkcq.plan.nodes import (
     CutSpec,
     PlanNode,
     Project,
+    SessionSpec,
     ToStream,
     Window,
 )
@@ -51,6 +51,9 @@ if TYPE_CHECKING:
     from sparkcq.plan.binder import Binder
 
 _FLINK_BOUNDS = ("window_start", "window_end", "window_time")
+#: a session aggregate's hidden column: its first event's time, the window's start
+_SESSION_START = "_session_start"
+_SESSION_START_SQL = f"`{_SESSION_START}`"
 #: a column counted only so that a query selecting nothing but the bounds has rows
 _ROWS = "_window_rows"
 
@@ -65,12 +68,27 @@ class _Bound:
     dtype: DataType
     shown: str  # for EXPLAIN: what it is, in words
 
+
 def spark_window_call(binder: Binder, sel: exp.Select) -> SourceWindow | None:
     """The window of a Spark ``window(...)`` call in this SELECT's GROUP BY, if any."""
     calls = binder.select.window_calls
-    for g in (sel.args["group"].expressions if sel.args.get("group") else []):
+    group = sel.args["group"].expressions if sel.args.get("group") else []
+    for g in group:
         if isinstance(g, exp.Column) and g.name.lower() in calls:
-            return calls[g.name.lower()]
+            found = calls[g.name.lower()]
+            assert isinstance(found.spec, AssignedWindow)
+            if found.spec.kind is not AssignedKind.SESSION:
+                return found
+            # Spark's sessions are per the other keys of GROUP BY
+            others = [k for k in group if k is not g]
+            for k in others:
+                if not isinstance(k, exp.Column):
+                    msg = ("GROUP BY session_window(...) groups by columns only (sessions "
+                           "are per those columns); compute this key in a derived stream")
+                    raise binder.keyword_error(msg, k, "", r"\s*\)" if isinstance(
+                        k, exp.Func) else "")
+            keys = tuple(k.name for k in others)
+            return replace(found, spec=replace(found.spec, partition_by=keys))
     for e in sel.expressions:
         for c in e.find_all(exp.Column):
             if c.name.lower() in calls:
@@ -133,16 +151,23 @@ def bind_window_aggregate(binder: Binder, sel: exp.Select, scope: Scope,
                            "SELECT list as a column of its own and in GROUP BY only")
                     raise binder.error(msg, c)
         kept.append(e)
-    if not kept:
+    hidden: list[exp.Expression] = []
+    if window.kind is AssignedKind.SESSION:
+        hidden = session_columns(binder, sel, window, kept_group)
+    if not kept and not hidden:
         kept = [exp.Alias(this=exp.Count(this=exp.Star()), alias=exp.to_identifier(_ROWS))]
     core_select = sel.copy()
-    core_select.set("expressions", kept)
+    core_select.set("expressions", [*kept, *hidden])
     if kept_group:
         core_select.set("group", exp.Group(expressions=kept_group))
     else:
         core_select.set("group", None)
     core = binder.bind_in_scope(core_select, scope)
-    snapshots = ToStream(core, OutputForm.RSTREAM, step)
+    if window.kind is AssignedKind.SESSION:  # each session's row as it leaves, for good
+        snapshots = ToStream(core, OutputForm.DSTREAM, None,
+                             last_of_group=tuple(output_name(h) for h in hidden[1:]))
+    else:
+        snapshots = ToStream(core, OutputForm.RSTREAM, step)
     columns = {f.name: f for f in core.schema.fields}
     exprs: list[tuple[str, Expr]] = []
     fields: list[StructField] = []
@@ -164,6 +189,41 @@ def bind_window_aggregate(binder: Binder, sel: exp.Select, scope: Scope,
     return Project(snapshots, tuple(exprs), StructType(fields))
 
 
+def session_columns(binder: Binder, sel: exp.Select, window: AssignedWindow,
+                    group: list[exp.Expression]) -> list[exp.Expression]:
+    """What a session aggregate computes beside the SELECT list: its first event's time
+    (the window's start) and its group's keys, which say whose row left for good.
+
+    A session's row is final when it leaves and its group gets no new row at that instant:
+    the session ended. So its groups must be within sessions (GROUP BY names the PARTITION
+    BY columns), and HAVING, which could take a group's row away while its session goes
+    on, is refused; so is WHERE, which Flink applies after making sessions of every row
+    (the first event's time would then not be the minimum of the rows kept) and Spark
+    before.
+    """
+    named = {g.name.lower() for g in group if isinstance(g, exp.Column)}
+    missing = [c for c in window.partition_by if c.lower() not in named]
+    if missing:
+        msg = (f"GROUP BY over a session window must name its PARTITION BY columns "
+               f"({', '.join(missing)}): a row per group and session")
+        raise binder.error(msg, sel.args.get("group") or sel)
+    if sel.args.get("having") is not None:
+        msg = ("HAVING over a session window is not supported; filter the sessions' rows "
+               "in a query over this one (CREATE STREAM sessions AS SELECT ...)")
+        raise binder.error(msg, sel.args["having"])
+    if sel.args.get("where") is not None:
+        # Flink makes sessions of every row and then filters; Spark filters first
+        msg = ("WHERE with a session window is not supported: say which rows make the "
+               "sessions by filtering them in a derived stream first (CREATE STREAM kept AS "
+               "SELECT * FROM s WHERE ...), then group the sessions of that stream")
+        raise binder.error(msg, sel.args["where"])
+    start = exp.Alias(this=exp.Min(this=exp.column(window.time_column)),
+                      alias=exp.to_identifier(_SESSION_START))
+    keys = [exp.Alias(this=g.copy(), alias=exp.to_identifier(f"_session_key{i}"))
+            for i, g in enumerate(group)]
+    return [start, *keys]
+
+
 def _lengths(plan: PlanNode) -> tuple[int, int]:
     """The window's size and step on the stream's time axis."""
     while not isinstance(plan, Window):
@@ -172,13 +232,15 @@ def _lengths(plan: PlanNode) -> tuple[int, int]:
     spec = plan.spec
     if isinstance(spec, CutSpec):
         return spec.by * spec.chunks, spec.by
+    if isinstance(spec, SessionSpec):
+        return spec.gap, spec.gap
     assert isinstance(spec, CumulateSpec)
     return spec.size, spec.step
 
 
 def _bound_test(binder: Binder, window: AssignedWindow) -> Callable[[exp.Expression], bool]:
     """Whether a column reference is one of the window's bounds."""
-    calls = {name for name, w in binder.select.window_calls.items() if w.spec == window}
+    calls = set(binder.select.window_calls)
 
     def is_bound(node: exp.Expression) -> bool:
         if not isinstance(node, exp.Column):
@@ -186,8 +248,7 @@ def _bound_test(binder: Binder, window: AssignedWindow) -> Callable[[exp.Express
         parts = [p.name.lower() for p in node.parts]
         if window.naming is BoundsNaming.FLINK:
             return parts[-1] in _FLINK_BOUNDS and len(parts) <= 2
-        return (parts[0] in calls or parts[0].startswith(WINDOW_CALL_PREFIX)
-                or parts[0] == "window")
+        return parts[0] in calls or parts[0] in ("window", "session_window")
 
     return is_bound
 
@@ -213,7 +274,12 @@ def _bound(binder: Binder, column: exp.Column, alias: str | None, position: int,
     last = f"({end} - 1)"
 
     def instant(sql: str) -> str:
+        if sql == _SESSION_START_SQL:  # the first event's time, as the stream has it
+            return sql
         return f"timestamp_micros({sql})" if timestamps else sql
+
+    if window.kind is AssignedKind.SESSION:
+        start, start_shown = _SESSION_START_SQL, "session's first event"
 
     dtype: DataType = TimestampType() if timestamps else LongType()
     parts = [p.name.lower() for p in column.parts]
@@ -223,11 +289,11 @@ def _bound(binder: Binder, column: exp.Column, alias: str | None, position: int,
         return _Bound(position, alias or parts[-1], instant(sql), dtype, shown)
     if len(parts) == 1:
         struct = f"named_struct('start', {instant(start)}, 'end', {instant(end)})"
-        return _Bound(position, alias or "window", struct,
+        return _Bound(position, alias or parts[0], struct,
                       StructType([StructField("start", dtype), StructField("end", dtype)]),
                       f"[{start_shown}, window end)")
     if len(parts) != 2 or parts[1] not in ("start", "end"):
-        msg = "a window has the fields start and end: window.start, window.end"
+        msg = (f"a window has the fields start and end: {parts[0]}.start, {parts[0]}.end")
         raise binder.error(msg, column)
     if parts[1] == "start":
         return _Bound(position, alias or "start", instant(start), dtype, start_shown)

@@ -690,10 +690,16 @@ class TopN(UnaryNode):
 
 @dataclass(frozen=True)
 class ToStream(UnaryNode):
-    """Relation to stream: ISTREAM, DSTREAM or RSTREAM (snapshots every ``period``)."""
+    """Relation to stream: ISTREAM, DSTREAM or RSTREAM (snapshots every ``period``).
+
+    ``last_of_group`` (DSTREAM only): only the rows that leave while their group (rows equal
+    in these columns; ``()``: all rows one group) gets no new row at that instant, each
+    group's last row before it empties, as a session's aggregate when the session ends.
+    """
 
     form: OutputForm
     period: int | None = None
+    last_of_group: tuple[str, ...] | None = None
 
     @property
     def kind(self) -> EdgeKind:  # noqa: D102
@@ -701,6 +707,9 @@ class ToStream(UnaryNode):
 
     def label(self) -> str:  # noqa: D102
         every = f" every {self.period}" if self.period else ""
+        if self.last_of_group is not None:
+            by = ", ".join(self.last_of_group) or "all rows"
+            return f"{self.form.name} of each group's last row (group: {by})"
         return f"{self.form.name}{every}"
 
 

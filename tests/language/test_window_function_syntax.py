@@ -55,6 +55,22 @@ def test_a_window_table_function_leaves_the_stream_and_its_window(table_function
 
 
 @pytest.mark.parametrize(
+    ("table_function", "partition"),
+    [("TABLE(SESSION(TABLE s, DESCRIPTOR(t), INTERVAL '5' MINUTES))", ()),
+     ("TABLE(SESSION(TABLE s PARTITION BY k, DESCRIPTOR(t), INTERVAL '5' MINUTES))", ("k",)),
+     ("TABLE(SESSION(DATA => TABLE s PARTITION BY (k, j), TIMECOL => DESCRIPTOR(t), "
+      "GAP => INTERVAL '5' MINUTES))", ("k", "j"))],
+    ids=["global", "partitioned", "by name, two columns"])
+def test_a_session_table_function_keeps_its_partition(table_function, partition):
+    select = select_of(f"CREATE QUERY q AS SELECT count(*) FROM {table_function} "
+                       "GROUP BY window_start, window_end")
+    ((_, found),) = select.windows.items()
+    gap = Duration(5, "MINUTES")
+    assert found.spec == AssignedWindow(AssignedKind.SESSION, "t", gap, gap,
+                                        BoundsNaming.FLINK, partition)
+
+
+@pytest.mark.parametrize(
     ("call", "window"),
     [
         ("window(ts, '10 seconds')",
@@ -63,8 +79,11 @@ def test_a_window_table_function_leaves_the_stream_and_its_window(table_function
         ('WINDOW(ts, "1 minute", "20 seconds")',
          AssignedWindow(AssignedKind.HOP, "ts", Duration(1, "MINUTE"), Duration(20, SECONDS),
                         BoundsNaming.SPARK)),
+        ("session_window(ts, '30 seconds')",
+         AssignedWindow(AssignedKind.SESSION, "ts", Duration(30, SECONDS),
+                        Duration(30, SECONDS), BoundsNaming.SPARK)),
     ],
-    ids=["tumbling", "sliding, double quotes"],
+    ids=["tumbling", "sliding, double quotes", "session"],
 )
 def test_spark_window_call_becomes_a_column_of_its_length(call, window):
     sql = f"CREATE QUERY q AS SELECT window.start, k, count(*) FROM s GROUP BY {call}, k"
@@ -85,11 +104,10 @@ def test_spark_window_call_becomes_a_column_of_its_length(call, window):
          "Flink's group window function TUMBLE_START(...) is not supported", "TUMBLE_START"),
         ("SELECT count(*) FROM s GROUP BY SESSION(t, INTERVAL '10' SECOND)",
          "FROM TABLE(TUMBLE(TABLE s", "SESSION"),
-        ("SELECT count(*) FROM s GROUP BY session_window(t, '5 minutes')",
-         "write the native session window FROM s [PARTITION BY k SESSION 5 MINUTES]",
-         "session_window"),
-        ("SELECT count(*) FROM TABLE(SESSION(TABLE s PARTITION BY k, DESCRIPTOR(t), "
-         "INTERVAL '5' MINUTES))", "[PARTITION BY k SESSION 5 MINUTES]", "SESSION"),
+        ("SELECT count(*) FROM s GROUP BY session_window(t, '5 minutes', '1 minute')",
+         "session_window(time column, gap) takes two arguments", "'1 minute'"),
+        ("SELECT count(*) FROM TABLE(SESSION(TABLE s ORDER BY k, DESCRIPTOR(t), 5))",
+         "(then PARTITION BY columns)", "ORDER BY"),
         ("SELECT count(*) FROM TABLE(SLIDE(TABLE s, DESCRIPTOR(t), 5))",
          "unknown window table function 'SLIDE'; write TABLE(TUMBLE(", "SLIDE"),
         ("SELECT count(*) FROM TABLE(TUMBLE(TABLE s, DESCRIPTOR(t)))",
@@ -112,7 +130,7 @@ def test_spark_window_call_becomes_a_column_of_its_length(call, window):
          "positive whole number of time units, found 'ten'", "'ten seconds'"),
     ],
     ids=["flink group window", "its start function", "flink session group window",
-         "spark session window", "flink session table function", "unknown table function",
+         "spark session gap", "flink session partition", "unknown table function",
          "missing size", "offset", "unknown argument name", "no TABLE", "no DESCRIPTOR",
          "unit", "fraction", "spark start time", "spark duration"],
 )

@@ -107,10 +107,22 @@ def test_only_the_bounds_selected_still_gives_a_row_per_non_empty_window(catalog
          "window(t, '10 seconds')"),
         ("SELECT window.middle, count(*) FROM s GROUP BY window(t, 10)",
          "a window has the fields start and end", "window.middle"),
+        ("SELECT count(*) FROM TABLE(SESSION(TABLE s PARTITION BY k, DESCRIPTOR(t), 5)) "
+         "GROUP BY window_start, window_end",
+         "GROUP BY over a session window must name its PARTITION BY columns (k)", None),
+        ("SELECT k, count(*) FROM TABLE(SESSION(TABLE s, DESCRIPTOR(t), 5)) "
+         "GROUP BY window_start, window_end, k HAVING count(*) > 1",
+         "HAVING over a session window is not supported", "count(*) > 1"),
+        ("SELECT k, count(*) FROM TABLE(SESSION(TABLE s, DESCRIPTOR(t), 5)) WHERE v > 1 "
+         "GROUP BY window_start, window_end, k",
+         "WHERE with a session window is not supported", "v > 1"),
+        ("SELECT count(*) FROM s GROUP BY session_window(t, 5), upper(k)",
+         "GROUP BY session_window(...) groups by columns only", "upper(k)"),
     ],
     ids=["one bound", "no bound", "no aggregate", "bound in WHERE", "bound in an expression",
          "size not whole slides", "not the event time", "unknown time column", "join",
-         "window clause and window()", "unknown field"],
+         "window clause and window()", "unknown field", "session not by its partition",
+         "session HAVING", "session WHERE", "session key not a column"],
 )
 def test_misuse_is_refused_at_its_place(catalog, query, message, underlined):
     text = f"CREATE QUERY q AS {query}"

@@ -103,3 +103,37 @@ def test_the_spark_page_gives_structured_streamings_result(spark, engine, tmp_pa
                ["start", "end", "page", "clicks"])
     assert spark_rows == page_result("coming-from-spark.md")
     assert got == spark_rows
+
+
+def test_session_window_gives_structured_streamings_sessions(spark, engine, tmp_path):
+    """Spark's session_window in Structured Streaming and in sparkcq, same clicks, same
+    watermark: the sessions that closed (gap 5 s: each at most 5 s after the one before).
+    """
+    rows = clicks_of_flink_page()
+    schema = StructType([StructField("page", StringType()), StructField("ts", TimestampType())])
+    source = tmp_path / "clicks"
+    spark.createDataFrame(pd.DataFrame(rows), schema).write.parquet(str(source))
+    counts = (spark.readStream.schema(schema).parquet(str(source))
+              .withWatermark("ts", "0 seconds")
+              .groupBy(F.session_window("ts", "5 seconds"), "page")
+              .agg(F.count(F.lit(1)).alias("clicks"))
+              .select(F.col("session_window.start").alias("start"),
+                      F.col("session_window.end").alias("end"), "page", "clicks"))
+    query = (counts.writeStream.outputMode("append").format("memory").queryName("sessions")
+             .option("checkpointLocation", str(tmp_path / "checkpoint"))
+             .trigger(availableNow=True).start())
+    query.awaitTermination()
+    theirs = spark.table("sessions").toPandas()
+    spark.catalog.dropTempView("sessions")
+    spark_rows = sorted((utc(s), utc(e), p, int(n)) for s, e, p, n in
+                        theirs[["start", "end", "page", "clicks"]].itertuples(index=False,
+                                                                              name=None))
+    script = ("CREATE STREAM clicks (page STRING, ts TIMESTAMP) WITH (event_time = 'ts');\n"
+              "CREATE QUERY counts AS SELECT session_window.start, session_window.end, page, "
+              "count(*) AS clicks FROM clicks GROUP BY session_window(ts, '5 seconds'), page")
+    got = ours(engine, script, rows, max(r["ts"] for r in rows),
+               ["start", "end", "page", "clicks"])
+    # home 1 5 9 14 | 21 (open), cart 3 | 10: closed by 21 are home [1, 19), cart [3, 8),
+    # cart [10, 15)
+    assert [(p, n) for _, _, p, n in spark_rows] == [("home", 4), ("cart", 1), ("cart", 1)]
+    assert got == spark_rows

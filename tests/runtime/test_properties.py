@@ -39,6 +39,7 @@ from oracle import (
     UnionQuery,
     UnionStreamsQuery,
     Win,
+    WindowFunctionQuery,
 )
 from scenarios import Query, Scenario, check_scenario, scenarios, twin_sql
 
@@ -384,3 +385,35 @@ def relational_queries(draw) -> dict[str, Query]:
 def test_outer_joins_distinct_top_n(spark, layout: str, scenario: Scenario,
         queries: dict[str, Query]):
     check_scenario(spark, scenario, queries, layout=layout)
+
+
+@st.composite
+def window_function_queries(draw) -> dict[str, Query]:
+    """Flink's TUMBLE, HOP, CUMULATE and SESSION and Spark's window() and
+    session_window(), each over lengths drawn small beside the event times (0 .. 30), so
+    events fall on window edges (and exactly a gap apart) often.
+    """
+    queries = {}
+    for kind in ("TUMBLE", "HOP", "CUMULATE", "SESSION", "window()", "session_window()"):
+        step = draw(st.integers(1, 6), label=f"{kind} step")
+        size = step * (1 if kind in ("TUMBLE", "SESSION", "session_window()")
+                       else draw(st.integers(1, 4)))
+        session = "SESSION" in kind.upper()
+        shape = draw(st.builds(
+            WindowFunctionQuery,
+            st.just("SESSION" if session else "HOP" if kind == "window()" else kind),
+            st.just(step), st.just(size),
+            st.lists(st.sampled_from(sorted(AGGS)), min_size=1, max_size=3,
+                     unique=True).map(tuple),
+            grouped=st.booleans(),
+            where=st.none() if session else st.none() | st.integers(0, 6),
+            having=st.none() if session else st.none() | st.integers(0, 2),
+            spark=st.just(kind.endswith("()"))))
+        queries[f"wf_{kind.strip('()').lower()}"] = Query(shape, f"window function {kind}")
+    return queries
+
+
+@pytest.mark.slow
+@given(scenario=scenarios(("s",), cases=80), queries=window_function_queries())
+def test_window_functions_give_flinks_and_sparks_windows(spark, scenario, queries):
+    check_scenario(spark, scenario, queries)

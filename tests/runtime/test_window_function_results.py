@@ -138,3 +138,22 @@ def test_any_aggregate_with_where_and_having(engine, bounds):
              "FROM TABLE(TUMBLE(TABLE s, DESCRIPTOR(t), 10)) WHERE v <> 19 "
              "GROUP BY window_start, window_end, k HAVING count(*) > 1")
     assert run(engine, query, bounds) == [(10, "a", 2, 5)]  # a: 0 4 5; b: 5 alone
+
+
+@pytest.mark.parametrize("bounds", list(CYCLES.values()), ids=list(CYCLES))
+def test_session_gives_one_row_per_session_when_it_ends(engine, bounds):
+    """Sessions of gap 5 per k: a {0, 4, 5, 10} (each at most 5 after the one before),
+    {20}; b {5}, {19}. A session's row comes once its end (last event + 5) has passed.
+    """
+    query = ("SELECT window_start, window_end, k, count(*) AS n, max(v) AS top "
+             "FROM TABLE(SESSION(TABLE s PARTITION BY k, DESCRIPTOR(t), 5)) "
+             "GROUP BY window_start, window_end, k")
+    assert run(engine, query, bounds) == [
+        (0, 15, "a", 4, 10), (5, 10, "b", 1, 5), (19, 24, "b", 1, 19), (20, 25, "a", 1, 20)]
+
+
+def test_a_session_without_partition_joins_every_key(engine):
+    query = ("SELECT window_start, window_end, count(*) AS n FROM TABLE(SESSION("
+             "TABLE s, DESCRIPTOR(t), 5)) GROUP BY window_start, window_end")
+    # 0 4 5 5 10 | 19 20
+    assert run(engine, query, CYCLES["a cycle per event"]) == [(0, 15, 5), (19, 25, 2)]

@@ -28,6 +28,7 @@ _PARAMETERS = {
     "TUMBLE": ("SIZE",),
     "HOP": ("SLIDE", "SIZE"),
     "CUMULATE": ("STEP", "SIZE"),
+    "SESSION": ("GAP",),
 }
 _FLINK_FORMS = ("TABLE(TUMBLE(TABLE s, DESCRIPTOR(t), INTERVAL '10' SECONDS)), "
                 "TABLE(HOP(TABLE s, DESCRIPTOR(t), slide, size)) or "
@@ -70,9 +71,12 @@ def is_table_function(tokens: list[Token], i: int) -> bool:
 
 
 def is_window_call(tokens: list[Token], i: int) -> bool:
-    """Whether Spark's ``window(`` starts at ``i`` (``WINDOW w AS (...)`` does not)."""
-    return (tokens[i].token_type is TokenType.WINDOW and i + 1 < len(tokens)
-            and tokens[i + 1].token_type is TokenType.L_PAREN)
+    """Whether Spark's ``window(`` or ``session_window(`` starts at ``i`` (``WINDOW w AS
+    (...)`` does not).
+    """
+    return ((tokens[i].token_type is TokenType.WINDOW
+             or tokens[i].text.lower() == "session_window")
+            and i + 1 < len(tokens) and tokens[i + 1].token_type is TokenType.L_PAREN)
 
 
 def read_table_function(text: str, tokens: list[Token], i: int) -> CutWindowFunction:
@@ -83,10 +87,6 @@ def read_table_function(text: str, tokens: list[Token], i: int) -> CutWindowFunc
     name_tok = tokens[i + 2]
     function = name_tok.text.upper()
     loc = Location.of_span(text, tokens[i].start, tokens[close].end + 1)
-    if function == "SESSION":
-        _fail(text, name_tok, "Flink's SESSION window table function is not supported; "
-              "write the native session window FROM s [PARTITION BY k SESSION 5 MINUTES] "
-              "(docs/coming-from-flink.md)")
     if function not in _PARAMETERS:
         _fail(text, name_tok, f"unknown window table function {name_tok.text!r}; "
               f"write {_FLINK_FORMS}")
@@ -112,12 +112,13 @@ def read_table_function(text: str, tokens: list[Token], i: int) -> CutWindowFunc
         if key not in by_name:
             at = tokens[close - 1]
             _fail(text, at, f"{function} needs its {key} argument: {_FLINK_FORMS}")
-    stream = _table_argument(text, by_name["DATA"])
+    stream, partition_by = _table_argument(text, by_name["DATA"], function == "SESSION")
     time_column = _descriptor(text, by_name["TIMECOL"])
     durations = {key: _interval(text, by_name[key]) for key in _PARAMETERS[function]}
-    size = durations["SIZE"]
+    size = durations.get("SIZE") or durations["GAP"]
     step = durations.get("SLIDE") or durations.get("STEP") or size
-    window = AssignedWindow(AssignedKind[function], time_column, size, step, BoundsNaming.FLINK)
+    window = AssignedWindow(AssignedKind[function], time_column, size, step, BoundsNaming.FLINK,
+                            partition_by)
     return CutWindowFunction(i, close, window, stream, loc)
 
 
@@ -128,6 +129,14 @@ def read_window_call(text: str, tokens: list[Token], i: int) -> CutWindowFunctio
         _fail(text, tokens[i], "window( is not closed with ')'")
     loc = Location.of_span(text, tokens[i].start, tokens[close].end + 1)
     args = _arguments(text, tokens[i + 2: close], tokens[close])
+    if tokens[i].text.lower() == "session_window":
+        if len(args) != 2:
+            _fail(text, args[2][0] if len(args) > 2 else tokens[close],
+                  "session_window(time column, gap) takes two arguments")
+        gap = _spark_duration(text, args[1])
+        window = AssignedWindow(AssignedKind.SESSION, args[0][0].text, gap, gap,
+                                BoundsNaming.SPARK)
+        return CutWindowFunction(i, close, window, None, loc)
     if len(args) not in (2, 3):
         at = args[3][0] if len(args) > 3 else tokens[close]
         _fail(text, at, "window(time column, duration[, slide]) takes two or three "
@@ -142,27 +151,22 @@ def read_window_call(text: str, tokens: list[Token], i: int) -> CutWindowFunctio
     return CutWindowFunction(i, close, window, None, loc)
 
 
-#: Flink's group window functions (deprecated there) and Spark's sessions, refused with the
-#: form to write instead
+#: Flink's group window functions (deprecated there), refused with the form to write
+#: instead
 _REFUSED_CALLS = {
     **{f"{kind}{part}": "flink" for kind in ("TUMBLE", "HOP", "SESSION")
        for part in ("", "_START", "_END", "_ROWTIME", "_PROCTIME")},
-    "SESSION_WINDOW": "spark",
 }
 
 
 def refuse_window_call(text: str, tokens: list[Token], i: int) -> None:
     """Raise for a window function sparkcq does not run, naming what to write instead:
-    Flink's ``GROUP BY TUMBLE(ts, INTERVAL '10' SECOND)`` and Spark's ``session_window``.
+    Flink's ``GROUP BY TUMBLE(ts, INTERVAL '10' SECOND)`` and its ``TUMBLE_START``.
     """
     word = tokens[i].text.upper()
     if (word not in _REFUSED_CALLS or i + 1 >= len(tokens)
             or tokens[i + 1].token_type is not TokenType.L_PAREN):
         return
-    if _REFUSED_CALLS[word] == "spark":
-        _fail(text, tokens[i], "Spark's session_window() is not supported; write the "
-              "native session window FROM s [PARTITION BY k SESSION 5 MINUTES] "
-              "(docs/coming-from-spark.md)")
     _fail(text, tokens[i], f"Flink's group window function {tokens[i].text}(...) is not "
           "supported (Flink deprecates it too); write the window table function: "
           "FROM TABLE(TUMBLE(TABLE s, DESCRIPTOR(ts), INTERVAL '10' SECONDS)) ... "
@@ -199,10 +203,26 @@ def _named(text: str, arg: list[Token]) -> tuple[Token | None, list[Token]]:
     return None, arg
 
 
-def _table_argument(text: str, arg: list[Token]) -> Token:
-    if arg[0].token_type is not TokenType.TABLE or len(arg) != 2:
+def _table_argument(text: str, arg: list[Token], partitioned: bool
+                    ) -> tuple[Token, tuple[str, ...]]:
+    """``TABLE s`` (and for SESSION ``TABLE s PARTITION BY k`` or ``PARTITION BY (k, j)``):
+    the stream's name and the partition's columns.
+    """
+    if arg[0].token_type is not TokenType.TABLE or len(arg) < 2:
         _fail(text, arg[0], "expected TABLE and the stream's name as the first argument")
-    return arg[1]
+    if len(arg) == 2:
+        return arg[1], ()
+    head, rest = " ".join(arg[2].text.upper().split()), arg[3:]
+    if head == "PARTITION" and rest and rest[0].text.upper() == "BY":
+        head, rest = "PARTITION BY", rest[1:]
+    if not partitioned or head != "PARTITION BY":
+        _fail(text, arg[2], "expected TABLE and the stream's name as the first argument"
+              + (" (then PARTITION BY columns)" if partitioned else ""))
+    names = [t.text for t in rest
+             if t.token_type not in (TokenType.COMMA, TokenType.L_PAREN, TokenType.R_PAREN)]
+    if not names:
+        _fail(text, arg[-1], "expected the columns after PARTITION BY")
+    return arg[1], tuple(names)
 
 
 def _descriptor(text: str, arg: list[Token]) -> str:

@@ -77,6 +77,7 @@ class ToStreamOperator(Operator):
         super().__init__(node, rt)
         self.form = node.form
         self.period = node.period
+        self.last_of_group = node.last_of_group
         self.names = [f.name for f in node.schema.fields]
         self.views = SqlViews(rt.spark, "tostream")
         if self.form is OutputForm.RSTREAM:
@@ -103,6 +104,8 @@ class ToStreamOperator(Operator):
             return self.rstream(inp)
         if inp.df is None:
             return inp
+        if self.last_of_group is not None:
+            return self.last_rows(inp, inp.df, self.last_of_group)
         if inp.coalesced and inp.segments is not None:
             return self.from_segments(inp, inp.segments)
         # the net change of each row and instant, its entries (ISTREAM) or departures
@@ -114,6 +117,22 @@ class ToStreamOperator(Operator):
         rows = self.views.sql(
             f"SELECT {names}, explode(array_repeat(CAST(1 AS BIGINT), CAST({q(D)} AS INT))) "
             f"AS {q(D)} FROM ({net_change}) AS n WHERE {q(D)} > 0", inp=inp.df)
+        return Slice(rows, inp.lo, inp.hi)
+
+    def last_rows(self, inp: Slice, df: DataFrame, group: tuple[str, ...]) -> Slice:
+        """The rows that leave at an instant where their group gets no new row: each
+        group's last row before it empties. Every change at an instant is in the same
+        cycle's slice, so the test needs no state.
+        """
+        names = ", ".join(map(q, [*self.names, T]))
+        by = ", ".join(map(q, [*group, T]))
+        net_change = (f"SELECT {names}, sum({q(D)}) AS {q(D)} FROM {{inp}} "
+                      f"GROUP BY {names}")
+        marked = (f"SELECT {names}, {q(D)}, max({q(D)}) OVER (PARTITION BY {by}) AS _enters "
+                  f"FROM ({net_change}) AS n")
+        rows = self.views.sql(
+            f"SELECT {names}, explode(array_repeat(CAST(1 AS BIGINT), CAST(-{q(D)} AS INT))) "
+            f"AS {q(D)} FROM ({marked}) AS m WHERE {q(D)} < 0 AND _enters <= 0", inp=df)
         return Slice(rows, inp.lo, inp.hi)
 
     def from_segments(self, inp: Slice, segments: DataFrame) -> Slice:
