@@ -22,6 +22,7 @@ from sparkcq.language.sql.statements import (
     CreateTable,
     Drop,
     Explain,
+    InsertSelect,
     InsertValues,
     Refresh,
     Show,
@@ -37,7 +38,7 @@ from sparkcq.statements.drop import drop_statement
 from sparkcq.statements.explain import explain_statement
 from sparkcq.statements.feeds import FeedHeader, FeedRemove, FeedStop
 from sparkcq.statements.header import header
-from sparkcq.statements.insert import insert_values
+from sparkcq.statements.insert import insert_select, insert_values
 from sparkcq.statements.refresh import refresh
 from sparkcq.statements.remove import remove
 from sparkcq.statements.show import show_statement
@@ -55,6 +56,7 @@ HANDLERS: dict[type, Handler] = {
     Drop: drop_statement,
     Refresh: refresh,
     InsertValues: insert_values,
+    InsertSelect: insert_select,
     Explain: explain_statement,
     Show: show_statement,
     FeedHeader: header,

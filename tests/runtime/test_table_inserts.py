@@ -56,12 +56,14 @@ def test_values_are_typed_like_pushed_rows_and_refused_all_or_none(engine):
 
 @pytest.mark.parametrize(("text", "message"), [
     ("INSERT INTO users VALUES (1, upper('x'))", "UPPER('x') is not a literal"),
-    ("INSERT INTO users SELECT * FROM other", "CREATE QUERY name INTO sink"),
+    ("INSERT INTO users SELECT 1 AS id, k FROM s", "a query over streams writes its results into "
+                                             "a sink: CREATE QUERY name INTO sink"),
     ("INSERT INTO users VALUES (1)", "row 1 has 1 values; table 'users' takes 2 (id, name)"),
     ("INSERT INTO users (id, nick) VALUES (1, 'x')", "table 'users' has no column 'nick'"),
     ("INSERT INTO nosuch VALUES (1)", "unknown table 'nosuch'"),
     ("INSERT INTO s VALUES (1)", "'s' is a stream; push rows to it"),
-], ids=["function", "select", "too few", "unknown column", "unknown table", "stream"])
+], ids=["function", "select over a stream", "too few", "unknown column", "unknown table",
+        "stream"])
 def test_what_insert_refuses(engine, text, message):
     engine.execute("CREATE TABLE users (id BIGINT, name STRING); "
                    "CREATE STREAM s (k STRING, t BIGINT) WITH (event_time='t')")
@@ -75,3 +77,19 @@ def test_insert_rows_from_python(engine):
     when = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
     assert engine.insert_rows("h", [{"k": "a", "at": when}, ("b", "2026-01-02")]) == 2
     assert [k for k, _ in table(engine, "h")] == ["a", "b"]
+
+
+def test_insert_select_adds_the_rows_of_a_query_over_tables(engine):
+    engine.execute("""
+      CREATE TABLE staff (id BIGINT, name STRING, team STRING);
+      CREATE TABLE teams (team STRING, floor BIGINT);
+      CREATE TABLE directory (name STRING, floor BIGINT);
+      INSERT INTO staff VALUES (1, 'ann', 'x'), (2, 'bo', 'y'), (3, 'cy', 'x');
+      INSERT INTO teams VALUES ('x', 3), ('y', 5);
+      INSERT INTO directory VALUES ('boss', 9);
+    """)
+    added = engine.execute("INSERT INTO directory (floor, name) SELECT t.floor, s.name "
+                           "FROM staff AS s JOIN teams AS t ON s.team = t.team "
+                           "WHERE s.id <> 2")
+    assert added == 2
+    assert table(engine, "directory") == [("ann", 3), ("boss", 9), ("cy", 3)]

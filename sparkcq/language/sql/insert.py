@@ -8,21 +8,28 @@ continuous insert of a query's results is ``CREATE QUERY ... INTO``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import sqlglot
 import sqlglot.expressions as exp
 from sqlglot.errors import ParseError, TokenError
-from sqlglot.tokens import Token
+from sqlglot.tokens import Token, TokenType
 
 from sparkcq.errors import Location, QuerySyntaxError
-from sparkcq.language.sql.statements import InsertValues
+from sparkcq.language.sql.statements import InsertSelect, InsertValues, SelectText
 
 
-def read_insert(text: str, tokens: list[Token]) -> InsertValues:
-    """The INSERT statement that ``tokens`` (all of it) spell."""
+def read_insert(text: str, tokens: list[Token],
+                read_select: Callable[[list[Token]], SelectText]) -> InsertValues | InsertSelect:
+    """The INSERT statement that ``tokens`` (all of it) spell; ``read_select`` reads the
+    tokens of a SELECT as a query's (the parser's, which cuts out window clauses).
+    """
     start, end = tokens[0].start, tokens[-1].end + 1
     loc = Location.of_span(text, start, end)
+    select_at = next((i for i, t in enumerate(tokens) if t.token_type is TokenType.SELECT), None)
+    if select_at is not None:
+        return _insert_select(text, tokens, select_at, loc, read_select)
     try:
         tree = sqlglot.parse_one(text[start:end], read="spark")
     except (ParseError, TokenError) as e:
@@ -44,14 +51,30 @@ def read_insert(text: str, tokens: list[Token]) -> InsertValues:
         raise QuerySyntaxError(msg, text, loc)
     values = tree.expression
     if not isinstance(values, exp.Values):
-        msg = ("INSERT INTO a table takes VALUES (...); a query's results go into a sink "
-               "with CREATE QUERY name INTO sink AS SELECT ...")
+        msg = "expected INSERT INTO table [(columns)] VALUES (...) or SELECT ..."
         raise QuerySyntaxError(msg, text, loc)
     rows = []
     for number, row in enumerate(values.expressions, 1):
         items = row.expressions if isinstance(row, exp.Tuple) else [row]
         rows.append(tuple(_literal(item, number, text, loc) for item in items))
     return InsertValues(target.name, columns, tuple(rows), loc, at)
+
+
+def _insert_select(text: str, tokens: list[Token], select_at: int, loc: Location,
+                   read_select: Callable[[list[Token]], SelectText]) -> InsertSelect:
+    """``INSERT INTO t [(columns)] SELECT ...``: the head read here, the SELECT as a
+    query's (with its window clauses cut out, so a window says where it is wrong).
+    """
+    head = tokens[:select_at]
+    if len(head) < 3 or head[1].token_type is not TokenType.INTO:
+        msg = "expected INSERT INTO table [(columns)] SELECT ..."
+        raise QuerySyntaxError(msg, text, loc)
+    name_tok = head[2]
+    columns = tuple(t.text for t in head[3:] if t.token_type not in (
+        TokenType.L_PAREN, TokenType.R_PAREN, TokenType.COMMA))
+    at = Location.of_span(text, name_tok.start, name_tok.end + 1)
+    select = read_select(tokens[select_at:])
+    return InsertSelect(name_tok.text, columns, select, loc, at)
 
 
 def _literal(node: exp.Expression, row: int, text: str, loc: Location) -> Any:

@@ -243,7 +243,8 @@ class _StatementParser:
             self.done()
             return Show(ShowTarget(what.text.upper()))
         if head == "INSERT":
-            return read_insert(self.text, self.tokens)
+            return read_insert(self.text, self.tokens, lambda tokens: cut_windows_and_parse(
+                self.text, tokens, OutputForm.INTERVALS))
         if head in ("SELECT", "WITH", "(") or head in _FORM_WORDS:
             select = self.select()
             return CreateQuery(name="", select=select, loc=_span(self.text, first))

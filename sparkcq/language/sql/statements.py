@@ -253,6 +253,19 @@ class InsertValues:
 
 
 @dataclass(frozen=True)
+class InsertSelect:
+    """``INSERT INTO table [(columns)] SELECT ...``: the rows of a query over tables added
+    to a table, once (a query over streams writes into a sink: CREATE QUERY ... INTO).
+    """
+
+    table: str
+    columns: tuple[str, ...]
+    select: SelectText
+    loc: Location
+    at: Location  # the table's name
+
+
+@dataclass(frozen=True)
 class Explain:
     """``EXPLAIN [GLOBAL [DOT]] [name]``, ``EXPLAIN SELECT ...``, ``EXPLAIN LANGUAGE apas
     '...'`` or ``EXPLAIN ANALYZE`` (the shared plan and what the last cycles cost).
@@ -273,4 +286,4 @@ class Show:
 
 
 Statement = (CreateStream | CreateTable | CreateQuery | CreateStreamAs | CreateAggregate
-             | CreateLibrary | Drop | Refresh | Explain | Show | InsertValues)
+             | CreateLibrary | Drop | Refresh | Explain | Show | InsertValues | InsertSelect)
