@@ -159,9 +159,13 @@ def test_submit_push_see_results_and_plan_update_error_and_drop(served, page):
                          "document.getElementById('editor').selectionEnd]") == [27, 29]
     screenshot(page, "queries")
 
-    # a late row is a dead letter, readable from the health view
+    # a late row is a dead letter, readable from the health view; a stream without events
+    # yet has no watermark yet, said so
+    served.client.submit("CREATE STREAM idle (k STRING, t BIGINT) WITH (event_time='t')")
     served.client.push("s", [{"k": "late", "v": 9, "t": 0}])
     page.click("#tabs button[data-view=health]")
+    expect(page.locator('#health tr[data-stream="idle"]')).to_contain_text(
+        "none yet", timeout=WAIT_MS)
     dead = page.locator('#health tr[data-stream="s"]')
     expect(dead).to_contain_text("latest dead letters", timeout=WAIT_MS)
     dead.locator("button").click()

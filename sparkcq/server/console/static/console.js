@@ -36,6 +36,11 @@ function instant(at, kind) {
   if (kind !== "timestamp") return String(at);
   return new Date(at / 1000).toISOString().replace("T", " ").replace(".000Z", "Z");
 }
+// a stream's watermark as a user reads it: none before its first event, +inf once ended
+function watermark(s) {
+  if (s.ended) return "+∞ (ended)";
+  return s.watermark === null || s.watermark === undefined ? "none yet" : instant(s.watermark, s.time_kind);
+}
 function duration(d, kind) {
   if (d === null || d === undefined) return "–";
   return kind === "timestamp" ? seconds(d / 1e6) : num(d);
@@ -528,7 +533,7 @@ function renderHealth() {
   grid.append(chart("Input rate", `${num(sm.rows_in_per_second)} <small>rows/s</small>`,
     [{ name: "rows/s", points: samples.slice(1).map((s, i) => [s.cycle, s.rows_in / Math.max(1e-3, s.at - samples[i].at)]) }], (v) => num(v)));
   grid.append(chart("Watermark per stream (event time advanced since the first sample)", streams.map((s) =>
-    `<small>${esc(s.name)}: ${esc(instant(s.watermark, s.time_kind))}</small>`).join("<br>"),
+    `<small>${esc(s.name)}: ${esc(watermark(s))}</small>`).join("<br>"),
     streams.map((s) => {
       const pts = samples.filter((x) => x.watermarks[s.name.toLowerCase()] !== null && x.watermarks[s.name.toLowerCase()] !== undefined)
         .map((x) => [x.cycle, x.watermarks[s.name.toLowerCase()]]);
@@ -553,7 +558,7 @@ function renderHealth() {
   const rows = streams.map((s) => {
     const behind = s.accepted_watermark !== null && s.watermark !== null ? s.accepted_watermark - s.watermark : null;
     const wall = s.time_kind === "timestamp" && s.watermark !== null ? snap.taken_at * 1e6 - s.watermark : null;
-    return `<tr data-stream="${esc(s.name)}"><td>${esc(s.name)}</td><td>${esc(instant(s.watermark, s.time_kind))}</td>
+    return `<tr data-stream="${esc(s.name)}"><td>${esc(s.name)}</td><td>${esc(watermark(s))}</td>
       <td class="num">${esc(duration(behind, s.time_kind))}</td><td class="num">${esc(duration(wall, "timestamp"))}</td>
       <td class="num">${num(s.rows_in)}</td><td class="num">${num(s.queued_rows)}</td><td class="num">${num(s.dead_letters)}</td>
       <td>${s.dead_letters ? `<button class="small" data-action="dead-letters">latest dead letters</button>` : ""}</td></tr>`;
@@ -595,7 +600,7 @@ function renderCatalog() {
     <td>${esc(s.source)}</td><td><span class="badge ${esc(s.state).replace(/ /g, "-")}">${esc(s.state)}</span>
     ${s.connections !== null ? `<div class="hint">${num(s.connections)} connections</div>` : ""}</td>
     <td>${esc(s.event_time)}${s.end_time ? ` to ${esc(s.end_time)}` : ""}${s.key.length ? `<div class="hint">key ${esc(s.key.join(", "))}</div>` : ""}</td>
-    <td>${esc(s.lateness ?? "0")}</td><td>${s.ended ? "ended (+∞)" : esc(instant(s.watermark, s.time_kind))}</td>
+    <td>${esc(s.lateness ?? "0")}</td><td>${esc(watermark(s))}</td>
     <td class="num">${num(s.rows_in)}</td><td class="num">${num(s.dead_letters)}</td></tr>`);
   const tables = snap.tables.map((t) => `<tr><td><b>${esc(t.name)}</b></td><td>${tree(t.schema)}</td>
     <td>${esc(t.source)}</td><td class="num">${num(t.version)}</td><td>${esc(t.read_at ?? "–")}</td>
