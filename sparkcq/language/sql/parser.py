@@ -46,6 +46,7 @@ from sparkcq.language.sql.statements import (
 from sparkcq.language.sql.window_functions import (
     is_table_function,
     is_window_call,
+    matching_paren,
     read_table_function,
     read_window_call,
     refuse_window_call,
@@ -563,16 +564,11 @@ def _ensure_capture_mode(text: str, tok: Token) -> None:
 
 
 def _matching_bracket(text: str, tokens: list[Token], i: int) -> int:
-    depth = 0
-    for j in range(i, len(tokens)):
-        if tokens[j].token_type is TokenType.L_BRACKET:
-            depth += 1
-        elif tokens[j].token_type is TokenType.R_BRACKET:
-            depth -= 1
-            if depth == 0:
-                return j
-    msg = "window clause is not closed with ']'"
-    raise QuerySyntaxError(msg, text, _span(text, tokens[i]))
+    close = matching_paren(tokens, i, TokenType.L_BRACKET, TokenType.R_BRACKET)
+    if close is None:
+        msg = "window clause is not closed with ']'"
+        raise QuerySyntaxError(msg, text, _span(text, tokens[i]))
+    return close
 
 
 def _syntax_error(text: str, select_text: str, offset: int, e: ParseError) -> QuerySyntaxError:

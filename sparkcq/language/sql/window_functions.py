@@ -50,13 +50,16 @@ class CutWindowFunction:
     loc: Location
 
 
-def matching_paren(tokens: list[Token], i: int) -> int | None:
-    """The index of the ``)`` closing the ``(`` at ``i``; None if it is not closed."""
+def matching_paren(tokens: list[Token], i: int, opening: TokenType = TokenType.L_PAREN,
+                   closing: TokenType = TokenType.R_PAREN) -> int | None:
+    """The index of the ``)`` closing the ``(`` at ``i`` (or of another pair of tokens:
+    ``]`` and ``[``); None if it is not closed.
+    """
     depth = 0
     for j in range(i, len(tokens)):
-        if tokens[j].token_type is TokenType.L_PAREN:
+        if tokens[j].token_type is opening:
             depth += 1
-        elif tokens[j].token_type is TokenType.R_PAREN:
+        elif tokens[j].token_type is closing:
             depth -= 1
             if depth == 0:
                 return j
