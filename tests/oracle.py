@@ -1331,6 +1331,57 @@ class DerivedStreamQuery(Shape):
 
 
 @dataclass(frozen=True)
+class ChunkTopQuery(Shape):
+    """[form] SELECT b.ex, b.k, b.v FROM s [CUT ON t BY d] AS b JOIN top AS m ON b.ex = m.ex
+    [AND b.k = m.k] AND b.v = m.top [AND b.k <> 'y'], with CREATE STREAM top AS SELECT ex[, k],
+    max(v) AS top FROM s [CUT ON t BY d] GROUP BY ex[, k]: each chunk's rows that have the
+    chunk's (or the chunk and key's) highest v (NEXMark q7's shape)."""
+
+    name: str
+    by: int
+    per_key: bool = False
+    theta: bool = False
+    agg_form: str = ""
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return ("ex", "k") if self.per_key else ("ex",)
+
+    @property
+    def form(self) -> str:
+        return self.agg_form
+
+    @property
+    def period(self) -> int | None:
+        return self.by
+
+    @property
+    def records_kind(self) -> str:  # type: ignore[override]
+        return _records_kind(self.agg_form)
+
+    def setup(self) -> str:
+        keys = ", ".join(self.keys)
+        return (f"CREATE STREAM {self.name} AS SELECT {keys}, max(v) AS top "
+                f"FROM s [CUT ON t BY {self.by}] GROUP BY {keys}")
+
+    def sql(self) -> str:
+        on = " AND ".join([*(f"b.{k} = m.{k}" for k in self.keys), "b.v = m.top",
+                           *(["b.k <> 'y'"] if self.theta else [])])
+        return (f"{self.agg_form} SELECT b.ex AS ex, b.k AS k, b.v AS v FROM s "
+                f"[CUT ON t BY {self.by}] AS b JOIN {self.name} AS m ON {on}").strip()
+
+    def features(self) -> set[str]:
+        return super().features() | {"join of chunks with their aggregate"}
+
+    def relation(self, inputs: Inputs) -> Relation:
+        chunks = window(inputs["s"], Win("cut", self.by, 1))
+        tops = aggregate(chunks, self.keys, [("top", AGGS["max(v)"])])
+        return join(chunks, tops, key=lambda r: tuple(r[k] for k in self.keys),
+                    theta=lambda b, m: b["v"] == m["top"] and (not self.theta or b["k"] != "y"),
+                    columns=("ex", "k", "v"), make=lambda b, m: (b["ex"], b["k"], b["v"]))
+
+
+@dataclass(frozen=True)
 class DerivedRelationQuery(Shape):
     """CREATE STREAM name AS SELECT ex, k, sum(v) AS sv, count(*) AS c FROM s [win] GROUP BY
     ex, k (a relation other queries read); the query joins it with s2 [w2], or only filters

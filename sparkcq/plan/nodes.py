@@ -601,6 +601,55 @@ class IntervalJoin(PlanNode):
 
 
 @dataclass(frozen=True)
+class ChunkJoin(PlanNode):
+    """An inner join of a stream's time chunks with an aggregate over the same chunks (a
+    chunk's bids with the chunk's highest price): each chunk's rows meet the chunk's
+    aggregate rows once, when the chunk ends, and the pair holds over the chunk's validity
+    ``[cut, cut + by)``, where both inputs' rows hold.
+
+    ``left`` is the stream whose ``[CUT BY by]`` window the join's left input reads (through
+    filters and projections, ``steps``); ``right`` is the join's right input, a sliced
+    aggregate over that same window (through filters and projections); ``join`` is the
+    logical join it replaces, kept whole so that equal queries build equal nodes. Made by
+    ``plan/rules/join_aligned_chunks.py``.
+    """
+
+    left: PlanNode
+    right: PlanNode
+    join: Join
+    by: int
+
+    @property
+    def children(self) -> tuple[PlanNode, ...]:  # noqa: D102
+        return (self.left, self.right)
+
+    @property
+    def kind(self) -> EdgeKind:  # noqa: D102
+        return EdgeKind.RELATION
+
+    @property
+    def schema(self) -> StructType:  # noqa: D102
+        return self.join.schema
+
+    def steps(self) -> tuple[Filter | Project, ...]:
+        """The per-event filters and projections between the window and the join's left
+        input, lowest first.
+        """
+        steps: list[Filter | Project] = []
+        node = self.join.left
+        while isinstance(node, Filter | Project):
+            steps.append(node)
+            node = node.child
+        return tuple(reversed(steps))
+
+    def label(self) -> str:  # noqa: D102
+        on = f"ON {self.join.condition}" if self.join.condition else "(cross)"
+        by = show_micros(self.by) if self.left.time_kind is TimeKind.TIMESTAMP else self.by
+        return (f"ChunkJoin {on} <- Window [CUT BY {by}] x its chunks' aggregate (each "
+                "chunk's rows with its aggregate, once it ends)")
+
+
+@dataclass(frozen=True)
 class Union(PlanNode):
     """UNION ALL of inputs of one kind with the same column types (named by the first)."""
 

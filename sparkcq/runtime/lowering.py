@@ -5,6 +5,7 @@ from __future__ import annotations
 from sparkcq.errors import PlanError
 from sparkcq.plan.nodes import (
     Aggregate,
+    ChunkJoin,
     CountCutSpec,
     Expand,
     Filter,
@@ -29,6 +30,7 @@ from sparkcq.runtime.frames import Runtime
 from sparkcq.runtime.operators.aggregate import AggregateOperator
 from sparkcq.runtime.operators.base import Operator
 from sparkcq.runtime.operators.chunk_cut import ChunkCutOperator
+from sparkcq.runtime.operators.chunk_join import ChunkJoinOperator
 from sparkcq.runtime.operators.instant_aggregate import InstantAggregateOperator
 from sparkcq.runtime.operators.interval_join import IntervalJoinOperator
 from sparkcq.runtime.operators.join import JoinOperator
@@ -75,6 +77,8 @@ def lower(node: PlanNode, rt: Runtime, *, lateness: int = 0,
         return JoinOperator(node, rt)
     if isinstance(node, IntervalJoin):
         return IntervalJoinOperator(node, rt)
+    if isinstance(node, ChunkJoin):
+        return ChunkJoinOperator(node, rt)
     if isinstance(node, Aggregate):
         return AggregateOperator(node, rt)
     if isinstance(node, SlicedAggregate):

@@ -19,6 +19,7 @@ from sparkcq.language.sql.statements import Explain
 from sparkcq.plan.binder import bind_select
 from sparkcq.plan.nodes import render_tree
 from sparkcq.plan.rules import RULES, Rule
+from sparkcq.plan.rules.slice_window_aggregates import slice_window_aggregates
 from sparkcq.plan.typer import SchemaTyper
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "optimizer"
@@ -41,12 +42,22 @@ def read_cases(path: Path) -> tuple[list[str], list[tuple[str, str]]]:
     return header, cases
 
 
+#: the rules a rule reads the output of, run before it in its golden cases
+PREREQUISITES: dict[str, tuple[Rule, ...]] = {
+    "join_aligned_chunks": (slice_window_aggregates,),
+}
+
+
 def after_rule(rule: Rule, query: str, catalog: Catalog) -> str:
-    """The plan of ``query`` once ``rule`` alone ran on it, as EXPLAIN draws it."""
+    """The plan of ``query`` once ``rule`` alone ran on it (after the rules whose output
+    it reads, ``PREREQUISITES``), as EXPLAIN draws it.
+    """
     text = f"EXPLAIN {query}"
     ((stmt, _loc),) = parse_script_located(text)
     assert isinstance(stmt, Explain) and stmt.select is not None
     plan = bind_select(stmt.select, text, catalog, None, trusted=True, typer=SchemaTyper()).plan
+    for before in PREREQUISITES.get(rule.__name__, ()):
+        plan = before(plan, running=())
     return render_tree(rule(plan, running=())).strip()
 
 

@@ -26,6 +26,7 @@ from oracle import (
     UDAS,
     AggQuery,
     BandJoinQuery,
+    ChunkTopQuery,
     DerivedRelationQuery,
     DerivedStreamQuery,
     DistinctQuery,
@@ -416,4 +417,28 @@ def window_function_queries(draw) -> dict[str, Query]:
 @pytest.mark.slow
 @given(scenario=scenarios(("s",), cases=80), queries=window_function_queries())
 def test_window_functions_give_flinks_and_sparks_windows(spark, scenario, queries):
+    check_scenario(spark, scenario, queries)
+
+
+@st.composite
+def chunk_top_queries(draw) -> dict[str, Query]:
+    """Each chunk's rows with their chunk's highest v (NEXMark q7's shape), per case or per
+    case and key, with and without a further condition, in every form.
+    """
+    queries = {}
+    # the first query makes the stream run: it is the ChunkJoin, the second (the stream
+    # running by then) the general join, each drawn over both variants
+    variants = draw(st.permutations([(False, False), (True, True), (True, False),
+                                     (False, True)]), label="variants")[:2]
+    for i, (per_key, theta) in enumerate(variants):
+        by = draw(st.integers(2, 8), label="chunk length")
+        form = draw(st.sampled_from(FORMS), label="form")
+        shape = ChunkTopQuery(f"top{i}", by, per_key, theta, form)
+        queries[f"chunk_top{i}"] = Query(shape, "join of chunks with their aggregate")
+    return queries
+
+
+@pytest.mark.slow
+@given(scenario=scenarios(("s",), cases=80), queries=chunk_top_queries())
+def test_joins_of_chunks_with_their_aggregate(spark, scenario, queries):
     check_scenario(spark, scenario, queries)
