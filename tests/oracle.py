@@ -1335,13 +1335,15 @@ class ChunkTopQuery(Shape):
     """[form] SELECT b.ex, b.k, b.v FROM s [CUT ON t BY d] AS b JOIN top AS m ON b.ex = m.ex
     [AND b.k = m.k] AND b.v = m.top [AND b.k <> 'y'], with CREATE STREAM top AS SELECT ex[, k],
     max(v) AS top FROM s [CUT ON t BY d] GROUP BY ex[, k]: each chunk's rows that have the
-    chunk's (or the chunk and key's) highest v (NEXMark q7's shape)."""
+    chunk's (or the chunk and key's) highest v (NEXMark q7's shape), or, ``of`` s2, the
+    highest v of s2's chunk (q8's shape: two streams)."""
 
     name: str
     by: int
     per_key: bool = False
     theta: bool = False
     agg_form: str = ""
+    of: str = "s"  # the stream the aggregate is over (q8: another one)
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -1362,7 +1364,7 @@ class ChunkTopQuery(Shape):
     def setup(self) -> str:
         keys = ", ".join(self.keys)
         return (f"CREATE STREAM {self.name} AS SELECT {keys}, max(v) AS top "
-                f"FROM s [CUT ON t BY {self.by}] GROUP BY {keys}")
+                f"FROM {self.of} [CUT ON t BY {self.by}] GROUP BY {keys}")
 
     def sql(self) -> str:
         on = " AND ".join([*(f"b.{k} = m.{k}" for k in self.keys), "b.v = m.top",
@@ -1375,7 +1377,8 @@ class ChunkTopQuery(Shape):
 
     def relation(self, inputs: Inputs) -> Relation:
         chunks = window(inputs["s"], Win("cut", self.by, 1))
-        tops = aggregate(chunks, self.keys, [("top", AGGS["max(v)"])])
+        tops = aggregate(window(inputs[self.of], Win("cut", self.by, 1)), self.keys,
+                         [("top", AGGS["max(v)"])])
         return join(chunks, tops, key=lambda r: tuple(r[k] for k in self.keys),
                     theta=lambda b, m: b["v"] == m["top"] and (not self.theta or b["k"] != "y"),
                     columns=("ex", "k", "v"), make=lambda b, m: (b["ex"], b["k"], b["v"]))

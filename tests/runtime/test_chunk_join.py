@@ -69,3 +69,35 @@ def test_the_general_join_gives_the_same_rows(engine):
     assert sorted(zip(out["auction"], out["price"], out["_ts"], out["_te"], strict=True)) == [
         (a, p, t, t + 10) for a, p, t in WANT]
     assert rows(engine, "q7") == WANT
+
+
+@pytest.mark.parametrize("ahead", ["person", "auction"])
+def test_chunks_of_two_streams_meet_whichever_runs_ahead(engine, ahead):
+    """NEXMark q8's shape: each 10-unit chunk's new persons who opened an auction in the
+    same chunk; one stream's watermark runs a chunk ahead of the other's for a while.
+    """
+    engine.execute("""
+      CREATE STREAM person (id BIGINT, name STRING, t BIGINT) WITH (event_time='t');
+      CREATE STREAM auction (seller BIGINT, t BIGINT) WITH (event_time='t');
+      CREATE STREAM sellers AS SELECT seller FROM auction [CUT ON t BY 10] GROUP BY seller;
+      CREATE QUERY q8 AS RSTREAM SELECT p.id, p.name FROM person [CUT ON t BY 10] AS p
+        JOIN sellers AS s ON p.id = s.seller;
+    """)
+    assert "ChunkJoin ON p.id = s.seller" in engine.explain("q8")
+    persons = [(1, "ann", 2), (2, "bo", 5), (3, "cy", 12), (4, "di", 25)]
+    auctions = [(1, 3), (3, 9), (3, 14), (4, 21), (2, 15)]
+    streams = {"person": [{"id": i, "name": n, "t": t} for i, n, t in persons],
+               "auction": [{"seller": s, "t": t} for s, t in auctions]}
+    first = streams.pop(ahead)
+    engine.push(ahead, first)  # the stream ahead: all of it, a cycle before the other
+    engine.run_until_idle()
+    (other, rows), = streams.items()
+    engine.push(other, rows)
+    engine.run_until_idle()
+    for name in ("person", "auction"):
+        engine.end_input(name)
+    engine.run_until_idle()
+    out = engine.results("q8")
+    # [0, 10): ann (auction at 3); [10, 20): cy (14); [20, 30): di (21); bo's is at 15
+    assert sorted(zip(out["id"], out["name"], out["_ts"], strict=True)) == [
+        (1, "ann", 10), (3, "cy", 20), (4, "di", 30)]

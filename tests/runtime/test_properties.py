@@ -422,8 +422,9 @@ def test_window_functions_give_flinks_and_sparks_windows(spark, scenario, querie
 
 @st.composite
 def chunk_top_queries(draw) -> dict[str, Query]:
-    """Each chunk's rows with their chunk's highest v (NEXMark q7's shape), per case or per
-    case and key, with and without a further condition, in every form.
+    """Each chunk's rows with their chunk's highest v (NEXMark q7's shape) or with the
+    highest v of another stream's chunk (q8's: the streams advance in their own cycles),
+    per case or per case and key, with and without a further condition, in every form.
     """
     queries = {}
     # the first query makes the stream run: it is the ChunkJoin, the second (the stream
@@ -433,12 +434,13 @@ def chunk_top_queries(draw) -> dict[str, Query]:
     for i, (per_key, theta) in enumerate(variants):
         by = draw(st.integers(2, 8), label="chunk length")
         form = draw(st.sampled_from(FORMS), label="form")
-        shape = ChunkTopQuery(f"top{i}", by, per_key, theta, form)
+        of = draw(st.sampled_from(["s", "s2"]), label="aggregate of")
+        shape = ChunkTopQuery(f"top{i}", by, per_key, theta, form, of)
         queries[f"chunk_top{i}"] = Query(shape, "join of chunks with their aggregate")
     return queries
 
 
 @pytest.mark.slow
-@given(scenario=scenarios(("s",), cases=80), queries=chunk_top_queries())
+@given(scenario=scenarios(("s", "s2"), cases=80), queries=chunk_top_queries())
 def test_joins_of_chunks_with_their_aggregate(spark, scenario, queries):
     check_scenario(spark, scenario, queries)

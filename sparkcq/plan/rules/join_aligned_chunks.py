@@ -26,9 +26,10 @@ that chunk's aggregate rows; both are complete when the chunk's cut passes the w
 The join takes the stream's events as they arrive and keeps those of chunks not yet ended
 (``runtime/operators/chunk_join.py``). Applies to inner joins whose left input is a
 ``[CUT BY by]`` window (one chunk) of a stream and whose right input is a sliced aggregate
-over that same window, through filters and projections on both sides, when the stream does
-not run yet: a query added later over a running stream has not seen the events of the chunk
-under way, and the general join starts it from what runs. Runs after
+over the same chunks of a stream (the same one, NEXMark q7, or another: q8's persons with
+the chunk's sellers of auctions), through filters and projections on both sides, when the
+streams do not run yet: a query added later over a running stream has not seen the events
+of the chunk under way, and the general join starts it from what runs. Runs after
 ``slice_window_aggregates``, which makes the sliced aggregate.
 """
 
@@ -52,7 +53,9 @@ from sparkcq.plan.nodes import (
 
 
 def join_aligned_chunks(plan: PlanNode, *, running: Collection[PlanNode] = ()) -> PlanNode:
-    """``plan`` with every join of a chunk window with its chunks' aggregate a ChunkJoin."""
+    """``plan`` with every join of a chunk window with an aggregate over the same chunks a
+    ChunkJoin.
+    """
     return transform_up(plan, lambda node: _pair(node, running))
 
 
@@ -64,9 +67,10 @@ def _pair(node: PlanNode, running: Collection[PlanNode]) -> PlanNode:
         return node
     spec = window.spec
     if (not isinstance(spec, CutSpec) or spec.chunks != 1 or window.child.kind
-            is not EdgeKind.STREAM or aggregate.window != window):
+            is not EdgeKind.STREAM or aggregate.window.spec != spec
+            or aggregate.window.child.kind is not EdgeKind.STREAM):
         return node
-    if window.child in running:
+    if window.child in running or aggregate.window.child in running:
         return node  # a late query over a running stream starts in the general join
     return ChunkJoin(window.child, node.right, node, spec.by)
 

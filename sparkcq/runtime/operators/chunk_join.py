@@ -26,7 +26,7 @@ from pyspark.sql.types import LongType, StructField, StructType
 from sparkcq.model.columns import FROM, TO, D, T
 from sparkcq.model.time import TIME_MAX, TIME_MIN
 from sparkcq.plan.nodes import ChunkJoin
-from sparkcq.runtime.frames import Runtime, Slice, SqlViews, bound_sql, q, union_all
+from sparkcq.runtime.frames import Runtime, Slice, SqlViews, bound_sql, project, q, union_all
 from sparkcq.runtime.operators.base import CycleContext, FutureBuffer, Operator
 from sparkcq.runtime.step_chains import chain_sql
 
@@ -56,6 +56,11 @@ class ChunkJoinOperator(Operator):
         self.future = FutureBuffer(self, StructType([*node.schema.fields,
                                                      StructField(T, LongType()),
                                                      StructField(D, LongType())]))
+        # the aggregate's segments of chunks that end after the slower input's watermark
+        # (its stream ahead of the left's): they meet their chunk's events in a later cycle
+        self.ahead = self.state(StructType([*node.right.schema.fields,
+                                            StructField(FROM, LongType()),
+                                            StructField(TO, LongType())]), "ahead")
 
     def reads_edge(self, i: int, own_edge_read: bool) -> bool:
         """Neither input's changes: the stream's arrivals and the aggregate's segments."""
@@ -77,10 +82,11 @@ class ChunkJoinOperator(Operator):
         else:
             self.chunks.expire(hi)
         buffered = self.future.frame.get()
+        chunks = self._aggregate_chunks(right, hi)
         pairs = None
-        if ending is not None and right.segments is not None:
+        if ending is not None and chunks is not None:
             pairs = self.rt.cache_for_cycle(self.views.sql(
-                self._pairs_sql(lo, hi), ending=ending, right=right.segments))
+                self._pairs_sql(lo, hi), ending=ending, right=chunks))
         produced = None
         if pairs is not None:
             cols = ", ".join(map(q, self.names))
@@ -92,6 +98,22 @@ class ChunkJoinOperator(Operator):
         live = union_all([buffered, produced])
         segments = None if live is None else self.views.sql(self._segments_sql(lo), live=live)
         return Slice(out.df, lo, hi, segments)
+
+    def _aggregate_chunks(self, right: Slice, hi: int) -> DataFrame | None:
+        """The aggregate's segments that start in its slice (a chunk's rows, new this
+        cycle) with those kept from earlier cycles; those of chunks ending at or after
+        ``hi`` are kept for later.
+        """
+        new = None
+        if right.segments is not None:
+            new = project(right.segments, *map(q, self.right), q(FROM), q(TO),
+                          where=f"{q(FROM)} >= {bound_sql(right.lo)}")
+        kept = self.ahead.get()
+        chunks = union_all([kept, new])
+        if kept is not None or (new is not None and right.hi > hi):
+            self.ahead.set(None if chunks is None else
+                           project(chunks, "*", where=f"{q(FROM)} >= {bound_sql(hi)}"))
+        return chunks
 
     def _pairs_sql(self, lo: int, hi: int) -> str:
         """The chunks that end in [lo, hi): their events with the right's rows of the same
