@@ -548,22 +548,15 @@ class SlicedAggregate(UnaryNode):
 
 
 @dataclass(frozen=True)
-class IntervalJoin(PlanNode):
-    """An inner join of two time-windowed streams, computed from the elements' intervals.
-
-    ``left`` and ``right`` are the streams; ``join`` is the logical join it replaces (each
-    input a time window, possibly under filters and projections), kept whole so that equal
-    queries build equal nodes and EXPLAIN can say what runs. Every element's interval is
-    known when its event arrives, so a pair is emitted once, valid over
-    ``[max(ts), min(te))``, without rebuilding elements from changes. Made by the optimizer
-    rule ``plan/rules/join_windowed_streams.py``; ``shedding`` is set by the query that asks
-    for it (``plan/rules/shed_window_joins.py``).
+class SpecialisedJoin(PlanNode):
+    """A join computed a faster way than ``Join``'s general one, from what its inputs are:
+    ``join`` is the logical join it replaces, kept whole so that equal queries build equal
+    nodes and EXPLAIN can say what runs; ``left`` and ``right`` are what it reads.
     """
 
     left: PlanNode
     right: PlanNode
     join: Join
-    shedding: Shedding | None = None
 
     @property
     def children(self) -> tuple[PlanNode, ...]:  # noqa: D102
@@ -576,6 +569,22 @@ class IntervalJoin(PlanNode):
     @property
     def schema(self) -> StructType:  # noqa: D102
         return self.join.schema
+
+
+@dataclass(frozen=True)
+class IntervalJoin(SpecialisedJoin):
+    """An inner join of two time-windowed streams, computed from the elements' intervals.
+
+    ``left`` and ``right`` are the streams; ``join`` is the logical join it replaces (each
+    input a time window, possibly under filters and projections), kept whole so that equal
+    queries build equal nodes and EXPLAIN can say what runs. Every element's interval is
+    known when its event arrives, so a pair is emitted once, valid over
+    ``[max(ts), min(te))``, without rebuilding elements from changes. Made by the optimizer
+    rule ``plan/rules/join_windowed_streams.py``; ``shedding`` is set by the query that asks
+    for it (``plan/rules/shed_window_joins.py``).
+    """
+
+    shedding: Shedding | None = None
 
     def side(self, i: int) -> tuple[Window, tuple[Filter | Project, ...]]:
         """Input ``i``'s window and the per-element filters and projections above it,
@@ -601,7 +610,7 @@ class IntervalJoin(PlanNode):
 
 
 @dataclass(frozen=True)
-class ChunkJoin(PlanNode):
+class ChunkJoin(SpecialisedJoin):
     """An inner join of a stream's time chunks with an aggregate over the same chunks (a
     chunk's bids with the chunk's highest price): each chunk's rows meet the chunk's
     aggregate rows once, when the chunk ends, and the pair holds over the chunk's validity
@@ -614,22 +623,7 @@ class ChunkJoin(PlanNode):
     ``plan/rules/join_aligned_chunks.py``.
     """
 
-    left: PlanNode
-    right: PlanNode
-    join: Join
     by: int
-
-    @property
-    def children(self) -> tuple[PlanNode, ...]:  # noqa: D102
-        return (self.left, self.right)
-
-    @property
-    def kind(self) -> EdgeKind:  # noqa: D102
-        return EdgeKind.RELATION
-
-    @property
-    def schema(self) -> StructType:  # noqa: D102
-        return self.join.schema
 
     def steps(self) -> tuple[Filter | Project, ...]:
         """The per-event filters and projections between the window and the join's left
