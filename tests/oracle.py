@@ -686,6 +686,16 @@ class WindowedAggregate(Shape):
         return _records_kind(self.agg_form)
 
 
+def grouped_sql(aggs: tuple[str, ...], where: int | None,
+                having: int | None) -> tuple[str, str, str]:
+    """The SELECT items ``aggs AS a0, ...``, `` WHERE v > w`` and `` HAVING count(*) > h``
+    of the aggregate shapes (empty when not drawn).
+    """
+    cols = ", ".join(f"{a} AS a{i}" for i, a in enumerate(aggs))
+    return (cols, f" WHERE v > {where}" if where is not None else "",
+            f" HAVING count(*) > {having}" if having is not None else "")
+
+
 @dataclass(frozen=True)
 class AggQuery(WindowedAggregate):
     """[form] SELECT ex[, k], aggs FROM s [win] [WHERE v > w] GROUP BY ex[, k]
@@ -705,9 +715,7 @@ class AggQuery(WindowedAggregate):
 
     def sql(self) -> str:
         keys = ", ".join(self.keys)
-        cols = ", ".join(f"{a} AS a{i}" for i, a in enumerate(self.aggs))
-        where = f" WHERE v > {self.where}" if self.where is not None else ""
-        having = f" HAVING count(*) > {self.having}" if self.having is not None else ""
+        cols, where, having = grouped_sql(self.aggs, self.where, self.having)
         return (f"{self.agg_form} SELECT {keys}, {cols} FROM {self.stream} {self.win.sql()}"
                 f"{where} GROUP BY {keys}{having}").strip()
 
@@ -769,11 +777,9 @@ class WindowFunctionQuery(Shape):
 
     def sql(self) -> str:
         keys = ", ".join(self.keys)
-        cols = ", ".join(f"{a} AS a{i}" for i, a in enumerate(self.aggs))
+        cols, where, having = grouped_sql(self.aggs, self.where, self.having)
         lengths = (str(self.size) if self.kind in ("TUMBLE", "SESSION")
                    else f"{self.step}, {self.size}")
-        where = f" WHERE v > {self.where}" if self.where is not None else ""
-        having = f" HAVING count(*) > {self.having}" if self.having is not None else ""
         if self.spark:
             call, name = ((f"session_window(t, {self.size})", "session_window")
                           if self.kind == "SESSION"

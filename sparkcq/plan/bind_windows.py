@@ -168,7 +168,15 @@ def bind_window_aggregate(binder: Binder, sel: exp.Select, scope: Scope,
                              last_of_group=tuple(output_name(h) for h in hidden[1:]))
     else:
         snapshots = ToStream(core, OutputForm.RSTREAM, step)
-    columns = {f.name: f for f in core.schema.fields}
+    return _with_bounds(binder, sel, snapshots, kept, bounds)
+
+
+def _with_bounds(binder: Binder, sel: exp.Select, snapshots: ToStream,
+                 kept: list[exp.Expression], bounds: list[_Bound]) -> Project:
+    """The SELECT list in its order over the window's rows: the bounds computed from each
+    row's instant, the other items as the aggregate named them.
+    """
+    columns = {f.name: f for f in snapshots.child.schema.fields}
     exprs: list[tuple[str, Expr]] = []
     fields: list[StructField] = []
     visible = [output_name(e) for e in kept if output_name(e) != _ROWS]

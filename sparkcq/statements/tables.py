@@ -97,13 +97,13 @@ class Tables:
                 msg = f"table {info.name!r} has no column {c!r}; its columns: {', '.join(names)}"
                 raise CatalogError(msg)
         order = [lower[c.lower()] for c in columns] or names
-        records = [dict(zip(order, row, strict=False)) if isinstance(row, tuple | list)
-                   else row for row in rows]
         for i, row in enumerate(rows):
             if isinstance(row, tuple | list) and len(row) != len(order):
                 msg = (f"row {i + 1} has {len(row)} values; table {info.name!r} takes "
                        f"{len(order)} ({', '.join(order)})")
                 raise CatalogError(msg)
+        records = [dict(zip(order, row, strict=True)) if isinstance(row, tuple | list)
+                   else row for row in rows]
         fit = conform(records, info.schema, info.name)
         if fit.errors:
             first = fit.errors[0]

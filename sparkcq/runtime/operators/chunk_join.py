@@ -110,9 +110,11 @@ class ChunkJoinOperator(Operator):
                           where=f"{q(FROM)} >= {bound_sql(right.lo)}")
         kept = self.ahead.get()
         chunks = union_all([kept, new])
-        if kept is not None or (new is not None and right.hi > hi):
-            self.ahead.set(None if chunks is None else
-                           project(chunks, "*", where=f"{q(FROM)} >= {bound_sql(hi)}"))
+        if kept is not None or right.hi > hi:
+            # a chunk ends after ``hi`` only while the aggregate's stream is ahead: every
+            # segment kept from an earlier cycle starts below the aggregate's ``hi``
+            self.ahead.set(project(chunks, "*", where=f"{q(FROM)} >= {bound_sql(hi)}")
+                           if chunks is not None and right.hi > hi else None)
         return chunks
 
     def _pairs_sql(self, lo: int, hi: int) -> str:
