@@ -1429,3 +1429,102 @@ class DerivedRelationQuery(Shape):
                     key=lambda r: (r["ex"], r["k"]), theta=lambda d, b: d["sv"] > b["v"],
                     columns=("ex", "k", "sv", "bv"),
                     make=lambda d, b: (d["ex"], d["k"], d["sv"], b["v"]))
+
+
+@dataclass(frozen=True)
+class AlignedQuery(Shape):
+    """A query over queries on one grid of instants: CREATE STREAM {name} AS SELECT ex, k,
+    count(*) AS n, sum(v) AS sv FROM s [win] GROUP BY ex, k (a hopping or chunk window,
+    which changes only at multiples of its step), then by ``kind``:
+    - ``top``: SELECT c.ex, c.k, c.n FROM name c JOIN name_top m ON c.ex = m.ex AND c.n =
+      m.top, name_top being SELECT ex, max(n) AS top FROM name GROUP BY ex (NEXMark q5);
+    - ``topn``: the same rows as ``top``, as a ranking: SELECT ex, k, n FROM (SELECT ex, k, n,
+      RANK() OVER (PARTITION BY ex ORDER BY n DESC) AS r FROM name) WHERE r = 1;
+    - ``agg``: SELECT ex, max(n) AS top, sum(sv) AS ssv, count(*) AS c FROM name GROUP BY ex
+      (an aggregate of an aggregate);
+    - ``INNER``, ``LEFT``, ``RIGHT``, ``FULL``, ``SEMI``, ``ANTI``: that join of name with
+      name_2, the same aggregate over s2 [win2], on ex and k (two streams, each at its own
+      pace).
+    """
+
+    name: str
+    win: Win
+    kind: str
+    agg_form: str = ""
+    win2: Win | None = None
+
+    @property
+    def form(self) -> str:
+        return self.agg_form
+
+    @property
+    def records_kind(self) -> str:  # type: ignore[override]
+        return _records_kind(self.agg_form)
+
+    def counts_sql(self, name: str, stream: str, win: Win) -> str:
+        return (f"CREATE STREAM {name} AS SELECT ex, k, count(*) AS n, sum(v) AS sv "
+                f"FROM {stream} {win.sql()} GROUP BY ex, k")
+
+    def setup(self) -> str:
+        first = self.counts_sql(self.name, "s", self.win)
+        if self.kind == "top":
+            return (f"{first}; CREATE STREAM {self.name}_top AS SELECT ex, max(n) AS top "
+                    f"FROM {self.name} GROUP BY ex")
+        if self.kind in ("agg", "topn"):
+            return first
+        assert self.win2 is not None
+        return f"{first}; {self.counts_sql(f'{self.name}_2', 's2', self.win2)}"
+
+    def sql(self) -> str:
+        form = f"{self.agg_form} " if self.agg_form else ""
+        if self.kind == "top":
+            return (f"{form}SELECT c.ex AS ex, c.k AS k, c.n AS n FROM {self.name} AS c JOIN "
+                    f"{self.name}_top AS m ON c.ex = m.ex AND c.n = m.top")
+        if self.kind == "topn":
+            return (f"{form}SELECT ex, k, n FROM (SELECT ex, k, n, RANK() OVER (PARTITION BY "
+                    f"ex ORDER BY n DESC) AS r FROM {self.name}) WHERE r = 1")
+        if self.kind == "agg":
+            return (f"{form}SELECT ex, max(n) AS top, sum(sv) AS ssv, count(*) AS c "
+                    f"FROM {self.name} GROUP BY ex")
+        if self.kind in ("SEMI", "ANTI"):
+            cols, join = "ex, k, n", f"LEFT {self.kind} JOIN"
+        else:
+            cols, join = ("coalesce(a.ex, b.ex) AS ex, a.k AS ak, a.n AS an, b.k AS bk, "
+                          "b.n AS bn", f"{self.kind} JOIN")
+        return (f"{form}SELECT {cols} FROM {self.name} AS a {join} {self.name}_2 AS b "
+                "ON a.ex = b.ex AND a.k = b.k")
+
+    def features(self) -> set[str]:
+        what = {"top": "join with a derived aggregate", "agg": "aggregate of an aggregate",
+                "topn": "ranking of a derived aggregate"}
+        return super().features() | {what.get(self.kind, f"{self.kind} JOIN of two aggregates"),
+                                     f"over window {self.win.name}"}
+
+    def counts(self, events: StreamEvents, win: Win) -> Relation:
+        return aggregate(window(events, win), ("ex", "k"),
+                         [("n", AGGS["count(*)"]), ("sv", AGGS["sum(v)"])])
+
+    def relation(self, inputs: Inputs) -> Relation:
+        counts = self.counts(inputs["s"], self.win)
+        if self.kind == "agg":
+            return aggregate(counts, ("ex",), [
+                ("top", lambda rows: max(r["n"] for r in rows)),
+                ("ssv", lambda rows: sum(r["sv"] for r in rows)), ("c", len)])
+        if self.kind in ("top", "topn"):
+            tops = aggregate(counts, ("ex",), [("top", lambda rows: max(r["n"] for r in rows))])
+            return join(counts, tops, key=lambda r: r["ex"],
+                        theta=lambda c, m: c["n"] == m["top"], columns=("ex", "k", "n"),
+                        make=lambda c, m: (c["ex"], c["k"], c["n"]))
+        assert self.win2 is not None
+        other = self.counts(inputs["s2"], self.win2)
+
+        def match(a: dict, b: dict) -> bool:
+            return (a["ex"], a["k"]) == (b["ex"], b["k"])
+
+        if self.kind in ("SEMI", "ANTI"):
+            return outer_join(counts, other, self.kind, match, ("ex", "k", "n"),
+                              lambda a, b: (a["ex"], a["k"], a["n"]))
+        return outer_join(
+            counts, other, self.kind, match, ("ex", "ak", "an", "bk", "bn"),
+            lambda a, b: ((a or b or {})["ex"], *((a["k"], a["n"]) if a else (None, None)),
+                          *((b["k"], b["n"]) if b else (None, None))))

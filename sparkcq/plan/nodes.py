@@ -38,6 +38,10 @@ class EdgeKind(Enum):
     TABLE = "table"
 
 
+#: the metadata of a field holding the logical plan a specialised node replaces, kept as a
+#: record (equal queries build equal nodes, EXPLAIN says what runs): rules leave it alone
+RECORD = {"record": True}
+
 @dataclass(frozen=True)
 class PlanNode:
     """Base of all plan nodes."""
@@ -556,7 +560,7 @@ class SpecialisedJoin(PlanNode):
 
     left: PlanNode
     right: PlanNode
-    join: Join
+    join: Join = field(metadata=RECORD)
 
     @property
     def children(self) -> tuple[PlanNode, ...]:  # noqa: D102
@@ -641,6 +645,89 @@ class ChunkJoin(SpecialisedJoin):
         by = show_micros(self.by) if self.left.time_kind is TimeKind.TIMESTAMP else self.by
         return (f"ChunkJoin {on} <- Window [CUT BY {by}] x its chunks' aggregate (each "
                 "chunk's rows with its aggregate, once it ends)")
+
+
+def grid_text(step: int, node: PlanNode) -> str:
+    """A grid step as EXPLAIN shows it: a duration on a timestamp stream's time axis."""
+    return show_micros(step) if node.time_kind is TimeKind.TIMESTAMP else str(step)
+
+
+@dataclass(frozen=True)
+class AlignedAggregate(UnaryNode):
+    """A grouped aggregate over a relation that changes only at multiples of ``step`` (a
+    hopping or chunk window's aggregate, a join of such), evaluated at those instants: the
+    snapshot at a multiple ``m`` holds over ``[m, m + step)``, so the aggregate of it does
+    too, and each is computed once, statelessly, from the input's segments (NEXMark q5's
+    maximum of the per-slide counts).
+
+    ``child`` is the aggregate's input; ``aggregate`` is the logical aggregate it replaces,
+    kept whole so that equal queries build equal nodes. Made by
+    ``plan/rules/evaluate_at_slides.py``.
+    """
+
+    aggregate: Aggregate = field(metadata=RECORD)
+    step: int
+
+    @property
+    def kind(self) -> EdgeKind:  # noqa: D102
+        return EdgeKind.RELATION
+
+    @property
+    def schema(self) -> StructType:  # noqa: D102
+        return self.aggregate.schema
+
+    def label(self) -> str:  # noqa: D102
+        return (f"AlignedAggregate {calls_text(self.aggregate.aggs, self.aggregate.keys)} at "
+                f"each {grid_text(self.step, self)} (its input changes only there: "
+                "each snapshot aggregated once, no state)")
+
+
+@dataclass(frozen=True)
+class AlignedTopN(UnaryNode):
+    """A Top-N (or ranking) of a relation that changes only at multiples of ``step``,
+    evaluated at those instants: each snapshot ranked once, statelessly, from the input's
+    segments (NEXMark q5 in its Top-N form: the auctions ranked by their per-slide count).
+
+    ``child`` is the ranking's input; ``top`` is the logical TopN it replaces, kept whole
+    so that equal queries build equal nodes. Made by ``plan/rules/evaluate_at_slides.py``.
+    """
+
+    top: TopN = field(metadata=RECORD)
+    step: int
+
+    @property
+    def kind(self) -> EdgeKind:  # noqa: D102
+        return EdgeKind.RELATION
+
+    @property
+    def schema(self) -> StructType:  # noqa: D102
+        return self.top.schema
+
+    def label(self) -> str:  # noqa: D102
+        return (f"Aligned{self.top.label()} at each {grid_text(self.step, self)} (its input "
+                "changes only there: each snapshot ranked once, no state)")
+
+
+@dataclass(frozen=True)
+class AlignedJoin(SpecialisedJoin):
+    """A join of two relations that change only at multiples of ``step`` (a windowed
+    aggregate and an aggregate of it, NEXMark q5), evaluated at those instants: on the
+    snapshot at ``m`` the SQL join of the inputs' snapshots at ``m``, which holds over
+    ``[m, m + step)``, computed once, statelessly, from the inputs' segments. Made by
+    ``plan/rules/evaluate_at_slides.py``.
+    """
+
+    step: int
+
+    def label(self) -> str:  # noqa: D102
+        how = "" if self.join.how is JoinHow.INNER else f" {self.join.how.name}"
+        on = f"ON {self.join.condition}" if self.join.condition else "(cross)"
+        return (f"AlignedJoin{how} {on} at each {grid_text(self.step, self)} (its inputs "
+                "change only there: each pair of snapshots joined once, no state)")
+
+
+#: the nodes evaluated at the multiples of a step, from their inputs' segments
+Aligned = AlignedAggregate | AlignedJoin | AlignedTopN
 
 
 @dataclass(frozen=True)
@@ -758,10 +845,14 @@ class ToStream(UnaryNode):
 
 def transform_up(node: PlanNode, rewrite: Callable[[PlanNode], PlanNode]) -> PlanNode:
     """``node`` with ``rewrite`` applied to every node, children first (a rewrite sees its
-    children already rewritten); subtrees it leaves alone stay the same objects.
+    children already rewritten); subtrees it leaves alone stay the same objects, and so
+    does the logical plan a specialised node keeps as a record of what it replaces
+    (``RECORD``).
     """
     changed: dict[str, object] = {}
     for f in fields(node):
+        if f.metadata.get("record"):
+            continue
         value = getattr(node, f.name)
         if isinstance(value, PlanNode):
             new = transform_up(value, rewrite)

@@ -5,6 +5,9 @@ from __future__ import annotations
 from sparkcq.errors import PlanError
 from sparkcq.plan.nodes import (
     Aggregate,
+    AlignedAggregate,
+    AlignedJoin,
+    AlignedTopN,
     ChunkJoin,
     CountCutSpec,
     Expand,
@@ -28,6 +31,9 @@ from sparkcq.plan.nodes import (
 )
 from sparkcq.runtime.frames import Runtime
 from sparkcq.runtime.operators.aggregate import AggregateOperator
+from sparkcq.runtime.operators.aligned_aggregate import AlignedAggregateOperator
+from sparkcq.runtime.operators.aligned_join import AlignedJoinOperator
+from sparkcq.runtime.operators.aligned_top_n import AlignedTopNOperator
 from sparkcq.runtime.operators.base import Operator
 from sparkcq.runtime.operators.chunk_cut import ChunkCutOperator
 from sparkcq.runtime.operators.chunk_join import ChunkJoinOperator
@@ -79,6 +85,12 @@ def lower(node: PlanNode, rt: Runtime, *, lateness: int = 0,
         return IntervalJoinOperator(node, rt)
     if isinstance(node, ChunkJoin):
         return ChunkJoinOperator(node, rt)
+    if isinstance(node, AlignedJoin):
+        return AlignedJoinOperator(node, rt)
+    if isinstance(node, AlignedAggregate):
+        return AlignedAggregateOperator(node, rt)
+    if isinstance(node, AlignedTopN):
+        return AlignedTopNOperator(node, rt)
     if isinstance(node, Aggregate):
         return AggregateOperator(node, rt)
     if isinstance(node, SlicedAggregate):

@@ -19,6 +19,7 @@ from sparkcq.language.sql.statements import Explain
 from sparkcq.plan.binder import bind_select
 from sparkcq.plan.nodes import render_tree
 from sparkcq.plan.rules import RULES, Rule
+from sparkcq.plan.rules.join_aligned_chunks import join_aligned_chunks
 from sparkcq.plan.rules.slice_window_aggregates import slice_window_aggregates
 from sparkcq.plan.typer import SchemaTyper
 
@@ -45,6 +46,7 @@ def read_cases(path: Path) -> tuple[list[str], list[tuple[str, str]]]:
 #: the rules a rule reads the output of, run before it in its golden cases
 PREREQUISITES: dict[str, tuple[Rule, ...]] = {
     "join_aligned_chunks": (slice_window_aggregates,),
+    "evaluate_at_slides": (slice_window_aggregates, join_aligned_chunks),
 }
 
 

@@ -25,6 +25,7 @@ from oracle import (
     APAS_AGGS,
     UDAS,
     AggQuery,
+    AlignedQuery,
     BandJoinQuery,
     ChunkTopQuery,
     DerivedRelationQuery,
@@ -444,3 +445,34 @@ def chunk_top_queries(draw) -> dict[str, Query]:
 @given(scenario=scenarios(("s", "s2"), cases=80), queries=chunk_top_queries())
 def test_joins_of_chunks_with_their_aggregate(spark, scenario, queries):
     check_scenario(spark, scenario, queries)
+
+
+#: windows whose aggregates change only at multiples of a step
+GRID_WINDOWS = st.one_of(
+    st.builds(lambda slide, n: Win("slide", slide * n, slide), st.integers(2, 5),
+              st.integers(1, 3)),
+    st.builds(lambda by, n: Win("cut", by, n), st.integers(2, 6), st.integers(1, 2)))
+
+
+@st.composite
+def aligned_queries(draw) -> dict[str, Query]:
+    """Queries over queries on a grid of instants: NEXMark q5's counts joined with their
+    maximum or ranked, an aggregate of an aggregate, a join of two streams' aggregates of every
+    kind, in every form.
+    """
+    queries = {}
+    for i in range(2):
+        kind = draw(st.sampled_from(["top", "topn", "agg", "INNER", "LEFT", "RIGHT", "FULL", "SEMI",
+                                     "ANTI"]), label="kind")
+        shape = AlignedQuery(f"c{i}", draw(GRID_WINDOWS, label="window"), kind,
+                             draw(st.sampled_from(FORMS), label="form"),
+                             draw(GRID_WINDOWS, label="window of s2"))
+        queries[f"aligned{i}"] = Query(shape, "query over queries")
+    return queries
+
+
+@pytest.mark.slow
+@LAYOUTS
+@given(scenario=scenarios(("s", "s2"), cases=80), queries=aligned_queries())
+def test_queries_over_queries(spark, layout, scenario, queries):
+    check_scenario(spark, scenario, queries, layout=layout)

@@ -12,6 +12,7 @@ from collections.abc import Callable, Collection
 
 from sparkcq.plan.nodes import PlanNode
 from sparkcq.plan.rules.aggregate_before_table_joins import aggregate_before_table_joins
+from sparkcq.plan.rules.evaluate_at_slides import evaluate_at_slides
 from sparkcq.plan.rules.join_aligned_chunks import join_aligned_chunks
 from sparkcq.plan.rules.join_windowed_streams import join_windowed_streams
 from sparkcq.plan.rules.outer_joins_from_inner import outer_joins_from_inner
@@ -19,8 +20,8 @@ from sparkcq.plan.rules.slice_window_aggregates import slice_window_aggregates
 
 Rule = Callable[..., PlanNode]
 
-RULES: tuple[Rule, ...] = (outer_joins_from_inner, aggregate_before_table_joins,
-                           slice_window_aggregates, join_aligned_chunks,
+RULES: tuple[Rule, ...] = (aggregate_before_table_joins, slice_window_aggregates,
+                           join_aligned_chunks, evaluate_at_slides, outer_joins_from_inner,
                            join_windowed_streams)
 
 

@@ -20,6 +20,7 @@ from sparkcq.model.columns import FROM, LAYER, NEW, OP, TE, TO, TS, D, N, T
 from sparkcq.model.time import TIME_MAX
 from sparkcq.model.types import type_sql
 from sparkcq.plan.nodes import (
+    Aligned,
     ChunkJoin,
     EdgeKind,
     Filter,
@@ -59,12 +60,12 @@ def join_on_values(left: DataFrame, right: DataFrame, names: list[str],
 
 def gives_segments(node: PlanNode) -> bool:
     """Whether ``node``'s slices carry segments whenever the relation has content
-    (``Slice.segments``): a sliced aggregate's or a chunk join's, through filters and
-    projections.
+    (``Slice.segments``): a sliced aggregate's, a chunk join's or an aligned aggregate's or
+    join's, through filters and projections.
     """
     while isinstance(node, Filter | Project) and node.kind is not EdgeKind.TABLE:
         node = node.child
-    return isinstance(node, SlicedAggregate | ChunkJoin)
+    return isinstance(node, SlicedAggregate | ChunkJoin | Aligned)
 
 
 class ToStreamOperator(Operator):

@@ -39,8 +39,6 @@ from dataclasses import dataclass, replace
 
 from pyspark.sql import DataFrame
 from pyspark.sql.types import (
-    DataType,
-    DoubleType,
     LongType,
     StructField,
     StructType,
@@ -57,24 +55,9 @@ from sparkcq.plan.nodes import (
     window_reach,
 )
 from sparkcq.runtime.frames import Runtime, Slice, SqlViews, bound_sql, q
-from sparkcq.runtime.operators.aggregate import (
-    EXACT_DOUBLE,
-    accumulator_type,
-    exact_double_parts,
-    exact_double_total,
-)
 from sparkcq.runtime.operators.base import CycleContext, Operator, Progress, as_changes_at
+from sparkcq.runtime.operators.measures import Measure, measures_of
 from sparkcq.runtime.step_chains import chain_sql
-
-
-@dataclass(frozen=True)
-class _Measure:
-    """One column a pane keeps for an aggregate argument, and how panes combine it."""
-
-    name: str
-    sql: str  # over an event (its argument and multiplicity ``_d``)
-    combine: str  # sum, min or max
-    dtype: DataType
 
 
 @dataclass(frozen=True)
@@ -115,42 +98,9 @@ class SlicedAggregateOperator(Operator):
         # [pane end, pane end + W) is that pane's, with no points to merge or sort
         self.tumbling = self.length == self.step_len
         self.keys = list(agg.keys)
-        arg_types = {f.name: f.dataType for f in agg.child.schema.fields}
-        self.measures: dict[str, _Measure] = {}
-        self.values: dict[str, str] = {}  # output column -> SQL over a point's measures
-        out_types = {f.name: f.dataType for f in agg.schema.fields}
-        for call in agg.aggs:
-            out = out_types[call.name].simpleString()
-            if call.arg is None:
-                self.values[call.name] = f"CAST(`{N}` AS {out})"
-                continue
-            i = list(arg_types).index(call.arg)
-            arg, dtype = q(call.arg), arg_types[call.arg]
-            count = self.measure(f"_c{i}", f"CASE WHEN {arg} IS NOT NULL THEN {q(D)} ELSE 0 END",
-                                 "sum", LongType())
-            if call.func == "count":
-                self.values[call.name] = f"CAST({count} AS {out})"
-            elif call.func in ("sum", "avg"):
-                acc = accumulator_type(dtype)
-                if acc == EXACT_DOUBLE:  # two BIGINT sums, one DECIMAL once per row out
-                    whole, fraction = exact_double_parts(f"{arg} * {q(D)}")
-                    total = exact_double_total(
-                        self.measure(f"_s{i}", whole, "sum", LongType()),
-                        self.measure(f"_f{i}", fraction, "sum", LongType()))
-                else:
-                    total = self.measure(f"_s{i}",
-                                         f"CAST({arg} * {q(D)} AS {acc.simpleString()})",
-                                         "sum", acc)
-                if call.func == "sum":
-                    value = f"CAST({total} AS {out})"
-                elif isinstance(out_types[call.name], DoubleType):
-                    value = f"CAST({total} AS DOUBLE) / CAST({count} AS DOUBLE)"
-                else:
-                    value = f"CAST({total} / {count} AS {out})"
-                self.values[call.name] = f"CASE WHEN {count} > 0 THEN {value} END"
-            else:
-                extreme = self.measure(f"_{call.func}{i}", arg, call.func, dtype)
-                self.values[call.name] = f"CAST({extreme} AS {out})"
+        found = measures_of(agg)
+        self.measures: dict[str, Measure] = found.columns
+        self.values: dict[str, str] = found.values  # output column -> SQL over measures
         self.names = [f.name for f in agg.schema.fields]
         self.panes = self.state(StructType([
             StructField(GROUP_HASH, LongType()),
@@ -185,11 +135,6 @@ class SlicedAggregateOperator(Operator):
 
     def reads_edge(self, i: int, own_edge_read: bool) -> bool:  # noqa: D102
         return not self.reads_arrivals
-
-    def measure(self, name: str, sql: str, combine: str, dtype: DataType) -> str:
-        """Keep ``sql`` per pane (once, however many calls read it); its column, quoted."""
-        self.measures.setdefault(name, _Measure(name, sql, combine, dtype))
-        return q(name)
 
     # -- SQL text, built once ----------------------------------------------------------------
     def build_events_sql(self, node: SlicedAggregate,
