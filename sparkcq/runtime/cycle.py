@@ -27,6 +27,7 @@ from pyspark.sql import DataFrame
 from sparkcq.errors import ExecutionError, SinkError, SparkDiedError
 from sparkcq.model.clock import Clock, SystemClock
 from sparkcq.plan.nodes import (
+    IntervalJoin,
     PlanNode,
     SlicedAggregate,
     StreamScan,
@@ -58,11 +59,7 @@ from sparkcq.runtime.fused_streams import (
 )
 from sparkcq.runtime.global_plan import GlobalPlan
 from sparkcq.runtime.operators.base import CycleContext, Operator
-from sparkcq.runtime.operators.element_intervals import (
-    ElementSource,
-    element_source,
-    longest_element,
-)
+from sparkcq.runtime.operators.element_intervals import element_source, pair_span
 from sparkcq.runtime.operators.outputs import SinkFormatter
 from sparkcq.runtime.operators.scan import ScanOperator
 from sparkcq.runtime.operators.shared_output import (
@@ -96,9 +93,9 @@ class CompiledQuery:
     # the steps from an aggregate family member up to the root, when its records can come
     # straight from the family's result (``fused_outputs.py``)
     tail: QueryTail | None = None
-    # the operator whose elements, with their ends, its records come from when it started
-    # from nothing (``element_intervals.py``)
-    elements: ElementSource | None = None
+    # the interval join whose elements, with their ends, its records come from when it
+    # started from nothing (``element_intervals.py``)
+    elements: IntervalJoin | None = None
 
     def waits(self, plan: GlobalPlan) -> bool:
         """Whether a start of this query's is not due yet: its formatter's, or one of the
@@ -419,7 +416,7 @@ class CycleEngine:
                         query.qid, query.plan.schema, out.lo, out.hi,
                         None if out.elements is None
                         else encode_elements(out.elements, query.plan.schema, query.qid),
-                        longest_element(query.elements)))
+                        pair_span(query.elements)))
                 elif changes.df is not None:
                     encoded.append(encode(changes.df, query.plan.schema, query.qid))
             elif (records := query.formatter.advance([slices[query.plan]], cycle,

@@ -10,11 +10,10 @@ grid), takes the input's rows at each multiple of the step the cycle evaluates
     counts (auction, num):  a1 3 over [5, 15),  a2 4 over [10, 15),  a3 1 over [10, 20)
     max(num) at 5: 3   at 10: 4   at 15: 1       rows (top) 3 [5, 10), 4 [10, 15), 1 [15, 20)
 
-Its rows go on as segments (an aggregate or join above reads them the same way), as
-elements with their ends (its query's records) and as changes. The general aggregate
-instead keeps every group's elements and applies +1/-1 changes to them every cycle. Sums are
-exact and ``min``/``max`` need no state: each snapshot is aggregated whole
-(``measures.py``).
+Its rows go on as segments (an aggregate or join above reads them the same way) and as
+changes. The general aggregate instead keeps every group's elements and applies +1/-1
+changes to them every cycle. Sums are exact and ``min``/``max`` need no state: each
+snapshot is aggregated whole (``measures.py``).
 """
 
 from __future__ import annotations

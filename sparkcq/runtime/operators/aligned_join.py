@@ -11,9 +11,8 @@ joined with their maximum on ``num = top``, 5 s slides::
     counts at 15: (a3, 1)              top at 15: 1     pairs at 15: (a3, 1, 1) over [15, 20)
 
 Every join kind is the SQL join per instant (an outer join pads a row that has no partner
-at that instant). The pairs go on as segments, as elements with their ends (the query's
-records) and as changes. The general join instead keeps both inputs' elements and
-rebuilds them from +1/-1 changes every cycle.
+at that instant). The pairs go on as segments and as changes. The general join instead
+keeps both inputs' elements and rebuilds them from +1/-1 changes every cycle.
 
 When one input is ahead of the other (its stream's watermark is), its rows at the
 instants past the slower one's ``hi`` wait in a small state (``ahead``) and meet the other
@@ -26,7 +25,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql.types import LongType, StructField, StructType
 
 from sparkcq.model.columns import AT, D, T
-from sparkcq.plan.nodes import AlignedAggregate, AlignedJoin, Filter, JoinHow, PlanNode, Project
+from sparkcq.plan.nodes import AlignedJoin, JoinHow
 from sparkcq.runtime.frames import Runtime, Slice, SqlViews, bound_sql, project, q, union_all
 from sparkcq.runtime.operators.base import CycleContext, Operator
 from sparkcq.runtime.operators.slide_instants import (
@@ -38,16 +37,6 @@ from sparkcq.runtime.operators.slide_instants import (
 
 _SQL_JOIN = {JoinHow.INNER: "INNER", JoinHow.LEFT: "LEFT OUTER", JoinHow.RIGHT: "RIGHT OUTER",
              JoinHow.FULL: "FULL OUTER", JoinHow.SEMI: "LEFT SEMI", JoinHow.ANTI: "LEFT ANTI"}
-
-
-def one_row_per_instant(node: PlanNode) -> bool:
-    """Whether ``node`` is an aggregate without keys (through filters and projections): a
-    row per instant at most, which the join sends to every task rather than shuffling the
-    other side's rows to meet it.
-    """
-    while isinstance(node, Filter | Project):
-        node = node.child
-    return isinstance(node, AlignedAggregate) and not node.aggregate.keys
 
 
 class AlignedJoinOperator(Operator):
@@ -72,9 +61,7 @@ class AlignedJoinOperator(Operator):
               JoinHow.RIGHT: f"r.{q(AT)}"}.get(join.how, f"l.{q(AT)}")
         condition = f" AND ({join.condition.sql})" if join.condition is not None else ""
         # over each side's rows with an instant ``_at`` and a multiplicity ``_d``
-        hint = next((f"/*+ BROADCAST({alias}) */ " for alias, child in zip(
-            ("l", "r"), node.children, strict=True) if one_row_per_instant(child)), "")
-        self.pairs_sql = (f"SELECT {hint}{', '.join(cols)}, {at} AS {q(AT)}, {count} AS {q(D)} "
+        self.pairs_sql = (f"SELECT {', '.join(cols)}, {at} AS {q(AT)}, {count} AS {q(D)} "
                           f"FROM {{left}} AS l {_SQL_JOIN[join.how]} JOIN {{right}} AS r "
                           f"ON l.{q(AT)} = r.{q(AT)}{condition}")
         self.views = SqlViews(rt.spark, "alignedjoin")

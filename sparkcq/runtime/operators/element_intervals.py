@@ -34,14 +34,7 @@ from pyspark.sql.types import IntegerType, LongType, StructField, StructType
 
 from sparkcq.model.columns import LAYER, QID, TE, TS, D, T
 from sparkcq.model.time import TIME_MAX
-from sparkcq.plan.nodes import (
-    Aligned,
-    EdgeKind,
-    Filter,
-    IntervalJoin,
-    PlanNode,
-    Project,
-)
+from sparkcq.plan.nodes import EdgeKind, Filter, IntervalJoin, PlanNode, Project
 from sparkcq.runtime.frames import Runtime, SqlViews, bound_sql, q, union_by_name
 from sparkcq.runtime.operators.outputs import coalesced
 from sparkcq.runtime.operators.window import element_span
@@ -52,27 +45,20 @@ END = "_pe"  # a layer's provisional end
 RANK = "_rk"
 
 
-#: the operators whose slices carry their elements with their ends (``Slice.elements``)
-ElementSource = IntervalJoin | Aligned
-
-
-def element_source(node: PlanNode) -> ElementSource | None:
-    """The operator whose elements ``node``'s slices carry with their ends
+def element_source(node: PlanNode) -> IntervalJoin | None:
+    """The interval join whose elements ``node``'s slices carry with their ends
     (``Slice.elements``), through filters and projections; None if they carry none.
     """
     while isinstance(node, Filter | Project) and node.kind is not EdgeKind.TABLE:
         node = node.child
-    return node if isinstance(node, IntervalJoin | Aligned) else None
+    return node if isinstance(node, IntervalJoin) else None
 
 
-def longest_element(source: ElementSource) -> int | None:
-    """The longest an element of ``source`` lasts (None: unknown, or without end): an
-    aligned operator's one step; an interval join's pair, its shorter window's longest
-    element.
+def pair_span(join: IntervalJoin) -> int | None:
+    """The longest a pair of ``join`` lasts: its shorter window's longest element (None:
+    neither window's elements end).
     """
-    if isinstance(source, Aligned):
-        return source.step
-    spans = [s for i in (0, 1) if (s := element_span(source.side(i)[0].spec)) is not None]
+    spans = [s for i in (0, 1) if (s := element_span(join.side(i)[0].spec)) is not None]
     return min(spans, default=None)
 
 

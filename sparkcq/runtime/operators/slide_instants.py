@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame
 
-from sparkcq.model.columns import AT, FROM, TE, TO, TS, D, T
+from sparkcq.model.columns import AT, FROM, TO, D, T
 from sparkcq.model.time import TIME_MIN
 from sparkcq.runtime.frames import Runtime, Slice, SqlViews, bound_sql, q
 
@@ -47,8 +47,7 @@ def instants_sql(names: list[str], step: int, lower: int, hi: int, segments: str
 
 class InstantRows:
     """An operator's output rows per instant, given as a slice (see module): segments for
-    the readers of segments, elements (with their ends) for the query records, and the
-    change edge for everyone else.
+    the readers of segments, and the change edge for everyone else (a query's records).
     """
 
     def __init__(self, rt: Runtime, names: list[str], step: int):
@@ -78,8 +77,6 @@ class InstantRows:
         first = bound_sql(first_instant(lo, step) if fresh else lo)
         starts = f"{at} >= {first} AND {at} + {step} > {bound_sql(lo)}"
         start = f"greatest({at}, {bound_sql(lo)})"
-        elements = self.views.sql(f"SELECT {cols}, {start} AS {q(TS)}, {at} + {step} AS {q(TE)} "
-                                  f"FROM {{rows}} WHERE {starts}", rows=rows)
         changes = None
         if edge:
             # the rows that end here: every one whose end lies in the slice, unless (fresh)
@@ -91,4 +88,4 @@ class InstantRows:
                 f"SELECT {cols}, {at} + {step} AS {q(T)}, CAST(-1 AS BIGINT) AS {q(D)} "
                 f"FROM {{rows}} WHERE {at} + {step} < {bound_sql(hi)} AND {at} + {step} > "
                 f"{after}"], rows=rows)
-        return Slice(changes, lo, hi, segments, elements=elements)
+        return Slice(changes, lo, hi, segments)
