@@ -13,10 +13,11 @@ the figures are per cycle over every round: wall time (p50, p90, p99, max) and S
 and for the checkpointed runs what a cycle spent taking its checkpoint and what writing it
 took in the background. Run more than 60 cycles: only a cycle where a minute ends emits
 rows (and joins the tables), the slowest kind. A checkpointed run ends with a restart
-from its directory, which must come back at the same cycle, watermark and events held. A cycle under 1 s keeps up with
-the rate. With ``--interval 1`` cycles start a second apart, as a server's at that rate:
-what a background checkpoint costs a cycle that then has the machine's idle time to write
-in (without, cycles follow at once and the write competes with them for the cores).
+from its directory, which must come back at the same cycle, watermark and events held. A
+cycle under 1 s keeps up with the rate. With ``--interval 1`` cycles start a second apart,
+as a server's at that rate: what a background checkpoint costs a cycle that then has the
+machine's idle time to write in (without, cycles follow at once and the write competes
+with them for the cores).
 """
 
 from __future__ import annotations
