@@ -819,6 +819,39 @@ class TopN(UnaryNode):
 
 
 @dataclass(frozen=True)
+class TopCandidates(UnaryNode):
+    """The elements of a ``[RANGE length]`` window that can still be among the first ``n``
+    rows of their partition in ``order``: an element leaves once ``n`` elements that
+    arrived no earlier and rank above it have arrived (they outlive it), so a Top-N above
+    ranks a few candidates per instant instead of every live row, with the same result.
+
+    ``ties``: rows equal in ``order`` rank by all their columns (``ROW_NUMBER``, ``LIMIT``);
+    without, only a row strictly above in ``order`` pushes one out (``RANK``). Made by
+    ``plan/rules/prune_top_candidates.py``.
+    """
+
+    partition: tuple[str, ...]
+    order: tuple[SortKey, ...]
+    n: int
+    ties: bool
+    length: int
+
+    @property
+    def kind(self) -> EdgeKind:  # noqa: D102
+        return EdgeKind.RELATION
+
+    @property
+    def schema(self) -> StructType:  # noqa: D102
+        return self.child.schema
+
+    def label(self) -> str:  # noqa: D102
+        part = f" PARTITION BY {', '.join(self.partition)}" if self.partition else ""
+        order = ", ".join(k.sql() for k in self.order)
+        return (f"TopCandidates {self.n}{part} ORDER BY {order} (an element leaves once "
+                f"{self.n} later ones rank above it: a Top-N ranks only these)")
+
+
+@dataclass(frozen=True)
 class ToStream(UnaryNode):
     """Relation to stream: ISTREAM, DSTREAM or RSTREAM (snapshots every ``period``).
 

@@ -24,6 +24,7 @@ from sparkcq.plan.nodes import (
     SlicedAggregate,
     StreamScan,
     TableScan,
+    TopCandidates,
     TopN,
     ToStream,
     Union,
@@ -44,6 +45,7 @@ from sparkcq.runtime.operators.outputs import ToStreamOperator
 from sparkcq.runtime.operators.scan import ScanOperator
 from sparkcq.runtime.operators.stateless import ExpandOperator, FilterOperator, ProjectOperator
 from sparkcq.runtime.operators.table import TableOperator, TableRows
+from sparkcq.runtime.operators.top_candidates import TopCandidatesOperator
 from sparkcq.runtime.operators.top_n import TopNOperator
 from sparkcq.runtime.operators.union import UnionOperator
 from sparkcq.runtime.operators.window import (
@@ -101,6 +103,8 @@ def lower(node: PlanNode, rt: Runtime, *, lateness: int = 0,
         return UnionOperator(node, rt)
     if isinstance(node, TopN):
         return TopNOperator(node, rt)
+    if isinstance(node, TopCandidates):
+        return TopCandidatesOperator(node, rt)
     if isinstance(node, ToStream):
         return ToStreamOperator(node, rt)
     msg = f"no physical operator for {type(node).__name__}"

@@ -16,13 +16,14 @@ from sparkcq.plan.rules.evaluate_at_slides import evaluate_at_slides
 from sparkcq.plan.rules.join_aligned_chunks import join_aligned_chunks
 from sparkcq.plan.rules.join_windowed_streams import join_windowed_streams
 from sparkcq.plan.rules.outer_joins_from_inner import outer_joins_from_inner
+from sparkcq.plan.rules.prune_top_candidates import prune_top_candidates
 from sparkcq.plan.rules.slice_window_aggregates import slice_window_aggregates
 
 Rule = Callable[..., PlanNode]
 
 RULES: tuple[Rule, ...] = (aggregate_before_table_joins, slice_window_aggregates,
                            join_aligned_chunks, evaluate_at_slides, outer_joins_from_inner,
-                           join_windowed_streams)
+                           join_windowed_streams, prune_top_candidates)
 
 
 def optimize(plan: PlanNode, running: Collection[PlanNode] = (),
