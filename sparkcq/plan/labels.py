@@ -31,15 +31,20 @@ from sparkcq.plan.expressions import Expr, parse_expression
 from sparkcq.plan.nodes import (
     AggCall,
     Aggregate,
+    AlignedAggregate,
+    EdgeKind,
     Filter,
     InstantAggregate,
+    Join,
     PlanNode,
     Project,
     SlicedAggregate,
+    TopN,
     walk,
 )
+from sparkcq.plan.rules.slice_window_aggregates import sliceable_window
 
-_Aggregating = Aggregate | InstantAggregate | SlicedAggregate
+_Aggregating = Aggregate | InstantAggregate | SlicedAggregate | AlignedAggregate
 #: a name that reads the same without quotes
 _PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -63,7 +68,9 @@ def user_labels(roots: Iterable[PlanNode]) -> dict[PlanNode, str]:
     labels: dict[PlanNode, str] = {}
     for node in nodes:
         if isinstance(node, _Aggregating):
-            labels[node] = aggregate_label(node, names[node])
+            labels[node] = aggregate_label(node, names[node]) + general_path(node)
+        elif isinstance(node, Join | TopN):
+            labels[node] = node.label() + general_path(node)
         elif isinstance(node, Project):
             shown = project_label(node, names.get(below_filters(node.child), {}))
             if shown is not None:
@@ -91,8 +98,10 @@ def below_filters(node: PlanNode) -> PlanNode:
 
 
 def logical_aggregate(node: _Aggregating) -> Aggregate | InstantAggregate:
-    """The aggregate an aggregating node computes (a sliced one keeps the one it replaces)."""
-    return node.aggregate if isinstance(node, SlicedAggregate) else node
+    """The aggregate an aggregating node computes (a sliced or aligned one keeps the one it
+    replaces).
+    """
+    return node.aggregate if isinstance(node, SlicedAggregate | AlignedAggregate) else node
 
 
 def calls_and_keys(node: _Aggregating) -> tuple[tuple[AggCall, ...], tuple[str, ...]]:
@@ -182,6 +191,8 @@ def aggregate_label(node: _Aggregating, names: Mapping[str, str]) -> str:
         calls.append(text if name is None else f"{text} AS {name}")
     shown = ", ".join(calls) + (f" BY {', '.join(inputs.get(k, k) for k in keys)}"
                                 if keys else "")
+    if isinstance(node, AlignedAggregate):
+        return f"AlignedAggregate {shown}{node.path()}"
     if not isinstance(node, SlicedAggregate):
         return f"{type(node).__name__} {shown}"
     below = node.aggregate.child
@@ -232,3 +243,26 @@ def substituted(e: Expr, shown: Mapping[str, str]) -> str:
         return node
 
     return unquoted(e.tree.copy().transform(swap))
+
+
+def general_path(node: PlanNode) -> str:
+    """Why an aggregate, join or Top-N takes the general path, from its inputs' +1/-1
+    changes, as EXPLAIN says after its line (nothing for the other nodes, and for those on
+    a path of their own, whose lines say which and why).
+    """
+    why = None
+    if isinstance(node, Aggregate):
+        if any(a.uda is not None or a.distinct for a in node.aggs):
+            why = "a user aggregate or DISTINCT is not computed from panes or per slide"
+        elif sliceable_window(node) is not None:
+            why = "its window ran before the query came, so its panes are not there"
+        else:
+            why = ("its input is neither a stream's time window nor a relation that changes "
+                   "only at slides")
+    elif isinstance(node, Join) and node.kind is EdgeKind.RELATION:
+        why = ("its inputs are not two time-windowed streams, a stream's chunks with their "
+               "aggregate, nor relations that change only at slides")
+    elif isinstance(node, TopN):
+        why = ("its input is neither a stream's per-event RANGE window (with a bound) nor a "
+               "relation that changes only at slides")
+    return "" if why is None else f" (general: from +1/-1 changes; {why})"

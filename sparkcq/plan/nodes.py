@@ -677,9 +677,13 @@ class AlignedAggregate(UnaryNode):
         return self.aggregate.schema
 
     def label(self) -> str:  # noqa: D102
-        return (f"AlignedAggregate {calls_text(self.aggregate.aggs, self.aggregate.keys)} at "
-                f"each {grid_text(self.step, self)} (its input changes only there: "
-                "each snapshot aggregated once, no state)")
+        calls = calls_text(self.aggregate.aggs, self.aggregate.keys)
+        return f"AlignedAggregate {calls}{self.path()}"
+
+    def path(self) -> str:
+        """How it is computed, and why, as EXPLAIN says after its calls."""
+        return (f" at each {grid_text(self.step, self)} (its input changes only there: each "
+                "snapshot aggregated once, no state)")
 
 
 @dataclass(frozen=True)

@@ -42,10 +42,38 @@ Project UPPER(k) AS u, SUM(v) / COUNT(*) AS r  [relation]
         "SELECT k, max(v + 1) AS m, count(DISTINCT v) AS d FROM s [RANGE 10] GROUP BY k",
         """
 Project k, m, d  [relation]
-  Aggregate max(v + 1) AS m, count(DISTINCT v) AS d BY k  [relation]
+  Aggregate max(v + 1) AS m, count(DISTINCT v) AS d BY k (general: from +1/-1 changes; a \
+user aggregate or DISTINCT is not computed from panes or per slide)  [relation]
     Project k, v + 1, v  [relation]
       Window [RANGE 10]  [relation]
         StreamScan s  [stream]
+"""),
+    "the path each operator takes, and why": (
+        "SELECT c.k, c.n FROM (SELECT k, count(*) AS n FROM s [RANGE 10 SLIDE 5] GROUP BY k) "
+        "AS c JOIN (SELECT max(n) AS top FROM (SELECT k, count(*) AS n FROM s [RANGE 10 SLIDE "
+        "5] GROUP BY k)) AS m ON c.n = m.top JOIN s2 [ROWS 2] AS b ON c.k = b.k",
+        """
+Project `_0__k` AS k, `_0__n` AS n  [relation]
+  Join ON c.k = b.k (general: from +1/-1 changes; its inputs are not two time-windowed \
+streams, a stream's chunks with their aggregate, nor relations that change only at \
+slides)  [relation]
+    AlignedJoin ON c.n = m.top at each 5 (its inputs change only there: each pair of \
+snapshots joined once, no state)  [relation]
+      Project `k` AS _0__k, `n` AS _0__n  [relation]
+        Project k, n  [relation]
+          SlicedAggregate count(*) AS n BY k <- Window [RANGE 10 SLIDE 5]  [relation]
+            StreamScan s  [stream]
+      Project `top` AS _1__top  [relation]
+        Project top  [relation]
+          AlignedAggregate max(n) AS top at each 5 (its input changes only there: each \
+snapshot aggregated once, no state)  [relation]
+            Project n  [relation]
+              Project k, n  [relation]
+                SlicedAggregate count(*) AS n BY k <- Window [RANGE 10 SLIDE 5]  [relation]
+                  StreamScan s  [stream]
+    Project `k` AS _2__k, `v` AS _2__v, `t` AS _2__t  [relation]
+      Window [ROWS 2]  [relation]
+        StreamScan s2  [stream]
 """),
 }
 
