@@ -261,7 +261,7 @@ def general_path(node: PlanNode) -> str:
                    "only at slides")
     elif isinstance(node, Join) and node.kind is EdgeKind.RELATION:
         why = ("its inputs are not two time-windowed streams, a stream's chunks with their "
-               "aggregate, nor relations that change only at slides")
+               "aggregate, nor relations that change only at the same slides")
     elif isinstance(node, TopN):
         why = ("its input is neither a stream's per-event RANGE window (with a bound) nor a "
                "relation that changes only at slides")

@@ -55,8 +55,8 @@ user aggregate or DISTINCT is not computed from panes or per slide)  [relation]
         """
 Project `_0__k` AS k, `_0__n` AS n  [relation]
   Join ON c.k = b.k (general: from +1/-1 changes; its inputs are not two time-windowed \
-streams, a stream's chunks with their aggregate, nor relations that change only at \
-slides)  [relation]
+streams, a stream's chunks with their aggregate, nor relations that change only at the \
+same slides)  [relation]
     AlignedJoin ON c.n = m.top at each 5 (its inputs change only there: each pair of \
 snapshots joined once, no state)  [relation]
       Project `k` AS _0__k, `n` AS _0__n  [relation]

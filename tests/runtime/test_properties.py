@@ -464,9 +464,13 @@ def aligned_queries(draw) -> dict[str, Query]:
     for i in range(2):
         kind = draw(st.sampled_from(["top", "topn", "agg", "INNER", "LEFT", "RIGHT", "FULL", "SEMI",
                                      "ANTI"]), label="kind")
-        shape = AlignedQuery(f"c{i}", draw(GRID_WINDOWS, label="window"), kind,
-                             draw(st.sampled_from(FORMS), label="form"),
-                             draw(GRID_WINDOWS, label="window of s2"))
+        win = draw(GRID_WINDOWS, label="window")
+        # on the same step (an aligned join) or on any (the general one)
+        same_step = (Win("slide", win.slide * draw(st.integers(1, 3)), win.slide)
+                     if win.kind == "slide" else Win("cut", win.size, draw(st.integers(1, 2))))
+        shape = AlignedQuery(f"c{i}", win, kind, draw(st.sampled_from(FORMS), label="form"),
+                             draw(st.just(same_step) | GRID_WINDOWS,
+                                  label="window of s2"))
         queries[f"aligned{i}"] = Query(shape, "query over queries")
     return queries
 

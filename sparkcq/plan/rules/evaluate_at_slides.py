@@ -29,8 +29,9 @@ holds over ``[m, m + slide)``; an aggregate, a join or a ranking of such snapsho
 well, and is computed once per multiple, from the inputs' segments, with no state
 (``runtime/operators/aligned_aggregate.py``, ``aligned_join.py``, ``aligned_top_n.py``).
 The general operators instead keep their inputs' elements and rebuild them from +1/-1
-changes every cycle. Two inputs on different steps meet on the multiples of their
-greatest common divisor.
+changes every cycle. A join's inputs must change on the same step: a sliced aggregate gives
+no segments in a cycle that holds no multiple of its own step (nothing changes), so on a
+finer grid the join would miss its rows at the instants between.
 
 Applies to aggregates of ``count``, ``sum``, ``avg``, ``min`` and ``max`` (not DISTINCT, not
 a user's), to joins of any kind and to Top-N and rankings, whose inputs are such relations
@@ -44,7 +45,6 @@ join of each instant's snapshots, with no counting of pairs.
 from __future__ import annotations
 
 from collections.abc import Collection
-from math import gcd
 
 from sparkcq.model.aggregate_functions import BUILTIN
 from sparkcq.plan.nodes import (
@@ -85,10 +85,10 @@ def _aligned(node: PlanNode) -> PlanNode:
         step = change_grid(node.child)
         return node if step is None else AlignedTopN(node.child, node, step)
     if isinstance(node, Join):
-        left, right = change_grid(node.left), change_grid(node.right)
-        if left is None or right is None:
+        step = change_grid(node.left)
+        if step is None or change_grid(node.right) != step:
             return node
-        return AlignedJoin(node.left, node.right, node, gcd(left, right))
+        return AlignedJoin(node.left, node.right, node, step)
     return node
 
 

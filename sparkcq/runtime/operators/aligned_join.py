@@ -14,9 +14,9 @@ Every join kind is the SQL join per instant (an outer join pads a row that has n
 at that instant). The pairs go on as segments and as changes. The general join instead
 keeps both inputs' elements and rebuilds them from +1/-1 changes every cycle.
 
-When one input is ahead of the other (its stream's watermark is), its rows at the
-instants past the slower one's ``hi`` wait in a small state (``ahead``) and meet the other
-input's rows of those instants in a later cycle.
+Both inputs change on the same step. When one is ahead of the other (its stream's
+watermark is), its rows at the instants past the slower one's ``hi`` wait in a small state
+(``ahead``) and meet the other input's rows of those instants in a later cycle.
 """
 
 from __future__ import annotations
