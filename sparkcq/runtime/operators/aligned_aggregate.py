@@ -22,50 +22,31 @@ from pyspark.sql import DataFrame
 
 from sparkcq.model.columns import AT, D, N, T
 from sparkcq.plan.nodes import AlignedAggregate
-from sparkcq.runtime.frames import Runtime, Slice, SqlViews, q
-from sparkcq.runtime.operators.base import CycleContext, Operator
+from sparkcq.runtime.frames import Runtime, q
 from sparkcq.runtime.operators.measures import measures_of
-from sparkcq.runtime.operators.slide_instants import InstantRows, first_instant, instants_sql
+from sparkcq.runtime.operators.slide_instants import InstantOperator
 
 
-class AlignedAggregateOperator(Operator):
+class AlignedAggregateOperator(InstantOperator):
     """The aggregate of each snapshot at the multiples of the step (see module)."""
 
-    contents_from_inputs = True
-
     def __init__(self, node: AlignedAggregate, rt: Runtime):
-        super().__init__(node, rt)
         agg = node.aggregate
-        self.grid = node.step
-        self.inputs = [f.name for f in agg.child.schema.fields]
-        self.names = [f.name for f in agg.schema.fields]
+        names = [f.name for f in agg.schema.fields]
+        super().__init__(node, rt, [f.name for f in agg.child.schema.fields], names,
+                         node.step, "alignedagg")
         measures = measures_of(agg)
         out = ", ".join(q(n) if n in agg.keys else f"{measures.values[n]} AS {q(n)}"
-                        for n in self.names)
+                        for n in names)
         by = ", ".join([*map(q, agg.keys), q(AT)])
         # over rows with a multiplicity ``_d`` and an instant ``_at``: one row per non-empty
         # group and instant
         self.grouped = (f"SELECT {out}, {q(AT)} FROM (SELECT {by}, {measures.combined_sql()} "
                         f"FROM ({{rows}}) GROUP BY {by}) WHERE {q(N)} > 0")
-        self.views = SqlViews(rt.spark, "alignedagg")
-        self.rows = InstantRows(rt, self.names, self.grid)
 
-    def reads_edge(self, i: int, own_edge_read: bool) -> bool:
-        """Not the input's changes: its segments."""
-        return False
-
-    def step(self, inputs: list[Slice], cycle: CycleContext) -> Slice:  # noqa: D102
-        (inp,) = inputs
-        fresh = self.progress.position is None or bool(self.progress.waiting)
-        lo = inp.lo
-        if inp.segments is None:
-            return Slice(None, lo, inp.hi)
-        instants = instants_sql(self.inputs, self.grid, first_instant(lo, self.grid), inp.hi,
-                                "{seg}")
-        rows = self.views.sql(self.grouped.replace(
-            "{rows}", f"SELECT *, CAST(1 AS BIGINT) AS {q(D)} FROM ({instants})"),
-            seg=inp.segments)
-        return self.rows.slice(rows, lo, inp.hi, fresh, edge=self.node not in cycle.edges_unread)
+    def per_instant(self, rows: str) -> str:  # noqa: D102
+        return self.grouped.replace(
+            "{rows}", f"SELECT *, CAST(1 AS BIGINT) AS {q(D)} FROM ({rows})")
 
     def contents(self, children: list[DataFrame | None], at: int) -> DataFrame | None:
         """The aggregate of the input's contents (rows with multiplicities), at ``at``."""

@@ -21,25 +21,21 @@ from pyspark.sql import DataFrame
 
 from sparkcq.model.columns import AT, D, T
 from sparkcq.plan.nodes import AlignedTopN, RankKind
-from sparkcq.runtime.frames import Runtime, Slice, SqlViews, q
-from sparkcq.runtime.operators.base import CycleContext, Operator
-from sparkcq.runtime.operators.slide_instants import InstantRows, first_instant, instants_sql
+from sparkcq.runtime.frames import Runtime, q
+from sparkcq.runtime.operators.slide_instants import InstantOperator
 
 
-class AlignedTopNOperator(Operator):
+class AlignedTopNOperator(InstantOperator):
     """The ranking of each snapshot at the multiples of the step (see module)."""
 
-    contents_from_inputs = True
-
     def __init__(self, node: AlignedTopN, rt: Runtime):
-        super().__init__(node, rt)
         top = node.top
-        self.grid = node.step
-        self.inputs = [f.name for f in top.child.schema.fields]
-        self.names = [f.name for f in top.schema.fields]
+        inputs = [f.name for f in top.child.schema.fields]
+        super().__init__(node, rt, inputs, [f.name for f in top.schema.fields], node.step,
+                         "alignedtopn")
         within = ", ".join([*map(q, top.partition), q(AT)])
         keys = ", ".join(k.sql() for k in top.order)
-        ties = ", ".join(f"{q(c)} ASC NULLS FIRST" for c in self.inputs)
+        ties = ", ".join(f"{q(c)} ASC NULLS FIRST" for c in inputs)
         ranking = {RankKind.ROW_NUMBER: f"row_number() OVER (PARTITION BY {within} "
                                         f"ORDER BY {keys}, {ties})",
                    RankKind.RANK: f"rank() OVER (PARTITION BY {within} ORDER BY {keys})",
@@ -48,25 +44,11 @@ class AlignedTopNOperator(Operator):
         shown = f", `_rank` AS {q(top.rank_column)}" if top.rank_column else ""
         kept = "" if top.n is None else f" WHERE `_rank` <= {top.n}"
         # over rows, one copy each, with an instant ``_at``
-        self.ranked = (f"SELECT {', '.join(map(q, self.inputs))}{shown}, {q(AT)} FROM "
+        self.ranked = (f"SELECT {', '.join(map(q, inputs))}{shown}, {q(AT)} FROM "
                        f"(SELECT *, CAST({ranking} AS BIGINT) AS `_rank` FROM ({{rows}})){kept}")
-        self.views = SqlViews(rt.spark, "alignedtopn")
-        self.rows = InstantRows(rt, self.names, self.grid)
 
-    def reads_edge(self, i: int, own_edge_read: bool) -> bool:
-        """Not the input's changes: its segments."""
-        return False
-
-    def step(self, inputs: list[Slice], cycle: CycleContext) -> Slice:  # noqa: D102
-        (inp,) = inputs
-        fresh = self.progress.position is None or bool(self.progress.waiting)
-        if inp.segments is None:
-            return Slice(None, inp.lo, inp.hi)
-        instants = instants_sql(self.inputs, self.grid, first_instant(inp.lo, self.grid), inp.hi,
-                                "{seg}")
-        rows = self.views.sql(self.ranked.replace("{rows}", instants), seg=inp.segments)
-        return self.rows.slice(rows, inp.lo, inp.hi, fresh,
-                               edge=self.node not in cycle.edges_unread)
+    def per_instant(self, rows: str) -> str:  # noqa: D102
+        return self.ranked.replace("{rows}", rows)
 
     def contents(self, children: list[DataFrame | None], at: int) -> DataFrame | None:
         """The ranking of the input's contents (rows with multiplicities), at ``at``."""

@@ -16,7 +16,9 @@ from pyspark.sql import DataFrame
 
 from sparkcq.model.columns import AT, FROM, TO, D, T
 from sparkcq.model.time import TIME_MIN
+from sparkcq.plan.nodes import PlanNode
 from sparkcq.runtime.frames import Runtime, Slice, SqlViews, bound_sql, q
+from sparkcq.runtime.operators.base import CycleContext, Operator
 
 
 def grid_floor(at: int, step: int) -> int:
@@ -89,3 +91,40 @@ class InstantRows:
                 f"FROM {{rows}} WHERE {at} + {step} < {bound_sql(hi)} AND {at} + {step} > "
                 f"{after}"], rows=rows)
         return Slice(changes, lo, hi, segments)
+
+
+class InstantOperator(Operator):
+    """A one-input operator evaluated per instant from its input's segments, with no state:
+    ``per_instant`` (over the input's rows at the cycle's instants, a text with ``_at``)
+    gives its output rows at each instant (``names`` and ``_at``).
+    """
+
+    contents_from_inputs = True
+
+    def __init__(self, node: PlanNode, rt: Runtime, inputs: list[str], names: list[str],
+                 step: int, kind: str):
+        super().__init__(node, rt)
+        self.grid = step
+        self.inputs = inputs
+        self.names = names
+        self.views = SqlViews(rt.spark, kind)
+        self.rows = InstantRows(rt, names, step)
+
+    def per_instant(self, rows: str) -> str:
+        """The output rows at each instant of ``rows`` (a SQL text, one copy a row)."""
+        raise NotImplementedError(type(self).__name__)
+
+    def reads_edge(self, i: int, own_edge_read: bool) -> bool:
+        """Not the input's changes: its segments."""
+        return False
+
+    def step(self, inputs: list[Slice], cycle: CycleContext) -> Slice:  # noqa: D102
+        (inp,) = inputs
+        fresh = self.progress.position is None or bool(self.progress.waiting)
+        if inp.segments is None:
+            return Slice(None, inp.lo, inp.hi)
+        instants = instants_sql(self.inputs, self.grid, first_instant(inp.lo, self.grid),
+                                inp.hi, "{seg}")
+        rows = self.views.sql(self.per_instant(instants), seg=inp.segments)
+        return self.rows.slice(rows, inp.lo, inp.hi, fresh,
+                               edge=self.node not in cycle.edges_unread)
