@@ -88,3 +88,28 @@ def test_a_left_join_of_two_streams_aggregates_whichever_runs_ahead(engine, ahea
     assert sorted(got, key=repr) == sorted([("x", 2, 1, 10, 20), ("y", 1, None, 10, 20),
                                             ("x", 1, None, 20, 30), ("z", 1, 3, 20, 30)],
                                            key=repr)
+
+
+@pytest.mark.parametrize("pushed", [5, 7], ids=["added between slides", "added on a slide"])
+def test_a_query_added_later_starts_from_the_aggregates_contents(engine, pushed):
+    """The top count per slide, asked while the counts run: from the watermark at which it
+    was added on, the same rows as the hand-computed ones above, the first cut there.
+    """
+    engine.execute("""
+      CREATE STREAM bid (auction BIGINT, t BIGINT) WITH (event_time='t', lateness='3');
+      CREATE STREAM counts AS SELECT auction, count(*) AS num FROM bid [RANGE 10 SLIDE 5]
+        GROUP BY auction;
+      CREATE QUERY everyone AS SELECT auction, num FROM counts;
+    """)
+    engine.push("bid", [{"auction": a, "t": t} for a, t in BIDS[:pushed]])
+    engine.run_until_idle()
+    start = engine.metrics()["watermarks"]["bid"]
+    engine.execute("CREATE QUERY top AS SELECT max(num) AS top FROM counts")
+    assert "AlignedAggregate max(num) AS top at each 5" in engine.explain("top")
+    engine.push("bid", [{"auction": a, "t": t} for a, t in BIDS[pushed:]])
+    engine.run_until_idle()
+    engine.end_input("bid")
+    engine.run_until_idle()
+    tops = [(2, 5, 10), (3, 10, 15), (2, 15, 20), (3, 20, 25), (1, 25, 30)]
+    assert intervals(engine, "top", "top") == sorted(
+        [(v, max(a, start), b) for v, a, b in tops if b > start], key=repr)
