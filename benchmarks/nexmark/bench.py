@@ -55,14 +55,22 @@ def run_query(spark: SparkSession, query_name: str, engine: str, inp: Input,
     raise ValueError(msg)
 
 
-def run_sparkcq(spark: SparkSession, q: Query, inp: Input) -> Run:
-    """The query as a sparkcq script over files streams, one file of each stream per cycle."""
+def sparkcq_engine(spark: SparkSession, q: Query, inp: Input) -> Engine:
+    """An engine running the query as a sparkcq script over files streams, one file of each
+    stream per cycle (also what ``benchmarks.suite.cycle_profile`` profiles).
+    """
     eng = Engine(spark=spark, trusted=True)  # our own harness, reading its own input files
     for stream in q.streams:
         eng.execute(f"CREATE STREAM {stream} ({SCHEMAS[stream]}) WITH (event_time='date_time', "
                     f"lateness='{LATENESS}', source='files', format='csv', header='false', "
                     f"path='{inp.stream_path(stream)}', bounded='true', files_per_cycle='1')")
     eng.execute(q.sparkcq)
+    return eng
+
+
+def run_sparkcq(spark: SparkSession, q: Query, inp: Input) -> Run:
+    """The query on sparkcq, timed cycle by cycle."""
+    eng = sparkcq_engine(spark, q, inp)
     return run_cycles(eng, q.name, _events(inp, q), lambda: sparkcq_output(eng.results("q"), q))
 
 

@@ -2,8 +2,10 @@
 
     .venv/bin/python -m benchmarks.suite.cycle_profile tumble            # 1M events, 10 cycles
     .venv/bin/python -m benchmarks.suite.cycle_profile join --events 200000 --show 2
+    .venv/bin/python -m benchmarks.suite.cycle_profile nexmark-q7 --events 1800000
 
-Runs the workload's sparkcq queries over the suite's CSV files as ``make bench`` does and
+Runs the workload's sparkcq queries over the suite's CSV files (a NEXMark query over the
+generator's files, as ``make bench`` writes them) as ``make bench`` does and
 prints, for each cycle after the first (start-up): its wall time, the time no Spark job
 ran (the driver alone), its Spark jobs, tasks and task time, and the driver's time by
 phase (input, operators, commit and its planning, deliver); then each operator's median
@@ -19,10 +21,16 @@ import os
 import statistics
 import time
 
-from benchmarks.suite.__main__ import HERE, prepare_inputs, write_hosts
+from pyspark.sql import SparkSession
+
+from benchmarks.nexmark.bench import sparkcq_engine as nexmark_engine
+from benchmarks.nexmark.generator import Config, write_input
+from benchmarks.nexmark.queries import QUERIES
+from benchmarks.suite.__main__ import HERE, NEXMARK_RATE, prepare_inputs, write_hosts
 from benchmarks.suite.engines import sparkcq_engine
 from benchmarks.suite.spark_work import JobRun, SparkWork, job_group, jobs_run
 from benchmarks.suite.workloads import WORKLOADS
+from sparkcq import Engine
 from sparkcq.session import make_session
 
 
@@ -36,18 +44,31 @@ def print_jobs(jobs: list[JobRun]) -> None:
                   f"{st.wall_s:.2f} s wall, {st.shuffled:,} shuffled  {st.name[:60]}")
 
 
+def profiled_engine(spark: SparkSession, workload: str, events: int, data_dir: str) -> Engine:
+    """The engine ``make bench`` runs for ``workload`` over its inputs of ``events`` events."""
+    if workload.startswith("nexmark-"):
+        files = max(4, events // 100_000)
+        cfg = Config(events, NEXMARK_RATE, 0, 42)
+        inp = write_input(spark, os.path.join(
+            data_dir, f"nexmark-{cfg.events}-{files}-{cfg.rate}-{cfg.jitter_ms}-{cfg.seed}"),
+            cfg, files)
+        return nexmark_engine(spark, QUERIES[workload.removeprefix("nexmark-")], inp)
+    wl = WORKLOADS[workload]
+    inputs = prepare_inputs(wl, events, data_dir)
+    return sparkcq_engine(spark, wl, inputs, write_hosts(data_dir))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.suite.cycle_profile")
-    parser.add_argument("workload", choices=sorted(WORKLOADS))
+    parser.add_argument("workload", choices=sorted(WORKLOADS) + sorted(
+        f"nexmark-{q}" for q in QUERIES))
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--show", type=int, default=5, help="the cycle whose jobs to list")
     args = parser.parse_args()
-    wl = WORKLOADS[args.workload]
     data_dir = os.path.join(HERE, ".data")
-    inputs = prepare_inputs(wl, args.events, data_dir)
     spark = make_session(None, app_name="sparkcq-profile",
                          conf={"spark.sql.session.timeZone": "UTC"})
-    eng = sparkcq_engine(spark, wl, inputs, write_hosts(data_dir))
+    eng = profiled_engine(spark, args.workload, args.events, data_dir)
     first = eng.run_cycle()
     print(f"cycle 0 (start-up): {first.seconds:.2f} s, {first.rows_in:,} events")
     labels = {node: f"#{i} {node.label()[:60]}" for i, node in enumerate(eng.plan.ops)}

@@ -640,6 +640,15 @@ class ChunkJoin(SpecialisedJoin):
             node = node.child
         return tuple(reversed(steps))
 
+    def one_row_per_chunk(self) -> bool:
+        """Whether the aggregate has no GROUP BY: a chunk's few rows are sent whole to every
+        task of the stream's side, which then needs no shuffle.
+        """
+        node = self.right
+        while isinstance(node, Filter | Project):
+            node = node.child
+        return isinstance(node, SlicedAggregate) and not node.aggregate.keys
+
     def label(self) -> str:  # noqa: D102
         on = f"ON {self.join.condition}" if self.join.condition else "(cross)"
         by = show_micros(self.by) if self.left.time_kind is TimeKind.TIMESTAMP else self.by

@@ -45,6 +45,9 @@ class ChunkJoinOperator(Operator):
         self.names = [f.name for f in node.schema.fields]
         condition = node.join.condition
         self.condition = f" AND ({condition.sql})" if condition is not None else ""
+        # a keyless aggregate's rows (one a chunk) go to every task: the chunk's events,
+        # nearly all of a cycle's input, are then joined where they were read, not shuffled
+        self.hint = "/*+ BROADCAST(r) */ " if node.one_row_per_chunk() else ""
         self.views = SqlViews(rt.spark, "chunkjoin")
         t = q(T)
         events = chain_sql(f"(SELECT * FROM {{inp}} WHERE {q(D)} > 0)", node.steps(), (T, D))
@@ -123,7 +126,7 @@ class ChunkJoinOperator(Operator):
         """
         left = ", ".join(map(q, self.left))
         right = ", ".join(map(q, self.right))
-        return (f"SELECT {left}, {right}, {CUT} AS {q(T)}, {q(D)} FROM "
+        return (f"SELECT {self.hint}{left}, {right}, {CUT} AS {q(T)}, {q(D)} FROM "
                 f"(SELECT * FROM {{ending}} WHERE {CUT} >= {bound_sql(lo)} "
                 f"AND {CUT} < {bound_sql(hi)}) AS l JOIN "
                 f"(SELECT {right}, {q(FROM)} AS _chunk FROM {{right}} "
