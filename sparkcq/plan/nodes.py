@@ -640,20 +640,21 @@ class ChunkJoin(SpecialisedJoin):
             node = node.child
         return tuple(reversed(steps))
 
-    def one_row_per_chunk(self) -> bool:
-        """Whether the aggregate has no GROUP BY: a chunk's few rows are sent whole to every
-        task of the stream's side, which then needs no shuffle.
-        """
-        node = self.right
-        while isinstance(node, Filter | Project):
-            node = node.child
-        return isinstance(node, SlicedAggregate) and not node.aggregate.keys
-
     def label(self) -> str:  # noqa: D102
         on = f"ON {self.join.condition}" if self.join.condition else "(cross)"
         by = show_micros(self.by) if self.left.time_kind is TimeKind.TIMESTAMP else self.by
         return (f"ChunkJoin {on} <- Window [CUT BY {by}] x its chunks' aggregate (each "
                 "chunk's rows with its aggregate, once it ends)")
+
+
+def keyless_aggregate(node: PlanNode) -> bool:
+    """Whether ``node`` is, through filters and projections, a windowed or aligned aggregate
+    with no GROUP BY: one row per chunk or instant, small enough to send to every task of
+    a join's other side, which is then joined where it is and not shuffled.
+    """
+    while isinstance(node, Filter | Project):
+        node = node.child
+    return isinstance(node, SlicedAggregate | AlignedAggregate) and not node.aggregate.keys
 
 
 def grid_text(step: int, node: PlanNode) -> str:

@@ -25,7 +25,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql.types import LongType, StructField, StructType
 
 from sparkcq.model.columns import AT, D, T
-from sparkcq.plan.nodes import AlignedJoin, JoinHow
+from sparkcq.plan.nodes import AlignedJoin, JoinHow, keyless_aggregate
 from sparkcq.runtime.frames import Runtime, Slice, SqlViews, bound_sql, project, q, union_all
 from sparkcq.runtime.operators.base import CycleContext, Operator
 from sparkcq.runtime.operators.slide_instants import (
@@ -60,8 +60,12 @@ class AlignedJoinOperator(Operator):
         at = {JoinHow.FULL: f"coalesce(l.{q(AT)}, r.{q(AT)})",
               JoinHow.RIGHT: f"r.{q(AT)}"}.get(join.how, f"l.{q(AT)}")
         condition = f" AND ({join.condition.sql})" if join.condition is not None else ""
+        # a keyless aggregate's row per instant goes to every task of the other side
+        small = [f"{side}" for side, child in zip("lr", node.children, strict=True)
+                 if keyless_aggregate(child)]
+        hint = f"/*+ BROADCAST({small[-1]}) */ " if small else ""
         # over each side's rows with an instant ``_at`` and a multiplicity ``_d``
-        self.pairs_sql = (f"SELECT {', '.join(cols)}, {at} AS {q(AT)}, {count} AS {q(D)} "
+        self.pairs_sql = (f"SELECT {hint}{', '.join(cols)}, {at} AS {q(AT)}, {count} AS {q(D)} "
                           f"FROM {{left}} AS l {_SQL_JOIN[join.how]} JOIN {{right}} AS r "
                           f"ON l.{q(AT)} = r.{q(AT)}{condition}")
         self.views = SqlViews(rt.spark, "alignedjoin")

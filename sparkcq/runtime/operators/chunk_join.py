@@ -25,7 +25,7 @@ from pyspark.sql.types import LongType, StructField, StructType
 
 from sparkcq.model.columns import FROM, TO, D, T
 from sparkcq.model.time import TIME_MAX, TIME_MIN
-from sparkcq.plan.nodes import ChunkJoin
+from sparkcq.plan.nodes import ChunkJoin, keyless_aggregate
 from sparkcq.runtime.frames import Runtime, Slice, SqlViews, bound_sql, project, q, union_all
 from sparkcq.runtime.operators.base import CycleContext, FutureBuffer, Operator
 from sparkcq.runtime.step_chains import chain_sql
@@ -47,7 +47,7 @@ class ChunkJoinOperator(Operator):
         self.condition = f" AND ({condition.sql})" if condition is not None else ""
         # a keyless aggregate's rows (one a chunk) go to every task: the chunk's events,
         # nearly all of a cycle's input, are then joined where they were read, not shuffled
-        self.hint = "/*+ BROADCAST(r) */ " if node.one_row_per_chunk() else ""
+        self.hint = "/*+ BROADCAST(r) */ " if keyless_aggregate(node.right) else ""
         self.views = SqlViews(rt.spark, "chunkjoin")
         t = q(T)
         events = chain_sql(f"(SELECT * FROM {{inp}} WHERE {q(D)} > 0)", node.steps(), (T, D))
