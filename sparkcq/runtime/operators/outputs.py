@@ -329,8 +329,8 @@ def coalesced(rt: Runtime, views: SqlViews, changes: DataFrame, names: list[str]
                          f"CAST(NULL AS BIGINT) AS {q(TS)} WHERE {bound_sql(0)} = 1")
         if rt.single:  # in one partition, as the changes are: no exchange for the union
             base = base.coalesce(1)
-    paired = rt.cache_for_cycle(views.sql(_paired_sql(tuple(names)), changes=changes,
-                                          base=base))
+    paired = rt.cache_for_cycle(views.sql(_paired_sql(tuple(names), not rt.single),
+                                          changes=changes, base=base))
     records = views.sql(
         f"SELECT {cols}, {q(T)} AS {q(TS)}, _next AS {q(TE)}, "
         f"IF({q(NEW)}, 'I', 'C') AS {q(OP)} FROM {{paired}} "
@@ -342,7 +342,7 @@ def coalesced(rt: Runtime, views: SqlViews, changes: DataFrame, names: list[str]
 
 
 @lru_cache(maxsize=256)
-def _paired_sql(names: tuple[str, ...]) -> str:
+def _paired_sql(names: tuple[str, ...], distributed: bool) -> str:
     """Every open layer's events of this cycle (opening ``_isopen``, new ``_new``, or
     kept from the open state) with the instant of the next event of its layer
     (``_next``: NULL while it stays open); over views ``{changes}`` and ``{base}``.
@@ -351,15 +351,24 @@ def _paired_sql(names: tuple[str, ...]) -> str:
     the highest open layer, beside the changes in one window over the value (a join would
     do it too, but Spark estimates a join's size as the product of its sides', which then
     grew with every cycle's state until it planned shuffles into cycles run in one
-    partition); the state is read once.
+    partition); the state is read once. Changes and state are shuffled once, together, by
+    the value (``distributed``): netting the changes per (value, instant), the layers per
+    value and the pairs per (value, layer) all need only that, where netting before the
+    union was a shuffle of its own (one stage more in every cycle, for a few rows).
     """
     cols = ", ".join(map(q, names))
     t, d, layer = q(T), q(D), q(LAYER)
-    net = (f"SELECT {cols}, {t}, sum({d}) AS {d}, CAST(NULL AS BIGINT) AS {layer}, "
-           f"CAST(NULL AS BIGINT) AS _since FROM {{changes}} GROUP BY {cols}, {t} "
-           f"HAVING sum({d}) != 0")
-    rows = (f"{net} UNION ALL SELECT {cols}, CAST(NULL AS BIGINT) AS {t}, "
-            f"CAST(0 AS BIGINT) AS {d}, {layer}, {q(TS)} AS _since FROM {{base}}")
+    changes_and_base = (
+        f"SELECT {cols}, {t}, {d}, CAST(NULL AS BIGINT) AS {layer}, "
+        f"CAST(NULL AS BIGINT) AS _since FROM {{changes}} UNION ALL SELECT {cols}, "
+        f"CAST(NULL AS BIGINT) AS {t}, CAST(0 AS BIGINT) AS {d}, {layer}, {q(TS)} AS _since "
+        f"FROM {{base}}")
+    if distributed:
+        changes_and_base = f"SELECT * FROM ({changes_and_base}) DISTRIBUTE BY {cols}"
+    # a kept layer is one row of its own (an instant NULL, a layer and a start)
+    rows = (f"SELECT {cols}, {t}, sum({d}) AS {d}, {layer}, _since "
+            f"FROM ({changes_and_base}) AS _cb GROUP BY {cols}, {t}, {layer}, _since "
+            f"HAVING sum({d}) != 0 OR {layer} IS NOT NULL")
     by_value = f"PARTITION BY {cols} ORDER BY {t}"
     run = (f"SELECT {cols}, {t}, {d}, {layer}, _since, "
            f"coalesce(max({layer}) OVER ({by_value} ROWS BETWEEN UNBOUNDED PRECEDING "
