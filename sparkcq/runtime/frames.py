@@ -371,8 +371,8 @@ class Runtime:
     # frames measured where their one reader reads them: see ``measure_in_place``
     measured_in_place: list[tuple[DataFrame, str, str, Callable[[Summary], None]]] = (
         field(default_factory=list))
-    # the frames this cycle's caches were checkpointed from: their plans hold the
-    # observations made inside them
+    # the frames this cycle's checkpoints (caches, state frames and runs) were made from:
+    # their plans hold the observations made inside them
     cached_from: list[DataFrame] = field(default_factory=list)
     jobs: int = 0
     # frames a checkpoint written in the background still reads (``FramePins``)
@@ -456,6 +456,7 @@ class Runtime:
         """``df`` as a lazy local checkpoint, materialised by the cycle's commit: kept as
         columnar batches (``columnar_checkpoints``), in a small cycle planned as one byte.
         """
+        self.cached_from.append(df)
         kept = self.columnar.checkpoint(df, small=self.single)
         if kept is not None:
             return kept
@@ -474,7 +475,6 @@ class Runtime:
         """
         if self.single and not ordered:
             df = coalesce_partitions(df, 1)
-        self.cached_from.append(df)
         df = self.checkpoint(df)
         self.cycle_frames.append(df)
         return df

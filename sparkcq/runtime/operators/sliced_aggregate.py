@@ -54,7 +54,7 @@ from sparkcq.plan.nodes import (
     StreamScan,
     window_reach,
 )
-from sparkcq.runtime.frames import Runtime, Slice, SqlViews, bound_sql, q
+from sparkcq.runtime.frames import Runtime, Slice, SqlViews, StateFrame, bound_sql, q
 from sparkcq.runtime.operators.base import CycleContext, Operator, Progress, as_changes_at
 from sparkcq.runtime.operators.measures import Measure, measures_of
 from sparkcq.runtime.step_chains import chain_sql
@@ -77,6 +77,10 @@ class SlicedAggregateOperator(Operator):
 
     # whether consecutive segments of a group always differ (``Slice.coalesced``)
     coalesced_segments = False
+    # whether the panes still in a window are kept in one state frame, each cycle's panes
+    # merged into it (``panes``; a per-event RANGE window keeps runs instead)
+    keeps_panes = True
+    panes: StateFrame
 
     def __init__(self, node: SlicedAggregate, rt: Runtime,
                  windows: tuple[CutSpec | RangeSpec, ...] = ()):
@@ -102,12 +106,13 @@ class SlicedAggregateOperator(Operator):
         self.measures: dict[str, Measure] = found.columns
         self.values: dict[str, str] = found.values  # output column -> SQL over measures
         self.names = [f.name for f in agg.schema.fields]
-        self.panes = self.state(StructType([
+        self.pane_fields = [
             StructField(GROUP_HASH, LongType()),
             *[f for f in agg.child.schema.fields if f.name in self.keys],
             StructField(PANE_END, LongType()), StructField(N, LongType()),
-            *[StructField(m.name, m.dtype) for m in self.measures.values()]]), "panes",
-            GROUP_HASH)
+            *[StructField(m.name, m.dtype) for m in self.measures.values()]]
+        if self.keeps_panes:
+            self.panes = self.state(StructType(self.pane_fields), "panes", GROUP_HASH)
         self.events_sql = self.build_events_sql(node)
         self.progress: SlicedProgress = SlicedProgress()
         # a source stream's events are taken in as they arrive, ahead of the watermark
