@@ -45,9 +45,10 @@ class ChunkJoinOperator(Operator):
         self.names = [f.name for f in node.schema.fields]
         condition = node.join.condition
         self.condition = f" AND ({condition.sql})" if condition is not None else ""
-        # a keyless aggregate's rows (one a chunk) go to every task: the chunk's events,
-        # nearly all of a cycle's input, are then joined where they were read, not shuffled
-        self.hint = "/*+ BROADCAST(r) */ " if keyless_aggregate(node.right) else ""
+        # in a large cycle a keyless aggregate's rows (one a chunk) go to every task: the
+        # chunk's events, nearly all of a cycle's input, are then joined where they were
+        # read, not shuffled (a small cycle has no shuffle to save)
+        self.broadcast = keyless_aggregate(node.right)
         self.views = SqlViews(rt.spark, "chunkjoin")
         t = q(T)
         events = chain_sql(f"(SELECT * FROM {{inp}} WHERE {q(D)} > 0)", node.steps(), (T, D))
@@ -126,7 +127,8 @@ class ChunkJoinOperator(Operator):
         """
         left = ", ".join(map(q, self.left))
         right = ", ".join(map(q, self.right))
-        return (f"SELECT {self.hint}{left}, {right}, {CUT} AS {q(T)}, {q(D)} FROM "
+        hint = "/*+ BROADCAST(r) */ " if self.broadcast and not self.rt.single else ""
+        return (f"SELECT {hint}{left}, {right}, {CUT} AS {q(T)}, {q(D)} FROM "
                 f"(SELECT * FROM {{ending}} WHERE {CUT} >= {bound_sql(lo)} "
                 f"AND {CUT} < {bound_sql(hi)}) AS l JOIN "
                 f"(SELECT {right}, {q(FROM)} AS _chunk FROM {{right}} "
