@@ -29,7 +29,7 @@ at 6 keeps the base (count 2, sum 6, since 4) and both events in the log.
 from __future__ import annotations
 
 from pyspark.sql import DataFrame
-from pyspark.sql.types import BooleanType, LongType, StructField, StructType
+from pyspark.sql.types import LongType, StructField, StructType
 
 from sparkcq.model.columns import AT, CHANGED, GROUP_HASH, LAST, NEXT, PANE_END, SINCE, TO, D, N
 from sparkcq.model.time import TIME_MAX, TIME_MIN
@@ -56,13 +56,11 @@ class RangeAggregateOperator(SlicedAggregateOperator):
         self.value_names = {n: f"_v{i}" for i, n in enumerate(self.names) if n not in self.keys}
         key_fields = [f for f in node.aggregate.child.schema.fields if f.name in self.keys]
         out_types = {f.name: f.dataType for f in node.aggregate.schema.fields}
-        # the base is the last cycle's points, read where ``LAST`` holds (kept as computed)
+        # the base: each group's last point of the last cycle, and where its row began
         self.base = self.state(StructType([
-            StructField(GROUP_HASH, LongType()), *key_fields, StructField(AT, LongType()),
-            StructField(N, LongType()),
+            StructField(GROUP_HASH, LongType()), *key_fields, StructField(N, LongType()),
             *[StructField(m.name, m.dtype) for m in self.measures.values()],
             *[StructField(v, out_types[n]) for n, v in self.value_names.items()],
-            StructField(CHANGED, BooleanType()), StructField(LAST, BooleanType()),
             StructField(SINCE, LongType())]), "window-values", GROUP_HASH)
 
     # -- SQL text ----------------------------------------------------------------------------
@@ -116,13 +114,13 @@ class RangeAggregateOperator(SlicedAggregateOperator):
         kept = ", ".join(f"{q(n)} AS {q(n)}" for n in [GROUP_HASH, *self.keys])
         rest = ", ".join(f"{q(n)} AS {q(n)}" for n in [N, *self.measures])
         base = (f"SELECT {kept}, {q(SINCE)} AS {q(AT)}, {rest} "
-                f"FROM {{base}} WHERE {q(LAST)} AND `{N}` > 0")
+                f"FROM {{base}} WHERE `{N}` > 0")
         return (f"{base} UNION ALL SELECT {kept}, {q(AT)} AS {q(AT)}, {rest} "
                 f"FROM ({points})")
 
     def run_sql(self, fold_from: int, hi: int, with_base: bool) -> str:
-        """Each point's absolute measures and row, whether the row changed there, where
-        the row began, and whether the point is the group's last.
+        """Each point's absolute measures and row, whether the row changed there, and
+        whether the point is the group's last.
         """
         measures = [q(m.name) for m in self.measures.values()]
         order = f"(PARTITION BY {self.key_list()} ORDER BY {q(AT)}"
@@ -141,8 +139,19 @@ class RangeAggregateOperator(SlicedAggregateOperator):
                    f"{''.join(f', {q(v)}' for v in self.value_names.values())}, "
                    f"{first} OR NOT ({' AND '.join(same)}) AS {q(CHANGED)}, "
                    f"lead({q(AT)}) OVER {order}) IS NULL AS {q(LAST)} FROM ({valued})")
-        since = f"max(CASE WHEN {q(CHANGED)} THEN {q(AT)} END) OVER {running} AS {q(SINCE)}"
-        return f"SELECT *, {since} FROM ({changed})"
+        return changed
+
+    def base_sql(self) -> str:
+        """Each group's last point (its absolute measures and row) and where its row began
+        (the last point where it changed), from the cycle's run: a grouping over rows
+        partitioned by group already, where a running maximum over every point was a third
+        window pass, the costliest of a cycle.
+        """
+        kept = [N, *self.measures, *self.value_names.values()]
+        last = ", ".join(f"max_by({q(c)}, {q(LAST)}) AS {q(c)}" for c in kept)
+        return (f"SELECT {self.key_list()}, {last}, "
+                f"max(CASE WHEN {q(CHANGED)} THEN {q(AT)} END) AS {q(SINCE)} "
+                f"FROM {{run}} GROUP BY {self.key_list()}")
 
     def range_segments_sql(self, lo: int, hi: int) -> str:
         """The rows over [a point where the row changed, the next such point), for the
@@ -194,7 +203,7 @@ class RangeAggregateOperator(SlicedAggregateOperator):
             self.log.clear()
             self.base.set(None)
         else:
-            self.base.adopt(run)
+            self.base.set(sql(self.base_sql(), run=run))
         # not cached: a filter and a lead over the cached run, in its order already
         return Slice(None, lo, hi, sql(self.range_segments_sql(lo, hi), run=run))
 
@@ -210,5 +219,5 @@ class RangeAggregateOperator(SlicedAggregateOperator):
             return None
         out = ", ".join(q(n) if n in self.keys else f"{q(self.value_names[n])} AS {q(n)}"
                         for n in self.names)
-        df = self.views.sql(f"SELECT {out} FROM {{b}} WHERE {q(LAST)} AND `{N}` > 0", b=base)
+        df = self.views.sql(f"SELECT {out} FROM {{b}} WHERE `{N}` > 0", b=base)
         return as_changes_at(df, self.names, None, at)
