@@ -144,8 +144,8 @@ class RangeAggregateOperator(SlicedAggregateOperator):
     def base_sql(self) -> str:
         """Each group's last point (its absolute measures and row) and where its row began
         (the last point where it changed), from the cycle's run: a grouping over rows
-        partitioned by group already, where a running maximum over every point was a third
-        window pass, the costliest of a cycle.
+        partitioned and sorted by group already, in the place of a running maximum over
+        every point (a third window pass).
         """
         kept = [N, *self.measures, *self.value_names.values()]
         last = ", ".join(f"max_by({q(c)}, {q(LAST)}) AS {q(c)}" for c in kept)
