@@ -12,7 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sparkcq import Engine
-from sparkcq.runtime.operators.aggregate import exact_double_parts, exact_double_total
+from sparkcq.runtime.operators.aggregate import (
+    exact_double_parts,
+    exact_double_total,
+    exact_double_value,
+)
 
 # near ties at the 11th decimal, values at the fast path's edge (4096), large and negative
 # ones that take the cast, and the values of the benchmarks (three decimals)
@@ -60,6 +64,33 @@ def test_total_is_the_decimal_sum(spark):
     for x in EDGES:
         total = Context(prec=60).add(total, decimal_of(x))
     assert sums == total
+
+
+def doubles_of(spark, totals: list[tuple[int, int]]) -> list[float]:
+    frame = spark.createDataFrame(totals, "w BIGINT, f BIGINT")
+    return [r[0] for r in frame.selectExpr(exact_double_value("w", "f")).collect()]
+
+
+# the long path's edges: |whole| at 450,359, units at 2^52, fractions summed past 10^10
+TOTALS = [(0, 1), (1, 2500000000), (-1, 9000000000), (450358, 9999999999), (450359, 0),
+          (-450358, 1), (-450359, 5), (450359, -9999999999), (0, 4503599627370495),
+          (0, 4503599627370496), (3, 123456789012345), (-7, -98765432109876),
+          (10**15, 5), (-(10**17), 3), (0, 3 * 10**18), (12, 0)]
+
+
+def test_a_total_becomes_its_nearest_double(spark):
+    """The DOUBLE of a total in long arithmetic is the one its DECIMAL gives: the exact
+    value rounded to the nearest double (``float`` of a ``Decimal`` rounds so), on both
+    sides of where the long path ends.
+    """
+    assert doubles_of(spark, TOTALS) == [float(exact(w, f)) for w, f in TOTALS]
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.tuples(st.integers(-10**6, 10**6), st.integers(-10**13, 10**13)),
+                min_size=1, max_size=40))
+def test_any_total_becomes_its_nearest_double(spark, totals):
+    assert doubles_of(spark, totals) == [float(exact(w, f)) for w, f in totals]
 
 
 EVENTS = [(0.1, 1), (0.2, 3), (0.12345678905, 4), (1e15, 6), (-1e15, 7), (2.00000000005, 8),

@@ -25,7 +25,7 @@ from sparkcq.runtime.operators.aggregate import (
     EXACT_DOUBLE,
     accumulator_type,
     exact_double_parts,
-    exact_double_total,
+    exact_double_value,
 )
 
 
@@ -80,9 +80,9 @@ def measures_of(agg: Aggregate) -> Measures:
             measures.values[call.name] = f"CAST({count} AS {out})"
         elif call.func in ("sum", "avg"):
             acc = accumulator_type(dtype)
-            if acc == EXACT_DOUBLE:  # two BIGINT sums, one DECIMAL once per row out
+            if acc == EXACT_DOUBLE:  # two BIGINT sums, a DOUBLE once per row out
                 whole, fraction = exact_double_parts(f"{arg} * {q(D)}")
-                total = exact_double_total(
+                total = exact_double_value(
                     measures.keep(f"_s{i}", whole, "sum", LongType()),
                     measures.keep(f"_f{i}", fraction, "sum", LongType()))
             else:
