@@ -60,17 +60,18 @@ class AlignedJoinOperator(Operator):
         at = {JoinHow.FULL: f"coalesce(l.{q(AT)}, r.{q(AT)})",
               JoinHow.RIGHT: f"r.{q(AT)}"}.get(join.how, f"l.{q(AT)}")
         condition = f" AND ({join.condition.sql})" if join.condition is not None else ""
-        # over each side's rows with an instant ``_at`` and a multiplicity ``_d``
-        self.pairs_sql = (f"SELECT {', '.join(cols)}, {at} AS {q(AT)}, {count} AS {q(D)} "
-                          f"FROM {{left}} AS l {_SQL_JOIN[join.how]} JOIN {{right}} AS r "
-                          f"ON l.{q(AT)} = r.{q(AT)}{condition}")
         # in a large cycle a keyless aggregate's row per instant goes to every task of the
         # other side, which is then not shuffled (a small cycle has no shuffle to save: a
         # broadcast would be a Spark job more)
         small = [side for side, child in zip("lr", node.children, strict=True)
                  if keyless_aggregate(child)]
-        self.broadcast_pairs_sql = (self.pairs_sql.replace(
-            "SELECT ", f"SELECT /*+ BROADCAST({small[-1]}) */ ", 1) if small else self.pairs_sql)
+        hint = f"/*+ BROADCAST({small[-1]}) */ " if small else ""
+        # over each side's rows with an instant ``_at`` and a multiplicity ``_d``
+        body = (f"{', '.join(cols)}, {at} AS {q(AT)}, {count} AS {q(D)} "
+                f"FROM {{left}} AS l {_SQL_JOIN[join.how]} JOIN {{right}} AS r "
+                f"ON l.{q(AT)} = r.{q(AT)}{condition}")
+        self.pairs_sql = f"SELECT {body}"
+        self.broadcast_pairs_sql = f"SELECT {hint}{body}"
         self.views = SqlViews(rt.spark, "alignedjoin")
         self.rows = InstantRows(rt, self.names, self.grid)
         # each input's rows at the instants past the other's ``hi``, while it is ahead
