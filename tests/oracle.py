@@ -846,6 +846,56 @@ class WindowFunctionQuery(Shape):
         return out
 
 
+#: the aggregates an OVER window computes (count, sum and avg: ``plan/bind_over.py``)
+OVER_AGGS = ("count(*)", "count(nullif(v, 4))", "sum(v)", "avg(v)", "sum(nullif(v, 4))",
+             "avg(v * 2 + 1)")
+
+
+@dataclass(frozen=True)
+class OverQuery(Shape):
+    """SELECT ex, k, v, t, aggs OVER (PARTITION BY ex[, k] ORDER BY t RANGE BETWEEN
+    ``preceding`` PRECEDING AND CURRENT ROW) FROM s [WHERE v > w]: each event once, at its
+    instant, with the aggregates of its partition's events in [t - preceding, t] (all those
+    at t too), computed from that definition rather than from sparkcq's windows.
+    """
+
+    preceding: int
+    aggs: tuple[str, ...]
+    grouped: bool = True
+    where: int | None = None
+    stream: str = "s"
+    records_kind = "instants"
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return ("ex", "k") if self.grouped else ("ex",)
+
+    def sql(self) -> str:
+        over = (f"OVER (PARTITION BY {', '.join(self.keys)} ORDER BY t RANGE BETWEEN "
+                f"{self.preceding} PRECEDING AND CURRENT ROW)")
+        cols = ", ".join(f"{a} {over} AS a{i}" for i, a in enumerate(self.aggs))
+        where = f" WHERE v > {self.where}" if self.where is not None else ""
+        return f"SELECT ex, k, v, t, {cols} FROM {self.stream}{where}"
+
+    def features(self) -> set[str]:
+        out = {"OVER window"} | {f"aggregate {a}" for a in self.aggs}
+        return out | ({"WHERE"} if self.where is not None else set())
+
+    def records(self, inputs: Inputs, start: float | None = None,
+                shared: bool = False) -> list[tuple]:
+        events = [e for e in inputs[self.stream]
+                  if (start is None or e["t"] >= start)
+                  and (self.where is None or e["v"] > self.where)]
+        out = []
+        for e in events:
+            key = tuple(e[k] for k in self.keys)
+            rows = [r for r in events if tuple(r[k] for k in self.keys) == key
+                    and e["t"] - self.preceding <= r["t"] <= e["t"]]
+            values = tuple(AGGS[a](rows) for a in self.aggs)
+            out.append(((e["ex"], e["k"], e["v"], e["t"], *values), e["t"]))
+        return out
+
+
 #: the table TableAggQuery joins, k -> g: x twice under p (a duplicate row counts twice)
 TABLE_H = (("x", "p"), ("x", "p"), ("x", "q"), ("y", "q"))
 

@@ -72,52 +72,17 @@ def differences(got: pd.DataFrame, expected: pd.DataFrame, note: str = "") -> st
     return f"ok: {len(got)} rows{note}"
 
 
-def _at_event_instants(got: pd.DataFrame, events: pd.DataFrame) -> pd.DataFrame:
-    """The ISTREAM rows at the instants an event of the key arrived (sparkcq also has rows
-    where an event leaves the window).
-    """
-    instants = events[["k", "ts"]].drop_duplicates()
-    instants = instants.assign(ts=instants["ts"].astype("datetime64[us]"))
-    return got.merge(instants, on=["k", "ts"])
-
-
-def _drop_unchanged(expected: pd.DataFrame, got: pd.DataFrame, full: pd.DataFrame
-                    ) -> tuple[pd.DataFrame, int]:
-    """Expected (k, ts, a) rows sparkcq rightly has no row for: ISTREAM emits a row when it
-    enters the result, and none when an event leaves the key's value as it was (the value
-    just before: sparkcq's previous row of the key, also at instants where events left).
-    """
-    missing = expected.merge(got[["k", "ts"]], on=["k", "ts"], how="left", indicator=True)
-    missing = missing[missing["_merge"] == "left_only"].drop(columns="_merge")
-    if missing.empty:
-        return expected, 0
-    before = pd.merge_asof(missing.sort_values("ts"),
-                           full.sort_values("ts").rename(columns={"a": "_prev"}),
-                           on="ts", by="k", allow_exact_matches=False)
-    same = before[np.isclose(before["a"], before["_prev"], rtol=1e-9, atol=1e-9)]
-    keep = expected.merge(same[["k", "ts"]], on=["k", "ts"], how="left", indicator=True)
-    kept = keep[keep["_merge"] == "left_only"].drop(columns="_merge")
-    return kept.reset_index(drop=True), len(same)
-
-
 def check_output(engine: str, got: pd.DataFrame, expected: pd.DataFrame, wl: Workload,
                  events: dict[str, pd.DataFrame]) -> str:
     """``ok: N rows`` or what differs, after the adaptations ``workloads.py`` describes:
-    sparkcq's per-event rows at the events' instants, one row per event for the others,
-    Spark's never-emitted last windows left out (and said so).
+    one row per key and instant of a per-event window, Spark's never-emitted last windows
+    left out (and said so).
     """
     columns, times = list(wl.columns), list(wl.times)
     g, e = normalised(got, columns, times), normalised(expected, columns, times)
     note = ""
-    if wl.restrict_to_events:
-        if engine == "sparkcq":
-            full = g
-            g = normalised(_at_event_instants(g, events["events"]), columns, times)
-            e, unchanged = _drop_unchanged(e, g, full)
-            note = (f" (at the events' instants; {unchanged} where the value stayed the same,"
-                    " so no new row enters)")
-        else:  # one row per event: events at one instant of a key have one value
-            g = g.drop_duplicates(subset=[c for c in columns if c in times or c == "k"]
-                                  ).reset_index(drop=True)
+    if wl.per_event:  # one row per event: events at one instant of a key have one value
+        g = g.drop_duplicates(subset=[c for c in columns if c in times or c == "k"]
+                              ).reset_index(drop=True)
     e, unemitted = leave_out_unemitted(engine, g, e)
     return differences(g, e, note + unemitted)

@@ -11,11 +11,10 @@ semantics differ the workload says so and the check uses each engine's own expec
   where the aggregates of queries over one window run as one operator and their outputs
   are formatted together (``RSTREAM`` outputs are formatted per query); each element
   ``[ts, te)`` is the value at the window ends ``m`` (multiples of the slide) it covers;
-- per-event RANGE: sparkcq's ``ISTREAM`` gives a row whenever a key's result changes, when
-  an event enters and when one leaves 60 s later; Flink's ``OVER`` gives one per event
-  over ``[ts-60, ts]`` (both ends in). The check compares sparkcq's rows at the events'
-  instants with ``(ts-60, ts]`` and Flink's with ``[ts-60, ts]``; Spark Structured
-  Streaming has no per-event RANGE aggregate.
+- per-event RANGE: sparkcq and Flink run the same ``OVER`` query, one row per event over
+  ``[ts-60, ts]`` (both ends in); events of a key at one instant have one value, so the
+  check keeps one row per key and instant. Spark Structured Streaming has no per-event
+  RANGE aggregate.
 """
 
 from __future__ import annotations
@@ -61,7 +60,7 @@ class Workload:
     streams: tuple[StreamSpec, ...] = (StreamSpec(),)
     times: tuple[str, ...] = ("w",)
     table: bool = False  # reads the ``hosts(k INT, name STRING)`` table
-    restrict_to_events: bool = False  # sparkcq rows only at the events' (k, ts)
+    per_event: bool = False  # one row per event (an OVER window): checked per (k, ts)
     sparkcq_time: str = "w"  # the column sparkcq's ``_ts`` becomes
     sparkcq_slide_s: int = 0  # > 0: sparkcq's interval output, expanded to window ends
     notes: str = ""
@@ -177,13 +176,16 @@ def _hop(slide: int, keys: int, scale: float) -> Workload:
 # -- per-event 60 s RANGE AVG per key ------------------------------------------------------
 
 
+_OVER_60S = ("OVER (PARTITION BY k ORDER BY ts RANGE BETWEEN INTERVAL '60' SECOND PRECEDING "
+             "AND CURRENT ROW)")
+
+
 def _over_expected(events: dict[str, pd.DataFrame], engine: str) -> pd.DataFrame:
     ev = events["events"]
     per_instant = (ev.groupby(["k", "ts"]).agg(s=("v", "sum"), n=("v", "size"))
                    .reset_index().sort_values(["k", "ts"]))
-    closed = "both" if engine == "flink" else "right"  # [ts-60, ts] vs (ts-60, ts]
-    rolled = (per_instant.set_index("ts").groupby("k")[["s", "n"]]
-              .rolling("60s", closed=closed).sum().reset_index())
+    rolled = (per_instant.set_index("ts").groupby("k")[["s", "n"]]  # [ts-60, ts]
+              .rolling("60s", closed="both").sum().reset_index())
     rolled["a"] = rolled["s"] / rolled["n"]
     return rolled[["k", "ts", "a"]]
 
@@ -191,16 +193,15 @@ def _over_expected(events: dict[str, pd.DataFrame], engine: str) -> pd.DataFrame
 OVER = Workload(
     name="over",
     title="per-event 60 s RANGE AVG per key",
-    sparkcq=("ISTREAM SELECT k, avg(v) AS a FROM events [RANGE 60 SECONDS] GROUP BY k",),
+    sparkcq=(f"SELECT k, ts, avg(v) {_OVER_60S} AS a FROM events",),
     spark=None,
-    flink=("SELECT k, ts, AVG(v) OVER (PARTITION BY k ORDER BY ts RANGE BETWEEN "
-           "INTERVAL '60' SECOND PRECEDING AND CURRENT ROW) FROM events",),
+    flink=(f"SELECT k, ts, AVG(v) {_OVER_60S} FROM events",),
     flink_sink="k INT, ts TIMESTAMP(3), a DOUBLE",
     columns=("k", "ts", "a"),
     expected=_over_expected,
     times=("ts",),
-    restrict_to_events=True,
-    sparkcq_time="ts",
+    per_event=True,
+    sparkcq_time="",
     notes="Spark Structured Streaming has no per-event RANGE aggregate",
 )
 

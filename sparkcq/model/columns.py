@@ -40,6 +40,7 @@ NEXT = "_nx"  # the group's next point: the end of the segment starting at ``AT`
 CHANGED = "_chg"  # the row at this point (or this element) differs from the one before it
 LAST = "_last"  # a group's last point of the cycle: its measures are the next base
 SINCE = "_since"  # the point where the row holding at this point began
+ARRIVES = "_arr"  # an OVER window's point that is an event arriving (it goes out)
 #: which window a family's row belongs to, when one set of panes serves several windows
 #: (``runtime/operators/sliced_aggregate.py``)
 WINDOW_TAG = "_win"

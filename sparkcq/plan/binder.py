@@ -36,6 +36,7 @@ from sparkcq.plan.bind_from import (
     joins_source,
 )
 from sparkcq.plan.bind_ordering import bind_order_limit, bind_ranking, fold_rank_limit, is_ranking
+from sparkcq.plan.bind_over import bind_over, over_windows
 from sparkcq.plan.bind_sets import bind_set_operation, bind_union
 from sparkcq.plan.bind_windows import assigned_source, bind_window_aggregate, spark_window_call
 from sparkcq.plan.counting import distinct, quote
@@ -194,11 +195,15 @@ class Binder:
         ranked = [e for e in sel.expressions if is_ranking(e.unalias())]
         if ranked:
             return bind_ranking(self, sel, ranked)
+        overs = over_windows(self, sel)
+        if overs:
+            return bind_over(self, sel, overs), None
         for e in sel.expressions:
             for w in e.find_all(exp.Window):
                 msg = (f"window function {w.this.sql(dialect='spark')} is not supported; "
                        "ROW_NUMBER(), RANK() and DENSE_RANK() are, as a whole SELECT item "
-                       "(Top-N); for a windowed aggregate write a window clause in FROM")
+                       "(Top-N), and count, sum and avg OVER (PARTITION BY ... ORDER BY "
+                       "the event time RANGE BETWEEN ... PRECEDING AND CURRENT ROW)")
                 raise self.keyword_error(msg, w, "", r"\s*\)")
         if sel.args.get("distinct") is not None and sel.args["distinct"].args.get("on"):
             msg = "DISTINCT ON is not supported; write SELECT DISTINCT or GROUP BY"

@@ -503,26 +503,13 @@ class InstantAggregate(UnaryNode):
         return f"InstantAggregate {calls_text(self.aggs, self.keys)}"
 
 
-@dataclass(frozen=True)
-class SlicedAggregate(UnaryNode):
-    """A grouped aggregate over a time window of a stream, computed from panes.
-
-    ``child`` is the stream; ``aggregate`` is the logical plan it replaces (the aggregate
-    over filters and projections over the window over ``child``), kept whole so that equal
-    queries build equal nodes and EXPLAIN can say what runs. Made by the optimizer rule
-    ``plan/rules/slice_window_aggregates.py``: the panes aggregate before the shuffle, so
-    about one record per group, pane and task crosses it.
+class ReadsWindowChain:
+    """What a node computing a logical aggregate over a time window of its stream knows of
+    that aggregate: the window, and the filters and projections between it and the
+    aggregate (``SlicedAggregate``, ``OverAggregate``).
     """
 
-    aggregate: Aggregate
-
-    @property
-    def kind(self) -> EdgeKind:  # noqa: D102
-        return EdgeKind.RELATION
-
-    @property
-    def schema(self) -> StructType:  # noqa: D102
-        return self.aggregate.schema
+    aggregate: Aggregate  # a field of the dataclass that mixes this in
 
     @cached_property
     def window(self) -> Window:
@@ -545,10 +532,80 @@ class SlicedAggregate(UnaryNode):
             assert isinstance(node, Filter | Project), node
             node = node.child
 
+
+@dataclass(frozen=True)
+class SlicedAggregate(ReadsWindowChain, UnaryNode):
+    """A grouped aggregate over a time window of a stream, computed from panes.
+
+    ``child`` is the stream; ``aggregate`` is the logical plan it replaces (the aggregate
+    over filters and projections over the window over ``child``), kept whole so that equal
+    queries build equal nodes and EXPLAIN can say what runs. Made by the optimizer rule
+    ``plan/rules/slice_window_aggregates.py``: the panes aggregate before the shuffle, so
+    about one record per group, pane and task crosses it.
+    """
+
+    aggregate: Aggregate
+
+    @property
+    def kind(self) -> EdgeKind:  # noqa: D102
+        return EdgeKind.RELATION
+
+    @property
+    def schema(self) -> StructType:  # noqa: D102
+        return self.aggregate.schema
+
     def label(self) -> str:  # noqa: D102
         steps = "".join(f" <- {n.label()}" for n in reversed(self.steps()))
         return (f"SlicedAggregate {calls_text(self.aggregate.aggs, self.aggregate.keys)}"
                 f"{steps} <- {self.window.label()}")
+
+
+@dataclass(frozen=True)
+class OverAggregate(ReadsWindowChain, UnaryNode):
+    """SQL's aggregate ``OVER (PARTITION BY k ORDER BY t RANGE BETWEEN w PRECEDING AND
+    CURRENT ROW)``: each event of ``child`` once, at its instant, with the aggregates of
+    its partition's events in ``[t - w, t]`` (those at ``t`` itself all in, whatever order
+    they came in).
+
+    At the event's instant that window is the snapshot of ``[RANGE w + 1]``, so
+    ``aggregate`` is the logical aggregate over that window (kept whole as a record: equal
+    queries build equal nodes, EXPLAIN says what runs); ``carried`` are the event's columns
+    that go out with it (``aggregate``'s input has them beside its keys and arguments).
+    The output holds the carried columns, then the aggregate's calls.
+    """
+
+    aggregate: Aggregate = field(metadata=RECORD)
+    carried: tuple[str, ...]
+
+    @property
+    def kind(self) -> EdgeKind:  # noqa: D102
+        return EdgeKind.STREAM
+
+    @cached_property
+    def _schema(self) -> StructType:
+        inputs = {f.name: f for f in self.aggregate.child.schema.fields}
+        calls = {a.name for a in self.aggregate.aggs}
+        return StructType([*(inputs[c] for c in self.carried),
+                           *(f for f in self.aggregate.schema.fields if f.name in calls)])
+
+    @property
+    def schema(self) -> StructType:  # noqa: D102
+        return self._schema
+
+    @property
+    def preceding(self) -> int:
+        """How far before an event its window reaches (``w``: both ends in)."""
+        spec = self.window.spec
+        assert isinstance(spec, RangeSpec)
+        return spec.size - 1
+
+    def label(self) -> str:  # noqa: D102
+        steps = "".join(f" <- {n.label()}" for n in reversed(self.steps()))
+        keys = self.aggregate.keys
+        by = f"PARTITION BY {', '.join(keys)} " if keys else ""
+        aggs = ", ".join(map(str, self.aggregate.aggs))
+        return (f"OverAggregate {aggs} OVER ({by}RANGE {grid_text(self.preceding, self)} "
+                f"PRECEDING){steps}")
 
 
 @dataclass(frozen=True)

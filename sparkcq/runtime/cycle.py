@@ -28,6 +28,7 @@ from sparkcq.errors import ExecutionError, SinkError, SparkDiedError
 from sparkcq.model.clock import Clock, SystemClock
 from sparkcq.plan.nodes import (
     IntervalJoin,
+    OverAggregate,
     PlanNode,
     SlicedAggregate,
     StreamScan,
@@ -196,7 +197,7 @@ def compile_plan(plan: GlobalPlan, queries: Iterable[CompiledQuery],
     # plan reads them once (an interval join's shedding reads its new elements twice)
     by_window: dict[PlanNode, list[object]] = {}
     for node, op in plan.ops.items():
-        if isinstance(node, SlicedAggregate):
+        if isinstance(node, SlicedAggregate | OverAggregate):
             reader = op.family if op.family is not None else node
             for child in node.children:
                 by_window.setdefault(child, []).append(reader)

@@ -17,6 +17,7 @@ from sparkcq.plan.nodes import (
     Join,
     KeyCutSpec,
     KeyedSpec,
+    OverAggregate,
     PlanNode,
     Project,
     RowsSpec,
@@ -42,6 +43,7 @@ from sparkcq.runtime.operators.instant_aggregate import InstantAggregateOperator
 from sparkcq.runtime.operators.interval_join import IntervalJoinOperator
 from sparkcq.runtime.operators.join import JoinOperator
 from sparkcq.runtime.operators.outputs import ToStreamOperator
+from sparkcq.runtime.operators.over_aggregate import OverAggregateOperator
 from sparkcq.runtime.operators.scan import ScanOperator
 from sparkcq.runtime.operators.stateless import ExpandOperator, FilterOperator, ProjectOperator
 from sparkcq.runtime.operators.table import TableOperator, TableRows
@@ -97,6 +99,8 @@ def lower(node: PlanNode, rt: Runtime, *, lateness: int = 0,
         return AggregateOperator(node, rt)
     if isinstance(node, SlicedAggregate):
         return sliced_operator(node, rt)
+    if isinstance(node, OverAggregate):
+        return OverAggregateOperator(node, rt)
     if isinstance(node, InstantAggregate):
         return InstantAggregateOperator(node, rt)
     if isinstance(node, Union):

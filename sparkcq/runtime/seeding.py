@@ -24,6 +24,7 @@ from sparkcq.model.time import TIME_MIN, show_instant
 from sparkcq.plan.nodes import (
     EdgeKind,
     IntervalJoin,
+    OverAggregate,
     PlanNode,
     SlicedAggregate,
     Window,
@@ -117,12 +118,12 @@ def history_of(plan: GlobalPlan, stream: PlanNode, consumer: PlanNode,
     its arrivals (``Slice.arrivals``) starts from the events it holds
     (``ScanOperator.history``): a sliced aggregate over a window that already runs
     (``computes``) from the window's reach when the scan kept it, otherwise (and an interval
-    join always) from the events that arrived ahead of the watermark, which the consumer
-    would never see as arrivals. A new time window that a running sliced aggregate computes
-    from panes (so there is no window operator to share) starts from the window's reach,
-    which the scan keeps for that aggregate: its elements still live at the position, so a
-    query added later over the same window starts complete, as it would over a shared
-    window operator.
+    join or an OVER window always) from the events that arrived ahead of the watermark,
+    which the consumer would never see as arrivals. A new time window that a running sliced
+    aggregate computes from panes (so there is no window operator to share) starts from the
+    window's reach, which the scan keeps for that aggregate: its elements still live at the
+    position, so a query added later over the same window starts complete, as it would over
+    a shared window operator.
     """
     scan = plan.ops[stream]
     position = scan.position
@@ -133,7 +134,7 @@ def history_of(plan: GlobalPlan, stream: PlanNode, consumer: PlanNode,
         known = computes(plan, consumer, consumer) or scan.retains(reach)
         return (scan, reach) if (known and reach is not None
                                  and scan.covers(position, reach)) else None
-    if not isinstance(consumer, SlicedAggregate | IntervalJoin):
+    if not isinstance(consumer, SlicedAggregate | IntervalJoin | OverAggregate):
         return None
     reach = None
     if isinstance(consumer, SlicedAggregate):

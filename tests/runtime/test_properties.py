@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from oracle import (
     AGGS,
     APAS_AGGS,
+    OVER_AGGS,
     UDAS,
     AggQuery,
     AlignedQuery,
@@ -34,6 +35,7 @@ from oracle import (
     FilterQuery,
     JoinQuery,
     OuterJoinQuery,
+    OverQuery,
     ProjectQuery,
     SetOperationQuery,
     TableAggQuery,
@@ -393,7 +395,8 @@ def test_outer_joins_distinct_top_n(spark, layout: str, scenario: Scenario,
 def window_function_queries(draw) -> dict[str, Query]:
     """Flink's TUMBLE, HOP, CUMULATE and SESSION and Spark's window() and
     session_window(), each over lengths drawn small beside the event times (0 .. 30), so
-    events fall on window edges (and exactly a gap apart) often.
+    events fall on window edges (and exactly a gap apart) often; and SQL's OVER window,
+    whose lower end (both ends are in) falls on other events often.
     """
     queries = {}
     for kind in ("TUMBLE", "HOP", "CUMULATE", "SESSION", "window()", "session_window()"):
@@ -412,6 +415,13 @@ def window_function_queries(draw) -> dict[str, Query]:
             having=st.none() if session else st.none() | st.integers(0, 2),
             spark=st.just(kind.endswith("()"))))
         queries[f"wf_{kind.strip('()').lower()}"] = Query(shape, f"window function {kind}")
+    for i in range(2):  # SQL's OVER window: each event with its partition's last events
+        shape = draw(st.builds(
+            OverQuery, st.integers(1, 12),
+            st.lists(st.sampled_from(OVER_AGGS), min_size=1, max_size=3,
+                     unique=True).map(tuple),
+            grouped=st.booleans(), where=st.none() | st.integers(0, 6)))
+        queries[f"over{i}"] = Query(shape, "OVER window")
     return queries
 
 

@@ -234,8 +234,26 @@ def test_session_windows_merge_when_a_late_event_bridges_two_sessions(engine):
     ("SELECT k, v FROM s [RANGE 5] LIMIT 3", "LIMIT needs ORDER BY", "LIMIT 3"),
     ("SELECT k FROM s [RANGE 5] ORDER BY v LIMIT 3",
      "ORDER BY v: a continuous query orders by a column of its SELECT list", "v"),
-    ("SELECT k, sum(v) OVER (PARTITION BY k) AS x FROM s [RANGE 5]",
-     "window function SUM(v) is not supported", "sum(v) OVER (PARTITION BY k)"),
+    ("SELECT k, sum(v) OVER (PARTITION BY k) AS x FROM s",
+     "an OVER window is ordered by the stream's event time: write ORDER BY t (ascending)",
+     "sum(v) OVER (PARTITION BY k)"),
+    ("SELECT k, sum(v) OVER (PARTITION BY k ORDER BY t RANGE BETWEEN 5 PRECEDING AND "
+     "CURRENT ROW) AS x FROM s [RANGE 5]",
+     "an OVER window reads the stream's events themselves; remove the window clause of "
+     "'s'", "[RANGE 5]"),
+    ("SELECT k, min(v) OVER (PARTITION BY k ORDER BY t RANGE BETWEEN 5 PRECEDING AND "
+     "CURRENT ROW) AS x FROM s", "MIN(v) OVER (...) is not supported",
+     "min(v) OVER (PARTITION BY k ORDER BY t RANGE BETWEEN 5 PRECEDING AND CURRENT ROW)"),
+    ("SELECT k, sum(v) OVER (ORDER BY t ROWS BETWEEN 5 PRECEDING AND CURRENT ROW) AS x "
+     "FROM s", "an OVER window needs its frame: RANGE BETWEEN INTERVAL '60' SECOND PRECEDING",
+     "sum(v) OVER (ORDER BY t ROWS BETWEEN 5 PRECEDING AND CURRENT ROW)"),
+    ("SELECT k, sum(v) OVER (ORDER BY t RANGE BETWEEN 5 PRECEDING AND CURRENT ROW) AS x, "
+     "count(*) OVER (ORDER BY t RANGE BETWEEN 6 PRECEDING AND CURRENT ROW) AS n FROM s",
+     "every OVER window of one SELECT must be the same",
+     "count(*) OVER (ORDER BY t RANGE BETWEEN 6 PRECEDING AND CURRENT ROW)"),
+    ("SELECT k, sum(v) OVER (ORDER BY t RANGE BETWEEN INTERVAL '5' SECOND PRECEDING AND "
+     "CURRENT ROW) AS x FROM s", "has a unit but the stream's event time is a number",
+     "'5'"),
     ("SELECT k FROM e [PARTITION BY k SESSION 0]",
      "expected a positive whole number after SESSION, found '0'", "0"),
     ("SELECT k FROM e [PARTITION BY kk SESSION 3]", "unknown partition column 'kk'",

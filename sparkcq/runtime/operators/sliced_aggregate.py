@@ -48,6 +48,7 @@ from sparkcq.model.columns import AT, FROM, GROUP_HASH, NEXT, PANE_END, TO, WIND
 from sparkcq.model.time import TIME_MAX, TIME_MIN, shift
 from sparkcq.plan.nodes import (
     CutSpec,
+    OverAggregate,
     PlanNode,
     RangeSpec,
     SlicedAggregate,
@@ -82,7 +83,7 @@ class SlicedAggregateOperator(Operator):
     keeps_panes = True
     panes: StateFrame
 
-    def __init__(self, node: SlicedAggregate, rt: Runtime,
+    def __init__(self, node: SlicedAggregate | OverAggregate, rt: Runtime,
                  windows: tuple[CutSpec | RangeSpec, ...] = ()):
         super().__init__(node, rt)
         self.sliced = node
@@ -142,7 +143,7 @@ class SlicedAggregateOperator(Operator):
         return not self.reads_arrivals
 
     # -- SQL text, built once ----------------------------------------------------------------
-    def build_events_sql(self, node: SlicedAggregate,
+    def build_events_sql(self, node: SlicedAggregate | OverAggregate,
                          blank: frozenset[str] = frozenset()) -> str:
         """The input's events through the filters and projections below the aggregate
         (with the columns named in ``blank`` NULL, see ``evaluate``).

@@ -1,0 +1,190 @@
+"""count, sum and avg ``OVER (PARTITION BY k ORDER BY t RANGE BETWEEN w PRECEDING AND
+CURRENT ROW)``: each event once, with its partition's aggregates over ``[t - w, t]``.
+
+An event at t is in the windows of the instants [t, t + w], so it leaves at t + w + 1 (the
+length ``w + 1`` of the node's window). The operator keeps, like the per-event RANGE
+aggregate (``range_aggregate.py``), two states:
+- the **log**: each event's own row (its partition, instant, count and exact sums, and the
+  columns it goes out with), kept as runs (``state_runs.py``) until it has left: a cycle
+  writes its own events once, reads only the runs with an arrival or a departure in it, and
+  drops a run whole once every event in it left;
+- the **base**: each partition's count and exact sums (``aggregate.accumulator_type``) at
+  the end of the last cycle.
+
+A cycle redistributes its new events by the partition hash (the one shuffle) into the log,
+then sorts each partition's arrivals and departures of the cycle, after its base, once: a
+running sum from the base over a RANGE frame (all rows of an instant at once, so events at
+one instant all see each other, whatever order they came in) gives at each arrival the
+window's count and sums through its instant, without subtracting doubles (the sums are
+exact, so a value does not depend on how input was cut into cycles). Only the arrivals go
+out: one row per event, where the per-event RANGE aggregate's ISTREAM gives a row at every
+arrival and departure, and no segments are built.
+
+Example, ``avg(v) OVER (ORDER BY t RANGE BETWEEN 10 PRECEDING AND CURRENT ROW)`` of one
+partition: events (t=1, v=2), (t=4, v=4), (t=11, v=6) and (t=15, v=8) give 2.0 at 1, 3.0 at
+4, 4.0 at 11 (all three: 1 is at 11 - 10) and 6.0 at 15 (4 left at 15, 1 at 12).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from pyspark.sql import DataFrame
+from pyspark.sql.types import LongType, StructField, StructType
+
+from sparkcq.model.columns import ARRIVES, AT, GROUP_HASH, PANE_END, TO, D, N, T
+from sparkcq.model.time import TIME_MAX, TIME_MIN
+from sparkcq.plan.nodes import CutSpec, OverAggregate, RangeSpec
+from sparkcq.runtime.frames import Runtime, Slice, bound_sql, q
+from sparkcq.runtime.operators.base import CycleContext
+from sparkcq.runtime.operators.sliced_aggregate import SlicedAggregateOperator
+
+
+class OverAggregateOperator(SlicedAggregateOperator):
+    """Each event with its OVER window's count, sum and avg, from a log and a base (see
+    module).
+    """
+
+    keeps_panes = False
+
+    def __init__(self, node: OverAggregate, rt: Runtime):
+        super().__init__(node, rt)
+        spec = node.window.spec
+        assert isinstance(spec, RangeSpec) and spec.slide is None
+        assert all(m.combine == "sum" for m in self.measures.values()), self.measures
+        inputs = {f.name: f for f in node.aggregate.child.schema.fields}
+        self.carried = list(node.carried)
+        self.carried_fields = [inputs[c] for c in self.carried]
+        self.results = [a.name for a in node.aggregate.aggs]
+        # each event's row leaves the window ``length`` after it arrived (at ``TO``)
+        self.log = self.state_runs(StructType([
+            *self.pane_fields, *self.carried_fields,
+            StructField(TO, LongType())]), "log", PANE_END, TO, (GROUP_HASH,), self.length)
+        key_fields = [f for f in self.pane_fields if f.name in self.keys]
+        self.base = self.state(StructType([
+            StructField(GROUP_HASH, LongType()), *key_fields, StructField(N, LongType()),
+            *[StructField(m.name, m.dtype) for m in self.measures.values()]]),
+            "window-sums", GROUP_HASH)
+
+    # -- SQL text ----------------------------------------------------------------------------
+    def log_sql(self, single: bool) -> str:
+        """The cycle's events redistributed by the partition hash (as the log's runs are),
+        each with its count and sums, its columns and the instant it leaves.
+        """
+        items = [q(GROUP_HASH), *map(q, self.keys), q(PANE_END), f"{q(D)} AS `{N}`",
+                 *(f"{m.sql} AS {q(m.name)}" for m in self.measures.values()),
+                 *map(q, self.carried), f"{q(PANE_END)} + {self.length} AS {q(TO)}"]
+        # (not in a cycle run in one partition: a repartition would still be an exchange)
+        spread = "" if single else f" DISTRIBUTE BY {q(GROUP_HASH)}"
+        return f"SELECT {', '.join(items)} FROM {self.placed_events_sql()}{spread}"
+
+    def moves_sql(self, fold_from: int, hi: int, with_base: bool) -> str:
+        """The arrivals and departures in [fold_from, hi), each with its change in count
+        and sums (and an arrival with its columns), after the partition's base.
+        """
+        measures = [q(m.name) for m in self.measures.values()]
+        blank = [f"CAST(NULL AS {f.dataType.simpleString()})" for f in self.carried_fields]
+        arrive = [q(PANE_END), q(N), *measures, q(N), *map(q, self.carried), "true"]
+        depart = [q(TO), f"-{q(N)}", *(f"-{m}" for m in measures), "CAST(0 AS BIGINT)",
+                  *blank, "false"]
+        names = [q(AT), q(N), *measures, q(D), *map(q, self.carried), q(ARRIVES)]
+        due = []  # a logged event arrives or leaves in [fold_from, hi)
+        if fold_from != TIME_MIN:
+            due.append(f"{q(PANE_END)} >= {bound_sql(fold_from - self.length)}")
+        if hi != TIME_MAX:
+            due.append(f"{q(PANE_END)} < {bound_sql(hi)}")
+        at = [f"{q(AT)} >= {bound_sql(fold_from)}"] if fold_from != TIME_MIN else []
+        if hi != TIME_MAX:
+            at.append(f"{q(AT)} < {bound_sql(hi)}")
+
+        def where(conds: list[str]) -> str:
+            return f" WHERE {' AND '.join(conds)}" if conds else ""
+
+        # every column renamed to itself on both sides: the union keeps the partition-hash
+        # partitioning both have (``log_sql``), so the sort needs no shuffle
+        out = ", ".join(f"{n} AS {n}" for n in [q(GROUP_HASH), *map(q, self.keys), *names])
+        points = (f"SELECT {out} FROM (SELECT {self.key_list()}, stack(2, "
+                  f"{', '.join([*arrive, *depart])}) AS ({', '.join(names)}) "
+                  f"FROM {{log}}{where(due)}){where(at)}")
+        if not with_base:
+            return points
+        base_items = [q(GROUP_HASH), *map(q, self.keys), f"CAST({TIME_MIN} AS BIGINT)", q(N),
+                      *measures, "CAST(0 AS BIGINT)", *blank, "false"]
+        base = ", ".join(f"{v} AS {n}" for v, n in zip(
+            base_items, [q(GROUP_HASH), *map(q, self.keys), *names], strict=True))
+        return f"SELECT {base} FROM {{base}} WHERE `{N}` > 0 UNION ALL {points}"
+
+    def run_sql(self, fold_from: int, hi: int, with_base: bool) -> str:
+        """Each point's window count and sums through its instant (a RANGE frame: every
+        point of an instant sees the instant whole).
+        """
+        frame = (f"(PARTITION BY {self.key_list()} ORDER BY {q(AT)} RANGE BETWEEN "
+                 "UNBOUNDED PRECEDING AND CURRENT ROW)")
+        sums = ", ".join(f"sum({c}) OVER {frame} AS {c}"
+                         for c in [f"`{N}`", *(q(m.name) for m in self.measures.values())])
+        kept = ", ".join(map(q, [AT, D, ARRIVES, *self.carried]))
+        return (f"SELECT {self.key_list()}, {kept}, {sums} "
+                f"FROM ({self.moves_sql(fold_from, hi, with_base)})")
+
+    def rows_sql(self, lo: int) -> str:
+        """The events of the run from ``lo`` on, each with its window's aggregates."""
+        values = ", ".join(f"{self.values[n]} AS {q(n)}" for n in self.results)
+        since = f" AND {q(AT)} >= {bound_sql(lo)}" if lo != TIME_MIN else ""
+        return (f"SELECT {', '.join(map(q, self.carried))}, {values}, {q(AT)} AS {q(T)}, "
+                f"{q(D)} FROM {{run}} WHERE {q(ARRIVES)}{since}")
+
+    def base_sql(self) -> str:
+        """Each partition's count and sums at its last instant (every point of that instant
+        has them: the RANGE frame).
+        """
+        kept = ", ".join(f"max_by({q(c)}, {q(AT)}) AS {q(c)}" for c in [N, *self.measures])
+        return (f"SELECT {self.key_list()}, {kept} FROM {{run}} "
+                f"GROUP BY {self.key_list()}")
+
+    # -- the cycle ---------------------------------------------------------------------------
+    def step(self, inputs: list[Slice], cycle: CycleContext) -> Slice:  # noqa: D102
+        (inp,) = inputs
+        out = self.events_with_windows(inp)
+        self.progress = replace(self.progress, position=inp.hi, started=True)
+        return out
+
+    def events_with_windows(self, inp: Slice) -> Slice:
+        """Log the slice's events, fold the points before ``hi`` into the base and return
+        the events of [lo, hi) with their windows' aggregates (see module).
+        """
+        lo, hi = inp.lo, inp.hi
+        sql = self.views.sql
+        base = self.base.get()
+        events = inp.arrivals if self.reads_arrivals else inp.df
+        # the base holds every point before lo; without one, every logged point is still
+        # to fold (and only the events from lo on go out)
+        fold_from = TIME_MIN if base is None else lo
+        self.log.expire(fold_from)
+        self.log.merge(fold_from)
+        if events is None and not self.log.runs:
+            return Slice(None, lo, hi)
+        if events is not None:
+            # read next cycles where departures are still to come
+            self.log.add(sql(self.log_sql(self.rt.single), inp=events),
+                         None if lo == TIME_MIN else lo)
+        log = self.log.probers(fold_from, hi)
+        if log is None:
+            return Slice(None, lo, hi)
+        views = {"log": log} if base is None else {"log": log, "base": base}
+        run = self.rt.cache_for_cycle(sql(self.run_sql(fold_from, hi, base is not None),
+                                          **views))
+        if hi == TIME_MAX:
+            self.log.clear()
+            self.base.set(None)
+        else:
+            self.base.set(sql(self.base_sql(), run=run))
+        return Slice(sql(self.rows_sql(lo), run=run), lo, hi)
+
+    def spreads_events(self, events: int | None) -> bool:
+        """Never: the log's runs are the events redistributed by partition (``log_sql``)."""
+        return False
+
+    def contents(self, children: list[DataFrame | None], at: int,
+                 window: CutSpec | RangeSpec | None = None) -> DataFrame | None:
+        """None: the output is a stream of events, which holds nothing at an instant."""
+        return None
