@@ -2,27 +2,32 @@
 CURRENT ROW)``: each event once, with its partition's aggregates over ``[t - w, t]``.
 
 An event at t is in the windows of the instants [t, t + w], so it leaves at t + w + 1 (the
-length ``w + 1`` of the node's window). The operator keeps, like the per-event RANGE
-aggregate (``range_aggregate.py``), two states:
-- the **log**: each event's own row (its partition, instant, count and exact sums, and the
-  columns it goes out with), kept as runs (``state_runs.py``) until it has left: a cycle
-  writes its own events once, reads only the runs with an arrival or a departure in it, and
-  drops a run whole once every event in it left;
-- the **base**: each partition's count and exact sums (``aggregate.accumulator_type``) at
-  the end of the last cycle.
+length ``L = w + 1`` of the node's window). The operator keeps the **log**: each event's
+own row (its partition, instant, count and exact sums, and the columns it goes out with),
+kept as runs (``state_runs.py``) until it has left: a cycle writes its own events once (the
+one shuffle: redistributed by the partition hash), and a run is dropped whole once every
+event in it left. A cycle then takes each event's window one of two ways, both exact (the
+sums are, so a value does not depend on how input was cut into cycles):
 
-A cycle redistributes its new events by the partition hash (the one shuffle) into the log,
-then sorts each partition's arrivals and departures of the cycle, after its base, once: a
-running sum from the base over a RANGE frame (all rows of an instant at once, so events at
-one instant all see each other, whatever order they came in) gives at each arrival the
-window's count and sums through its instant, without subtracting doubles (the sums are
-exact, so a value does not depend on how input was cut into cycles). Only the arrivals go
-out: one row per event, where the per-event RANGE aggregate's ISTREAM gives a row at every
-arrival and departure, and no segments are built.
+- **from the context**, when the cycle's slice is at least ``L`` long (the logged events
+  of the last ``w`` before it are then no more than its own): its events and those of the
+  last ``w`` before it sorted per partition once, and over that one sort the running sums
+  through each event's instant less those through ``L`` before it (two RANGE frames);
+- **from a base**, in shorter cycles (so a cycle reads what changed in it, not the last
+  ``w``, however long): the base is each partition's count and sums at the end of the last
+  cycle, kept as state like the per-event RANGE aggregate's (``range_aggregate.py``); the
+  cycle sorts each partition's arrivals and departures (``L`` after a logged event) after
+  it, and a running sum from it gives each arrival its window.
+
+Either way a RANGE frame takes all rows of an instant at once, so events at one instant all
+see each other, whatever order they came in, and only the events go out: one row per event,
+where the per-event RANGE aggregate's ISTREAM gives a row at every arrival and departure,
+and no segments are built. (A difference of two DECIMAL sums would lose a digit: an
+aggregate of a DECIMAL column takes the base every cycle.)
 
 Example, ``avg(v) OVER (ORDER BY t RANGE BETWEEN 10 PRECEDING AND CURRENT ROW)`` of one
 partition: events (t=1, v=2), (t=4, v=4), (t=11, v=6) and (t=15, v=8) give 2.0 at 1, 3.0 at
-4, 4.0 at 11 (all three: 1 is at 11 - 10) and 6.0 at 15 (4 left at 15, 1 at 12).
+4, 4.0 at 11 (all three: 1 is at 11 - 10) and 7.0 at 15 (4 left at 15, 1 at 12).
 """
 
 from __future__ import annotations
@@ -56,6 +61,7 @@ class OverAggregateOperator(SlicedAggregateOperator):
         self.carried = list(node.carried)
         self.carried_fields = [inputs[c] for c in self.carried]
         self.results = [a.name for a in node.aggregate.aggs]
+        self.long_measures = all(isinstance(m.dtype, LongType) for m in self.measures.values())
         # each event's row leaves the window ``length`` after it arrived (at ``TO``)
         self.log = self.state_runs(StructType([
             *self.pane_fields, *self.carried_fields,
@@ -133,13 +139,42 @@ class OverAggregateOperator(SlicedAggregateOperator):
         return (f"SELECT {', '.join(map(q, self.carried))}, {values}, {q(AT)} AS {q(T)}, "
                 f"{q(D)} FROM {{run}} WHERE {q(ARRIVES)}{since}")
 
-    def base_sql(self) -> str:
-        """Each partition's count and sums at its last instant (every point of that instant
-        has them: the RANGE frame).
+    def base_sql(self, fold_from: int, hi: int, with_base: bool) -> str:
+        """Each partition's count and sums at the end of the cycle: its base and every
+        point of the cycle summed (a grouping over the points, not over the run: the run is
+        then read once, by the output, and is not kept).
         """
-        kept = ", ".join(f"max_by({q(c)}, {q(AT)}) AS {q(c)}" for c in [N, *self.measures])
-        return (f"SELECT {self.key_list()}, {kept} FROM {{run}} "
-                f"GROUP BY {self.key_list()}")
+        sums = ", ".join(f"sum({q(c)}) AS {q(c)}" for c in [N, *self.measures])
+        return (f"SELECT {self.key_list()}, {sums} "
+                f"FROM ({self.moves_sql(fold_from, hi, with_base)}) GROUP BY {self.key_list()}")
+
+    def context_sql(self, lo: int, hi: int) -> str:
+        """The events of [lo, hi), each with its window, from the logged events of
+        ``[lo - w, hi)`` alone (no base): in one sort, the running sums through its
+        instant less those through ``length`` before it (two RANGE frames).
+        """
+        order = (f"PARTITION BY {self.key_list()} ORDER BY {q(PANE_END)} "
+                 "RANGE BETWEEN UNBOUNDED PRECEDING AND")
+        sums = ", ".join(
+            f"sum({c}) OVER ({order} CURRENT ROW) - "
+            f"coalesce(sum({c}) OVER ({order} {self.length}L PRECEDING), 0) AS {c}"
+            for c in [q(N), *(q(m.name) for m in self.measures.values())])
+        near = [f"{q(PANE_END)} > {bound_sql(lo - self.length)}"] if lo != TIME_MIN else []
+        if hi != TIME_MAX:
+            near.append(f"{q(PANE_END)} < {bound_sql(hi)}")
+        where = f" WHERE {' AND '.join(near)}" if near else ""
+        run = (f"SELECT {', '.join(map(q, self.carried))}, {q(PANE_END)} AS {q(AT)}, "
+               f"{q(N)} AS {q(D)}, true AS {q(ARRIVES)}, {sums} FROM {{log}}{where}")
+        return self.rows_sql(lo).replace("{run}", f"({run})")
+
+    def reads_context(self, lo: int, hi: int) -> bool:
+        """Whether this cycle takes each window from the logged events of the last ``w``
+        before it rather than from a base (``context_sql``): when they are no more than the
+        cycle's own (its slice at least a window long) and every measure is a BIGINT (a
+        difference of DECIMAL sums would lose a digit).
+        """
+        return self.long_measures and (lo == TIME_MIN or hi == TIME_MAX
+                                       or hi - lo >= self.length)
 
     # -- the cycle ---------------------------------------------------------------------------
     def step(self, inputs: list[Slice], cycle: CycleContext) -> Slice:  # noqa: D102
@@ -149,13 +184,27 @@ class OverAggregateOperator(SlicedAggregateOperator):
         return out
 
     def events_with_windows(self, inp: Slice) -> Slice:
-        """Log the slice's events, fold the points before ``hi`` into the base and return
-        the events of [lo, hi) with their windows' aggregates (see module).
+        """Log the slice's events and return those of [lo, hi) with their windows'
+        aggregates, from the context or from the base (then folding the points before
+        ``hi`` into it; see module).
         """
         lo, hi = inp.lo, inp.hi
         sql = self.views.sql
-        base = self.base.get()
         events = inp.arrivals if self.reads_arrivals else inp.df
+        if self.reads_context(lo, hi):
+            self.base.set(None)
+            self.log.expire(lo)
+            self.log.merge(lo)
+            if events is not None:
+                self.log.add(sql(self.log_sql(self.rt.single), inp=events),
+                             None if lo == TIME_MIN else lo)
+            log = self.log.read(self.log.runs)
+            if hi == TIME_MAX:
+                self.log.clear()
+            if log is None:
+                return Slice(None, lo, hi)
+            return Slice(sql(self.context_sql(lo, hi), log=log), lo, hi)
+        base = self.base.get()
         # the base holds every point before lo; without one, every logged point is still
         # to fold (and only the events from lo on go out)
         fold_from = TIME_MIN if base is None else lo
@@ -171,13 +220,12 @@ class OverAggregateOperator(SlicedAggregateOperator):
         if log is None:
             return Slice(None, lo, hi)
         views = {"log": log} if base is None else {"log": log, "base": base}
-        run = self.rt.cache_for_cycle(sql(self.run_sql(fold_from, hi, base is not None),
-                                          **views))
+        run = sql(self.run_sql(fold_from, hi, base is not None), **views)
         if hi == TIME_MAX:
             self.log.clear()
             self.base.set(None)
         else:
-            self.base.set(sql(self.base_sql(), run=run))
+            self.base.set(sql(self.base_sql(fold_from, hi, base is not None), **views))
         return Slice(sql(self.rows_sql(lo), run=run), lo, hi)
 
     def spreads_events(self, events: int | None) -> bool:
