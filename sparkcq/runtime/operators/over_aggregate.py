@@ -39,7 +39,7 @@ from pyspark.sql.types import LongType, StructField, StructType
 
 from sparkcq.model.columns import ARRIVES, AT, GROUP_HASH, PANE_END, TO, D, N, T
 from sparkcq.model.time import TIME_MAX, TIME_MIN
-from sparkcq.plan.nodes import CutSpec, OverAggregate, RangeSpec
+from sparkcq.plan.nodes import CutSpec, OverAggregate, Project, RangeSpec
 from sparkcq.runtime.frames import Runtime, Slice, bound_sql, q
 from sparkcq.runtime.operators.base import CycleContext
 from sparkcq.runtime.operators.sliced_aggregate import SlicedAggregateOperator
@@ -58,8 +58,15 @@ class OverAggregateOperator(SlicedAggregateOperator):
         assert isinstance(spec, RangeSpec) and spec.slide is None
         assert all(m.combine == "sum" for m in self.measures.values()), self.measures
         inputs = {f.name: f for f in node.aggregate.child.schema.fields}
-        self.carried = list(node.carried)
-        self.carried_fields = [inputs[c] for c in self.carried]
+        # a carried column that is also a partition key (``k`` of PARTITION BY k) is logged
+        # once, as the key, and goes out from it
+        below = node.aggregate.child
+        as_key = {e.sql: name for name, e in below.exprs if name in self.keys} \
+            if isinstance(below, Project) else {}
+        self.logged = [c for c in node.carried if q(c) not in as_key]
+        self.carried_fields = [inputs[c] for c in self.logged]
+        self.carried = [f"{q(as_key[q(c)])} AS {q(c)}" if q(c) in as_key else q(c)
+                        for c in node.carried]
         self.results = [a.name for a in node.aggregate.aggs]
         self.long_measures = all(isinstance(m.dtype, LongType) for m in self.measures.values())
         # each event's row leaves the window ``length`` after it arrived (at ``TO``)
@@ -73,16 +80,15 @@ class OverAggregateOperator(SlicedAggregateOperator):
             "window-sums", GROUP_HASH)
 
     # -- SQL text ----------------------------------------------------------------------------
-    def log_sql(self, single: bool) -> str:
-        """The cycle's events redistributed by the partition hash (as the log's runs are),
-        each with its count and sums, its columns and the instant it leaves.
+    def log_sql(self) -> str:
+        """The cycle's events, each with its partition (and its hash, by which the log's
+        runs are partitioned: ``StateRuns.add``), count and sums, its columns and the
+        instant it leaves.
         """
         items = [q(GROUP_HASH), *map(q, self.keys), q(PANE_END), f"{q(D)} AS `{N}`",
                  *(f"{m.sql} AS {q(m.name)}" for m in self.measures.values()),
-                 *map(q, self.carried), f"{q(PANE_END)} + {self.length} AS {q(TO)}"]
-        # (not in a cycle run in one partition: a repartition would still be an exchange)
-        spread = "" if single else f" DISTRIBUTE BY {q(GROUP_HASH)}"
-        return f"SELECT {', '.join(items)} FROM {self.placed_events_sql()}{spread}"
+                 *map(q, self.logged), f"{q(PANE_END)} + {self.length} AS {q(TO)}"]
+        return f"SELECT {', '.join(items)} FROM {self.placed_events_sql()}"
 
     def moves_sql(self, fold_from: int, hi: int, with_base: bool) -> str:
         """The arrivals and departures in [fold_from, hi), each with its change in count
@@ -90,10 +96,10 @@ class OverAggregateOperator(SlicedAggregateOperator):
         """
         measures = [q(m.name) for m in self.measures.values()]
         blank = [f"CAST(NULL AS {f.dataType.simpleString()})" for f in self.carried_fields]
-        arrive = [q(PANE_END), q(N), *measures, q(N), *map(q, self.carried), "true"]
+        arrive = [q(PANE_END), q(N), *measures, q(N), *map(q, self.logged), "true"]
         depart = [q(TO), f"-{q(N)}", *(f"-{m}" for m in measures), "CAST(0 AS BIGINT)",
                   *blank, "false"]
-        names = [q(AT), q(N), *measures, q(D), *map(q, self.carried), q(ARRIVES)]
+        names = [q(AT), q(N), *measures, q(D), *map(q, self.logged), q(ARRIVES)]
         due = []  # a logged event arrives or leaves in [fold_from, hi)
         if fold_from != TIME_MIN:
             due.append(f"{q(PANE_END)} >= {bound_sql(fold_from - self.length)}")
@@ -107,7 +113,7 @@ class OverAggregateOperator(SlicedAggregateOperator):
             return f" WHERE {' AND '.join(conds)}" if conds else ""
 
         # every column renamed to itself on both sides: the union keeps the partition-hash
-        # partitioning both have (``log_sql``), so the sort needs no shuffle
+        # partitioning both have (``StateRuns.add``), so the sort needs no shuffle
         out = ", ".join(f"{n} AS {n}" for n in [q(GROUP_HASH), *map(q, self.keys), *names])
         points = (f"SELECT {out} FROM (SELECT {self.key_list()}, stack(2, "
                   f"{', '.join([*arrive, *depart])}) AS ({', '.join(names)}) "
@@ -128,7 +134,7 @@ class OverAggregateOperator(SlicedAggregateOperator):
                  "UNBOUNDED PRECEDING AND CURRENT ROW)")
         sums = ", ".join(f"sum({c}) OVER {frame} AS {c}"
                          for c in [f"`{N}`", *(q(m.name) for m in self.measures.values())])
-        kept = ", ".join(map(q, [AT, D, ARRIVES, *self.carried]))
+        kept = ", ".join(map(q, [AT, D, ARRIVES, *self.logged]))
         return (f"SELECT {self.key_list()}, {kept}, {sums} "
                 f"FROM ({self.moves_sql(fold_from, hi, with_base)})")
 
@@ -136,7 +142,7 @@ class OverAggregateOperator(SlicedAggregateOperator):
         """The events of the run from ``lo`` on, each with its window's aggregates."""
         values = ", ".join(f"{self.values[n]} AS {q(n)}" for n in self.results)
         since = f" AND {q(AT)} >= {bound_sql(lo)}" if lo != TIME_MIN else ""
-        return (f"SELECT {', '.join(map(q, self.carried))}, {values}, {q(AT)} AS {q(T)}, "
+        return (f"SELECT {', '.join(self.carried)}, {values}, {q(AT)} AS {q(T)}, "
                 f"{q(D)} FROM {{run}} WHERE {q(ARRIVES)}{since}")
 
     def base_sql(self, fold_from: int, hi: int, with_base: bool) -> str:
@@ -163,8 +169,9 @@ class OverAggregateOperator(SlicedAggregateOperator):
         if hi != TIME_MAX:
             near.append(f"{q(PANE_END)} < {bound_sql(hi)}")
         where = f" WHERE {' AND '.join(near)}" if near else ""
-        run = (f"SELECT {', '.join(map(q, self.carried))}, {q(PANE_END)} AS {q(AT)}, "
-               f"{q(N)} AS {q(D)}, true AS {q(ARRIVES)}, {sums} FROM {{log}}{where}")
+        kept = ", ".join([self.key_list(), *map(q, self.logged), f"{q(PANE_END)} AS {q(AT)}",
+                          f"{q(N)} AS {q(D)}", f"true AS {q(ARRIVES)}"])
+        run = f"SELECT {kept}, {sums} FROM {{log}}{where}"
         return self.rows_sql(lo).replace("{run}", f"({run})")
 
     def reads_context(self, lo: int, hi: int) -> bool:
@@ -196,7 +203,7 @@ class OverAggregateOperator(SlicedAggregateOperator):
             self.log.expire(lo)
             self.log.merge(lo)
             if events is not None:
-                self.log.add(sql(self.log_sql(self.rt.single), inp=events),
+                self.log.add(sql(self.log_sql(), inp=events),
                              None if lo == TIME_MIN else lo)
             log = self.log.read(self.log.runs)
             if hi == TIME_MAX:
@@ -214,7 +221,7 @@ class OverAggregateOperator(SlicedAggregateOperator):
             return Slice(None, lo, hi)
         if events is not None:
             # read next cycles where departures are still to come
-            self.log.add(sql(self.log_sql(self.rt.single), inp=events),
+            self.log.add(sql(self.log_sql(), inp=events),
                          None if lo == TIME_MIN else lo)
         log = self.log.probers(fold_from, hi)
         if log is None:
@@ -229,7 +236,7 @@ class OverAggregateOperator(SlicedAggregateOperator):
         return Slice(sql(self.rows_sql(lo), run=run), lo, hi)
 
     def spreads_events(self, events: int | None) -> bool:
-        """Never: the log's runs are the events redistributed by partition (``log_sql``)."""
+        """Never: the log's runs are the events redistributed by partition."""
         return False
 
     def contents(self, children: list[DataFrame | None], at: int,
