@@ -102,6 +102,9 @@ def test_an_interval_on_a_timestamp_stream(engine):
     out = engine.results("q").sort_values("ts")
     # at 60 the event of 0 is exactly a minute before: in; at 61 it left; 150: alone
     assert list(out["last_minute"]) == [1, 11, 111, 1110, 10000]
+    # each event's own time goes out with it
+    assert list(out["ts"]) == [pd.Timestamp(at + dt.timedelta(seconds=s), tz="UTC")
+                               for s in seconds]
 
 
 def test_queries_with_one_over_window_share_it(engine):
