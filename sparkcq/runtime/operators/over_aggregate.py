@@ -69,6 +69,8 @@ class OverAggregateOperator(SlicedAggregateOperator):
                         for c in node.carried]
         self.results = [a.name for a in node.aggregate.aggs]
         self.long_measures = all(isinstance(m.dtype, LongType) for m in self.measures.values())
+        # whether a value reads the window's row count (``count(*)``), not only the measures
+        self.counts_rows = any(q(N) in self.values[n] for n in self.results)
         # each event's row leaves the window ``length`` after it arrived (at ``TO``)
         self.log = self.state_runs(StructType([
             *self.pane_fields, *self.carried_fields,
@@ -164,7 +166,8 @@ class OverAggregateOperator(SlicedAggregateOperator):
         sums = ", ".join(
             f"sum({c}) OVER ({order} CURRENT ROW) - "
             f"coalesce(sum({c}) OVER ({order} {self.length}L PRECEDING), 0) AS {c}"
-            for c in [q(N), *(q(m.name) for m in self.measures.values())])
+            for c in [*([q(N)] if self.counts_rows else []),
+                      *(q(m.name) for m in self.measures.values())])
         near = [f"{q(PANE_END)} > {bound_sql(lo - self.length)}"] if lo != TIME_MIN else []
         if hi != TIME_MAX:
             near.append(f"{q(PANE_END)} < {bound_sql(hi)}")
