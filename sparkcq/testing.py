@@ -11,8 +11,9 @@ sink.frame("q")
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import pyarrow as pa
@@ -31,6 +32,9 @@ from sparkcq.io.sinks import QueryOutput, Sink
 from sparkcq.io.sources import Source, to_pandas
 from sparkcq.model.columns import DELETE
 from sparkcq.runtime.cycle_input import SourceBatch
+
+if TYPE_CHECKING:
+    from sparkcq.engine import Engine
 
 
 @dataclass(frozen=True)
@@ -146,6 +150,23 @@ class CollectingSink(Sink):
         """All records of ``query`` in commit order."""
         parts = [f for _, f in self.cycles.get(query, [])]
         return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+
+def push_in_cycles(engine: Engine, stream: str, rows: Sequence[dict[str, Any]],
+                   cuts: Sequence[int], time: str = "t") -> None:
+    """Push ``rows`` into ``stream`` a cycle per cut, then end it: before each cut, the
+    rows whose ``time`` lies before it (and at or after the cut before), with the cut as the
+    watermark; every cycle a push makes runs. A result that must not depend on how input
+    was cut into cycles is tested with several ``cuts`` (the last one after every row).
+    """
+    start = None
+    for cut in cuts:
+        batch = [r for r in rows if (start is None or start <= r[time]) and r[time] < cut]
+        engine.push(stream, batch, watermark=cut)
+        engine.run_until_idle()
+        start = cut
+    engine.end_input(stream)
+    engine.run_until_idle()
 
 
 @dataclass(frozen=True)

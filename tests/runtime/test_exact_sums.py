@@ -17,6 +17,7 @@ from sparkcq.runtime.operators.aggregate import (
     exact_double_total,
     exact_double_value,
 )
+from sparkcq.testing import push_in_cycles
 
 # near ties at the 11th decimal, values at the fast path's edge (4096), large and negative
 # ones that take the cast, and the values of the benchmarks (three decimals)
@@ -106,14 +107,7 @@ def test_window_sums_and_averages_are_exact(engine: Engine, cuts: list[int]):
     engine.execute("CREATE STREAM s (v DOUBLE, t BIGINT) WITH (event_time='t')")
     engine.execute("CREATE QUERY q AS RSTREAM SELECT count(*) AS c, sum(v) AS s, avg(v) AS a "
                    "FROM s [RANGE 10 SLIDE 5]")
-    start = 0
-    for cut in cuts:
-        engine.push("s", [{"v": v, "t": t} for v, t in EVENTS if start <= t < cut],
-                    watermark=cut)
-        engine.run_until_idle()
-        start = cut
-    engine.end_input("s")
-    engine.run_until_idle()
+    push_in_cycles(engine, "s", [{"v": v, "t": t} for v, t in EVENTS], cuts)
     out = engine.results("q").sort_values("_ts")
     expected = []
     for at in (5, 10, 15, 20):

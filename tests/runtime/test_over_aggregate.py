@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 
 from sparkcq import Engine
+from sparkcq.testing import push_in_cycles
 
 # (k, v, t): a's events at 13 are two; the one at 4 is 10 before 14 (still in: both ends
 # of [t - 10, t] are in), the one at 1 left at 12
@@ -32,19 +33,10 @@ ROWS = [("a", 2.0, 1, 1, 2.0), ("a", 4.0, 4, 2, 6.0), ("a", 6.0, 11, 3, 12.0),
 
 
 def run(engine: Engine, query: str, cuts: list[int]) -> pd.DataFrame:
-    """Push the events in cycles ending before each of ``cuts`` (watermark = cut; the last
-    cut lies after every event).
-    """
+    """The query's results over the events pushed in cycles ending before each of ``cuts``."""
     engine.execute("CREATE STREAM s (k STRING, v DOUBLE, t BIGINT) WITH (event_time='t')")
     engine.execute(f"CREATE QUERY q AS {query}")
-    start = 0
-    for cut in cuts:
-        batch = [e for e in EVENTS if start <= e[2] < cut]
-        engine.push("s", [{"k": k, "v": v, "t": t} for k, v, t in batch], watermark=cut)
-        engine.run_until_idle()
-        start = cut
-    engine.end_input("s")
-    engine.run_until_idle()
+    push_in_cycles(engine, "s", [{"k": k, "v": v, "t": t} for k, v, t in EVENTS], cuts)
     return engine.results("q")
 
 

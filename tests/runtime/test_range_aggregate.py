@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from sparkcq import Engine
+from sparkcq.testing import push_in_cycles
 
 EVENTS = [("a", 2.0, 1), ("a", 4.0, 4), ("b", 1.0, 5), ("a", 2.0, 12), ("a", 6.0, 13)]
 
@@ -23,19 +24,10 @@ INTERVALS = [("a", 2.0, 1, 4), ("a", 3.0, 4, 11), ("a", 4.0, 11, 12), ("a", 3.0,
 
 
 def run(engine: Engine, query: str, cuts: list[int]) -> pd.DataFrame:
-    """Push the events in cycles ending before each of ``cuts`` (watermark = cut; the last
-    cut lies after every event).
-    """
+    """The query's results over the events pushed in cycles ending before each of ``cuts``."""
     engine.execute("CREATE STREAM s (k STRING, v DOUBLE, t BIGINT) WITH (event_time='t')")
     engine.execute(f"CREATE QUERY q AS {query}")
-    start = 0
-    for cut in cuts:
-        batch = [e for e in EVENTS if start <= e[2] < cut]
-        engine.push("s", [{"k": k, "v": v, "t": t} for k, v, t in batch], watermark=cut)
-        engine.run_until_idle()
-        start = cut
-    engine.end_input("s")
-    engine.run_until_idle()
+    push_in_cycles(engine, "s", [{"k": k, "v": v, "t": t} for k, v, t in EVENTS], cuts)
     return engine.results("q")
 
 

@@ -42,12 +42,13 @@ from sparkcq.model.time import TIME_MAX, TIME_MIN
 from sparkcq.plan.nodes import CutSpec, OverAggregate, Project, RangeSpec
 from sparkcq.runtime.frames import Runtime, Slice, bound_sql, q
 from sparkcq.runtime.operators.base import CycleContext
+from sparkcq.runtime.operators.range_aggregate import moves_in
 from sparkcq.runtime.operators.sliced_aggregate import SlicedAggregateOperator
 
 
 class OverAggregateOperator(SlicedAggregateOperator):
-    """Each event with its OVER window's count, sum and avg, from a log and a base (see
-    module).
+    """Each event with its OVER window's count, sum and avg, from its log of events (and,
+    in cycles shorter than its window, a base; see module).
     """
 
     keeps_panes = False
@@ -102,24 +103,13 @@ class OverAggregateOperator(SlicedAggregateOperator):
         depart = [q(TO), f"-{q(N)}", *(f"-{m}" for m in measures), "CAST(0 AS BIGINT)",
                   *blank, "false"]
         names = [q(AT), q(N), *measures, q(D), *map(q, self.logged), q(ARRIVES)]
-        due = []  # a logged event arrives or leaves in [fold_from, hi)
-        if fold_from != TIME_MIN:
-            due.append(f"{q(PANE_END)} >= {bound_sql(fold_from - self.length)}")
-        if hi != TIME_MAX:
-            due.append(f"{q(PANE_END)} < {bound_sql(hi)}")
-        at = [f"{q(AT)} >= {bound_sql(fold_from)}"] if fold_from != TIME_MIN else []
-        if hi != TIME_MAX:
-            at.append(f"{q(AT)} < {bound_sql(hi)}")
-
-        def where(conds: list[str]) -> str:
-            return f" WHERE {' AND '.join(conds)}" if conds else ""
-
+        due, at = moves_in(fold_from, hi, self.length)
         # every column renamed to itself on both sides: the union keeps the partition-hash
         # partitioning both have (``StateRuns.add``), so the sort needs no shuffle
         out = ", ".join(f"{n} AS {n}" for n in [q(GROUP_HASH), *map(q, self.keys), *names])
         points = (f"SELECT {out} FROM (SELECT {self.key_list()}, stack(2, "
                   f"{', '.join([*arrive, *depart])}) AS ({', '.join(names)}) "
-                  f"FROM {{log}}{where(due)}){where(at)}")
+                  f"FROM {{log}}{due}){at}")
         if not with_base:
             return points
         base_items = [q(GROUP_HASH), *map(q, self.keys), f"CAST({TIME_MIN} AS BIGINT)", q(N),

@@ -90,23 +90,12 @@ class RangeAggregateOperator(SlicedAggregateOperator):
         arrive = [q(PANE_END), q(N), *measures]
         depart = [f"{q(PANE_END)} + {self.length}", f"-{q(N)}", *(f"-{m}" for m in measures)]
         cols = ", ".join([q(AT), q(N), *measures])
-        due = []  # a logged event arrives or leaves in [fold_from, hi)
-        if fold_from != TIME_MIN:
-            due.append(f"{q(PANE_END)} >= {bound_sql(fold_from - self.length)}")
-        if hi != TIME_MAX:
-            due.append(f"{q(PANE_END)} < {bound_sql(hi)}")
-        at = [f"{q(AT)} >= {bound_sql(fold_from)}"] if fold_from != TIME_MIN else []
-        if hi != TIME_MAX:
-            at.append(f"{q(AT)} < {bound_sql(hi)}")
-
-        def where(conds: list[str]) -> str:
-            return f" WHERE {' AND '.join(conds)}" if conds else ""
-
+        due, at = moves_in(fold_from, hi, self.length)
         summed = "".join(f", sum({m}) AS {m}" for m in measures)
         by = self.key_list(q(AT))
         points = (f"SELECT {by}, sum(`{N}`) AS `{N}`{summed} FROM (SELECT {self.key_list()}, "
                   f"stack(2, {', '.join([*arrive, *depart])}) AS ({cols}) "
-                  f"FROM {{log}}{where(due)}){where(at)} GROUP BY {by}")
+                  f"FROM {{log}}{due}){at} GROUP BY {by}")
         if not with_base:
             return points
         # every column renamed to itself on both sides: the union keeps the group-hash
@@ -221,3 +210,23 @@ class RangeAggregateOperator(SlicedAggregateOperator):
                         for n in self.names)
         df = self.views.sql(f"SELECT {out} FROM {{b}} WHERE `{N}` > 0", b=base)
         return as_changes_at(df, self.names, None, at)
+
+
+def moves_in(fold_from: int, hi: int, length: int) -> tuple[str, str]:
+    """The WHERE clauses (or '') that take from a per-event window's log the events that
+    arrive or leave (``length`` after they arrived) in [fold_from, hi), and that keep, of
+    their arrivals and departures as points at ``AT``, those in [fold_from, hi).
+    """
+    due = []
+    if fold_from != TIME_MIN:
+        due.append(f"{q(PANE_END)} >= {bound_sql(fold_from - length)}")
+    if hi != TIME_MAX:
+        due.append(f"{q(PANE_END)} < {bound_sql(hi)}")
+    at = [f"{q(AT)} >= {bound_sql(fold_from)}"] if fold_from != TIME_MIN else []
+    if hi != TIME_MAX:
+        at.append(f"{q(AT)} < {bound_sql(hi)}")
+
+    def where(conds: list[str]) -> str:
+        return f" WHERE {' AND '.join(conds)}" if conds else ""
+
+    return where(due), where(at)
