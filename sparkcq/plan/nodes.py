@@ -605,7 +605,13 @@ class OverAggregate(ReadsWindowChain, UnaryNode):
         by = f"PARTITION BY {', '.join(keys)} " if keys else ""
         aggs = ", ".join(map(str, self.aggregate.aggs))
         return (f"OverAggregate {aggs} OVER ({by}RANGE {grid_text(self.preceding, self)} "
-                f"PRECEDING){steps}")
+                f"PRECEDING){self.path()}{steps}")
+
+    def path(self) -> str:
+        """How it is computed, as EXPLAIN says after its window."""
+        return (" (each event's window from a log of the events: one sort a cycle, from the "
+                f"log's last {grid_text(self.preceding, self)} in a cycle at least that long, "
+                "else from a base kept between cycles)")
 
 
 @dataclass(frozen=True)

@@ -60,7 +60,9 @@ def test_the_average_in_an_expression_beside_the_events_columns(engine):
     got = sorted(out[["t", "w", "a"]].itertuples(index=False, name=None))
     assert got == sorted((t, v * 2, s / n + 1) for k, v, t, n, s in ROWS if k == "a")
     plan = engine.explain("q")
-    assert "OverAggregate avg(_a0) AS _x0 OVER (PARTITION BY _g0 RANGE 10 PRECEDING)" in plan
+    assert ("OverAggregate avg(_a0) AS _x0 OVER (PARTITION BY _g0 RANGE 10 PRECEDING) (each "
+            "event's window from a log of the events: one sort a cycle, from the log's last 10 "
+            "in a cycle at least that long, else from a base kept between cycles)") in plan
     assert "Window" not in plan
 
 
