@@ -191,11 +191,16 @@ def _preceding(binder: Binder, w: exp.Window, src: Source, scope: Scope) -> int:
         msg = f"an OVER window needs its frame: {_FRAME}"
         raise _whole(binder, msg, w)
     start = spec.args.get("start")
+    if not isinstance(start, exp.Expression):  # UNBOUNDED
+        msg = (f"{start} PRECEDING is not supported: an OVER window reaches back a given "
+               f"length, {_FRAME}; for a running total since the start, GROUP BY over "
+               "[UNBOUNDED]")
+        raise _whole(binder, msg, w)
     duration = _duration(start)
     if duration is None:
         msg = (f"cannot read the OVER window's length {start.sql(dialect='spark')!r}; "
                f"write {_FRAME}")
-        raise binder.error(msg, start if isinstance(start, exp.Expression) else spec)
+        raise binder.error(msg, start)
     try:
         length = duration.to_units(src.plan.time_kind, src.plan.time_unit)
     except ValueError as e:

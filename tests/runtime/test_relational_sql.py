@@ -251,6 +251,10 @@ def test_session_windows_merge_when_a_late_event_bridges_two_sessions(engine):
      "count(*) OVER (ORDER BY t RANGE BETWEEN 6 PRECEDING AND CURRENT ROW) AS n FROM s",
      "every OVER window of one SELECT must be the same",
      "count(*) OVER (ORDER BY t RANGE BETWEEN 6 PRECEDING AND CURRENT ROW)"),
+    ("SELECT k, sum(v) OVER (PARTITION BY k ORDER BY t RANGE BETWEEN UNBOUNDED PRECEDING "
+     "AND CURRENT ROW) AS x FROM s", "UNBOUNDED PRECEDING is not supported",
+     "sum(v) OVER (PARTITION BY k ORDER BY t RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT "
+     "ROW)"),
     ("SELECT k, sum(v) OVER (ORDER BY t RANGE BETWEEN INTERVAL '5' SECOND PRECEDING AND "
      "CURRENT ROW) AS x FROM s", "has a unit but the stream's event time is a number",
      "'5'"),
