@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import pandas as pd
 import pyarrow as pa
@@ -32,9 +32,6 @@ from sparkcq.io.sinks import QueryOutput, Sink
 from sparkcq.io.sources import Source, to_pandas
 from sparkcq.model.columns import DELETE
 from sparkcq.runtime.cycle_input import SourceBatch
-
-if TYPE_CHECKING:
-    from sparkcq.engine import Engine
 
 
 @dataclass(frozen=True)
@@ -152,7 +149,17 @@ class CollectingSink(Sink):
         return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
 
-def push_in_cycles(engine: Engine, stream: str, rows: Sequence[dict[str, Any]],
+class PushesInCycles(Protocol):
+    """What ``push_in_cycles`` drives: an ``Engine``'s pushes and cycles."""
+
+    def push(self, stream: str, rows: Any, watermark: Any = None) -> object: ...  # noqa: D102
+
+    def run_until_idle(self) -> int: ...  # noqa: D102
+
+    def end_input(self, stream: str) -> None: ...  # noqa: D102
+
+
+def push_in_cycles(engine: PushesInCycles, stream: str, rows: Sequence[dict[str, Any]],
                    cuts: Sequence[int], time: str = "t") -> None:
     """Push ``rows`` into ``stream`` a cycle per cut, then end it: before each cut, the
     rows whose ``time`` lies before it (and at or after the cut before), with the cut as the

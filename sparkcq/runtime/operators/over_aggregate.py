@@ -70,8 +70,9 @@ class OverAggregateOperator(SlicedAggregateOperator):
                         for c in node.carried]
         self.results = [a.name for a in node.aggregate.aggs]
         self.long_measures = all(isinstance(m.dtype, LongType) for m in self.measures.values())
-        # whether a value reads the window's row count (``count(*)``), not only the measures
-        self.counts_rows = any(q(N) in self.values[n] for n in self.results)
+        # whether a value reads the window's row count (``count(*)``: the one call without
+        # an argument, ``measures_of``), not only the measures
+        self.counts_rows = any(a.arg is None for a in node.aggregate.aggs)
         # each event's row leaves the window ``length`` after it arrived (at ``TO``)
         self.log = self.state_runs(StructType([
             *self.pane_fields, *self.carried_fields,
