@@ -131,12 +131,14 @@ class OverAggregateOperator(SlicedAggregateOperator):
         return (f"SELECT {self.key_list()}, {kept}, {sums} "
                 f"FROM ({self.moves_sql(fold_from, hi, with_base)})")
 
-    def rows_sql(self, lo: int) -> str:
-        """The events of the run from ``lo`` on, each with its window's aggregates."""
+    def rows_sql(self, lo: int, run: str = "{run}") -> str:
+        """The events of ``run`` (a view, or a query in parentheses) from ``lo`` on, each
+        with its window's aggregates.
+        """
         values = ", ".join(f"{self.values[n]} AS {q(n)}" for n in self.results)
         since = f" AND {q(AT)} >= {bound_sql(lo)}" if lo != TIME_MIN else ""
         return (f"SELECT {', '.join(self.carried)}, {values}, {q(AT)} AS {q(T)}, "
-                f"{q(D)} FROM {{run}} WHERE {q(ARRIVES)}{since}")
+                f"{q(D)} FROM {run} WHERE {q(ARRIVES)}{since}")
 
     def base_sql(self, fold_from: int, hi: int, with_base: bool) -> str:
         """Each partition's count and sums at the end of the cycle: its base and every
@@ -166,7 +168,7 @@ class OverAggregateOperator(SlicedAggregateOperator):
         kept = ", ".join([self.key_list(), *map(q, self.logged), f"{q(PANE_END)} AS {q(AT)}",
                           f"{q(N)} AS {q(D)}", f"true AS {q(ARRIVES)}"])
         run = f"SELECT {kept}, {sums} FROM {{log}}{where}"
-        return self.rows_sql(lo).replace("{run}", f"({run})")
+        return self.rows_sql(lo, f"({run})")
 
     def reads_context(self, lo: int, hi: int) -> bool:
         """Whether this cycle takes each window from the logged events of the last ``w``
@@ -194,11 +196,7 @@ class OverAggregateOperator(SlicedAggregateOperator):
         events = inp.arrivals if self.reads_arrivals else inp.df
         if self.reads_context(lo, hi):
             self.base.set(None)
-            self.log.expire(lo)
-            self.log.merge(lo)
-            if events is not None:
-                self.log.add(sql(self.log_sql(), inp=events),
-                             None if lo == TIME_MIN else lo)
+            self.log_events(events, lo, lo)
             log = self.log.read(self.log.runs)
             if hi == TIME_MAX:
                 self.log.clear()
@@ -209,14 +207,7 @@ class OverAggregateOperator(SlicedAggregateOperator):
         # the base holds every point before lo; without one, every logged point is still
         # to fold (and only the events from lo on go out)
         fold_from = TIME_MIN if base is None else lo
-        self.log.expire(fold_from)
-        self.log.merge(fold_from)
-        if events is None and not self.log.runs:
-            return Slice(None, lo, hi)
-        if events is not None:
-            # read next cycles where departures are still to come
-            self.log.add(sql(self.log_sql(), inp=events),
-                         None if lo == TIME_MIN else lo)
+        self.log_events(events, fold_from, lo)
         log = self.log.probers(fold_from, hi)
         if log is None:
             return Slice(None, lo, hi)
@@ -228,6 +219,17 @@ class OverAggregateOperator(SlicedAggregateOperator):
         else:
             self.base.set(sql(self.base_sql(fold_from, hi, base is not None), **views))
         return Slice(sql(self.rows_sql(lo), run=run), lo, hi)
+
+    def log_events(self, events: DataFrame | None, live_from: int, lo: int) -> None:
+        """Drop (and merge away) the logged events that left before ``live_from`` and log
+        the slice's new ``events`` (none of them before ``lo``), read by the next cycles
+        while their departures are still to come.
+        """
+        self.log.expire(live_from)
+        self.log.merge(live_from)
+        if events is not None:
+            self.log.add(self.views.sql(self.log_sql(), inp=events),
+                         None if lo == TIME_MIN else lo)
 
     def spreads_events(self, events: int | None) -> bool:
         """Never: the log's runs are the events redistributed by partition."""
