@@ -40,7 +40,8 @@ def main() -> None:
     cfg = Config(args.events, args.rate, args.jitter_ms, args.seed)
     spark = make_session(None, app_name="sparkcq-nexmark")
     name = f"nexmark-{cfg.events}-{files}-{cfg.rate}-{cfg.jitter_ms}-{cfg.seed}"
-    inp = write_input(spark, os.path.join(HERE, ".data", name), cfg, files)
+    streams = tuple(dict.fromkeys(s for q in args.queries for s in QUERIES[q].streams))
+    inp = write_input(spark, os.path.join(HERE, ".data", name), cfg, files, streams)
     print(f"{cfg.events:,} events ({inp.seconds:,.0f} s of event time), {files} files per "
           f"stream, in {inp.path}", flush=True)
     for q in args.queries:

@@ -45,6 +45,8 @@ import pandas as pd
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from benchmarks.suite.data import order_by_name
+
 PERSON_PROPORTION, AUCTION_PROPORTION, BID_PROPORTION = 1, 3, 46
 TOTAL_PROPORTION = PERSON_PROPORTION + AUCTION_PROPORTION + BID_PROPORTION
 FIRST_PERSON_ID, FIRST_AUCTION_ID, FIRST_CATEGORY_ID = 1000, 1000, 10
@@ -270,30 +272,37 @@ def chunk_bounds(events: int, files: int) -> list[int]:
     return [events * i // files for i in range(files + 1)]
 
 
-def write_input(spark: SparkSession, path: str, cfg: Config, files: int) -> Input:
-    """Write ``cfg``'s events as ``files`` CSV files per stream under ``path`` (if not there).
+def write_input(spark: SparkSession, path: str, cfg: Config, files: int,
+                streams: tuple[str, ...] = STREAMS) -> Input:
+    """Write ``cfg``'s events of ``streams`` as ``files`` CSV files per stream under ``path``
+    (those not there yet).
 
     File ``i`` of every stream holds the events numbered ``[b_i, b_{i+1})`` (``chunk_bounds``),
     so one file per cycle from each stream reads the same time range of all three. Rows are
     in event-number order, no header, timestamps with microseconds in the session's time
     zone. A stream with no event in a range gets an empty file, so every stream has
-    ``files`` files. ``path/_complete`` marks a finished set; an existing one is reused.
+    ``files`` files. ``path/_complete-<stream>`` marks a finished stream (``path/_complete``,
+    all three), reused. A query of persons and auctions writes only those: bids are 46 of
+    every 50 events. The files' modification times follow their names (``order_by_name``):
+    Spark's file source takes the oldest first.
     """
     inp = Input(path, cfg.events, files, cfg.rate, cfg.jitter_ms, cfg.seed)
-    if os.path.exists(os.path.join(path, "_complete")):
-        return inp
     os.makedirs(path, exist_ok=True)
+    every = os.path.exists(os.path.join(path, "_complete"))
     bounds = chunk_bounds(cfg.events, files)
-    events = generate(spark, cfg)
     chunk = F.lit(0)
     for i, b in enumerate(bounds[1:-1], start=1):
         chunk = F.when(F.col("n") >= b, F.lit(i)).otherwise(chunk)
-    for stream in STREAMS:
+    for stream in streams:
         target = inp.stream_path(stream)
+        done = os.path.join(path, f"_complete-{stream}")
+        if every or os.path.exists(done):
+            order_by_name(target)
+            continue
         shutil.rmtree(target, ignore_errors=True)
         os.makedirs(target)
         scratch = tempfile.mkdtemp(prefix=f"nexmark-{stream}-", dir=path)
-        df = events.stream(stream).withColumn("_chunk", chunk)
+        df = generate(spark, cfg).stream(stream).withColumn("_chunk", chunk)
         (df.repartition(min(files, 64), "_chunk").sortWithinPartitions("_chunk", "n").drop("n")
          .write.mode("overwrite").partitionBy("_chunk")
          .option("header", "false").option("timestampFormat", TIMESTAMP_FORMAT)
@@ -308,7 +317,8 @@ def write_input(spark: SparkSession, path: str, cfg: Config, files: int) -> Inpu
                     with open(os.path.join(part_dir, p), "rb") as src:
                         shutil.copyfileobj(src, out)
         shutil.rmtree(scratch, ignore_errors=True)
-    open(os.path.join(path, "_complete"), "w").close()  # noqa: SIM115
+        order_by_name(target)
+        open(done, "w").close()  # noqa: SIM115
     return inp
 
 

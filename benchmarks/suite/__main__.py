@@ -93,10 +93,10 @@ def run_nexmark(spark: SparkSession, query: str, events: int, reps: int, engines
     """
     files = max(4, events // 100_000)
     cfg = Config(events, NEXMARK_RATE, 0, 42)
+    q = QUERIES[query]
     inp = write_input(spark, os.path.join(
         data_dir, f"nexmark-{cfg.events}-{files}-{cfg.rate}-{cfg.jitter_ms}-{cfg.seed}"),
-        cfg, files)
-    q = QUERIES[query]
+        cfg, files, q.streams)
     want = nexmark_expected(query, inp)
     result = WorkloadResult(f"nexmark-{query}", f"NEXMark {query}: {q.title}",
                             f"{', '.join(q.streams)} rows of {events:,} NEXMark events",

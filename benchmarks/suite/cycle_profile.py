@@ -49,10 +49,11 @@ def profiled_engine(spark: SparkSession, workload: str, events: int, data_dir: s
     if workload.startswith("nexmark-"):
         files = max(4, events // 100_000)
         cfg = Config(events, NEXMARK_RATE, 0, 42)
+        query = QUERIES[workload.removeprefix("nexmark-")]
         inp = write_input(spark, os.path.join(
             data_dir, f"nexmark-{cfg.events}-{files}-{cfg.rate}-{cfg.jitter_ms}-{cfg.seed}"),
-            cfg, files)
-        return nexmark_engine(spark, QUERIES[workload.removeprefix("nexmark-")], inp)
+            cfg, files, query.streams)
+        return nexmark_engine(spark, query, inp)
     wl = WORKLOADS[workload]
     inputs = prepare_inputs(wl, events, data_dir)
     return sparkcq_engine(spark, wl, inputs, write_hosts(data_dir))

@@ -10,7 +10,11 @@ none on a bound their outputs can be compared row for row. The same events are
 written in two layouts:
 
 - ``path/chunks/*.csv``: consecutive time ranges, one file per cycle for the engines that cycle
-  (sparkcq's ``files_per_cycle``, Spark's ``maxFilesPerTrigger``);
+  (sparkcq's ``files_per_cycle``, Spark's ``maxFilesPerTrigger``). Spark's file source takes
+  the oldest files first by modification time, to the millisecond; files written within one
+  millisecond tie and come in the directory's order, so ``order_by_name`` sets the times
+  apart in the order of the names (without it Spark's NEXMark q8 read its files out of time
+  order and dropped whole windows as late);
 - ``path/lanes/lane-N.csv``: one file per Flink source reader, events dealt round-robin, so
   each file spans the whole time in order within the bound. A Flink reader that worked
   through time-range files would take them in an order of its own (seen: last first) and
@@ -59,6 +63,7 @@ def write_events(path: str, events: int, keys: int = 1000, files: int = 8, lanes
     inp = Input(path, events, keys, files, lanes)
     done = os.path.join(path, "_complete")
     if os.path.exists(done):
+        order_by_name(inp.chunks_path)
         return inp
     os.makedirs(inp.lanes_path, exist_ok=True)
     os.makedirs(inp.chunks_path, exist_ok=True)
@@ -77,11 +82,23 @@ def write_events(path: str, events: int, keys: int = 1000, files: int = 8, lanes
         part = frame.iloc[bounds[f]:bounds[f + 1]]
         part.to_csv(os.path.join(inp.chunks_path, f"part-{f:03d}.csv"), index=False,
                     header=False)
+    order_by_name(inp.chunks_path)
     for lane in range(lanes):
         frame.iloc[lane::lanes].to_csv(os.path.join(inp.lanes_path, f"lane-{lane}.csv"),
                                        index=False, header=False)
     open(done, "w").close()  # noqa: SIM115
     return inp
+
+
+def order_by_name(folder: str) -> None:
+    """Give the CSV files in ``folder`` modification times one second apart in the order of
+    their names, so a reader that takes the oldest first (Spark's file source) reads them in
+    time order.
+    """
+    names = sorted(n for n in os.listdir(folder) if n.endswith(".csv"))
+    first = int(os.stat(folder).st_mtime) - len(names)
+    for i, name in enumerate(names):
+        os.utime(os.path.join(folder, name), (first + i, first + i))
 
 
 def read_events(inp: Input) -> pd.DataFrame:
