@@ -289,10 +289,9 @@ def write_input(spark: SparkSession, path: str, cfg: Config, files: int,
     inp = Input(path, cfg.events, files, cfg.rate, cfg.jitter_ms, cfg.seed)
     os.makedirs(path, exist_ok=True)
     every = os.path.exists(os.path.join(path, "_complete"))
-    bounds = chunk_bounds(cfg.events, files)
-    chunk = F.lit(0)
-    for i, b in enumerate(bounds[1:-1], start=1):
-        chunk = F.when(F.col("n") >= b, F.lit(i)).otherwise(chunk)
+    # the i with chunk_bounds[i] <= n < chunk_bounds[i + 1], as arithmetic (nested CASEs
+    # overflowed Spark's stack at a few hundred files)
+    chunk = F.expr(f"((n + 1) * {files} - 1) div {max(cfg.events, 1)}")
     for stream in streams:
         target = inp.stream_path(stream)
         done = os.path.join(path, f"_complete-{stream}")
