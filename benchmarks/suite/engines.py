@@ -171,6 +171,9 @@ def run_spark(spark: SparkSession, wl: Workload, inputs: dict[str, Input],
                                     sum(i.events for i in inputs.values()))
 
 
+RECENT_PROGRESS = 100_000  # progress reports a Structured Streaming query keeps
+
+
 def run_structured_streaming(spark: SparkSession, name: str, frames: list[DataFrame],
                              columns: list[str], events: int,
                              finish: Callable[[DataFrame], DataFrame] | None = None) -> Run:
@@ -188,6 +191,9 @@ def run_structured_streaming(spark: SparkSession, name: str, frames: list[DataFr
     checkpoints: list[str] = []
     queries = []
     batches: list[pd.DataFrame] = []
+    # a query keeps its last 100 progress reports by default: past 100 batches the first
+    # ones were gone, and the timed interval began at the 100th-last batch
+    spark.conf.set("spark.sql.streaming.numRecentProgressUpdates", str(RECENT_PROGRESS))
     began = time.time()
     for i, frame in enumerate(frames):
         checkpoints.append(tempfile.mkdtemp(prefix="sparkcq-bench-ss-"))
@@ -205,6 +211,9 @@ def run_structured_streaming(spark: SparkSession, name: str, frames: list[DataFr
     for query in queries:
         query.awaitTermination()
     ended = time.time()
+    if any(q.recentProgress[0]["batchId"] != 0 for q in queries if q.recentProgress):
+        msg = f"more than {RECENT_PROGRESS} micro-batches: their first progress reports are gone"
+        raise RuntimeError(msg)
     progress = [[p for p in q.recentProgress if p["numInputRows"] > 0] for q in queries]
     warm = max(_batch_start(ps[0]) + _batch_seconds(ps[0]) for ps in progress if ps)
     timed = [ps[1:] for ps in progress]
