@@ -93,20 +93,25 @@ def run_spark(spark: SparkSession, q: Query, inp: Input) -> Run:
                                     list(q.columns), _events(inp, q), q.spark_batch)
 
 
-FLINK_LANES = 2  # Flink's parallelism: one source reader per lane file
+# Flink's parallelism: one source reader of one file per stream. On 2 cores its NEXMark jobs
+# ran faster and steadier than with two readers of two round-robin lanes (11M bids, alone
+# on the machine: q5 13.7-15.3 s against 17.2-19.5 s; q7 31.6-32.4 s against 28-64 s; q8
+# persons and auctions 8.2-8.3 s against 8.5-8.9 s), where the suite's `over` ran faster
+# with two (benchmarks/suite/data.py)
+FLINK_PARALLELISM = 1
 
 
 def run_flink(python: str, q: Query, inp: Input) -> Run:
     """The query as Flink SQL in a local mini-cluster (``benchmarks/suite/flink_job.py``),
-    each stream read from lane files (``flink_lanes``), the result to CSV files.
+    each stream read from one file (``flink_lane``), the result to CSV files.
     """
     work = tempfile.mkdtemp(prefix="sparkcq-bench-flink-")
     out_dir = os.path.join(work, "out")
     statements = [*flink_tables(inp, q.streams),
                   f"CREATE TABLE results ({q.flink_sink}) WITH ('connector'='filesystem', "
                   f"'path'='{out_dir}', 'format'='csv')"]
-    timing = run_flink_job(python, f"sparkcq-bench-nexmark-{q.name}", FLINK_LANES, statements,
-                           [f"INSERT INTO results {q.flink}"], work)
+    timing = run_flink_job(python, f"sparkcq-bench-nexmark-{q.name}", FLINK_PARALLELISM,
+                           statements, [f"INSERT INTO results {q.flink}"], work)
     out = read_flink_output(out_dir, list(q.columns), [c for c in q.columns if c in TIMES])
     shutil.rmtree(work, ignore_errors=True)
     events = _events(inp, q)
@@ -127,29 +132,27 @@ def flink_tables(inp: Input, streams: tuple[str, ...]) -> list[str]:
         tables.append(
             f"CREATE TABLE {stream} ({columns}, date_time AS CAST(date_time_us AS "
             f"TIMESTAMP(3)), WATERMARK FOR date_time AS date_time - INTERVAL '1' SECOND) "
-            f"WITH ('connector'='filesystem', 'path'='{flink_lanes(inp, stream)}', "
+            f"WITH ('connector'='filesystem', 'path'='{flink_lane(inp, stream)}', "
             f"'format'='csv')")
     return tables
 
 
-def flink_lanes(inp: Input, stream: str) -> str:
-    """The stream's rows dealt round-robin into ``FLINK_LANES`` files (written once), so
-    each of Flink's readers sees the whole time in order: a reader working through the
-    time-range files takes them in an order of its own and drops earlier files as late
+def flink_lane(inp: Input, stream: str) -> str:
+    """The stream's rows in one file, in time order (its time-range files joined in the
+    order of their names; written once), for Flink's one reader: a reader working through
+    the time-range files takes them in an order of its own and drops earlier files as late
     (``benchmarks/suite/data.py``).
     """
-    path = os.path.join(inp.path, "flink-lanes", stream)
+    path = os.path.join(inp.path, "flink-lane", stream)
     done = os.path.join(path, "_complete")
     if os.path.exists(done):
         return path
     os.makedirs(path, exist_ok=True)
-    rows = read_stream(inp, stream)
-    for column in rows.columns:
-        if rows[column].dtype.kind == "M":
-            rows[column] = rows[column].dt.strftime("%Y-%m-%d %H:%M:%S.%f")
-    for lane in range(FLINK_LANES):
-        rows.iloc[lane::FLINK_LANES].to_csv(os.path.join(path, f"lane-{lane}.csv"),
-                                            index=False, header=False)
+    folder = inp.stream_path(stream)
+    with open(os.path.join(path, "lane.csv"), "wb") as out:
+        for name in sorted(n for n in os.listdir(folder) if n.endswith(".csv")):
+            with open(os.path.join(folder, name), "rb") as part:
+                shutil.copyfileobj(part, out)
     open(done, "w").close()  # noqa: SIM115
     return path
 

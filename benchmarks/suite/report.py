@@ -114,7 +114,8 @@ def write_report(path: str, results: list[WorkloadResult], reps: int,
     lines = [f"# Benchmarks ({os.path.basename(path)})", "",
              "Events `(k INT, v DOUBLE, ts TIMESTAMP)`, 1000 keys unless said, out of order by "
              "up to 0.5 s, watermark 1 s, as CSV files of ~100,000 events (one per cycle or "
-             f"micro-batch; Flink: one file per source reader, parallelism 2); median of {reps} "
+             "micro-batch; Flink: one file per source reader, parallelism 2, NEXMark "
+             f"parallelism 1 and one file per stream); median of {reps} "
              "run(s); 2 cores. events/s exclude start-up (reported apart). Every engine's "
              "output is checked row for row against an independent pandas computation.", "",
              *table(results), "", f"![events per second]({os.path.basename(path)}.png)", "",
