@@ -45,7 +45,7 @@ import pandas as pd
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from benchmarks.suite.data import order_by_name
+from benchmarks.suite.data import mark_written, order_by_name
 
 PERSON_PROPORTION, AUCTION_PROPORTION, BID_PROPORTION = 1, 3, 46
 TOTAL_PROPORTION = PERSON_PROPORTION + AUCTION_PROPORTION + BID_PROPORTION
@@ -317,7 +317,7 @@ def write_input(spark: SparkSession, path: str, cfg: Config, files: int,
                         shutil.copyfileobj(src, out)
         shutil.rmtree(scratch, ignore_errors=True)
         order_by_name(target)
-        open(done, "w").close()  # noqa: SIM115
+        mark_written(done)
     return inp
 
 
