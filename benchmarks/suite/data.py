@@ -91,11 +91,10 @@ def write_events(path: str, events: int, keys: int = 1000, files: int = 8, lanes
 
 
 def mark_written(done: str) -> None:
-    """Flush what was written to the disk, then create the marker ``done``, so the kernel
-    does not write the new files back while a timed run reads them: the first run after a
-    new size was written was the slowest of each engine's three (NEXMark q8 at 4,000,000
-    rows: sparkcq 93.0 s against 71.8 and 78.9, Flink 26.5 s against 17.1 and 18.5), and
-    write-back is the one cause of that the harness can remove.
+    """Flush what was written to the disk, then create the marker ``done``, so no timed run
+    shares the disk with the kernel writing the new files back. (It is not why the first of
+    an engine's runs at a size is often its slowest: that held with files written an hour
+    before.)
     """
     os.sync()
     open(done, "w").close()  # noqa: SIM115
