@@ -291,7 +291,7 @@ def run_flink_job(python: str, name: str, parallelism: int, statements: list[str
     submission and deployment included). Removes ``work`` when the job fails.
     """
     job = {"name": name, "parallelism": parallelism, "statements": statements,
-           "inserts": inserts}
+           "inserts": inserts, "checkpoint_dir": os.path.join(work, "checkpoints")}
     spec = os.path.join(work, "job.json")
     with open(spec, "w", encoding="utf-8") as f:
         json.dump(job, f)
