@@ -9,7 +9,7 @@ FLINK_STAMP := $(FLINK_VENV)/.installed
 # the modules of the Python API reference (`make api-docs`; tests/test_api_reference.py)
 API_MODULES := sparkcq sparkcq.engine sparkcq.errors sparkcq.testing sparkcq.client sparkcq.server.client sparkcq.aggregates.user sparkcq.aggregates.library
 
-.PHONY: api-docs demo test lint check-java class-archive postgres-deps browser-deps clean bench bench-quick bench-feed bench-shedding bench-latency bench-demo
+.PHONY: api-docs demo test lint check-java class-archive postgres-deps browser-deps clean bench bench-quick bench-nexmark bench-feed bench-shedding bench-latency bench-demo
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -65,6 +65,13 @@ test: $(STAMP) check-java postgres-deps browser-deps class-archive lint
 bench: $(STAMP) $(FLINK_STAMP) check-java
 	$(BIN)/python -m benchmarks.suite --sizes 1000000,3000000 $(ARGS)
 	$(BIN)/python benchmarks/shedding.py
+
+# NEXMark q5, q7 and q8 at sizes where every engine's marginal rate is steady (at `make
+# bench`'s sizes q8 takes a second or two on each engine): 552K and 22M bids, 48K and 4M
+# persons and auctions; about 55 minutes
+bench-nexmark: $(STAMP) $(FLINK_STAMP) check-java
+	$(BIN)/python -m benchmarks.suite nexmark-q5 nexmark-q7 --sizes 3000000,120000000 --out $$(date +%F)-nexmark $(ARGS)
+	$(BIN)/python -m benchmarks.suite nexmark-q8 --sizes 3000000,250000000 --out $$(date +%F)-nexmark-q8 $(ARGS)
 
 # load shedding of a windowed join (docs/shedding.md); ARGS=--quick for shorter runs
 bench-shedding: $(STAMP) check-java

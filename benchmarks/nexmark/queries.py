@@ -55,7 +55,9 @@ Where sparkcq and Spark agree, and where they do not
   millisecond (the same windows: no event lies on a boundary) and emit the written time.
   Parallelism 1: one source reader of one file per stream (all rows in time order; on 2
   cores faster and steadier than two readers of round-robin lanes, ``bench.py``). At the end
-  of input Flink's watermark passes every window.
+  of input Flink's watermark passes every window. Its checkpoints go to files: in the
+  JobManager's memory (Flink's default, 5 MiB at most) q8's checkpoints failed and some runs
+  failed over (``benchmarks/suite/flink_job.py``).
 - **Watermarks at the end of input**: sparkcq ends a bounded files stream with the watermark
   at +inf and emits every window; Spark's ``availableNow`` run stops with its watermark at
   the last event minus 1 s, so append mode never emits the windows that watermark has not
