@@ -45,7 +45,7 @@ import pandas as pd
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from benchmarks.suite.data import mark_written, order_by_name
+from benchmarks.suite.data import mark_written, order_by_name, part_file
 
 PERSON_PROPORTION, AUCTION_PROPORTION, BID_PROPORTION = 1, 3, 46
 TOTAL_PROPORTION = PERSON_PROPORTION + AUCTION_PROPORTION + BID_PROPORTION
@@ -307,7 +307,7 @@ def write_input(spark: SparkSession, path: str, cfg: Config, files: int,
          .option("header", "false").option("timestampFormat", TIMESTAMP_FORMAT)
          .csv(scratch))
         for i in range(files):
-            name = os.path.join(target, f"part-{i:03d}.csv")
+            name = os.path.join(target, part_file(i, files))
             part_dir = os.path.join(scratch, f"_chunk={i}")
             parts = sorted(p for p in os.listdir(part_dir) if p.endswith(".csv")) \
                 if os.path.isdir(part_dir) else []

@@ -80,7 +80,7 @@ def write_events(path: str, events: int, keys: int = 1000, files: int = 8, lanes
     bounds = np.linspace(0, events, files + 1).astype(np.int64)
     for f in range(files):
         part = frame.iloc[bounds[f]:bounds[f + 1]]
-        part.to_csv(os.path.join(inp.chunks_path, f"part-{f:03d}.csv"), index=False,
+        part.to_csv(os.path.join(inp.chunks_path, part_file(f, files)), index=False,
                     header=False)
     order_by_name(inp.chunks_path)
     for lane in range(lanes):
@@ -98,6 +98,15 @@ def mark_written(done: str) -> None:
     """
     os.sync()
     open(done, "w").close()  # noqa: SIM115
+
+
+def part_file(i: int, files: int) -> str:
+    """The name of the ``i``-th of ``files`` time-range files, padded so that names sort in
+    time order: with three digits ``part-1000.csv`` sorted between ``part-100.csv`` and
+    ``part-101.csv``, and a reader of 2,000 files in name order dropped half of NEXMark q8's
+    rows as late.
+    """
+    return f"part-{i:0{max(3, len(str(files - 1)))}d}.csv"
 
 
 def order_by_name(folder: str) -> None:
