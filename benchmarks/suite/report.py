@@ -119,8 +119,9 @@ def write_report(path: str, results: list[WorkloadResult], reps: int,
              "run(s); 2 cores. events/s exclude start-up (reported apart). Every engine's "
              "output is checked row for row against an independent pandas computation.", "",
              *table(results), "", f"![events per second]({os.path.basename(path)}.png)", "",
-             *time_table(results), "", f"![time per 100,000 events]({os.path.basename(path)}"
-             "-time.png)", ""]
+             *time_table(results), ""]
+    if timed_in_spark(results):  # the plot of Spark's work exists only then (plot_time)
+        lines += [f"![time per 100,000 events]({os.path.basename(path)}-time.png)", ""]
     lines += extra or []
     with open(path + ".md", "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")
@@ -151,6 +152,13 @@ def plot(path: str, results: list[WorkloadResult]) -> None:
     plt.close(fig)
 
 
+def timed_in_spark(results: list[WorkloadResult]) -> list[WorkloadResult]:
+    """The workloads with Spark's own record of sparkcq's or Spark SS's work (none when only
+    Flink ran).
+    """
+    return [r for r in results if r.work("sparkcq") or r.work("spark")]
+
+
 def plot_time(path: str, results: list[WorkloadResult]) -> None:
     """One small panel per workload, each on its own scale: sparkcq's and Spark's wall time
     per 100,000 events, split into driver alone and Spark jobs running.
@@ -160,7 +168,7 @@ def plot_time(path: str, results: list[WorkloadResult]) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    shown = [r for r in results if r.work("sparkcq") or r.work("spark")]
+    shown = timed_in_spark(results)
     if not shown:
         return
     cols = min(6, len(shown))
