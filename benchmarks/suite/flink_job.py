@@ -10,10 +10,10 @@ INSERT INTOs, run as one job whose completion is timed) and ``checkpoint_dir``. 
 JSON line: start-up and run seconds.
 
 Checkpoints go to files, as in any Flink deployment: Flink's default keeps them in the
-JobManager's memory, at most 5 MiB, and a larger one (NEXMark q8's window join held 13 to
-41 MB at a checkpoint) failed, so the job failed over and replayed from its
-last checkpoint in some runs and not in others. Failing over is also switched off: a job that
-fails fails its run, never a slower run that looks like a clean one.
+JobManager's memory, at most 5 MiB, and a larger one (NEXMark q8's window join held 13 to 41
+MB at a checkpoint) failed, so the job failed over and replayed from its last checkpoint in
+some runs and not in others. Failing over is also switched off: a job that fails fails its
+run, never a slower run that looks like a clean one.
 """
 
 from __future__ import annotations
