@@ -13,9 +13,12 @@ streams the query reads.
 
 from __future__ import annotations
 
+import csv
+import heapq
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 
 import pandas as pd
 from pyspark.sql import SparkSession
@@ -37,6 +40,7 @@ from sparkcq import Engine
 LATENESS = "1 SECOND"
 TIMES = ("w", "date_time")
 WATERMARK_DELAY = "1 second"
+EVENT_TYPES = {"person": 0, "auction": 1, "bid": 2}  # nexmark-flink's event_type
 
 
 def run_query(spark: SparkSession, query_name: str, engine: str, inp: Input,
@@ -94,7 +98,7 @@ def run_spark(spark: SparkSession, q: Query, inp: Input) -> Run:
                                     list(q.columns), _events(inp, q), q.spark_batch)
 
 
-# Flink's parallelism: one source reader of one file per stream. On 2 cores its NEXMark jobs
+# Flink's parallelism: one source reader of the query's lane file. On 2 cores its NEXMark jobs
 # ran faster and steadier than with two readers of two round-robin lanes (11M bids, alone
 # on the machine: q5 13.7-15.3 s against 17.2-19.5 s; q7 31.6-32.4 s against 28-64 s; q8
 # persons and auctions 8.2-8.3 s against 8.5-8.9 s), where the suite's `over` ran faster
@@ -104,7 +108,7 @@ FLINK_PARALLELISM = 1
 
 def run_flink(python: str, q: Query, inp: Input) -> Run:
     """The query as Flink SQL in a local mini-cluster (``benchmarks/suite/flink_job.py``),
-    each stream read from one file (``flink_lane``), the result to CSV files.
+    the query's streams read from one file (``flink_lane``), the result to CSV files.
     """
     work = tempfile.mkdtemp(prefix="sparkcq-bench-flink-")
     out_dir = os.path.join(work, "out")
@@ -121,41 +125,96 @@ def run_flink(python: str, q: Query, inp: Input) -> Run:
 
 
 def flink_tables(inp: Input, streams: tuple[str, ...]) -> list[str]:
-    """Flink tables over the streams' lane files: the written columns (timestamps with
-    microseconds), and ``date_time`` in milliseconds as the event time, watermark 1 s.
-    Rowtimes have at most millisecond precision in Flink; truncating the generator's
-    ``x.xxx5`` s keeps every event in the same half-open windows.
+    """Flink tables over the query's lane file (``flink_lane``): each stream's written
+    columns (timestamps with microseconds) and ``date_time`` in milliseconds as the event
+    time, watermark 1 s. Rowtimes have at most millisecond precision in Flink; truncating
+    the generator's ``x.xxx5`` s keeps every event in the same half-open windows.
+
+    One stream is a table of that name. Several are one table ``events`` of all their rows,
+    an ``event_type`` and every stream's columns prefixed with its name (empty where the row
+    is another stream's), and a view per stream selecting its rows: nexmark-flink's layout,
+    one source in event-time order. Two sources race: whichever reader runs ahead fills the
+    window join's state until the other's watermark catches up, and q8's runs over 4M
+    persons and auctions held 5 to 48 MB at a checkpoint and took 21 to 34 s (under 1 MB
+    and 20 to 22 s from one source).
     """
-    tables = []
+    lane = flink_lane(inp, streams)
+    if len(streams) == 1:
+        (stream,) = streams
+        columns = ", ".join(f"{name} {_flink_type(kind)}" for name, kind in _columns(stream))
+        return [_flink_table(stream, columns.replace("date_time ", "date_time_us "),
+                             "date_time_us", lane, "")]
+    columns = ", ".join(["event_type INT", *(f"{stream}_{name} {_flink_type(kind)}"
+                                             for stream in streams
+                                             for name, kind in _columns(stream))])
+    times = ", ".join(f"{stream}_date_time" for stream in streams)
+    statements = [_flink_table("events", columns, f"COALESCE({times})", lane,
+                               ", 'csv.null-literal'=''")]
     for stream in streams:
-        columns = SCHEMAS[stream].replace("date_time TIMESTAMP", "date_time_us TIMESTAMP(6)") \
-            .replace("expires TIMESTAMP", "expires TIMESTAMP(6)")
-        tables.append(
-            f"CREATE TABLE {stream} ({columns}, date_time AS CAST(date_time_us AS "
+        renamed = ", ".join(f"{stream}_{name} AS {'date_time_us' if name == 'date_time' else name}"
+                            for name, _ in _columns(stream))
+        statements.append(f"CREATE VIEW {stream} AS SELECT {renamed}, date_time FROM events "
+                          f"WHERE event_type = {EVENT_TYPES[stream]}")
+    return statements
+
+
+def _flink_table(name: str, columns: str, written_time: str, path: str, options: str) -> str:
+    return (f"CREATE TABLE {name} ({columns}, date_time AS CAST({written_time} AS "
             f"TIMESTAMP(3)), WATERMARK FOR date_time AS date_time - INTERVAL '1' SECOND) "
-            f"WITH ('connector'='filesystem', 'path'='{flink_lane(inp, stream)}', "
-            f"'format'='csv')")
-    return tables
+            f"WITH ('connector'='filesystem', 'path'='{path}', 'format'='csv'{options})")
 
 
-def flink_lane(inp: Input, stream: str) -> str:
-    """The stream's rows in one file, in time order (its time-range files joined in the
-    order of their names; written once), for Flink's one reader: a reader working through
-    the time-range files takes them in an order of its own and drops earlier files as late
-    (``benchmarks/suite/data.py``).
+def _columns(stream: str) -> list[tuple[str, str]]:
+    """The stream's written columns as (name, type)."""
+    return [(column.split()[0], column.split()[1]) for column in SCHEMAS[stream].split(", ")]
+
+
+def _flink_type(kind: str) -> str:
+    return "TIMESTAMP(6)" if kind == "TIMESTAMP" else kind
+
+
+def flink_lane(inp: Input, streams: tuple[str, ...]) -> str:
+    """The rows of ``streams`` in one file in event-time order (written once), for Flink's
+    one reader: a reader working through the time-range files takes them in an order of its
+    own and drops earlier files as late (``benchmarks/suite/data.py``). One stream's
+    time-range files are joined in the order of their names; several are merged file by
+    file on ``date_time`` (its written form sorts as text; each stream's rows keep their
+    written order, so jittered times stay as out of order as the stream has them), each row
+    led by its ``event_type`` and padded with empty fields where the other streams' columns
+    are.
     """
-    path = os.path.join(inp.path, "flink-lane", stream)
+    path = os.path.join(inp.path, "flink-lane", "-".join(streams))
     done = os.path.join(path, "_complete")
     if os.path.exists(done):
         return path
     os.makedirs(path, exist_ok=True)
-    folder = inp.stream_path(stream)
-    with open(os.path.join(path, "lane.csv"), "wb") as out:
-        for name in sorted(n for n in os.listdir(folder) if n.endswith(".csv")):
-            with open(os.path.join(folder, name), "rb") as part:
-                shutil.copyfileobj(part, out)
+    names = sorted(n for n in os.listdir(inp.stream_path(streams[0])) if n.endswith(".csv"))
+    if len(streams) == 1:
+        with open(os.path.join(path, "lane.csv"), "wb") as out:
+            for name in names:
+                with open(os.path.join(inp.stream_path(streams[0]), name), "rb") as part:
+                    shutil.copyfileobj(part, out)
+    else:
+        with open(os.path.join(path, "lane.csv"), "w", newline="", encoding="utf-8") as out:
+            writer = csv.writer(out)
+            for name in names:
+                rows = [_lane_rows(inp, streams, stream, name) for stream in streams]
+                writer.writerows(row for _, row in heapq.merge(*rows, key=lambda r: r[0]))
     mark_written(done)
     return path
+
+
+def _lane_rows(inp: Input, streams: tuple[str, ...], stream: str,
+               name: str) -> Iterator[tuple[str, list[str]]]:
+    """One stream's rows of time-range file ``name`` as (written time, lane row)."""
+    widths = [len(_columns(s)) for s in streams]
+    at = streams.index(stream)
+    before, after = [""] * sum(widths[:at]), [""] * sum(widths[at + 1:])
+    time_at = [column for column, _ in _columns(stream)].index("date_time")
+    with open(os.path.join(inp.stream_path(stream), name), newline="",
+              encoding="utf-8") as part:
+        for row in csv.reader(part):
+            yield row[time_at], [str(EVENT_TYPES[stream]), *before, *row, *after]
 
 
 def _events(inp: Input, q: Query) -> int:

@@ -53,8 +53,12 @@ Where sparkcq and Spark agree, and where they do not
   with the per-window sellers. Flink's windows are ``[start, end)`` like Spark's; its
   rowtime has millisecond precision, so the tables read ``date_time`` truncated to the
   millisecond (the same windows: no event lies on a boundary) and emit the written time.
-  Parallelism 1: one source reader of one file per stream (all rows in time order; on 2
-  cores faster and steadier than two readers of round-robin lanes, ``bench.py``). At the end
+  Parallelism 1: one source reader of one file of the query's streams, all rows in
+  event-time order (on 2 cores faster and steadier than two readers of round-robin lanes,
+  ``bench.py``); q8's persons and auctions are one table with an event type and a view
+  per stream, as nexmark-flink reads its one generator table (with a source per stream,
+  the reader that ran ahead filled the window join's state, and q8's runs spread from 21
+  to 34 s; ``bench.flink_tables``). At the end
   of input Flink's watermark passes every window. Its checkpoints go to files: in the
   JobManager's memory (Flink's default, 5 MiB at most) q8's checkpoints failed and some runs
   failed over (``benchmarks/suite/flink_job.py``).

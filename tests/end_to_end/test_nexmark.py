@@ -4,9 +4,12 @@ q0, q2 and q7 equal the independently computed results on a small input.
 
 from __future__ import annotations
 
+import csv
+import os
+
 import pytest
 
-from benchmarks.nexmark.bench import check, expected, run_query
+from benchmarks.nexmark.bench import check, expected, flink_lane, run_query
 from benchmarks.nexmark.generator import Config, chunk_bounds, generate, read_stream, write_input
 from benchmarks.suite.compare import normalised
 
@@ -73,3 +76,24 @@ def test_structured_streaming_equals_expected(spark, small_input, query):
     run = run_query(spark, query, "spark", small_input)
     assert run.events_timed > 0 and run.work is not None and run.work.tasks > 0
     assert check(run, expected(query, small_input), query).startswith("ok")
+
+
+def test_flink_lane_of_two_streams_is_each_stream_in_time_order(spark, tmp_path):
+    """Flink reads q8's persons and auctions from one file: every row of each stream once,
+    in its written order, tagged with its event type, the two merged on event time."""
+    inp = write_input(spark, str(tmp_path / "data"), Config(3_000, rate=500), 3,
+                      ("person", "auction"))
+    with open(os.path.join(flink_lane(inp, ("person", "auction")), "lane.csv"),
+              newline="") as f:
+        lane = list(csv.reader(f))
+    person = [row[1:7] for row in lane if row[0] == "0"]
+    auction = [row[7:] for row in lane if row[0] == "1"]
+    assert all(row[7:] == [""] * 8 for row in lane if row[0] == "0")
+    assert all(row[1:7] == [""] * 6 for row in lane if row[0] == "1")
+    for stream, rows in (("person", person), ("auction", auction)):
+        written = read_stream(inp, stream)
+        assert len(rows) == len(written) and len(rows) > 0
+        assert [int(row[0]) for row in rows] == list(written["id"])
+    times = [row[6] if row[0] == "0" else row[11] for row in lane]
+    assert times == sorted(times)
+    assert {row[0] for row in lane[:10]} == {"0", "1"}  # interleaved, not one after the other
