@@ -68,10 +68,12 @@ bench: $(STAMP) $(FLINK_STAMP) check-java
 
 # NEXMark q5, q7 and q8 at sizes where every engine's marginal rate is steady (at `make
 # bench`'s sizes q8 takes a second or two on each engine): 552K and 22M bids, 48K and 4M
-# persons and auctions; about 55 minutes
+# persons and auctions, and Flink's q8 alone also at 48K and 16M (at 4M its whole runs
+# differ by a second or two on about 15 s of marginal work); about 75 minutes
 bench-nexmark: $(STAMP) $(FLINK_STAMP) check-java
 	$(BIN)/python -m benchmarks.suite nexmark-q5 nexmark-q7 --sizes 3000000,120000000 --out $$(date +%F)-nexmark $(ARGS)
 	$(BIN)/python -m benchmarks.suite nexmark-q8 --sizes 3000000,250000000 --out $$(date +%F)-nexmark-q8 $(ARGS)
+	$(BIN)/python -m benchmarks.suite nexmark-q8 --engines flink --sizes 3000000,1000000000 --out $$(date +%F)-nexmark-q8-flink $(ARGS)
 
 # load shedding of a windowed join (docs/shedding.md); ARGS=--quick for shorter runs
 bench-shedding: $(STAMP) check-java

@@ -19,6 +19,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
+from typing import IO, Any
 
 import pandas as pd
 from pyspark.sql import SparkSession
@@ -194,14 +195,24 @@ def flink_lane(inp: Input, streams: tuple[str, ...]) -> str:
             for name in names:
                 with open(os.path.join(inp.stream_path(streams[0]), name), "rb") as part:
                     shutil.copyfileobj(part, out)
+            _flush_to_disk(out)
     else:
         with open(os.path.join(path, "lane.csv"), "w", newline="", encoding="utf-8") as out:
             writer = csv.writer(out)
             for name in names:
                 rows = [_lane_rows(inp, streams, stream, name) for stream in streams]
                 writer.writerows(row for _, row in heapq.merge(*rows, key=lambda r: r[0]))
+            _flush_to_disk(out)
     mark_written(done)
     return path
+
+
+def _flush_to_disk(out: IO[Any]) -> None:
+    """Write the lane out before any run is timed: a fresh 1.6 GB lane was still being
+    written back to disk during Flink's first timed run over it (68 s against 50 s).
+    """
+    out.flush()
+    os.fsync(out.fileno())
 
 
 def _lane_rows(inp: Input, streams: tuple[str, ...], stream: str,
