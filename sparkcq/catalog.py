@@ -34,6 +34,8 @@ class StreamInfo:
     plan: PlanNode
     derived: bool = False
     key: tuple[str, ...] = ()  # a keyed (temporal-tabular) stream's key columns
+    # why a feed removed it while queries still read what it sent (statements/remove.py)
+    removed: str | None = None
 
     @property
     def connected(self) -> bool:
@@ -194,6 +196,13 @@ class Catalog:
             msg = f"unknown stream {name!r}; streams: {', '.join(sorted(self.streams)) or 'none'}"
             raise UnknownNameError(msg)
         return info
+
+    def removed(self, name: str) -> str | None:
+        """Why a feed removed stream ``name`` while queries still read what it sent
+        (``statements/remove.py``); None for any other name.
+        """
+        info = self.streams.get(self._key(name))
+        return None if info is None else info.removed
 
     def query(self, name: str) -> QueryInfo:
         """The query called ``name``; CatalogError lists the known queries otherwise."""

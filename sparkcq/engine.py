@@ -69,6 +69,7 @@ from sparkcq.statements.create_aggregate import add_aggregate
 from sparkcq.statements.create_function import create_function
 from sparkcq.statements.drop import drop
 from sparkcq.statements.feeds import FeedHeader, FeedRemove, FeedStop, feed_source
+from sparkcq.statements.remove import Removal, release_removed
 from sparkcq.statements.script import run_script
 from sparkcq.statements.stop import resume_paused
 from sparkcq.statements.tables import Tables, table_rows
@@ -329,11 +330,13 @@ class Engine:
         return run_statement(FeedStop(stream), "", self.context)  # type: ignore[no-any-return]
 
     def feed_remove(self, stream: str, reason: str = "its feed removed it (REMOVE)",
-                    ) -> list[str]:
-        """Stop the queries reading ``stream`` and remove it; the queries stopped."""
-        stopped: list[str] = run_statement(FeedRemove(stream, reason), "", self.context)
+                    ) -> Removal:
+        """Remove ``stream``: the queries reading it stop, or, created with
+        ``on_remove='keep'``, see its input end and go on (``statements/remove.py``).
+        """
+        removal: Removal = run_statement(FeedRemove(stream, reason), "", self.context)
         self._journal(RemoveEntry(stream, reason))
-        return stopped
+        return removal
 
     # -- cycles --------------------------------------------------------------------------
     def has_pending_input(self) -> bool:
@@ -346,6 +349,7 @@ class Engine:
         """
         self.tables.refresh_due(self.cycle)
         resume_paused(self.context)
+        release_removed(self.context)
         self.driver.take_input()
         return self.driver.run(self.sinks.deliver)
 

@@ -42,6 +42,7 @@ class StreamState(StrEnum):
     NOT_CONNECTED = "not connected"  # a feed stream without an open connection (or HEADER)
     CONNECTED = "connected"  # a feed stream with its schema and a connection
     STOPPED = "stopped"  # a feed stream whose feed sent STOP, no data since
+    REMOVED = "removed"  # its feed removed it; queries that kept it still read what it sent
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,8 @@ class SystemView:
         info = self.catalog.streams.get(stream.lower())
         if info is not None and info.derived:
             return StreamState.DERIVED
+        if info is not None and info.removed is not None:
+            return StreamState.REMOVED
         source = self.sources.get(stream.lower())
         if not isinstance(source, FeedSource):
             return StreamState.READY

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -34,6 +34,9 @@ from sparkcq.language.sql.parser import parse_script
 from sparkcq.language.sql.statements import Explain, Show
 from sparkcq.runtime.checkpoint import CheckpointStore, write_atomically
 from sparkcq.runtime.throttles import JOURNAL_KEY
+
+if TYPE_CHECKING:
+    from sparkcq.statements.remove import Removal
 
 SOURCES_FILE = "sources.json"
 log = logging.getLogger("sparkcq.recovery")
@@ -224,7 +227,7 @@ class Replay(Protocol):
         """Apply a feed's HEADER."""
         ...
 
-    def feed_remove(self, stream: str, reason: str = ...) -> list[str]:
+    def feed_remove(self, stream: str, reason: str = ...) -> Removal:
         """Apply a feed's REMOVE."""
         ...
 

@@ -74,6 +74,10 @@ def bind_from_item(binder: Binder, item: exp.Expression, needs_relation: bool,
         msg = (f"stream {name!r} is not connected: its columns are unknown until its "
                "feed sends a HEADER")
         raise binder.error(msg, item.this)
+    if (removed := binder.catalog.removed(name)) is not None:
+        msg = (f"stream {name!r} was removed by its feed ({removed}); only the queries "
+               "that kept it (on_remove='keep') read what it sent")
+        raise binder.error(msg, item.this)
     alias = item.alias or name
     key = item.this.meta.get("end", -1)
     window = binder.select.windows.get(key) or window_call

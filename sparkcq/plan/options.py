@@ -47,6 +47,13 @@ class SchemaChange(StrEnum):
     KEEP = "keep"  # keeps the old columns, NULL where a new row has no such column
 
 
+class InputRemoved(StrEnum):
+    """What a query does when a feed's REMOVE takes a stream it reads away."""
+
+    STOP = "stop"  # stopped at once, its results kept until it is dropped
+    KEEP = "keep"  # the stream's input ends: its windows drain and it goes on with the rest
+
+
 def choice(kind: type[E], options: Mapping[str, str], key: str, default: E, text: str,
            loc: Location | None, refusal: str) -> E:
     """Option ``key`` as a member of enum ``kind`` (``default`` when absent); an
@@ -202,6 +209,7 @@ class QueryOptions:
 
     sink: str = SinkKind.MEMORY.value
     on_schema_change: SchemaChange = SchemaChange.STOP
+    on_remove: InputRemoved = InputRemoved.STOP
     shedding: Shedding | None = None  # of the query's windowed stream joins
     options: Mapping[str, str] = field(default_factory=dict)  # all of them, as written
 
@@ -209,10 +217,14 @@ class QueryOptions:
     def parse(cls, options: Mapping[str, str], text: str, loc: Location | None,
               shedding: ShedMode = ShedMode.OFF) -> QueryOptions:
         """The options of a query (``shedding``: the server's default mode); a bad
-        ``on_schema_change`` or shedding option is an AnalysisError.
+        ``on_schema_change``, ``on_remove`` or shedding option is an AnalysisError.
         """
         change = choice(SchemaChange, options, "on_schema_change", SchemaChange.STOP, text, loc,
                         "on_schema_change {raw!r}: use 'stop' (the default: stop the query "
                         "when it no longer compiles) or 'keep' (keep the old columns)")
-        return cls(options.get("sink", SinkKind.MEMORY.value).lower(), change,
+        removed = choice(InputRemoved, options, "on_remove", InputRemoved.STOP, text, loc,
+                         "on_remove {raw!r}: use 'stop' (the default: stop the query when "
+                         "a feed removes a stream it reads) or 'keep' (the stream's input "
+                         "ends, its windows drain and the query goes on)")
+        return cls(options.get("sink", SinkKind.MEMORY.value).lower(), change, removed,
                    Shedding.parse(options, text, loc, shedding), copy_options(options))

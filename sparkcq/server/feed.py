@@ -153,8 +153,8 @@ class FeedService:
                 paused = await self.call(lambda e: e.feed_stop(stream))
                 return ok(seq, paused=paused)
             if isinstance(frame, Remove):
-                stopped = await self.call(lambda e: e.feed_remove(stream))
-                return ok(seq, removed=stream, stopped=stopped)
+                removal = await self.call(lambda e: e.feed_remove(stream))
+                return ok(seq, **removal.as_json())
             if isinstance(frame, Connect):
                 msg = "CONNECT comes once, first; open another connection for another stream"
                 raise FeedError(msg)

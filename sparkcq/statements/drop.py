@@ -12,6 +12,7 @@ from sparkcq.language.sql.statements import Drop, ObjectKind
 from sparkcq.plan.nodes import walk
 from sparkcq.statements.context import StatementContext
 from sparkcq.statements.create_library import library_users, remove_library
+from sparkcq.statements.remove import release_removed
 
 
 def drop_statement(stmt: Drop, text: str, ctx: StatementContext) -> None:
@@ -34,6 +35,7 @@ def drop(ctx: StatementContext, kind: ObjectKind, name: str) -> None:
         ctx.queries.drop(info.name)
         ctx.sinks.forget(info.name)
         del catalog.queries[info.name.lower()]
+        release_removed(ctx)  # a stream its feed removed goes with its last reader
         ctx.queries.rt.end_cycle()  # between cycles: free the dropped state now
         return
     key = name.lower()

@@ -66,6 +66,10 @@ def feed_source(ctx: StatementContext, stream: str) -> FeedSource:
         msg = (f"stream {info.name!r} is {kind}; a feed connects only to a stream created "
                "WITH (source='feed')")
         raise FeedError(msg)
+    if info.removed is not None:
+        msg = (f"stream {info.name!r} was removed ({info.removed}); queries that kept it "
+               "still read what it sent, and a feed cannot connect to it again")
+        raise FeedError(msg)
     return source
 
 

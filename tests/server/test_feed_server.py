@@ -80,6 +80,8 @@ def test_a_producer_process_feeds_a_join_and_an_aggregate(served):
         c.submit("CREATE QUERY j AS SELECT a.k, v, w FROM a [RANGE 10], b [RANGE 10] "
                  "WHERE a.k = b.k")
         c.submit("CREATE QUERY g AS SELECT k, COUNT(*) AS n FROM a GROUP BY k")
+        c.submit("CREATE QUERY bk WITH (on_remove='keep') AS "
+                 "SELECT k, COUNT(*) AS n FROM b [RANGE 10] GROUP BY k")
         sent = feed("a", "send", rows=[{"k": 1, "t": 2, "v": 0.5}, {"k": 1, "t": 8, "v": 1.5},
                                        {"k": 1, "t": 50, "v": 2.5}])
         assert sent["accepted"] == 3 and sent["errors"] == []
@@ -115,15 +117,22 @@ def test_a_producer_process_feeds_a_join_and_an_aggregate(served):
         assert "stream 'a' changed its schema" in log and "stopped: unknown column 'v'" in log
         assert query(served, "g")["status"] == "running"
 
-        # REMOVE b: its readers stop with the reason; g goes on
+        # REMOVE b: its readers stop with the reason, but bk, which keeps it, sees b's input
+        # end: its window of the row at 104 (open until b's watermark passes 114) drains
+        feed("b", "send", rows=[{"k": 2, "t": 104, "w": "z"}])
         removed = feed("b", "remove")
-        assert removed["removed"] == "b"
+        assert removed["removed"] == "b" and removed["kept"] == ["bk"]
         jlog = query(served, "j")
         if "j" in removed["stopped"]:
             assert jlog["status"] == "stopped"
             assert "stopped: stream 'b' was removed: its feed removed it (REMOVE)" in \
                 jlog["log"][-1]
-        assert "b" not in {s["name"] for s in c.submit("SHOW STREAMS")}
+        assert wait_for(lambda: (2, 1, 104, 114) in records(served, "bk"))
+        assert set(records(served, "bk")) == {(1, 1, 3, 13), (2, 1, 5, 15), (2, 1, 104, 114)}
+        assert query(served, "bk")["status"] == "running"
+        assert {s["name"]: s["state"] for s in c.submit("SHOW STREAMS")}["b"] == "removed"
+        c.submit("DROP QUERY bk")  # nothing reads b now: it goes before the next cycle
+        assert wait_for(lambda: "b" not in {s["name"] for s in c.submit("SHOW STREAMS")})
         feed("a", "send", rows=[{"k": 2, "t": 102, "v": "two", "extra": 7}])
         feed("a", "boundary", time=200)
         assert wait_for(lambda: (2, 2, 102, None) in records(served, "g"))

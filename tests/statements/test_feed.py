@@ -213,7 +213,7 @@ def test_stop_pauses_readers_until_data_and_remove_stops_them(engine):
     engine.run_cycle()
     assert engine.catalog.query("qa").status is QueryStatus.RUNNING
     assert "resumed: data came again on stream 'a'" in engine.catalog.query("qa").log[-1]
-    assert engine.feed_remove("b") == ["qab"]
+    assert engine.feed_remove("b").stopped == ["qab"]
     qab = engine.catalog.query("qab")
     assert qab.status is QueryStatus.STOPPED
     assert "stopped: stream 'b' was removed: its feed removed it (REMOVE)" in qab.log[-1]
@@ -222,6 +222,57 @@ def test_stop_pauses_readers_until_data_and_remove_stops_them(engine):
     engine.run_cycle()
     assert rows_of(engine, "qa") == [(1, 1, 1)]
 
+
+
+def test_a_query_that_keeps_a_removed_stream_drains_its_windows_and_goes_on(engine):
+    """on_remove='keep': REMOVE ends the stream's input, so its open windows close (by hand:
+    k=1 counts 1 on [1, 3), 2 on [3, 11), 1 on [11, 13); k=2 counts 1 on [4, 14)); the query
+    keeps running with the other stream; the removed stream is refused to everyone else and
+    leaves with its last reader.
+    """
+    engine.execute("CREATE STREAM a WITH (source='feed'); CREATE STREAM b WITH (source='feed')")
+    engine.feed_header("a", COLUMNS, {"event_time": "t"})
+    engine.feed_header("b", COLUMNS, {"event_time": "t"})
+    engine.execute("CREATE QUERY counts WITH (on_remove='keep') AS "
+                   "SELECT k, COUNT(*) AS n FROM b [RANGE 10] GROUP BY k")
+    engine.execute("CREATE QUERY both_ WITH (on_remove='KEEP') AS "
+                   "SELECT a.k, b.v FROM a [RANGE 5], b [RANGE 5] WHERE a.k = b.k")
+    engine.execute("CREATE QUERY plain AS SELECT k FROM b")
+    engine.feed_source("b").push_group([FeedInput(
+        [{"k": 1, "t": 1, "v": 1.0}, {"k": 1, "t": 3, "v": 2.0}, {"k": 2, "t": 4, "v": 3.0}],
+        5)], None)
+    engine.run_cycle()
+    # at watermark 5 the elements that started are out, those still valid open
+    assert rows_of(engine, "counts") == [(1, 1, 1, 3), (1, 2, 3, None), (2, 1, 4, None)]
+    removal = engine.feed_remove("b")
+    assert (removal.stopped, sorted(removal.kept)) == (["plain"], ["both_", "counts"])
+    assert "(on_remove='keep')" in engine.catalog.query("counts").log[-1]
+    assert engine.show("STREAMS").set_index("name").loc["b", "state"] == "removed"
+    with pytest.raises(AnalysisError, match="stream 'b' was removed by its feed"):
+        engine.execute("CREATE QUERY late AS SELECT k FROM b")
+    with pytest.raises(AnalysisError, match="stream 'b' was removed by its feed"):
+        engine.execute("CREATE QUERY late LANGUAGE apas AS 'select o[k = $b.k]; select [$o[T]]'")
+    with pytest.raises(FeedError, match="stream 'b' was removed"):
+        engine.feed_header("b", COLUMNS, {"event_time": "t"})
+    engine.run_cycle()
+    assert rows_of(engine, "counts") == [(1, 1, 1, 3), (1, 1, 11, 13), (1, 2, 3, 11),
+                                         (2, 1, 4, 14)]
+    # the join goes on: b's rows stay valid to their window's end, a's meet them
+    engine.feed_source("a").push_group([FeedInput([{"k": 2, "t": 6, "v": 0.0}], 20)], None)
+    engine.run_cycle()
+    assert rows_of(engine, "both_") == [(2, 3.0, 6, 9)]
+    assert engine.catalog.query("both_").status is QueryStatus.RUNNING
+    engine.drop("QUERY", "counts")
+    assert "b" in engine.catalog.streams  # both_ still reads it
+    engine.drop("QUERY", "both_")
+    assert "b" not in engine.catalog.streams
+    engine.execute("CREATE STREAM b WITH (source='feed')")  # the name is free again
+
+
+def test_on_remove_takes_stop_or_keep(engine):
+    engine.execute("CREATE STREAM s (k BIGINT, t BIGINT) WITH (event_time='t')")
+    with pytest.raises(AnalysisError, match="on_remove 'drain': use 'stop'"):
+        engine.execute("CREATE QUERY q WITH (on_remove='drain') AS SELECT k FROM s")
 
 # -- durability ----------------------------------------------------------------------------------
 def test_acknowledged_rows_not_yet_taken_survive_a_restart(spark, tmp_path):

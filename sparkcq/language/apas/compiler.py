@@ -237,6 +237,10 @@ class _Compiler:
             msg = (f"stream {name!r} is not connected: its attributes are unknown until its "
                    "feed sends a HEADER")
             raise self.error(msg, span)
+        if (removed := self.catalog.removed(name)) is not None:
+            msg = (f"stream {name!r} was removed by its feed ({removed}); only the "
+                   "queries that kept it (on_remove='keep') read what it sent")
+            raise self.error(msg, span)
         table = exp.Table(this=exp.to_identifier(name, quoted=True),
                           alias=exp.TableAlias(this=exp.to_identifier(name, quoted=True)))
         self.stamp(table, span)
