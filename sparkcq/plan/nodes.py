@@ -27,7 +27,7 @@ from sparkcq.aggregates.user import UserAggregate
 from sparkcq.language.sql.statements import OutputForm
 from sparkcq.model.time import TimeKind, show_micros
 from sparkcq.plan.expressions import Expr
-from sparkcq.plan.options import Shedding
+from sparkcq.plan.options import ShedControl, Shedding
 
 
 class EdgeKind(Enum):
@@ -670,6 +670,7 @@ class IntervalJoin(SpecialisedJoin):
         shed = ""
         if (how := self.shedding) is not None:
             z = f"z={how.throttle:g}" if how.throttle is not None else \
+                "rows processed / received" if how.control is ShedControl.RATIO else \
                 f"budget {how.budget_seconds:g} s"
             shed = f" SHEDDING {how.mode.value} ({how.basic_windows} sub-windows, {z})"
         return (f"IntervalJoin {on} <- {self.side(0)[0].label()} x "

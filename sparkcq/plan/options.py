@@ -149,8 +149,16 @@ class ShedMode(StrEnum):
 #: the most sub-windows a window of a shedding join may be cut into
 MAX_BASIC_WINDOWS = 100
 
+
+class ShedControl(StrEnum):
+    """What a shedding join's share z follows from cycle to cycle."""
+
+    BUDGET = "budget"  # its cycle time, kept within the latency budget
+    RATIO = "ratio"  # the rows it processed in the last cycle over those that came meanwhile
+
+
 #: the options that tune shedding; given with shedding off they would do nothing
-SHEDDING_OPTIONS = ("latency_budget", "basic_windows", "throttle")
+SHEDDING_OPTIONS = ("latency_budget", "basic_windows", "throttle", "shedding_control")
 
 
 @dataclass(frozen=True)
@@ -159,13 +167,15 @@ class Shedding:
     plan node: joins that shed differently are different operators, never shared).
 
     ``throttle`` holds the share z of the windows fixed (tests, benchmarks); without it z
-    adapts to the cycle time against ``budget_seconds``.
+    adapts, by ``control``: to the cycle time against ``budget_seconds``, or to the rows
+    processed against the rows received.
     """
 
     mode: ShedMode
     budget_seconds: float = 2.0
     basic_windows: int = 10
     throttle: float | None = None
+    control: ShedControl = ShedControl.BUDGET
 
     @classmethod
     def parse(cls, options: Mapping[str, str], text: str, loc: Location | None,
@@ -200,7 +210,15 @@ class Shedding:
                 msg = (f"throttle {raw!r}: the share of the windows the join processes is "
                        f"a number in (0, 1], e.g. '0.3'")
                 raise AnalysisError(msg, text, value_at(options, "throttle", loc))
-        return cls(mode, 2.0 if budget is None else budget, int(count), throttle)
+        control = choice(ShedControl, options, "shedding_control", ShedControl.BUDGET, text,
+                         loc, "shedding_control {raw!r}: use 'budget' (the default: keep each "
+                         "cycle within latency_budget) or 'ratio' (follow the rows processed "
+                         "over the rows received)")
+        if control is ShedControl.RATIO and budget is not None:
+            msg = ("latency_budget is for shedding_control='budget'; 'ratio' follows the rows "
+                   "processed over the rows received, whatever the cycle time")
+            raise AnalysisError(msg, text, assignment_at(options, "latency_budget", loc))
+        return cls(mode, 2.0 if budget is None else budget, int(count), throttle, control)
 
 
 @dataclass(frozen=True)

@@ -97,8 +97,9 @@ def _shedding(op: Operator) -> str:
         ranked = sorted(range(len(side["priorities"])), key=lambda j: -side["priorities"][j])
         top = f" top buckets {ranked[:2]}" if any(side["priorities"]) else ""
         sides.append(f"{name} met {side['processed']} skipped {side['shed']}{top}")
-    return f"  shedding z={report['z']:.2f} budget={report['budget_seconds']:g}s: " + \
-        "; ".join(sides)
+    control = "control=ratio" if report["control"] == "ratio" else \
+        f"budget={report['budget_seconds']:g}s"
+    return f"  shedding z={report['z']:.2f} {control}: " + "; ".join(sides)
 
 
 def _rows(plan: GlobalPlan, node: PlanNode) -> str:

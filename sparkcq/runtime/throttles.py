@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from sparkcq.plan.nodes import PlanNode
+from sparkcq.plan.options import ShedControl
 from sparkcq.runtime.cycle_input import CycleInput
 from sparkcq.runtime.operators.base import Operator
 from sparkcq.runtime.operators.interval_join import IntervalJoinOperator
@@ -25,6 +26,7 @@ from sparkcq.runtime.operators.shedding import (
     CycleLoad,
     fit_cycle_cost,
     next_z,
+    ratio_z,
 )
 
 #: the key of a cycle's z in its journal entry (no stream can have it as its name)
@@ -59,11 +61,15 @@ class Throttles:
             z = self.current.get(node, 1.0)
             coming = op.coming_load(waiting)
             if last_seconds is not None:
-                met = op.progress.met
-                self.remember(node, self.rows.get(node), met, last_seconds)
-                new, why = next_z(z, last_seconds, how.budget_seconds,
-                                  cost=fit_cycle_cost(self.history.get(node, [])),
-                                  met=met, coming=coming)
+                if how.control is ShedControl.RATIO:
+                    new, why = ratio_z(z, self.rows.get(node),
+                                       None if coming is None else coming.rows)
+                else:
+                    met = op.progress.met
+                    self.remember(node, self.rows.get(node), met, last_seconds)
+                    new, why = next_z(z, last_seconds, how.budget_seconds,
+                                      cost=fit_cycle_cost(self.history.get(node, [])),
+                                      met=met, coming=coming)
                 if abs(new - z) > NOTABLE * z:
                     notes[node] = f"z {z:.2f} -> {new:.2f}: {why}"
                 z = new

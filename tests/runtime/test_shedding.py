@@ -127,6 +127,12 @@ def test_at_a_fixed_share_only_true_pairs_that_share_of_them(spark):
     ("CREATE QUERY q WITH (shedding='random') AS SELECT s.k FROM s [UNBOUNDED] "
      "JOIN r [RANGE 5] ON s.k = r.k", "RANGE, NOW or CUT windows", "shedding="),
     ("CREATE QUERY q WITH (shedding='random', throttle='2') AS " + JOIN, "(0, 1]", "2'"),
+    ("CREATE QUERY q WITH (shedding='adaptive', shedding_control='fast') AS " + JOIN,
+     "use 'budget'", "fast'"),
+    ("CREATE QUERY q WITH (shedding='adaptive', shedding_control='ratio', "
+     "latency_budget='1 SECOND') AS " + JOIN, "whatever the cycle time", "latency_budget="),
+    ("CREATE QUERY q WITH (shedding_control='ratio') AS " + JOIN, "which is off",
+     "shedding_control="),
 ])
 def test_shedding_where_it_cannot_apply_is_refused_at_the_option(spark, query, fragment, at):
     eng = Engine(spark=spark)
@@ -247,6 +253,34 @@ def test_z_falls_to_what_the_budget_holds_and_grows_back_when_the_input_calms(sp
     assert re.search(r"cycle 5: shedding z [0-9.]+ -> [0-9.]+: a cycle costs .* "
                      r"\(fitted to 4 cycles\)", log)
 
+
+
+def test_the_ratio_control_follows_rows_processed_over_rows_received(spark):
+    """shedding_control='ratio': before each cycle z is times the rows the last cycle took
+    over the rows that came meanwhile (those waiting now), up by at most 1.5 a cycle. Every
+    cycle takes 5 s on the injected clock, over any budget: the time does not move z.
+    By hand, per stream and cycle 20, 40, 40, 20, 10, 10 rows: z is 1, then 40/80 of 1 =
+    0.5, 80/80 of it = 0.5, 80/40 of it held to 1.5 times = 0.75, 40/20 of it = 1 (at most
+    1), 1.
+    """
+    clock = ManualClock()
+    eng = Engine(spark=spark, clock=clock, sinks={"slow": SlowSink(clock, 5.0)})
+    eng.execute(STREAMS)
+    eng.execute("CREATE QUERY j INTO slow WITH (shedding='adaptive', shedding_control='ratio', "
+                "basic_windows='4') AS SELECT s.k AS k, s.v AS v, r.w AS w "
+                "FROM s [RANGE 40] JOIN r [RANGE 40] ON s.k = r.k")
+    zs = []
+    for c, rows in enumerate([20, 40, 40, 20, 10, 10]):
+        feed_cycle(eng, c, rows)
+        [report] = eng.metrics()["shedding"].values()
+        zs.append(report["z"])
+    assert zs == pytest.approx([1.0, 0.5, 0.5, 0.75, 1.0, 1.0])
+    log = "\n".join(eng.query_log("j"))
+    assert ("cycle 1: shedding z 1.00 -> 0.50: the last cycle processed 40 rows while 80 "
+            "came: 50% of them" in log)
+    line = next(x for x in eng.explain_global().splitlines() if "IntervalJoin" in x)
+    assert "(4 sub-windows, rows processed / received)" in line
+    assert "shedding z=1.00 control=ratio: left met" in line
 
 def test_a_redone_cycle_sheds_as_it_did_before_the_crash(spark, tmp_path):
     """The z of each cycle is logged with its input: a restart that redoes the cycles

@@ -831,7 +831,8 @@ class IntervalJoinOperator(Operator):
             return None
         how = self.shedding
         return {
-            "mode": how.mode.value, "budget_seconds": how.budget_seconds,
+            "mode": how.mode.value, "control": how.control.value,
+            "budget_seconds": how.budget_seconds,
             "basic_windows": how.basic_windows,
             "z": how.throttle if how.throttle is not None else self.progress.z,
             "inputs": [{"processed": d.processed, "shed": d.shed, "work": list(d.work),

@@ -222,6 +222,23 @@ def next_z(z: float, seconds: float, budget: float, *, cost: CycleCost | None = 
     return fits, f"{how}: {fitting}"
 
 
+def ratio_z(z: float, processed: int | None, received: int | None) -> tuple[float, str]:
+    """The z of the next cycle by the rows the last cycle processed against the rows that
+    came while it ran (``shedding_control='ratio'``), and why: times ``processed /
+    received``, down to ``LEAST_Z``, and back up by at most ``BOOST`` a cycle, to 1.
+
+    A join that took 4,000 rows while 8,000 more came falls behind: it halves z; one that
+    took 8,000 while 4,000 came has room, and z grows by ``BOOST``. Cycle time is not
+    looked at: any steady cycle time that keeps the queue from growing is an equilibrium.
+    """
+    if not processed or received is None:
+        return z, ""  # no rows to compare (the last cycle had none, or the waiting are unknown)
+    share = processed / received if received else BOOST
+    new = max(LEAST_Z, min(1.0, z * min(share, BOOST)))
+    return new, (f"the last cycle processed {processed:,} rows while {received:,} came: "
+                 f"{share:.0%} of them")
+
+
 def bucket_order(mode: ShedMode, buckets: int, seed: int,
                  priorities: Sequence[float] = ()) -> list[int]:
     """The order a cycle takes the lag buckets in: by priority (ties: newest first) for
