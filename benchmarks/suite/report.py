@@ -115,7 +115,7 @@ def write_report(path: str, results: list[WorkloadResult], reps: int,
              "Events `(k INT, v DOUBLE, ts TIMESTAMP)`, 1000 keys unless said, out of order by "
              "up to 0.5 s, watermark 1 s, as CSV files of ~100,000 events (one per cycle or "
              "micro-batch; Flink: one file per source reader, parallelism 2, NEXMark "
-             f"parallelism 1 and one file per stream); median of {reps} "
+             f"parallelism 1, one file of all its streams in event-time order); median of {reps} "
              "run(s); 2 cores. events/s exclude start-up (reported apart). Every engine's "
              "output is checked row for row against an independent pandas computation.", "",
              *table(results), "", f"![events per second]({os.path.basename(path)}.png)", "",
