@@ -5,6 +5,7 @@ and the values each cell gives: shared by the tests of the tables and of their S
 from __future__ import annotations
 
 import datetime as dt
+import math
 
 from sparkcq.language.apas.syntax import Operator
 from sparkcq.language.apas.types import ApasType
@@ -61,7 +62,7 @@ GRIDS = {
   B I D - S D
   S S S S S S
   T D D D S -""",
-    Operator.SUB: _ARITHMETIC, Operator.MUL: _ARITHMETIC,
+    Operator.SUB: _ARITHMETIC, Operator.MUL: _ARITHMETIC, Operator.MOD: _ARITHMETIC,
     Operator.DIV: """
     I D B S T
   I D D D - D
@@ -128,6 +129,8 @@ def compute(op: Operator, a: object, b: object, at: ApasType) -> object:
         Operator.ADD: lambda: a + b,  # type: ignore[operator]
         Operator.SUB: lambda: a - b, Operator.MUL: lambda: a * b,  # type: ignore[operator]
         Operator.DIV: lambda: a / b,  # type: ignore[operator]
+        # the remainder takes the dividend's sign, as in Java and SQL (Python's % the divisor's)
+        Operator.MOD: lambda: (int if at is I else float)(math.fmod(a, b)),  # type: ignore[arg-type]
         Operator.AND: lambda: (a and b) if at is B else a & b,  # type: ignore[operator]
         Operator.OR: lambda: (a or b) if at is B else a | b,  # type: ignore[operator]
         Operator.XOR: lambda: (a != b) if at is B else a ^ b,  # type: ignore[operator]

@@ -422,3 +422,23 @@ def test_a_windowed_stream_is_read_without_naming_an_attribute(sensors):
     # one element on [1, 4) and [11, 14), two on [4, 11)
     assert rows(sensors, "n") == [(1, 1), (1, 11), (2, 4)]
     assert rows(sensors, "sql") == rows(sensors, "n")
+
+
+def test_the_remainder_takes_the_dividends_sign_and_shares_with_sql(engine):
+    """``%`` as in SQL and Java: 7 % 3 = 1, -7 % 3 = -1, 5 % 3 = 2; on DOUBLE 7 % 2.5 =
+    2.0, -7 % 2.5 = -2.0, 5 % 2.5 = 0.0 (by hand). The APAS query and the equal SQL share
+    their operators."""
+    engine.execute("CREATE STREAM n (v BIGINT, t BIGINT) WITH (event_time='t')")
+    engine.create_query("apas", "select o[m = $n.v % 3]; select [$o[T]]", language="apas")
+    engine.create_query("sql", "SELECT v % 3 AS m FROM n", language="sql")
+    engine.create_query("dbl", "select o[d = $n.v % 2.5, w = $n.v * 2 % 3]; select [$o[T]]",
+                        language="apas")
+    nodes = [ln for ln in engine.explain_global().splitlines() if re.match(r"#\d+ ", ln)]
+    assert any("queries=[apas, sql]" in ln for ln in nodes), nodes
+    engine.push("n", [{"v": 7, "t": 1}, {"v": -7, "t": 2}, {"v": 5, "t": 3}], end=True)
+    engine.run_until_idle()
+    for name in ("apas", "sql"):
+        assert sorted(engine_records(engine.results(name), "intervals")) == [
+            ((-1,), 2, 2), ((1,), 1, 1), ((2,), 3, 3)]
+    assert sorted(engine_records(engine.results("dbl"), "intervals")) == [
+        ((-2.0, -2), 2, 2), ((0.0, 1), 3, 3), ((2.0, 2), 1, 1)]

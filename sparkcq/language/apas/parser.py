@@ -22,8 +22,8 @@ _TERMINALS = {
     "SEMICOLON": "';'", "EQUAL": "'='", "DOT": "'.'", "T": "'T'", "NAME": "a name",
     "REF": "a $name", "NUMBER": "a number", "STRING": "a string", "DURATION": "a duration",
     "SELECT": "'select'", "FROM": "'from'", "WHERE": "'where'", "COMPARE": "a comparison",
-    "ADD": "'+'", "SUB": "'-'", "MUL": "'*'", "DIV": "'/'", "AND": "'and'", "OR": "'or'",
-    "XOR": "'xor'", "NOT": "'not'", "TRUE": "'true'", "FALSE": "'false'",
+    "ADD": "'+'", "SUB": "'-'", "MUL": "'*'", "DIV": "'/'", "MOD": "'%'", "AND": "'and'",
+    "OR": "'or'", "XOR": "'xor'", "NOT": "'not'", "TRUE": "'true'", "FALSE": "'false'",
 }
 
 

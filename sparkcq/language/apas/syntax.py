@@ -32,6 +32,7 @@ class Operator(Enum):
     SUB = "-"
     MUL = "*"
     DIV = "/"
+    MOD = "%"
     AND = "AND"
     OR = "OR"
     XOR = "XOR"

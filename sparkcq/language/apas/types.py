@@ -78,6 +78,7 @@ OPERATORS: dict[Operator, dict[ApasType, ApasType]] = {
     Operator.SUB: {I: I, D: D},
     Operator.MUL: {I: I, D: D},
     Operator.DIV: {I: D, D: D},
+    Operator.MOD: {I: I, D: D},
     Operator.AND: {B: B, I: I},
     Operator.OR: {B: B, I: I},
     Operator.XOR: {B: B, I: I},
@@ -100,6 +101,7 @@ _INFIX: dict[tuple[Operator, ApasType | None], tuple[str, int]] = {
     (Operator.OR, I): ("|", 45), (Operator.XOR, I): ("^", 46), (Operator.AND, I): ("&", 47),
     (Operator.ADD, None): ("+", 50), (Operator.SUB, None): ("-", 50),
     (Operator.MUL, None): ("*", 60), (Operator.DIV, None): ("/", 60),
+    (Operator.MOD, None): ("%", 60),
 }
 _PREFIX: dict[tuple[Operator, ApasType], tuple[str, int]] = {
     (Operator.NOT, B): ("NOT ", 30), (Operator.NOT, I): ("~", 70),
