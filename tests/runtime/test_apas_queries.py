@@ -141,7 +141,8 @@ def sensors(engine):
      "unknown library 'geo' in geo.dist; libraries: agg, util, window", 1,
      "geo.dist($s.x)"),
     ("select o[a = agg.mean($s.v)];\nselect [$o[T]]",
-     "unknown function 'agg.mean'; library 'agg' has avg, count, max, min, stats, stddev, "
+     "unknown function 'agg.mean'; library 'agg' has avg, count, count_distinct, max, min, "
+     "stats, stddev, "
      "stddev_pop, stddev_samp, sum, var_pop, var_samp, variance, variance_pop", 1,
      "agg.mean($s.v)"),
     ("select o[a = $q.v];\nselect [$o[T]]", "unknown stream or step $q; known: $s", 1,
@@ -442,3 +443,24 @@ def test_the_remainder_takes_the_dividends_sign_and_shares_with_sql(engine):
             ((-1,), 2, 2), ((1,), 1, 1), ((2,), 3, 3)]
     assert sorted(engine_records(engine.results("dbl"), "intervals")) == [
         ((-2.0, -2), 2, 2), ((0.0, 1), 3, 3), ((2.0, 2), 1, 1)]
+
+
+def test_count_distinct_equals_sql_and_shares_its_aggregate(engine):
+    """agg.count_distinct is SQL's count(DISTINCT x). By hand, v = 5 at 1 and 2, 6 at 3,
+    each for 10: {5} on [1, 3), {5, 6} on [3, 12), {6} on [12, 13)."""
+    engine.execute("CREATE STREAM n (k BIGINT, v BIGINT, t BIGINT) WITH (event_time='t')")
+    engine.create_query("apas", "where window.range($n, 10) select o[k = $n.k, "
+                        "c = agg.count_distinct($n.v)]; select [$o[T]]", language="apas")
+    engine.create_query("sql", "SELECT k, count(DISTINCT v) AS c FROM n [RANGE 10] GROUP BY k",
+                        language="sql")
+    aggregate = next(ln for ln in engine.explain_global().splitlines() if "Aggregate" in ln)
+    assert "queries=[apas, sql]" in aggregate, aggregate
+    engine.push("n", [{"k": 1, "v": 5, "t": 1}, {"k": 1, "v": 5, "t": 2},
+                      {"k": 1, "v": 6, "t": 3}], end=True)
+    engine.run_until_idle()
+    for name in ("apas", "sql"):
+        assert sorted(engine_records(engine.results(name), "intervals")) == [
+            ((1, 1), 1, 3), ((1, 1), 12, 13), ((1, 2), 3, 12)]
+    with pytest.raises(AnalysisError, match="agg.count_distinct takes one value"):
+        engine.create_query("bad", "select o[c = agg.count_distinct($n.k, $n.v)]; "
+                            "select [$o[T]]", language="apas")

@@ -605,6 +605,13 @@ class _Compiler:
                 raise self.error(msg, call.span)
             sql = f"count({values[0].typed.sql if values else '*'})"
             return Value(Typed(sql, ApasType.INTEGER), call.span, None, True)
+        if name == "count_distinct":  # SQL's count(DISTINCT x): any value but a tree
+            if len(values) != 1 or values[0].type is ApasType.TREE:
+                msg = ("agg.count_distinct takes one value (not a tree), got "
+                       f"{', '.join(_shown(v.shape or v.type) for v in values) or 'none'}")
+                raise self.error(msg, call.span)
+            sql = f"count(DISTINCT {values[0].typed.sql})"
+            return Value(Typed(sql, ApasType.INTEGER), call.span, None, True)
         if len(values) != 1:
             msg = f"{call.shown()} takes one argument, got {len(values)}"
             raise self.error(msg, call.span)

@@ -68,6 +68,8 @@ def _builtin(prefix: str, role: Role, docs: dict[str, str]) -> Library:
 AGGREGATES = {
     **{name: builtin.doc for name, builtin in BUILTIN.items()},
     "stats": "agg.stats(x): a tree [min, max, median, avg] of INTEGER or DOUBLE x",
+    "count_distinct": "agg.count_distinct(x): how many distinct values of x (not NULL) "
+                      "the group holds, an INTEGER",
     **{name: f"agg.{name}(x): {derived.doc}, a DOUBLE"
        for name, derived in DERIVED_AGGREGATES.items()},
 }
