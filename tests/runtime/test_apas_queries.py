@@ -464,3 +464,22 @@ def test_count_distinct_equals_sql_and_shares_its_aggregate(engine):
     with pytest.raises(AnalysisError, match="agg.count_distinct takes one value"):
         engine.create_query("bad", "select o[c = agg.count_distinct($n.k, $n.v)]; "
                             "select [$o[T]]", language="apas")
+
+
+@pytest.mark.parametrize("form", ["istream", "dstream", "changelog"])
+def test_an_output_form_in_the_final_step_equals_sql(engine, form):
+    """``select istream [...]`` is SQL's ``AS ISTREAM SELECT`` (and DSTREAM, CHANGELOG). By
+    hand, counts of [RANGE 10] over events at 1, 2, 3: 1 on [1, 2), 2 on [2, 3), 3 on
+    [3, 11), 2 on [11, 12), 1 on [12, 13); ISTREAM gives each at its start."""
+    engine.execute("CREATE STREAM n (k BIGINT, t BIGINT) WITH (event_time='t')")
+    engine.create_query("apas", "where window.range($n, 10) select o[k = $n.k, "
+                        f"c = agg.count()]; select {form.upper()} [$o[T]]", language="apas")
+    engine.execute(f"CREATE QUERY sql AS {form.upper()} "
+                   "SELECT k, count(*) AS c FROM n [RANGE 10] GROUP BY k")
+    engine.push("n", [{"k": 1, "t": t} for t in (1, 2, 3)], end=True)
+    engine.run_until_idle()
+    got = sorted(engine_records(engine.results("apas"), form), key=repr)
+    assert got == sorted(engine_records(engine.results("sql"), form), key=repr)
+    if form == "istream":
+        assert sorted(got) == [((1, 1), 1), ((1, 1), 12), ((1, 2), 2), ((1, 2), 11),
+                               ((1, 3), 3)]

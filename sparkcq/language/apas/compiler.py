@@ -129,7 +129,8 @@ class _Compiler:
                 raise self.error(msg, step.name_span)
             self.steps[step.name] = self.step(step, step.name)
         final = self.step(self.program.final, "result")
-        return SelectText(self.text, final.query, OutputForm.INTERVALS, self.windows, 0)
+        form = OutputForm(self.program.final.form)
+        return SelectText(self.text, final.query, form, self.windows, 0)
 
     def step(self, step: s.Step, name: str) -> _Compiled:
         scope = _StepScope()

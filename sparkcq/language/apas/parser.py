@@ -22,6 +22,7 @@ _TERMINALS = {
     "SEMICOLON": "';'", "EQUAL": "'='", "DOT": "'.'", "T": "'T'", "NAME": "a name",
     "REF": "a $name", "NUMBER": "a number", "STRING": "a string", "DURATION": "a duration",
     "SELECT": "'select'", "FROM": "'from'", "WHERE": "'where'", "COMPARE": "a comparison",
+    "FORM": "'istream', 'dstream' or 'changelog'",
     "ADD": "'+'", "SUB": "'-'", "MUL": "'*'", "DIV": "'/'", "MOD": "'%'", "AND": "'and'",
     "OR": "'or'", "XOR": "'xor'", "NOT": "'not'", "TRUE": "'true'", "FALSE": "'false'",
 }
@@ -132,8 +133,10 @@ class _Build(Transformer):
     def final(self, meta, children):  # noqa: ANN001, ANN201, D102
         where = children[0]
         select = next(c for c in children[1:] if isinstance(c, Token) and c.type == "SELECT")
+        form = next((str(c).lower() for c in children[1:]
+                     if isinstance(c, Token) and c.type == "FORM"), "intervals")
         tree = next(c for c in children if isinstance(c, s.Tree))
-        return s.Step(None, where, tree, self.span(meta), self.token_span(select))
+        return s.Step(None, where, tree, self.span(meta), self.token_span(select), form)
 
     def where(self, meta, children):  # noqa: ANN001, ANN201, D102
         return children[1]

@@ -141,13 +141,16 @@ Expr = Literal | Reference | SubTree | Call | Binary | Unary | Tree
 
 @dataclass(frozen=True)
 class Step:
-    """``[where COND] select NAME[...]``; the final step has no name."""
+    """``[where COND] select NAME[...]``; the final step has no name, and may give an output
+    form (``select istream [...]``; by default the intervals).
+    """
 
     name: str | None
     where: Expr | None
     tree: Tree
     span: Span
     name_span: Span
+    form: str = "intervals"
 
 
 @dataclass(frozen=True)
