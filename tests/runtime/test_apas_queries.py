@@ -483,3 +483,41 @@ def test_an_output_form_in_the_final_step_equals_sql(engine, form):
     if form == "istream":
         assert sorted(got) == [((1, 1), 1), ((1, 1), 12), ((1, 2), 2), ((1, 2), 11),
                                ((1, 3), 3)]
+
+
+@pytest.mark.parametrize(("window", "clause"), [
+    ("window.session($n, 3)", "[SESSION 3]"),
+    ("window.session($n, 3, $n.k)", "[PARTITION BY k SESSION 3]"),
+    ("window.rows($n, 1, $n.k)", "[PARTITION BY k ROWS 1]"),
+    ("window.cut($n, 10)", "[CUT ON t BY 10]"),
+    ("window.cut($n, 10, 2)", "[CUT ON t BY 10 WINDOW 2 CHUNKS]"),
+    ("window.cut_rows($n, 2)", "[CUT EVERY 2 ROWS]"),
+    ("window.cut_key($n, $n.k)", "[CUT ON k]"),
+])
+def test_session_partition_and_chunk_windows_equal_sql(engine, window, clause):
+    engine.execute("CREATE STREAM n (k STRING, t BIGINT) WITH (event_time='t')")
+    engine.create_query("apas", f"where {window} select o[k = $n.k, c = agg.count()]; "
+                        "select [$o[T]]", language="apas")
+    engine.create_query("sql", f"SELECT k, count(*) AS c FROM n {clause} GROUP BY k",
+                        language="sql")
+    nodes = [ln for ln in engine.explain_global().splitlines() if re.match(r"#\d+ ", ln)]
+    assert nodes and all("queries=[apas, sql]" in ln for ln in nodes), nodes  # all shared
+    engine.push("n", [{"k": k, "t": t} for k, t in
+                      (("a", 1), ("a", 4), ("b", 5), ("a", 12), ("b", 13), ("a", 14))],
+                end=True)
+    engine.run_until_idle()
+    got = sorted(engine_records(engine.results("apas"), "intervals"), key=repr)
+    assert got and got == sorted(engine_records(engine.results("sql"), "intervals"), key=repr)
+
+
+@pytest.mark.parametrize(("window", "message"), [
+    ("window.cut($n, 10, 0)", "expected a positive whole number of chunks"),
+    ("window.session($n)", "window.session takes 2 or more arguments, got 1"),
+    ("window.session($n, 3, $m.k)", "expected an attribute of $n to partition by"),
+    ("window.cut_key($n)", "window.cut_key takes 2 or more arguments, got 1"),
+])
+def test_window_mistakes_are_refused_at_their_place(engine, window, message):
+    engine.execute("CREATE STREAM n (k STRING, t BIGINT) WITH (event_time='t')")
+    with pytest.raises(AnalysisError, match=re.escape(message)):
+        engine.create_query("bad", f"where {window} select o[c = agg.count()]; "
+                            "select [$o[T]]", language="apas")

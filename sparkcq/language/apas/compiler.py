@@ -15,6 +15,7 @@ found later by the binder still underlines the user's text.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
@@ -35,7 +36,17 @@ from sparkcq.language.apas.types import (
 from sparkcq.language.sql.statements import OutputForm, SelectText, SourceWindow
 from sparkcq.model.aggregate_functions import BUILTIN, DERIVED_AGGREGATES, Takes
 from sparkcq.model.time import Duration, unit_micros
-from sparkcq.model.windows import NowWindow, RangeWindow, RowsWindow, UnboundedWindow, WindowSpec
+from sparkcq.model.windows import (
+    CountCutWindow,
+    CutWindow,
+    KeyCutWindow,
+    NowWindow,
+    RangeWindow,
+    RowsWindow,
+    SessionWindow,
+    UnboundedWindow,
+    WindowSpec,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
@@ -263,11 +274,13 @@ class _Compiler:
             msg = f"${source} has two windows in this step; give it one"
             raise self.error(msg, call.span)
         rest = call.args[1:]
-        want = {"range": (1, 2), "now": (0, 0), "unbounded": (0, 0), "rows": (1, 1)}
+        # arguments after the stream: the fewest and the most (None: any number of keys)
+        want = {"range": (1, 2), "now": (0, 0), "unbounded": (0, 0), "rows": (1, None),
+                "session": (1, None), "cut": (1, 2), "cut_rows": (1, 2), "cut_key": (1, None)}
         low, high = want[call.function]
-        if not low <= len(rest) <= high:
-            msg = f"{call.shown()} takes {low + 1}{'' if low == high else f' or {high + 1}'} " \
-                  f"arguments, got {len(call.args)}"
+        if len(rest) < low or (high is not None and len(rest) > high):
+            most = "" if low == high else " or more" if high is None else f" or {high + 1}"
+            msg = f"{call.shown()} takes {low + 1}{most} arguments, got {len(call.args)}"
             raise self.error(msg, call.span)
         spec: WindowSpec
         if call.function == "range":
@@ -277,14 +290,38 @@ class _Compiler:
             spec = NowWindow()
         elif call.function == "unbounded":
             spec = UnboundedWindow()
+        elif call.function == "rows":
+            spec = RowsWindow(self.count(rest[0], "rows"), self.keys(rest[1:], source))
+        elif call.function == "session":
+            spec = SessionWindow(self.duration(rest[0]), self.keys(rest[1:], source))
+        elif call.function == "cut":
+            chunks = self.count(rest[1], "chunks") if len(rest) > 1 else 1
+            spec = CutWindow(self.duration(rest[0]), None, chunks)
+        elif call.function == "cut_rows":
+            chunks = self.count(rest[1], "chunks") if len(rest) > 1 else 1
+            spec = CountCutWindow(self.count(rest[0], "rows"), chunks)
         else:
-            count = rest[0]
-            if not (isinstance(count, s.Literal) and count.kind is s.LiteralKind.INTEGER
-                    and int(count.value) > 0):  # type: ignore[call-overload]
-                msg = "window.rows takes a positive whole number of rows"
-                raise self.error(msg, count.span)
-            spec = RowsWindow(int(count.value))  # type: ignore[call-overload]
+            spec = KeyCutWindow(self.keys(rest, source))
         scope.windows[source] = (spec, call.span)
+
+    def count(self, arg: s.Expr, what: str) -> int:
+        """A window's positive whole number (of rows, of chunks)."""
+        if not (isinstance(arg, s.Literal) and arg.kind is s.LiteralKind.INTEGER
+                and int(arg.value) > 0):  # type: ignore[call-overload]
+            msg = f"expected a positive whole number of {what}"
+            raise self.error(msg, arg.span)
+        return int(arg.value)  # type: ignore[call-overload]
+
+    def keys(self, args: Sequence[s.Expr], source: str) -> tuple[str, ...]:
+        """A window's partition keys: attributes of the windowed stream, ``$s.k``."""
+        keys = []
+        for arg in args:
+            if not (isinstance(arg, s.Reference) and arg.source == source
+                    and len(arg.path) == 1):
+                msg = f"expected an attribute of ${source} to partition by, e.g. ${source}.k"
+                raise self.error(msg, arg.span)
+            keys.append(arg.path[0])
+        return tuple(keys)
 
     def duration(self, arg: s.Expr) -> Duration:
         if isinstance(arg, s.Literal) and arg.kind is s.LiteralKind.DURATION:

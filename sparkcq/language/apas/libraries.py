@@ -80,7 +80,12 @@ BUILT_IN: dict[str, Library] = {
         "range": "window.range($s, 1h [, slide]): each element lives for the range",
         "now": "window.now($s): each element lives for one time unit",
         "unbounded": "window.unbounded($s): elements never leave",
-        "rows": "window.rows($s, n): the last n elements",
+        "rows": "window.rows($s, n [, $s.k ...]): the last n elements (of each k)",
+        "session": "window.session($s, gap [, $s.k ...]): an element lives until gap after "
+                   "the last event of its session (of its k)",
+        "cut": "window.cut($s, d [, m]): chunks of d of event time, each valid for m chunks",
+        "cut_rows": "window.cut_rows($s, n [, m]): chunks of n rows, each valid for m chunks",
+        "cut_key": "window.cut_key($s, $s.k ...): a chunk whenever k changes",
     }),
     "util": _builtin("util", Role.UNION, {
         "union": "util.union($a[T], $b[T], ...): all elements of the inputs, as $new",
