@@ -271,6 +271,41 @@ def test_subtrees_copied_and_built(cars):
     assert list(frame["p"][0]) == ["x2", "src"]  # in the order written
 
 
+
+def test_names_relative_to_the_tree_being_built(cars):
+    """The paper's Fig. 8 form: ``a.b = [...]`` then ``w = a.b.z * $cars.position.y`` reads
+    the attribute just defined; ``q[x = 1.5, u = x + 1]`` is ``q.x = 1.5, q.u = q.x + 1``,
+    the innermost tree first. The nested form and the path form are one plan."""
+    cars.create_query("fig8", "select o[id = $cars.id, a.b = [z = $cars.position.x * 2], "
+                      "w = a.b.z * $cars.position.y, q[x = 1.5, u = x + 1, v = id]];\n"
+                      "select [$o[T]]", language="apas")
+    cars.create_query("nested", "select o[p[x = $cars.position.x]]; select [$o[T]]",
+                      language="apas")
+    cars.create_query("paths", "select o[p.x = $cars.position.x]; select [$o[T]]",
+                      language="apas")
+    push_cars(cars)
+    def deep(v: object) -> object:
+        return tuple(sorted((k, deep(x)) for k, x in v.items())) if isinstance(v, dict) else v
+
+    frame = cars.results("fig8")
+    got = sorted(tuple(deep(r[c]) for c in ("id", "a", "w", "q", "_ts"))
+                 for r in frame.to_dict("records"))
+    assert got == sorted((i, (("b", (("z", 2 * x),)),), 2 * x * y,
+                          (("u", 2.5), ("v", i), ("x", 1.5)), t) for i, x, y, t in CARS)
+    assert rows(cars, "nested") == rows(cars, "paths")
+    assert "(shared with paths)" in cars.explain("nested").splitlines()[0]
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("select o[a = 1, w = b * 2]; select [$o[T]]",
+     "unknown attribute 'b' of the tree being built (defined before it: id, a)"),
+    ("where x > 1 select o[a = 1]; select [$o[T]]", "'x' names no attribute here"),
+])
+def test_a_bare_name_must_be_defined_before_it(cars, text, message):
+    with pytest.raises(AnalysisError, match=re.escape(message)):
+        cars.create_query("bad", text.replace("select o[a", "select o[id = $cars.id, a"),
+                          language="apas")
+
 def test_tree_valued_aggregate_in_both_languages(cars):
     cars.execute("CREATE QUERY sql AS SELECT id, stats(position.x).median AS med, "
                  "stats(position.x) AS s FROM cars [RANGE 10] GROUP BY id")

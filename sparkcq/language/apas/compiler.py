@@ -16,7 +16,7 @@ found later by the binder still underlines the user's text.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, TypeVar
 
 import sqlglot
@@ -109,6 +109,8 @@ class _StepScope:
     inputs: dict[str, _Input] = field(default_factory=dict)
     windows: dict[str, tuple[WindowSpec, s.Span]] = field(default_factory=dict)
     union: s.Call | None = None
+    # the trees being built, innermost last: what a bare name (``a.b``) refers to
+    building: list[dict[str, Entry]] = field(default_factory=list)
 
 
 def compile_program(program: s.Program, catalog: Catalog,
@@ -436,6 +438,14 @@ class _Compiler:
     def tree_entries(self, tree: s.Tree, scope: _StepScope) -> dict[str, Entry]:
         """The attributes a tree defines, nested by path, in the order written."""
         out: dict[str, Entry] = {}
+        scope.building.append(out)
+        try:
+            self.build(tree, scope, out)
+        finally:
+            scope.building.pop()
+        return out
+
+    def build(self, tree: s.Tree, scope: _StepScope, out: dict[str, Entry]) -> None:
         for item in tree.items:
             if isinstance(item, s.SubTree):
                 value = self.reference(item.ref, scope)
@@ -447,8 +457,44 @@ class _Compiler:
                             s.Reference(item.ref.source, (attr,), item.span), scope, sub),
                             item.span)
                 continue
+            if isinstance(item.value, s.Tree) and item.value.items:
+                # a structure's attributes each in place, so later names reach into it
+                entries = self.tree_entries(item.value, scope)
+                for path in _paths(entries):
+                    leaf: Entry = entries
+                    for part in path:
+                        assert isinstance(leaf, dict)
+                        leaf = leaf[part]
+                    assert isinstance(leaf, Value)
+                    self.define(out, (*item.path, *path), leaf, item.span)
+                continue
             self.define(out, item.path, self.expr(item.value, scope), item.span)
-        return out
+
+    def local(self, e: s.Local, scope: _StepScope) -> Value:
+        """A bare name: an attribute defined before it in the tree being built, or in a tree
+        enclosing that one (the innermost first).
+        """
+        for tree in reversed(scope.building):
+            entry: Entry | None = tree
+            for part in e.path:
+                entry = entry.get(part) if isinstance(entry, dict) else None
+            if isinstance(entry, Value):
+                return replace(entry, span=e.span)
+            if isinstance(entry, dict) and entry:
+                leaves = list(_leaves(entry))
+                return Value(Typed(_entry_sql(entry), ApasType.TREE), e.span,
+                             _entry_shape(entry),  # type: ignore[arg-type]
+                             any(v.aggregates for v in leaves),
+                             tuple(r for v in leaves for r in v.reads))
+        name = ".".join(e.path)
+        if not scope.building:
+            msg = (f"{name!r} names no attribute here: a name without $ is an attribute of the "
+                   f"tree being built; an input's attribute is written $s.{name}")
+            raise self.error(msg, e.span)
+        defined = ", ".join(".".join(p) for p in _paths(scope.building[-1])) or "none"
+        msg = (f"unknown attribute {name!r} of the tree being built (defined before it: "
+               f"{defined}); an input's attribute is written $s.{name}")
+        raise self.error(msg, e.span)
 
     def define(self, out: dict[str, Entry], path: tuple[str, ...], value: Value,
                span: s.Span) -> None:
@@ -482,6 +528,8 @@ class _Compiler:
             raise self.error(msg, e.span)
         if isinstance(e, s.Reference):
             return self.reference(e, scope)
+        if isinstance(e, s.Local):
+            return self.local(e, scope)
         if isinstance(e, s.SubTree):
             if not e.ref.path:  # a whole input as one tree
                 whole = self.reference(e.ref, scope)
@@ -731,6 +779,14 @@ def _leaves(entries: dict[str, Entry]):  # noqa: ANN202 - an iterator of Values
             yield from _leaves(e)
         else:
             yield e
+
+
+def _paths(entries: dict[str, Entry], at: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """The paths of a tree's leaves, in the order defined."""
+    out: list[tuple[str, ...]] = []
+    for name, e in entries.items():
+        out.extend(_paths(e, (*at, name)) if isinstance(e, dict) else [(*at, name)])
+    return out
 
 
 def _entry_sql(e: Entry) -> str:

@@ -149,6 +149,13 @@ class _Build(Transformer):
         path, value = children
         return s.Assign(path, value, self.span(meta))
 
+    def nested(self, meta, children):  # noqa: ANN001, ANN201, D102
+        name, tree = children
+        return s.Assign((str(name),), tree, self.span(meta))
+
+    def local(self, meta, children):  # noqa: ANN001, ANN201, D102
+        return s.Local(children[0], self.span(meta))
+
     def attr_path(self, meta, children):  # noqa: ANN001, ANN201, D102
         return tuple(str(c) for c in children)
 

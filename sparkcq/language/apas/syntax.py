@@ -78,6 +78,16 @@ class Reference:
 
 
 @dataclass(frozen=True)
+class Local:
+    """``a.b`` with no ``$``: attribute ``a.b`` of the tree being built, defined before it in
+    that tree or an enclosing one (``O[a.b = [z = 2], w = a.b.z * $I.b]``).
+    """
+
+    path: tuple[str, ...]
+    span: Span
+
+
+@dataclass(frozen=True)
 class SubTree:
     """``$s.a[T]``: the whole attribute tree of ``s`` below ``a`` (of ``s`` if no path)."""
 
@@ -136,7 +146,7 @@ class Tree:
     span: Span
 
 
-Expr = Literal | Reference | SubTree | Call | Binary | Unary | Tree
+Expr = Literal | Reference | Local | SubTree | Call | Binary | Unary | Tree
 
 
 @dataclass(frozen=True)
