@@ -556,3 +556,44 @@ def test_window_mistakes_are_refused_at_their_place(engine, window, message):
     with pytest.raises(AnalysisError, match=re.escape(message)):
         engine.create_query("bad", f"where {window} select o[c = agg.count()]; "
                             "select [$o[T]]", language="apas")
+
+
+@pytest.mark.parametrize("kind", ["inner", "left", "right", "full", "semi", "anti"])
+def test_outer_semi_and_anti_joins_equal_sql(engine, kind):
+    """``util.left_join($a, $b)`` and its kin: the where-clause's conditions are the join's
+    ON, as SQL's ``a LEFT JOIN b ON ...``; ``inner`` is a plain where-condition."""
+    engine.execute("CREATE STREAM a (k STRING, v BIGINT, t BIGINT) WITH (event_time='t'); "
+                   "CREATE STREAM b (k STRING, w BIGINT, t BIGINT) WITH (event_time='t')")
+    join = "" if kind == "inner" else f" and util.{kind}_join($a, $b)"
+    tree = "k = $a.k, v = $a.v" + ("" if kind in ("semi", "anti") else ", w = $b.w")
+    engine.create_query("apas", f"where window.range($a, 10) and window.range($b, 5){join} "
+                        f"and $a.k == $b.k select j[{tree}]; select [$j[T]]", language="apas")
+    columns = "a.k AS k, a.v AS v" + ("" if kind in ("semi", "anti") else ", b.w AS w")
+    how = {"inner": "JOIN", "semi": "LEFT SEMI JOIN", "anti": "LEFT ANTI JOIN"}.get(
+        kind, f"{kind.upper()} JOIN")
+    engine.create_query("sql", f"SELECT {columns} FROM a [RANGE 10] {how} b [RANGE 5] "
+                        "ON a.k = b.k", language="sql")
+    nodes = [ln for ln in engine.explain_global().splitlines() if re.match(r"#\d+ ", ln)]
+    assert nodes and all("queries=[apas, sql]" in ln for ln in nodes), nodes
+    engine.push("a", [{"k": k, "v": v, "t": t} for k, v, t in
+                      (("x", 1, 1), ("y", 2, 3), ("x", 3, 12))], end=True)
+    engine.push("b", [{"k": k, "w": w, "t": t} for k, w, t in
+                      (("x", 10, 4), ("z", 20, 6), ("x", 30, 14))], end=True)
+    engine.run_until_idle()
+    got = sorted(engine_records(engine.results("apas"), "intervals"), key=repr)
+    assert got and got == sorted(engine_records(engine.results("sql"), "intervals"), key=repr)
+    if kind == "semi":  # x@1 meets x@4 over [4, 9); x@12 meets x@14 over [14, 19)
+        assert sorted(got) == [(("x", 1), 4, 9), (("x", 3), 14, 19)]
+
+
+@pytest.mark.parametrize(("where", "message"), [
+    ("util.left_join($a, $b)", "util.left_join needs a condition between $a and $b"),
+    ("util.left_join($a) and $a.k == $b.k", "util.left_join takes two inputs"),
+    ("util.anti_join($a, $b) and $a.k == $b.k", "util.anti_join keeps the elements of $a only"),
+])
+def test_join_mistakes_are_refused(engine, where, message):
+    engine.execute("CREATE STREAM a (k STRING, v BIGINT, t BIGINT) WITH (event_time='t'); "
+                   "CREATE STREAM b (k STRING, w BIGINT, t BIGINT) WITH (event_time='t')")
+    with pytest.raises(AnalysisError, match=re.escape(message)):
+        engine.create_query("bad", f"where {where} select j[k = $a.k, w = $b.w]; "
+                            "select [$j[T]]", language="apas")

@@ -109,6 +109,7 @@ class _StepScope:
     inputs: dict[str, _Input] = field(default_factory=dict)
     windows: dict[str, tuple[WindowSpec, s.Span]] = field(default_factory=dict)
     union: s.Call | None = None
+    join: s.Call | None = None  # util.left_join($a, $b) and its kin
     # the trees being built, innermost last: what a bare name (``a.b``) refers to
     building: list[dict[str, Entry]] = field(default_factory=list)
 
@@ -156,13 +157,18 @@ class _Compiler:
                     msg = "a step takes one util.union; union all inputs in one call"
                     raise self.error(msg, conj.span)
                 scope.union = conj
+            elif isinstance(conj, s.Call) and self.function(conj).role is Role.JOIN:
+                if scope.join is not None:
+                    msg = "a step joins two inputs; join a third in the next step"
+                    raise self.error(msg, conj.span)
+                scope.join = conj
             else:
                 predicates.append(conj)
         # a window's stream is read by the step (``where window.range($s, 10) select
         # o[n = agg.count()]``), unless the window is on an input of its union
         windowed = [s.Reference(source, (), span) for source, (_, span) in scope.windows.items()
                     if not self.in_union(source, scope)]
-        for ref in [*windowed, *self.references(step, predicates)]:
+        for ref in [*self.join_inputs(scope.join), *windowed, *self.references(step, predicates)]:
             self.add_input(ref, scope)
         if not scope.inputs:
             msg = "the step reads no stream; name one, e.g. $s.a or $s[T]"
@@ -171,6 +177,16 @@ class _Compiler:
         if copy is not None:
             return _Compiled(name, copy.query.copy(), dict(copy.shape))
         return self.select(step, name, predicates, scope)
+
+    def join_inputs(self, call: s.Call | None) -> list[s.Reference]:
+        """The two inputs of a step's ``util.<kind>_join($a, $b)``, first the left one."""
+        if call is None:
+            return []
+        if len(call.args) != 2 or not all(
+                isinstance(a, s.Reference) and not a.path for a in call.args):
+            msg = f"{call.shown()} takes two inputs, e.g. {call.shown()}($a, $b)"
+            raise self.error(msg, call.span)
+        return [a for a in call.args if isinstance(a, s.Reference)]
 
     def in_union(self, source: str, scope: _StepScope) -> bool:
         return scope.union is not None and any(
@@ -425,15 +441,44 @@ class _Compiler:
                                          quoted=True), _entry_span(e))
                    for n, e in outputs.items()]
         query = exp.Select(expressions=columns).from_(inputs[0].item, copy=False)
-        for other in inputs[1:]:
-            query = query.join(other.item, copy=False)
-        if conditions:
-            query = query.where(*conditions, copy=False)
+        if scope.join is not None:
+            query = self.join(query, step, inputs, conditions, scope.join)
+        else:
+            for other in inputs[1:]:
+                query = query.join(other.item, copy=False)
+            if conditions:
+                query = query.where(*conditions, copy=False)
         if keys:
             query = query.group_by(*[self.parse(k.typed.sql, k.span) for k in keys],
                                    copy=False)
         shape = {n: _entry_shape(e) for n, e in outputs.items()}
         return _Compiled(name, self.stamp(query, step.span), shape)
+
+    def join(self, query: exp.Select, step: s.Step, inputs: list[_Input],
+             conditions: list[exp.Expr], call: s.Call) -> exp.Select:
+        """``FROM a <kind> JOIN b ON <every condition of the where-clause>``."""
+        kind = call.function.removesuffix("_join")
+        left, right = (a.source for a in self.join_inputs(call))
+        if len(inputs) != 2:
+            names = ", ".join(f"${i.alias}" for i in inputs)
+            msg = (f"{call.shown()} joins ${left} and ${right}, but the step reads {names}; "
+                   "join the others in a step of their own")
+            raise self.error(msg, call.span)
+        if not conditions:
+            msg = (f"{call.shown()} needs a condition between ${left} and ${right} in the "
+                   f"where-clause, e.g. ${left}.k == ${right}.k")
+            raise self.error(msg, call.span)
+        if kind in ("semi", "anti"):
+            for ref in self.references(step, []):
+                if ref.source == right:
+                    msg = (f"{call.shown()} keeps the elements of ${left} only; "
+                           f"${right}'s attributes are not in its result")
+                    raise self.error(msg, ref.span)
+        on = conditions[0]
+        for c in conditions[1:]:
+            on = exp.and_(on, c, copy=False)
+        join_type = {"semi": "left semi", "anti": "left anti"}.get(kind, kind)
+        return query.join(inputs[1].item, on=on, join_type=join_type, copy=False)
 
     def tree_entries(self, tree: s.Tree, scope: _StepScope) -> dict[str, Entry]:
         """The attributes a tree defines, nested by path, in the order written."""

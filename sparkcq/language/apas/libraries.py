@@ -30,6 +30,7 @@ class Role(Enum):
     AGGREGATE = "aggregate"  # a value per group: ``agg.avg($I.val)``
     WINDOW = "window"  # a where-clause that puts a window on an input
     UNION = "union"  # a where-clause whose result is the input ``$new``
+    JOIN = "join"  # a where-clause that says how two inputs join: ``util.left_join($a, $b)``
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,15 @@ AGGREGATES = {
        for name, derived in DERIVED_AGGREGATES.items()},
 }
 
+#: how ``util.<kind>_join($a, $b)`` joins its two inputs, as SQL's joins do
+JOINS = {
+    "left": "util.left_join($a, $b): every element of $a, with its partners in $b or NULLs",
+    "right": "util.right_join($a, $b): every element of $b, with its partners in $a or NULLs",
+    "full": "util.full_join($a, $b): the elements of both, with their partners or NULLs",
+    "semi": "util.semi_join($a, $b): the elements of $a that have a partner in $b",
+    "anti": "util.anti_join($a, $b): the elements of $a that have no partner in $b",
+}
+
 BUILT_IN: dict[str, Library] = {
     "agg": _builtin("agg", Role.AGGREGATE, AGGREGATES),
     "window": _builtin("window", Role.WINDOW, {
@@ -87,8 +97,12 @@ BUILT_IN: dict[str, Library] = {
         "cut_rows": "window.cut_rows($s, n [, m]): chunks of n rows, each valid for m chunks",
         "cut_key": "window.cut_key($s, $s.k ...): a chunk whenever k changes",
     }),
-    "util": _builtin("util", Role.UNION, {
-        "union": "util.union($a[T], $b[T], ...): all elements of the inputs, as $new",
+    "util": Library("util", {
+        "union": LibraryFunction("util", "union", Role.UNION,
+                                 "util.union($a[T], $b[T], ...): all elements of the inputs, "
+                                 "as $new"),
+        **{f"{kind}_join": LibraryFunction("util", f"{kind}_join", Role.JOIN, doc)
+           for kind, doc in JOINS.items()},
     }),
 }
 
