@@ -1,5 +1,6 @@
 """A user's function library for the StreamAPAS tests: ``CREATE LIBRARY geo USING
-'geo_library'`` makes ``geo.dist`` and ``geo.label`` callable.
+'geo_library'`` makes ``geo.dist`` and ``geo.label`` callable, and the aggregate
+``geo.spread``.
 """
 
 import math
@@ -17,3 +18,21 @@ def label(name: str, n: int) -> str:
 
 def _helper() -> None:
     """Not public: not part of the library."""
+
+
+class Spread:
+    """max - min of the values in the group: an aggregate class (plus, minus, value)."""
+
+    def __init__(self) -> None:
+        self.values: dict[float, int] = {}
+
+    def plus(self, x: float) -> None:
+        self.values[x] = self.values.get(x, 0) + 1
+
+    def minus(self, x: float) -> None:
+        self.values[x] -= 1
+        if not self.values[x]:
+            del self.values[x]
+
+    def value(self) -> float:
+        return max(self.values) - min(self.values)

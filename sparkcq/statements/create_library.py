@@ -1,6 +1,7 @@
-"""``CREATE LIBRARY prefix USING 'package.module'``: a module's annotated functions become
-``prefix.name(...)`` in StreamAPAS queries (``docs/apas.md``, "Libraries"), accepted while
-queries run; queries submitted afterwards may call them. The grammar does not change: it knows only
+"""``CREATE LIBRARY prefix USING 'package.module'``: a module's annotated functions, and its
+classes with ``plus``, ``minus`` and ``value`` (aggregates), become ``prefix.name(...)`` in
+StreamAPAS queries (``docs/apas.md``, "Libraries"), accepted while queries run; queries
+submitted afterwards may call them. The grammar does not change: it knows only
 ``NAME.NAME(args)``. Like ``CREATE AGGREGATE ... USING``, it loads code only from modules
 the policy allows. Each function runs in Spark's Python workers through Arrow.
 """
@@ -21,11 +22,12 @@ from pyspark.sql.types import (
 from sparkcq.aggregates.user import ensure_module_allowed
 from sparkcq.catalog import FunctionInfo, QueryStatus, ensure_identifier
 from sparkcq.errors import AnalysisError, CatalogError
-from sparkcq.language.apas.libraries import Library, load_library
+from sparkcq.language.apas.libraries import Library, Role, load_library
 from sparkcq.language.apas.types import ApasType
 from sparkcq.language.sql.statements import CreateLibrary
 from sparkcq.runtime.functions import function_origin, register_python_function
 from sparkcq.statements.context import StatementContext
+from sparkcq.statements.create_aggregate import add_aggregate
 
 _SPARK_TYPES: dict[ApasType, DataType] = {
     ApasType.INTEGER: LongType(), ApasType.DOUBLE: DoubleType(),
@@ -55,6 +57,11 @@ def add_library(ctx: StatementContext, prefix: str, module: str) -> Library:
     library = load_library(key, module)
     for fn in library.functions.values():
         assert fn.fn is not None and fn.returns is not None
+        if fn.role is Role.AGGREGATE and isinstance(fn.fn, type):  # a user aggregate's class
+            params = [(f"x{i + 1}", _SPARK_TYPES[t]) for i, t in enumerate(fn.params)]
+            add_aggregate(ctx, fn.spark_name, fn.fn, params, _SPARK_TYPES[fn.returns],
+                          f"{module}:{fn.fn.__name__}")
+            continue
         register_python_function(ctx.spark, fn.spark_name, fn.fn, _SPARK_TYPES[fn.returns],
                                  vectorized=False)
         args = ", ".join(t.value for t in fn.params)
@@ -75,5 +82,6 @@ def remove_library(ctx: StatementContext, prefix: str) -> None:
     """Take library ``prefix`` and its functions out of the catalog and of Spark."""
     library = ctx.catalog.libraries.pop(prefix.lower())
     for fn in library.functions.values():
+        ctx.catalog.aggregates.pop(fn.spark_name, None)
         ctx.catalog.functions.pop(fn.spark_name, None)
         ctx.spark.sql(f"DROP TEMPORARY FUNCTION IF EXISTS {fn.spark_name}")

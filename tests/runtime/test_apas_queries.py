@@ -383,7 +383,7 @@ def test_a_library_added_while_queries_run(spark):
         eng.create_query("bad", "select o[d = geo.dist($cars.id, 1)]; select [$o[T]]",
                          language="apas")
     assert "argument 1 of geo.dist is STRING, which does not convert to DOUBLE" in str(err.value)
-    with pytest.raises(AnalysisError, match="library 'geo' has dist, label"):
+    with pytest.raises(AnalysisError, match="library 'geo' has dist, label, spread"):
         eng.create_query("bad", "select o[d = geo.helper($cars.id)]; select [$o[T]]",
                          language="apas")
     with pytest.raises(Exception, match="library 'geo' is used by after; drop them first"):
@@ -393,6 +393,31 @@ def test_a_library_added_while_queries_run(spark):
     with pytest.raises(AnalysisError, match="unknown library 'geo'"):
         eng.create_query("again", "select o[d = geo.dist($cars.position.x, 2)]; "
                          "select [$o[T]]", language="apas")
+    eng.stop()
+
+
+def test_a_library_contributes_an_aggregate_class(spark):
+    """A class of the module with plus, minus and value is ``geo.spread(x)``, typed by its
+    annotations. By hand, ids a (x = 1, 3, 8 at 1, 2, 3) and b (0 at 4) over [RANGE 10]:
+    a 0 on [1, 2), 2 on [2, 3), 7 on [3, 11), 5 on [11, 12), 0 on [12, 13); b 0 on [4, 14).
+    """
+    from sparkcq import Engine
+
+    eng = Engine(spark=spark, allow_udf_modules=["geo_library"])
+    eng.execute("CREATE STREAM cars (id STRING, position STRUCT<x: DOUBLE, y: DOUBLE>, "
+                "t BIGINT) WITH (event_time='t'); CREATE LIBRARY geo USING 'geo_library'")
+    eng.create_query("apas", "where window.range($cars, 10) select o[id = $cars.id, "
+                     "s = geo.spread($cars.position.x)]; select [$o[T]]", language="apas")
+    with pytest.raises(AnalysisError, match="geo.spread takes 1 arguments, got 2"):
+        eng.create_query("bad", "select o[s = geo.spread($cars.position.x, 1.0)]; "
+                         "select [$o[T]]", language="apas")
+    push_cars(eng)
+    assert sorted(engine_records(eng.results("apas"), "intervals")) == [
+        (("a", 0.0), 1, 2), (("a", 0.0), 12, 13), (("a", 2.0), 2, 3), (("a", 5.0), 11, 12),
+        (("a", 7.0), 3, 11), (("b", 0.0), 4, 14)]
+    eng.execute("DROP QUERY apas")
+    eng.execute("DROP LIBRARY geo")
+    assert "geo__spread" not in eng.catalog.aggregates
     eng.stop()
 
 

@@ -727,6 +727,8 @@ class _Compiler:
                 msg = "aggregates cannot be nested"
                 raise self.error(msg, v.span)
         name = fn.name.lower()
+        if fn.library != "agg":  # a user library's aggregate class
+            return self.user_aggregate(call, self.catalog.aggregates[fn.spark_name], values)
         uda = self.catalog.aggregates.get(name)
         if uda is not None and name not in BUILT_IN["agg"].functions:
             return self.user_aggregate(call, uda, values)
@@ -765,7 +767,7 @@ class _Compiler:
 
     def user_aggregate(self, call: s.Call, uda: UserAggregate, values: list[Value]) -> Value:
         if len(values) != len(uda.arg_types):
-            msg = (f"agg.{uda.name} takes {len(uda.arg_types)} arguments, got {len(values)}")
+            msg = f"{call.shown()} takes {len(uda.arg_types)} arguments, got {len(values)}"
             raise self.error(msg, call.span)
         sqls = []
         for i, (v, dtype) in enumerate(zip(values, uda.arg_types, strict=True)):

@@ -35,7 +35,9 @@ class Role(Enum):
 
 @dataclass(frozen=True)
 class LibraryFunction:
-    """One function of a library; ``params``/``returns`` for scalar functions."""
+    """One function of a library; ``params``/``returns`` for scalar functions and a user
+    library's aggregates (``fn`` the function, or the aggregate's class).
+    """
 
     library: str
     name: str
@@ -130,37 +132,71 @@ def load_library(prefix: str, module_path: str) -> Library:
         raise CatalogError(msg) from None
     functions: dict[str, LibraryFunction] = {}
     for name, fn in vars(module).items():
-        if name.startswith("_") or not inspect.isfunction(fn):
-            continue
-        if fn.__module__ != module.__name__:
-            continue  # imported into the module, not its own
-        functions[name.lower()] = _library_function(prefix, name, fn, module_path)
+        if name.startswith("_") or getattr(fn, "__module__", None) != module.__name__:
+            continue  # private, or imported into the module, not its own
+        if inspect.isfunction(fn):
+            functions[name.lower()] = _library_function(prefix, name, fn, module_path)
+        elif inspect.isclass(fn) and all(callable(getattr(fn, m, None))
+                                         for m in ("plus", "minus", "value")):
+            functions[name.lower()] = _library_aggregate(prefix, name, fn, module_path)
     if not functions:
-        msg = f"module {module_path!r} defines no public functions to make a library of"
+        msg = (f"module {module_path!r} defines no public functions or aggregate classes "
+               "to make a library of")
         raise CatalogError(msg)
     return Library(prefix.lower(), functions, module_path)
 
 
+def _library_aggregate(prefix: str, name: str, cls: type,
+                       module_path: str) -> LibraryFunction:
+    """A class with ``plus``, ``minus`` and ``value`` (``docs/user-aggregates``' protocol):
+    its arguments are ``plus``'s annotated parameters, its type ``value``'s return.
+    """
+    params = _parameters(cls.plus, f"{module_path}.{name}.plus", skip_first=True)  # type: ignore[attr-defined]
+    returns = _returned(cls.value, f"{module_path}.{name}.value")  # type: ignore[attr-defined]
+    if not params:
+        msg = f"{module_path}.{name}.plus takes no argument; an aggregate needs one or more"
+        raise CatalogError(msg)
+    doc = (inspect.getdoc(cls) or "").split("\n")[0]
+    return LibraryFunction(prefix.lower(), name.lower(), Role.AGGREGATE, doc, params,
+                           returns, spark_function_name(prefix, name), cls)
+
+
 def _library_function(prefix: str, name: str, fn: Callable[..., Any],
                       module_path: str) -> LibraryFunction:
+    where = f"{module_path}.{name}"
+    params, returns = _parameters(fn, where), _returned(fn, where)
+    doc = (inspect.getdoc(fn) or "").split("\n")[0]
+    return LibraryFunction(prefix.lower(), name.lower(), Role.SCALAR, doc, params,
+                           returns, spark_function_name(prefix, name), fn)
+
+
+def _hints(fn: Callable[..., Any], where: str) -> dict[str, Any]:
     try:
-        hints = get_type_hints(fn)
+        return get_type_hints(fn)
     except Exception as e:  # noqa: BLE001 - any failure to evaluate annotations
-        msg = f"{module_path}.{name}: cannot read its type annotations: {e}"
+        msg = f"{where}: cannot read its type annotations: {e}"
         raise CatalogError(msg) from None
+
+
+def _parameters(fn: Callable[..., Any], where: str,
+                skip_first: bool = False) -> tuple[ApasType, ...]:
+    """The language's types of ``fn``'s annotated parameters (``self`` skipped)."""
+    hints = _hints(fn, where)
     params = []
-    for param in inspect.signature(fn).parameters.values():
+    for param in list(inspect.signature(fn).parameters.values())[1 if skip_first else 0:]:
         kind = _PYTHON_TYPES.get(hints.get(param.name))  # type: ignore[arg-type]
         if kind is None:
-            msg = (f"{module_path}.{name}: parameter {param.name!r} needs an annotation of "
-                   "int, float, bool, str or datetime")
+            msg = (f"{where}: parameter {param.name!r} needs an annotation of int, float, "
+                   "bool, str or datetime")
             raise CatalogError(msg)
         params.append(kind)
-    returns = _PYTHON_TYPES.get(hints.get("return"))  # type: ignore[arg-type]
+    return tuple(params)
+
+
+def _returned(fn: Callable[..., Any], where: str) -> ApasType:
+    """The language's type of ``fn``'s annotated return."""
+    returns = _PYTHON_TYPES.get(_hints(fn, where).get("return"))  # type: ignore[arg-type]
     if returns is None:
-        msg = (f"{module_path}.{name}: its return annotation must be int, float, bool, str "
-               "or datetime")
+        msg = f"{where}: its return annotation must be int, float, bool, str or datetime"
         raise CatalogError(msg)
-    doc = (inspect.getdoc(fn) or "").split("\n")[0]
-    return LibraryFunction(prefix.lower(), name.lower(), Role.SCALAR, doc, tuple(params),
-                           returns, spark_function_name(prefix, name), fn)
+    return returns
