@@ -379,3 +379,41 @@ def test_the_work_per_bucket_comes_from_exact_counts_when_an_input_runs_far_ahea
         by_sub_window(s_new), by_sub_window(r_rows + r_new), buckets))
     assert r_work == pytest.approx(work_per_bucket(
         by_sub_window(r_new), by_sub_window(s_rows + s_new), buckets))
+
+
+@pytest.mark.parametrize("lags", [
+    [Lag(0, 20, 30)],  # b's partner 2-3 sub-windows behind its a-tuple: a probes
+    [Lag(0, -30, -20)],  # ahead of it: b probes
+    [Lag(0, -15, 15)],  # on both sides
+    [Lag(0, 20, 30), Lag(240, -30, -20)],  # behind, then ahead
+], ids=["behind", "ahead", "both-sides", "shifting"])
+def test_adaptive_keeps_most_pairs_whichever_side_probes(spark, lags):
+    """At z = 0.3 the adaptive join keeps at least 85% of the pairs (counted here from the
+    generated partners) and twice what random shedding keeps, whether the partners lie
+    behind the a-tuples, ahead of them (so the b-side probes), on both sides, or move
+    from one side to the other: priorities are learnt per direction and per lag.
+    """
+    length, cycle = 480, 20
+    a_rows, b_rows = correlated_streams(3, length, 8.0, lags)
+    in_b = {r["v"] for r in b_rows if r["t"] < length}
+    pairs = sum(r["v"] in in_b for r in a_rows)  # every partner lies within 30 of its tuple
+    kept = {}
+    for mode in ("adaptive", "random"):
+        eng = Engine(spark=spark)
+        eng.execute(f"""
+            CREATE STREAM a (k STRING, v BIGINT, t BIGINT) WITH (event_time='t');
+            CREATE STREAM b (k STRING, v BIGINT, t BIGINT) WITH (event_time='t');
+            CREATE QUERY j WITH (shedding='{mode}', throttle='0.3', basic_windows='6')
+              AS SELECT a.k AS k, a.v AS v FROM a [RANGE 60] JOIN b [RANGE 60]
+              ON a.k = b.k AND a.v = b.v""")
+        for c in range(length // cycle):
+            lo, hi = c * cycle, (c + 1) * cycle
+            eng.push("a", [r for r in a_rows if lo <= r["t"] < hi], watermark=hi)
+            eng.push("b", [r for r in b_rows if lo <= r["t"] < hi], watermark=hi)
+            eng.run_cycle()
+        found = eng.results("j")
+        new = found[found["_op"] == "I"] if "_op" in found else found
+        assert set(new["v"]) <= in_b  # only true pairs
+        kept[mode] = len(new)
+    assert kept["adaptive"] >= 0.85 * pairs, (kept, pairs)
+    assert kept["adaptive"] >= 2 * kept["random"], (kept, pairs)

@@ -89,6 +89,7 @@ from sparkcq.runtime.operators.shedding import (
     aged,
     bucket_order,
     fractions,
+    joint_fractions,
     live_elements,
     met,
     sample_share,
@@ -703,9 +704,14 @@ class IntervalJoinOperator(Operator):
         how = self.shedding
         z = how.throttle if how.throttle is not None else \
             cycle.input.throttles.get(self.node, 1.0)
+        directions = self.progress.directions
+        if how.mode is ShedMode.ADAPTIVE:
+            shares = joint_fractions([d.priorities for d in directions],
+                                     [d.work for d in directions], z, self.buckets)
+            return CycleShedding(z, self.samples is not None, shares, sample_share(z))
         out = []
         for i in (0, 1):
-            known = self.progress.directions[i]
+            known = directions[i]
             order = bucket_order(how.mode, self.buckets, 2 * cycle.input.number + i,
                                  known.priorities)
             out.append(fractions(order, known.work, z))

@@ -276,6 +276,37 @@ def fractions(order: Sequence[int], work: Sequence[float], z: float) -> tuple[fl
     return tuple(out)
 
 
+def joint_fractions(priorities: Sequence[Sequence[float]], work: Sequence[Sequence[float]],
+                    z: float, buckets: int) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """Both directions' parts from one share: the lag buckets of both (each direction's
+    probers in its own buckets) taken by priority, whole, until they hold ``z`` of the work
+    of both, then the part of the next one; ties go newest first, the two directions in
+    turn. Where only one direction finds partners (those of each ``a``-tuple lie ahead of
+    it, so only ``b``'s probers meet them) the other's buckets come last, and the share
+    they would have had goes to the buckets that yield (``adaptive``). Unmeasured work
+    counts every bucket alike.
+    """
+    if z >= 1:
+        return (1.0,) * buckets, (1.0,) * buckets
+    weights = [list(w) if len(w) == buckets and sum(w) > 0 else [1.0] * buckets
+               for w in work]
+    known = [list(p) + [0.0] * (buckets - len(p)) for p in priorities]
+    items = sorted(((side, j) for j in range(buckets) for side in (0, 1)),
+                   key=lambda item: -known[item[0]][item[1]])
+    out = [[0.0] * buckets, [0.0] * buckets]
+    left = z * (sum(weights[0]) + sum(weights[1]))
+    for side, j in items:
+        if left <= 0:
+            break
+        if weights[side][j] <= left:
+            out[side][j] = 1.0
+            left -= weights[side][j]
+        else:
+            out[side][j] = left / weights[side][j]
+            left = 0
+    return tuple(out[0]), tuple(out[1])
+
+
 def work_per_bucket(probers: Mapping[int, int], partners: Mapping[int, int],
                     buckets: int) -> tuple[float, ...]:
     """Per lag bucket, the partners the probers would meet there: probers in sub-window
