@@ -1,4 +1,6 @@
-"""The resource catalog: streams, tables, queries, functions and aggregates by name."""
+"""The resource catalog: streams, tables, queries, functions (scalar and table) and
+aggregates by name.
+"""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ if TYPE_CHECKING:
     from sparkcq.aggregates.user import UserAggregate
     from sparkcq.language.apas.libraries import Library
     from sparkcq.plan.nodes import PlanNode
+    from sparkcq.table_functions.user import UserTableFunction
 
 
 @dataclass
@@ -150,6 +153,7 @@ class Catalog:
         self.queries: dict[str, QueryInfo] = {}
         self.functions: dict[str, FunctionInfo] = {}
         self.aggregates: dict[str, UserAggregate] = {}  # by lower-case name
+        self.table_functions: dict[str, UserTableFunction] = {}  # by lower-case name
         self.libraries: dict[str, Library] = {}  # the user's APAS libraries, by prefix
 
     def _key(self, name: str) -> str:

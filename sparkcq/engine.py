@@ -23,7 +23,7 @@ from typing import Any
 
 import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.types import DataType, StructType
+from pyspark.sql.types import DataType, StructField, StructType
 
 from sparkcq.catalog import Catalog, TableSource
 from sparkcq.errors import QueryTextError, SourceError, UnknownNameError
@@ -50,6 +50,7 @@ from sparkcq.recovery import (
     Recovery,
     RemoveEntry,
     ScriptEntry,
+    TableFunctionEntry,
     importable_name,
 )
 from sparkcq.runtime.checkpoint import CheckpointStore
@@ -67,6 +68,7 @@ from sparkcq.statements import run_statement
 from sparkcq.statements.context import Policy, StatementContext
 from sparkcq.statements.create_aggregate import add_aggregate
 from sparkcq.statements.create_function import create_function
+from sparkcq.statements.create_table_function import add_table_function
 from sparkcq.statements.drop import drop
 from sparkcq.statements.feeds import FeedHeader, FeedRemove, FeedStop, feed_source
 from sparkcq.statements.remove import Removal, release_removed
@@ -217,6 +219,21 @@ class Engine:
         create_function(self.context, name, fn, return_type, vectorized)
         self._journal(FunctionEntry(name, ref, ensure_data_type(return_type).simpleString(),
                                     vectorized))
+
+    def create_table_function(self, name: str, cls: type,
+                              params: Mapping[str, str | DataType],
+                              columns: Mapping[str, str | DataType]) -> None:
+        """Make the table-function class ``cls`` (``process``, optional ``begin_chunk`` and
+        ``end_chunk``, as in ``sparkcq.table_functions.user``) readable by queries submitted
+        from now on as ``FROM name(TABLE s ..., args)``: ``params`` are its constructor's
+        arguments, ``columns`` the rows it emits, each with its type.
+        """
+        typed = [(n, ensure_data_type(t)) for n, t in params.items()]
+        out = StructType([StructField(n, ensure_data_type(t)) for n, t in columns.items()])
+        ref = importable_name(cls) if self.recovery is not None else ""
+        add_table_function(self.context, name, cls, typed, out)
+        self._journal(TableFunctionEntry(name, ref, tuple((n, t.simpleString()) for n, t in typed),
+                                         tuple((f.name, f.dataType.simpleString()) for f in out)))
 
     def register_library(self, prefix: str, module: str) -> None:
         """Make the annotated functions of ``module`` callable from StreamAPAS queries as

@@ -26,7 +26,14 @@ from sparkcq.language.sql.statements import ExplainFormat, OutputForm, ShowTarge
 from sparkcq.model.columns import OP, TE, TS
 from sparkcq.model.time import TIME_MAX
 from sparkcq.plan.labels import user_labels
-from sparkcq.plan.nodes import Aggregate, EdgeKind, PlanNode, render_tree, walk
+from sparkcq.plan.nodes import (
+    Aggregate,
+    EdgeKind,
+    PlanNode,
+    TableFunction,
+    render_tree,
+    walk,
+)
 from sparkcq.runtime.cycle_cost import CycleCost, render_costs
 from sparkcq.runtime.driver import CycleReport
 from sparkcq.runtime.explain import explain_global_dot, explain_global_text
@@ -113,6 +120,17 @@ class SystemView:
         return users + [s.name for s in self.catalog.streams.values()
                         if s.derived and any(calls(n) for n in walk(s.plan))]
 
+    def table_function_users(self, name: str) -> list[str]:
+        """The running queries and derived streams whose plans read table function
+        ``name``.
+        """
+        def calls(node: PlanNode) -> bool:
+            return isinstance(node, TableFunction) and node.function.name.lower() == name.lower()
+
+        users = [r.name for r in self.queries.reading(calls)]
+        return users + [s.name for s in self.catalog.streams.values()
+                        if s.derived and any(calls(n) for n in walk(s.plan))]
+
     # -- SHOW and EXPLAIN ------------------------------------------------------------------
     def show(self, what: ShowTarget | str) -> pd.DataFrame:
         """One row per stream, table, query, function or aggregate."""
@@ -130,9 +148,9 @@ class SystemView:
                  "time_kind": s.time_kind.value}
                 for k, s in catalog.streams.items()])
         if target is ShowTarget.FUNCTIONS:
-            return pd.DataFrame([{"name": f.name, "signature": f.signature, "code": f.origin}
-                                 for f in catalog.functions.values()],
-                                columns=["name", "signature", "code"])
+            listed = [(f.name, f.signature, f.origin) for f in catalog.functions.values()]
+            listed += [(f.name, f.signature, f.origin) for f in catalog.table_functions.values()]
+            return pd.DataFrame(listed, columns=["name", "signature", "code"])
         if target is ShowTarget.AGGREGATES:
             return pd.DataFrame([{"name": a.name, "signature": a.signature, "code": a.origin,
                                   "used_by": ", ".join(self.aggregate_users(a.name))}

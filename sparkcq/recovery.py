@@ -107,6 +107,16 @@ class FunctionEntry:
 
 
 @dataclass(frozen=True)
+class TableFunctionEntry:
+    """``Engine.create_table_function``: the class by its importable name."""
+
+    name: str
+    cls: str
+    params: tuple[tuple[str, str], ...]
+    columns: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
 class HeaderEntry:
     """A feed's HEADER."""
 
@@ -124,7 +134,7 @@ class RemoveEntry:
 
 
 JournalEntry = (ScriptEntry | TableEntry | DropEntry | AggregateEntry | FunctionEntry
-                | HeaderEntry | RemoveEntry)
+                | TableFunctionEntry | HeaderEntry | RemoveEntry)
 
 
 def entry_json(entry: JournalEntry) -> dict[str, Any]:
@@ -141,6 +151,9 @@ def entry_json(entry: JournalEntry) -> dict[str, Any]:
                     "params": [list(p) for p in params]}
         case FunctionEntry(name, ref, returns, vectorized):
             return {"function": name, "ref": ref, "returns": returns, "vectorized": vectorized}
+        case TableFunctionEntry(name, cls, params, columns):
+            return {"table_function": name, "class": cls,
+                    "params": [list(p) for p in params], "columns": [list(c) for c in columns]}
         case HeaderEntry(stream, columns, options):
             return {"header": stream, "columns": [list(c) for c in columns],
                     "options": dict(options)}
@@ -164,6 +177,10 @@ def entry_of(data: Mapping[str, Any]) -> JournalEntry:
     if "function" in data:
         return FunctionEntry(data["function"], data["ref"], data["returns"],
                              data["vectorized"])
+    if "table_function" in data:
+        return TableFunctionEntry(data["table_function"], data["class"],
+                                  tuple((n, t) for n, t in data["params"]),
+                                  tuple((n, t) for n, t in data["columns"]))
     if "header" in data:
         return HeaderEntry(data["header"], tuple((n, t) for n, t in data["columns"]),
                            data["options"])
@@ -222,6 +239,11 @@ class Replay(Protocol):
         """Add a Python function."""
         ...
 
+    def create_table_function(self, name: str, cls: type, params: Mapping[str, str],
+                              columns: Mapping[str, str]) -> None:
+        """Add a user table function."""
+        ...
+
     def feed_header(self, stream: str, columns: Sequence[tuple[str, str]],
                     options: Mapping[str, str]) -> dict[str, Any]:
         """Apply a feed's HEADER."""
@@ -265,6 +287,8 @@ def apply(entry: JournalEntry, target: Replay) -> None:
             target.create_aggregate(name, import_name(cls), dict(params), returns)
         case FunctionEntry(name, ref, returns, vectorized):
             target.create_function(name, import_name(ref), returns, vectorized)
+        case TableFunctionEntry(name, cls, params, columns):
+            target.create_table_function(name, import_name(cls), dict(params), dict(columns))
         case HeaderEntry(stream, columns, options):
             target.feed_header(stream, columns, options)
         case RemoveEntry(stream, reason):

@@ -19,7 +19,7 @@ import math
 import statistics
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 INF = math.inf
@@ -1438,6 +1438,61 @@ class ChunkTopQuery(Shape):
         return join(chunks, tops, key=lambda r: tuple(r[k] for k in self.keys),
                     theta=lambda b, m: b["v"] == m["top"] and (not self.theta or b["k"] != "y"),
                     columns=("ex", "k", "v"), make=lambda b, m: (b["ex"], b["k"], b["v"]))
+
+
+@dataclass(frozen=True)
+class TableFunctionQuery(Shape):
+    """SELECT * FROM fold(TABLE s [win] PARTITION BY ex[, k], base): the test table function
+    ``tablefns.Fold``, chunk by chunk: per key, after each chunk, (chunks seen, the chunk's
+    rows, a number folded over every v in order), an instant at the chunk's cut point (over
+    the stream without a window: each instant a chunk). Rows in a chunk in (t, ex, k, v)
+    order; the fold is (acc * base + v + 1) mod 1,000,003.
+    """
+
+    win: Win | None
+    per_key: bool
+    base: int
+    records_kind = "instants"
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return ("ex", "k") if self.per_key else ("ex",)
+
+    def setup(self) -> str:
+        return ("CREATE FUNCTION fold(base BIGINT) RETURNS TABLE (chunks BIGINT, n BIGINT, "
+                "acc BIGINT) USING 'tablefns:Fold'")
+
+    def sql(self) -> str:
+        win = f" {self.win.sql()}" if self.win is not None else ""
+        return (f"SELECT * FROM fold(TABLE s{win} PARTITION BY {', '.join(self.keys)}, "
+                f"{self.base})")
+
+    def features(self) -> set[str]:
+        return {f"table function over {self.win.name if self.win else 'a stream'}"}
+
+    def records(self, inputs: Inputs, start: float | None = None,
+                shared: bool = False) -> list[tuple]:
+        columns = ("ex", "k", "v", "t")
+        events = inputs["s"]
+        # each chunk once: its rows never leave (no chunk is valid for no time, as one can
+        # be in a relation when the next chunks start at one instant)
+        once = replace(self.win, slide=10**9) if self.win is not None else None
+        elements = (window(events, once).elements if once is not None
+                    else tuple((tuple(e[c] for c in columns), e["t"], e["t"]) for e in events))
+        chunks: dict[tuple, dict[float, list[dict]]] = {}
+        for values, ts, _te in elements:
+            row = dict(zip(columns, values, strict=True))
+            key = tuple(row[c] for c in self.keys)
+            chunks.setdefault(key, {}).setdefault(ts, []).append(row)
+        out = []
+        for key, by_cut in chunks.items():
+            acc = 0
+            for seen, cut in enumerate(sorted(by_cut), start=1):
+                rows = sorted(by_cut[cut], key=lambda r: (r["t"], r["ex"], r["k"], r["v"]))
+                for r in rows:
+                    acc = (acc * self.base + r["v"] + 1) % 1_000_003
+                out.append(((*key, seen, len(rows), acc), cut))
+        return sorted(out, key=_key)
 
 
 @dataclass(frozen=True)

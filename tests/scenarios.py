@@ -317,7 +317,7 @@ def run_scenario(spark, scenario: Scenario, queries: dict[str, Query],
     """Play ``scenario`` on a new engine: queries are submitted before their start cycle;
     its cycles run in the ``layout`` given (``SmallCycles.parse``).
     """
-    eng = Engine(spark=spark, fuse=scenario.fuse, allow_udf_modules=["udas"],
+    eng = Engine(spark=spark, fuse=scenario.fuse, allow_udf_modules=["udas", "tablefns"],
                  small_cycles=SmallCycles.parse(layout))
     if udas:
         eng.execute(UDA_DEFINITIONS)

@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "sparkcq"
 
 # the stages in order: a module may import its own stage and the ones before it (the
 # server's clients, ``sparkcq.client`` and ``sparkcq.server.client``, are one stage with it)
-STAGES = ["errors", "model", "language", "aggregates", "catalog",
+STAGES = ["errors", "model", "language", "aggregates|table_functions", "catalog",
           "gateway|class_archive|heap|session", "plan", "runtime", "io", "inspection",
           "statements", "recovery", "engine", "testing", "server|client", "cli", "__init__"]
 # may import ``sparkcq.engine``

@@ -56,11 +56,19 @@ def value_check(dtype: pa.DataType, name: str, declared: str) -> Callable[[Any],
     """A function that returns ``value()``'s result as the declared type's Python value,
     or raises UserAggregateError saying what was returned and what was declared.
     """
-    def wrong(v: Any) -> UserAggregateError:
+    def wrong(v: Any) -> ExecutionError:
         msg = (f"aggregate {name!r}: value() returned {v!r} ({type(v).__name__}), "
                f"but the aggregate is declared RETURNS {declared}")
         return UserAggregateError(msg)
 
+    return typed_value_check(dtype, wrong)
+
+
+def typed_value_check(dtype: pa.DataType, wrong: Callable[[Any], ExecutionError]
+                      ) -> Callable[[Any], Any]:
+    """A function that returns a value of user code as ``dtype``'s Python value, or raises
+    ``wrong(value)`` (an error saying what was returned and what was declared).
+    """
     def check(v: Any) -> Any:
         if v is None:
             return None
@@ -159,8 +167,8 @@ class InstanceRunner:
 
     def __call__(self, changes: pa.Table, state: pa.Table) -> pa.Table:
         """Value rows and state rows of the groups in one cogroup (one group hash)."""
-        rows_of = _rows_by_group(changes, self.keys)
-        state_of = {k: ix[0] for k, ix in _rows_by_group(state, self.keys).items()}
+        rows_of = rows_by_group(changes, self.keys)
+        state_of = {k: ix[0] for k, ix in rows_by_group(state, self.keys).items()}
         ts = changes.column(T).to_pylist()
         ds = changes.column(D).to_pylist()
         args = [list(zip(*[changes.column(a).to_pylist() for a in c.args], strict=True))
@@ -237,7 +245,7 @@ class InstanceRunner:
             return call.cls()
         except Exception as e:
             msg = f"aggregate {call.name!r} ({call.origin}): {call.cls.__qualname__}() raised " \
-                  f"{type(e).__name__}: {e}{_user_frames(e)}"
+                  f"{type(e).__name__}: {e}{user_frames(e)}"
             raise UserAggregateError(msg) from e
 
     @staticmethod
@@ -248,7 +256,7 @@ class InstanceRunner:
         except Exception as e:
             shown = ", ".join(map(repr, row))
             msg = f"aggregate {call.name!r} ({call.origin}): {method}({shown}) raised " \
-                  f"{type(e).__name__}: {e}{_user_frames(e)}"
+                  f"{type(e).__name__}: {e}{user_frames(e)}"
             raise UserAggregateError(msg) from e
 
     @staticmethod
@@ -258,7 +266,7 @@ class InstanceRunner:
             v = instance.value()
         except Exception as e:
             msg = f"aggregate {call.name!r} ({call.origin}): value() raised " \
-                  f"{type(e).__name__}: {e}{_user_frames(e)}"
+                  f"{type(e).__name__}: {e}{user_frames(e)}"
             raise UserAggregateError(msg) from e
         return call.check(v)
 
@@ -282,7 +290,7 @@ class InstanceRunner:
                                     schema=self.schema)
 
 
-def _user_frames(error: BaseException) -> str:
+def user_frames(error: BaseException) -> str:
     """The traceback of the user's code below the call that raised, as lines to append to
     a message (Spark shows a worker's last exception, not what caused it).
     """
@@ -301,7 +309,7 @@ def cogroup_function(runner: InstanceRunner) -> Callable[[pa.Table, pa.Table], p
     return apply
 
 
-def _rows_by_group(table: pa.Table, keys: tuple[str, ...]) -> dict[tuple[Any, ...], list[int]]:
+def rows_by_group(table: pa.Table, keys: tuple[str, ...]) -> dict[tuple[Any, ...], list[int]]:
     """Row indices per group (the rows of one group hash may hold several groups)."""
     if not keys:
         return {(): list(range(table.num_rows))} if table.num_rows else {}
@@ -313,4 +321,5 @@ def _rows_by_group(table: pa.Table, keys: tuple[str, ...]) -> dict[tuple[Any, ..
 
 
 __all__ = ["CallSpec", "InstanceRunner", "UserAggregateError", "cogroup_function", "dump_instance",
-           "load_instance", "value_check"]
+           "group_key", "load_instance", "rows_by_group", "typed_value_check", "user_frames",
+           "value_check"]

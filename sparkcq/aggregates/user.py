@@ -48,8 +48,9 @@ from pyspark.sql.types import (
 from sparkcq.errors import CatalogError
 from sparkcq.model.aggregate_functions import BUILTIN
 
-#: modules whose aggregates any engine may load by name: the ones sparkcq ships
-BUILTIN_MODULES = ("sparkcq.aggregates.library",)
+#: modules whose aggregates and table functions any engine may load by name: the ones
+#: sparkcq ships
+BUILTIN_MODULES = ("sparkcq.aggregates.library", "sparkcq.table_functions.library")
 _METHODS = ("plus", "minus", "value")
 
 

@@ -27,6 +27,7 @@ from sparkcq.model.windows import (
     UnboundedWindow,
 )
 from sparkcq.plan.bind_aggregates import is_aggregate
+from sparkcq.plan.bind_table_functions import bind_table_function
 from sparkcq.plan.counting import quote
 from sparkcq.plan.expressions import Expr
 from sparkcq.plan.nodes import (
@@ -111,7 +112,12 @@ def bind_from_item(binder: Binder, item: exp.Expression, needs_relation: bool,
         period = spec.slide if isinstance(spec, RangeSpec) else None
         period = spec.by if isinstance(spec, CutSpec) else period
         period = spec.step if isinstance(spec, CumulateSpec) else period
-    elif needs_relation and plan.kind is EdgeKind.STREAM:
+    call = binder.select.table_functions.get(key)
+    if call is not None:  # the window, if any, cut what the function reads
+        plan = bind_table_function(binder, call, plan, name)
+        window, period = None, None
+        alias = item.alias or call.function
+    if needs_relation and plan.kind is EdgeKind.STREAM:
         plan = Window(plan, UnboundedSpec())
     return source(binder, alias, plan, item, position, window, period)
 

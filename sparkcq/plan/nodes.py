@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields, replace
 from enum import Enum
 from functools import cached_property
+from typing import Any
 
 from pyspark.sql.types import BooleanType, LongType, StructField, StructType
 
@@ -28,6 +29,7 @@ from sparkcq.language.sql.statements import OutputForm
 from sparkcq.model.time import TimeKind, show_micros
 from sparkcq.plan.expressions import Expr
 from sparkcq.plan.options import ShedControl, Shedding
+from sparkcq.table_functions.user import UserTableFunction
 
 
 class EdgeKind(Enum):
@@ -196,6 +198,18 @@ class KeyedSpec:
         return f"KEY {', '.join(self.key)}"
 
 
+#: ``chunks`` of a chunk window read by a table function: each row enters at its chunk's
+#: cut point and never leaves (a stream of the chunks, not a relation), so no row leaving
+#: one chunk cancels an equal row entering the next at the same instant
+EACH_CHUNK_ONCE = 0
+
+
+def _chunks_text(chunks: int) -> str:
+    if chunks == EACH_CHUNK_ONCE:
+        return " (each chunk once, at its cut)"
+    return f" WINDOW {chunks} CHUNKS" if chunks > 1 else ""
+
+
 @dataclass(frozen=True)
 class CutSpec:
     """Element of the time chunk [k*by, (k+1)*by) is valid from its cut point for n chunks."""
@@ -204,7 +218,7 @@ class CutSpec:
     chunks: int = 1
 
     def __str__(self) -> str:
-        return f"CUT BY {self.by}" + (f" WINDOW {self.chunks} CHUNKS" if self.chunks > 1 else "")
+        return f"CUT BY {self.by}" + _chunks_text(self.chunks)
 
 
 @dataclass(frozen=True)
@@ -217,8 +231,7 @@ class CountCutSpec:
     chunks: int = 1
 
     def __str__(self) -> str:
-        return f"CUT EVERY {self.rows} ROWS" + (
-            f" WINDOW {self.chunks} CHUNKS" if self.chunks > 1 else "")
+        return f"CUT EVERY {self.rows} ROWS" + _chunks_text(self.chunks)
 
 
 @dataclass(frozen=True)
@@ -231,8 +244,7 @@ class KeyCutSpec:
     chunks: int = 1
 
     def __str__(self) -> str:
-        return f"CUT ON {', '.join(self.keys)}" + (
-            f" WINDOW {self.chunks} CHUNKS" if self.chunks > 1 else "")
+        return f"CUT ON {', '.join(self.keys)}" + _chunks_text(self.chunks)
 
 
 @dataclass(frozen=True)
@@ -952,6 +964,36 @@ class ToStream(UnaryNode):
             by = ", ".join(self.last_of_group) or "all rows"
             return f"{self.form.name} of each group's last row (group: {by})"
         return f"{self.form.name}{every}"
+
+
+@dataclass(frozen=True)
+class TableFunction(UnaryNode):
+    """A user table function over its input's chunks (``sparkcq.table_functions``): a
+    stream of the rows it emits, each an event at the cut point of the chunk it was
+    emitted for, with the ``partition_by`` columns first.
+
+    Its input is a stream (each instant a chunk) or a chunk window (each cut a chunk): the
+    rows entering at one instant are one chunk, ordered by ``order``.
+    """
+
+    function: UserTableFunction
+    args: tuple[Any, ...]
+    partition_by: tuple[str, ...]
+    order: tuple[str, ...]
+    out_schema: StructType = field(compare=False, hash=False)
+
+    @property
+    def kind(self) -> EdgeKind:  # noqa: D102
+        return EdgeKind.STREAM
+
+    @property
+    def schema(self) -> StructType:  # noqa: D102
+        return self.out_schema
+
+    def label(self) -> str:  # noqa: D102
+        args = ", ".join(map(repr, self.args))
+        part = f" PARTITION BY {', '.join(self.partition_by)}" if self.partition_by else ""
+        return f"TableFunction {self.function.name}({args}){part}"
 
 
 def transform_up(node: PlanNode, rewrite: Callable[[PlanNode], PlanNode]) -> PlanNode:

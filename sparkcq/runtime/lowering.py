@@ -24,6 +24,7 @@ from sparkcq.plan.nodes import (
     SessionSpec,
     SlicedAggregate,
     StreamScan,
+    TableFunction,
     TableScan,
     TopCandidates,
     TopN,
@@ -47,6 +48,7 @@ from sparkcq.runtime.operators.over_aggregate import OverAggregateOperator
 from sparkcq.runtime.operators.scan import ScanOperator
 from sparkcq.runtime.operators.stateless import ExpandOperator, FilterOperator, ProjectOperator
 from sparkcq.runtime.operators.table import TableOperator, TableRows
+from sparkcq.runtime.operators.table_function import TableFunctionOperator
 from sparkcq.runtime.operators.top_candidates import TopCandidatesOperator
 from sparkcq.runtime.operators.top_n import TopNOperator
 from sparkcq.runtime.operators.union import UnionOperator
@@ -79,6 +81,8 @@ def lower(node: PlanNode, rt: Runtime, *, lateness: int = 0,
         return TimeWindowOperator(node, rt)
     if isinstance(node, Filter):
         return FilterOperator(node, rt)
+    if isinstance(node, TableFunction):
+        return TableFunctionOperator(node, rt)
     if isinstance(node, Project):
         return ProjectOperator(node, rt)
     if isinstance(node, Expand):

@@ -20,6 +20,7 @@ from sparkcq.language.sql.statements import (
     CreateStream,
     CreateStreamAs,
     CreateTable,
+    CreateTableFunction,
     Drop,
     Explain,
     InsertSelect,
@@ -34,6 +35,7 @@ from sparkcq.statements.create_query import create_query
 from sparkcq.statements.create_stream import create_stream
 from sparkcq.statements.create_stream_as import create_stream_as
 from sparkcq.statements.create_table import create_table
+from sparkcq.statements.create_table_function import create_table_function
 from sparkcq.statements.drop import drop_statement
 from sparkcq.statements.explain import explain_statement
 from sparkcq.statements.feeds import FeedHeader, FeedRemove, FeedStop
@@ -52,6 +54,7 @@ HANDLERS: dict[type, Handler] = {
     CreateTable: create_table,
     CreateQuery: create_query,
     CreateAggregate: create_aggregate,
+    CreateTableFunction: create_table_function,
     CreateLibrary: create_library,
     Drop: drop_statement,
     Refresh: refresh,
@@ -66,7 +69,8 @@ HANDLERS: dict[type, Handler] = {
 
 #: what each CREATE makes, for the identifier check of its name
 CREATED_KINDS = {CreateStream: "stream", CreateStreamAs: "stream", CreateTable: "table",
-                 CreateQuery: "query", CreateAggregate: "aggregate", CreateLibrary: "library"}
+                 CreateQuery: "query", CreateAggregate: "aggregate", CreateLibrary: "library",
+                 CreateTableFunction: "function"}
 
 
 def run_statement(stmt: Any, text: str, ctx: StatementContext) -> Any:

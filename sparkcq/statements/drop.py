@@ -1,4 +1,5 @@
-"""``DROP QUERY | STREAM | TABLE | AGGREGATE | LIBRARY name``: refused while something else uses it.
+"""``DROP QUERY | STREAM | TABLE | AGGREGATE | FUNCTION | LIBRARY name``: refused while
+something else uses it.
 
 Dropping a query removes exactly the operators no other query uses and frees their state;
 dropping a stream closes its source (a feed stream's spool is deleted).
@@ -26,6 +27,9 @@ def drop(ctx: StatementContext, kind: ObjectKind, name: str) -> None:
     catalog = ctx.catalog
     if kind is ObjectKind.AGGREGATE:
         del catalog.aggregates[name.lower()]
+        return
+    if kind is ObjectKind.FUNCTION:
+        del catalog.table_functions[name.lower()]
         return
     if kind is ObjectKind.LIBRARY:
         remove_library(ctx, name)
@@ -67,6 +71,12 @@ def check_drop(ctx: StatementContext, kind: ObjectKind, name: str,
             msg = f"unknown aggregate {name!r}; aggregates: {known}"
             raise UnknownNameError(msg)
         users = ctx.view().aggregate_users(name)
+    elif kind is ObjectKind.FUNCTION:
+        if name.lower() not in catalog.table_functions:
+            known = ", ".join(sorted(catalog.table_functions)) or "none"
+            msg = f"unknown table function {name!r}; table functions: {known}"
+            raise UnknownNameError(msg)
+        users = ctx.view().table_function_users(name)
     elif kind is ObjectKind.LIBRARY:
         if name.lower() not in catalog.libraries:
             known = ", ".join(sorted(catalog.libraries)) or "none"

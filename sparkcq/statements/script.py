@@ -38,12 +38,14 @@ class CatalogNames:
     queries: frozenset[str]
     aggregates: frozenset[str]
     libraries: frozenset[str]
+    table_functions: frozenset[str]
 
     @classmethod
     def of(cls, catalog: Catalog) -> CatalogNames:
         """The names ``catalog`` holds now."""
         return cls(frozenset(catalog.streams), dict(catalog.tables), frozenset(catalog.queries),
-                   frozenset(catalog.aggregates), frozenset(catalog.libraries))
+                   frozenset(catalog.aggregates), frozenset(catalog.libraries),
+                   frozenset(catalog.table_functions))
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,7 @@ class Created:
     tables: tuple[str, ...]
     aggregates: tuple[str, ...]
     libraries: tuple[str, ...]
+    table_functions: tuple[str, ...]
     replaced_tables: dict[str, TableInfo]
 
     @classmethod
@@ -66,6 +69,7 @@ class Created:
             tuple(t.name for k, t in catalog.tables.items() if k not in before.tables),
             tuple(a for a in catalog.aggregates if a not in before.aggregates),
             tuple(lib for lib in catalog.libraries if lib not in before.libraries),
+            tuple(f for f in catalog.table_functions if f not in before.table_functions),
             {k: t for k, t in before.tables.items()
              if k in catalog.tables and catalog.tables[k] is not t})
 
@@ -75,7 +79,8 @@ class Created:
                 + [(ObjectKind.STREAM, n) for n in self.streams]
                 + [(ObjectKind.TABLE, n) for n in self.tables]
                 + [(ObjectKind.AGGREGATE, n) for n in self.aggregates]
-                + [(ObjectKind.LIBRARY, n) for n in self.libraries])
+                + [(ObjectKind.LIBRARY, n) for n in self.libraries]
+                + [(ObjectKind.FUNCTION, n) for n in self.table_functions])
 
 
 def run_script(ctx: StatementContext, sql: str, located: Located,

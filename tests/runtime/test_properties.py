@@ -39,6 +39,7 @@ from oracle import (
     ProjectQuery,
     SetOperationQuery,
     TableAggQuery,
+    TableFunctionQuery,
     TopNQuery,
     UnionQuery,
     UnionStreamsQuery,
@@ -455,6 +456,29 @@ def chunk_top_queries(draw) -> dict[str, Query]:
 @given(scenario=scenarios(("s", "s2"), cases=80), queries=chunk_top_queries())
 def test_joins_of_chunks_with_their_aggregate(spark, scenario, queries):
     check_scenario(spark, scenario, queries)
+
+
+@st.composite
+def table_function_queries(draw) -> dict[str, Query]:
+    """A table function with state over the stream as it is (each instant a chunk) and over
+    chunks cut by time, by count and by key, per case or per case and key.
+    """
+    chunk_windows = st.one_of(
+        st.none(), WINDOWS["CUT"],
+        st.builds(lambda n: Win("cutrows", n, 1), st.integers(1, 4)),
+        st.builds(lambda keys: Win("cutkey", 0, 1, partition=keys),
+                  st.sampled_from([("k",), ("ex", "k")])))
+    return {f"fold{i}": Query(TableFunctionQuery(draw(chunk_windows, label="chunks"),
+                                                 draw(st.booleans(), label="per key"),
+                                                 draw(st.integers(2, 9), label="base")),
+                              "table function")
+            for i in range(3)}
+
+
+@LAYOUTS
+@given(scenario=scenarios(("s",), cases=60), queries=table_function_queries())
+def test_table_functions_over_chunks(spark, layout, scenario, queries):
+    check_scenario(spark, scenario, queries, layout=layout)
 
 
 #: windows whose aggregates change only at multiples of a step

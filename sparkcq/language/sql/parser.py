@@ -30,6 +30,7 @@ from sparkcq.language.sql.statements import (
     CreateStream,
     CreateStreamAs,
     CreateTable,
+    CreateTableFunction,
     Drop,
     Explain,
     ExplainFormat,
@@ -42,6 +43,11 @@ from sparkcq.language.sql.statements import (
     ShowTarget,
     SourceWindow,
     Statement,
+    TableFunctionCall,
+)
+from sparkcq.language.sql.table_function_calls import (
+    is_user_table_function,
+    read_user_table_function,
 )
 from sparkcq.language.sql.window_functions import (
     is_table_function,
@@ -253,13 +259,15 @@ class _StatementParser:
 
     def create(self) -> Statement:
         first = self.next()
-        kind = self.expect("STREAM", "TABLE", "QUERY", "AGGREGATE", "LIBRARY")
+        kind = self.expect("STREAM", "TABLE", "QUERY", "AGGREGATE", "LIBRARY", "FUNCTION")
         name_tok = self.name(f"a name for the {kind.text.lower()}")
         loc = _span(self.text, first, name_tok)
         at = _span(self.text, name_tok)
         name = name_tok.text
         if kind.text.upper() == "AGGREGATE":
             return self.create_aggregate(name, loc, at)
+        if kind.text.upper() == "FUNCTION":
+            return self.create_table_function(name, loc, at)
         if kind.text.upper() == "LIBRARY":
             self.expect("USING")
             module = self.expect_type(TokenType.STRING, "'package.module' after USING")
@@ -305,6 +313,29 @@ class _StatementParser:
         path = self.expect_type(TokenType.STRING, "'module:Class' after USING")
         self.done()
         return CreateAggregate(name, params, returns, path.text, loc, at)
+
+    def create_table_function(self, name: str, loc: Location, at: Location
+                              ) -> CreateTableFunction:
+        """``([param TYPE, ...]) RETURNS TABLE (col TYPE, ...) USING 'module:Class'`` after
+        the name.
+        """
+        params: tuple[ColumnDef, ...] = ()
+        if self.word(1) == ")":
+            self.expect("(")
+            self.expect(")")
+        else:
+            params = self.columns()
+        self.expect("RETURNS")
+        if self.word() != "TABLE":
+            self.fail("a function made by CREATE FUNCTION returns rows: write RETURNS TABLE "
+                      "(col TYPE, ...); a scalar Python function is made with "
+                      "Engine.create_function", self.peek())
+        self.expect("TABLE")
+        columns = self.columns()
+        self.expect("USING")
+        path = self.expect_type(TokenType.STRING, "'module:Class' after USING")
+        self.done()
+        return CreateTableFunction(name, params, columns, path.text, loc, at)
 
     def _derived(self) -> bool:
         """Whether a CREATE STREAM continues with AS (derived) rather than a column list."""
@@ -372,7 +403,7 @@ class _StatementParser:
 
     def drop(self) -> Statement:
         first = self.next()
-        kind = self.expect("QUERY", "STREAM", "TABLE", "AGGREGATE", "LIBRARY")
+        kind = self.expect("QUERY", "STREAM", "TABLE", "AGGREGATE", "LIBRARY", "FUNCTION")
         if self.accept("IF"):
             self.expect("EXISTS")
         name_tok = self.name(f"the name of the {kind.text.lower()} to drop")
@@ -440,10 +471,26 @@ def cut_windows_and_parse(text: str, tokens: list[Token], form: OutputForm) -> S
                 chars[i] = " "
 
     calls: dict[str, SourceWindow] = {}
+    functions: dict[int, TableFunctionCall] = {}
     i = 0
     while i < len(tokens):
         tok = tokens[i]
         prev = tokens[i - 1] if i else None
+        if (prev is not None and prev.token_type in _FROM_ITEM_LEADS
+                and is_user_table_function(tokens, i)):
+            call = read_user_table_function(
+                text, tokens, i, lambda toks, end: _WindowParser(text, toks, end).parse())
+            after = tokens[call.last + 1] if call.last + 1 < len(tokens) else None
+            aliased = after is not None and after.token_type in (TokenType.ALIAS, TokenType.VAR)
+            written = call.stream.text + ("" if aliased else f" AS {tok.text}")
+            blank(tok.start, tokens[call.last].end + 1)
+            chars[tok.start - start: tok.start - start + len(written)] = list(written)
+            name_end = tok.start - start + len(call.stream.text) - 1
+            functions[name_end] = call.call
+            if call.window is not None:
+                windows[name_end] = SourceWindow(call.window[0], name_end, call.window[1])
+            i = call.last + 1
+            continue
         if prev is not None and prev.token_type in _FROM_ITEM_LEADS and is_table_function(
                 tokens, i):
             found = read_table_function(text, tokens, i)
@@ -523,7 +570,7 @@ def cut_windows_and_parse(text: str, tokens: list[Token], form: OutputForm) -> S
     if not isinstance(parsed, exp.Select | exp.SetOperation):
         msg = f"expected a SELECT query, found {parsed.key.upper()}"
         raise QuerySyntaxError(msg, text, Location.of_span(text, start, end))
-    return SelectText(select_text, parsed, form, windows, start, calls)
+    return SelectText(select_text, parsed, form, windows, start, calls, functions)
 
 
 def _norm(word: str) -> str:

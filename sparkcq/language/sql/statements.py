@@ -81,6 +81,7 @@ class ObjectKind(StrEnum):
     TABLE = "TABLE"
     AGGREGATE = "AGGREGATE"
     LIBRARY = "LIBRARY"
+    FUNCTION = "FUNCTION"
 
 
 class ShowTarget(StrEnum):
@@ -119,6 +120,21 @@ class SourceWindow:
 
 
 @dataclass(frozen=True)
+class TableFunctionCall:
+    """A user table function read in FROM: ``f(TABLE s [window] PARTITION BY k, args)``.
+
+    The call's text is replaced by the stream's name (and ``AS f`` when no alias follows),
+    so the binder finds the call, like a window, by where that name ends.
+    """
+
+    function: str
+    partition_by: tuple[str, ...]
+    args: tuple[Any, ...]  # literal values; a ``Duration`` for a length of event time
+    loc: Location  # the whole call
+    function_loc: Location  # the function's name
+
+
+@dataclass(frozen=True)
 class SelectText:
     """A SELECT parsed by sqlglot, with the window clauses cut out of its text.
 
@@ -134,6 +150,7 @@ class SelectText:
     windows: dict[int, SourceWindow]
     offset: int
     window_calls: dict[str, SourceWindow] = field(default_factory=dict)
+    table_functions: dict[int, TableFunctionCall] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -200,6 +217,20 @@ class CreateAggregate:
     name: str
     params: tuple[ColumnDef, ...]
     returns: str
+    using: str
+    loc: Location
+    name_loc: Location | None = None  # the name's own place, quotes and all
+
+
+@dataclass(frozen=True)
+class CreateTableFunction:
+    """``CREATE FUNCTION name(param TYPE, ...) RETURNS TABLE (col TYPE, ...) USING
+    'module:Class'``: a table function with state (``sparkcq.table_functions``).
+    """
+
+    name: str
+    params: tuple[ColumnDef, ...]
+    columns: tuple[ColumnDef, ...]
     using: str
     loc: Location
     name_loc: Location | None = None  # the name's own place, quotes and all
@@ -286,4 +317,5 @@ class Show:
 
 
 Statement = (CreateStream | CreateTable | CreateQuery | CreateStreamAs | CreateAggregate
-             | CreateLibrary | Drop | Refresh | Explain | Show | InsertValues | InsertSelect)
+             | CreateTableFunction | CreateLibrary | Drop | Refresh | Explain | Show
+             | InsertValues | InsertSelect)

@@ -97,7 +97,7 @@ def read_table_function(text: str, tokens: list[Token], i: int) -> CutWindowFunc
     if inner_close != close - 1:
         _fail(text, tokens[close - 1] if inner_close is None else tokens[inner_close + 1],
               f"expected ')' closing TABLE({function}(...))")
-    args = _arguments(text, tokens[i + 4: close - 1], tokens[close - 1])
+    args = split_arguments(text, tokens[i + 4: close - 1], tokens[close - 1])
     names = ("DATA", "TIMECOL", *_PARAMETERS[function])
     if len(args) > len(names):
         _fail(text, args[len(names)][0], f"{function} takes {len(names)} arguments: the "
@@ -117,7 +117,7 @@ def read_table_function(text: str, tokens: list[Token], i: int) -> CutWindowFunc
             _fail(text, at, f"{function} needs its {key} argument: {_FLINK_FORMS}")
     stream, partition_by = _table_argument(text, by_name["DATA"], function == "SESSION")
     time_column = _descriptor(text, by_name["TIMECOL"])
-    durations = {key: _interval(text, by_name[key]) for key in _PARAMETERS[function]}
+    durations = {key: duration_argument(text, by_name[key]) for key in _PARAMETERS[function]}
     size = durations.get("SIZE") or durations["GAP"]
     step = durations.get("SLIDE") or durations.get("STEP") or size
     window = AssignedWindow(AssignedKind[function], time_column, size, step, BoundsNaming.FLINK,
@@ -131,7 +131,7 @@ def read_window_call(text: str, tokens: list[Token], i: int) -> CutWindowFunctio
     if close is None:
         _fail(text, tokens[i], "window( is not closed with ')'")
     loc = Location.of_span(text, tokens[i].start, tokens[close].end + 1)
-    args = _arguments(text, tokens[i + 2: close], tokens[close])
+    args = split_arguments(text, tokens[i + 2: close], tokens[close])
     if tokens[i].text.lower() == "session_window":
         if len(args) != 2:
             _fail(text, args[2][0] if len(args) > 2 else tokens[close],
@@ -183,7 +183,7 @@ def window_call_column(offset: int, length: int) -> str:
     return f"{WINDOW_CALL_PREFIX}{offset}".ljust(length, "_")
 
 
-def _arguments(text: str, tokens: list[Token], close: Token) -> list[list[Token]]:
+def split_arguments(text: str, tokens: list[Token], close: Token) -> list[list[Token]]:
     """The tokens of each argument, split at the commas outside parentheses."""
     args: list[list[Token]] = [[]]
     depth = 0
@@ -235,7 +235,7 @@ def _descriptor(text: str, arg: list[Token]) -> str:
     return arg[2].text
 
 
-def _interval(text: str, arg: list[Token]) -> Duration:
+def duration_argument(text: str, arg: list[Token]) -> Duration:
     """``INTERVAL '10' SECONDS`` or ``INTERVAL '10 SECONDS'``; a bare number for a
     stream whose time is a number.
     """
@@ -255,7 +255,7 @@ def _spark_duration(text: str, arg: list[Token]) -> Duration:
     """
     if arg[0].token_type is TokenType.INTERVAL or (
             len(arg) == 1 and arg[0].token_type is TokenType.NUMBER):
-        return _interval(text, arg)
+        return duration_argument(text, arg)
     if len(arg) != 1 or arg[0].token_type is not TokenType.STRING:
         _fail(text, arg[0], "expected a duration such as '10 seconds'")
     words = arg[0].text.split()

@@ -18,6 +18,10 @@ the row at 9 from 10 on; had a heartbeat at 15 come before the end, on [9, 15) a
 A cut below the watermark would change output already final, and a query started at that
 watermark from the relation's contents would keep rows that left before its start.
 
+Read by a table function (``EACH_CHUNK_ONCE``), a chunk's rows enter at its cut and never
+leave: each chunk once, as a stream, so an equal row leaving one chunk at the instant it
+enters the next cannot cancel it. Then only the last chunk's rows wait as state.
+
 A chunk's rows thus wait (as state) until the next chunk starts, and stay until the chunk m
 later starts: the state is the rows of the last m + 1 chunks, numbered by their place in
 the stream (``_i``) and their chunk (``_c``), which the next cycle's rows continue. The
@@ -34,7 +38,7 @@ from pyspark.sql.types import BooleanType, LongType, StructField, StructType
 
 from sparkcq.model.columns import CHUNK, INDEX, NEW, D, T
 from sparkcq.model.time import TIME_MAX
-from sparkcq.plan.nodes import CountCutSpec, KeyCutSpec
+from sparkcq.plan.nodes import EACH_CHUNK_ONCE, CountCutSpec, KeyCutSpec
 from sparkcq.plan.nodes import Window as WindowNode
 from sparkcq.runtime.frames import Runtime, Slice, col, union_all
 from sparkcq.runtime.operators.base import CycleContext, Operator, as_changes_at
@@ -76,13 +80,20 @@ class ChunkCutOperator(Operator):
         # a chunk's cut point: the first row of the next chunk; its end: m chunks later
         start = firsts.select((col(CHUNK) - 1).alias("_sc"), col("_ct").alias("_s"),
                               col("_fi").alias("_sf"))
+        placed = (rows.withColumn("_before", last_before)
+                  .join(F.broadcast(start), col(CHUNK) == col("_sc"), "left"))
+        names = [col(n) for n in self.names]
+        if self.spec.chunks == EACH_CHUNK_ONCE:  # rows never leave: kept until their cut
+            placed = self.rt.cache_for_cycle(placed)
+            self.pending.set(placed.where(col("_s").isNull()).select(
+                *names, col(T), col(INDEX), col(CHUNK)))
+            out = placed.where(col("_sf") > col("_before")).groupBy(*names, col("_s")).agg(
+                F.count(F.lit(1)).alias(D)).withColumnRenamed("_s", T)
+            return Slice(out, inp.lo, inp.hi)
         end = firsts.select((col(CHUNK) - self.spec.chunks - 1).alias("_ec"),
                             col("_ct").alias("_e"), col("_fi").alias("_ef"))
-        placed = (rows.withColumn("_before", last_before)
-                  .join(F.broadcast(start), col(CHUNK) == col("_sc"), "left")
-                  .join(F.broadcast(end), col(CHUNK) == col("_ec"), "left"))
+        placed = placed.join(F.broadcast(end), col(CHUNK) == col("_ec"), "left")
         placed = self.rt.cache_for_cycle(placed)
-        names = [col(n) for n in self.names]
         plus = placed.where(col("_sf") > col("_before")).select(
             *names, col("_s").alias(T), F.lit(1).cast("long").alias(D))
         minus = placed.where(col("_ef") > col("_before")).select(

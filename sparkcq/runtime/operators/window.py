@@ -8,6 +8,7 @@ from pyspark.sql.types import BooleanType, IntegerType, LongType, StructField, S
 
 from sparkcq.model.columns import DELETED, FIRST, KEY_HASH, NEW, D, T
 from sparkcq.plan.nodes import (
+    EACH_CHUNK_ONCE,
     CumulateSpec,
     CutSpec,
     KeyedSpec,
@@ -50,6 +51,8 @@ def element_interval_sql(spec: ResolvedWindow, t: str) -> tuple[str, str | None]
         return t, f"({t} + {spec.size})"
     if isinstance(spec, CutSpec):
         cut = f"({t} - pmod({t}, {spec.by}) + {spec.by})"
+        if spec.chunks == EACH_CHUNK_ONCE:
+            return cut, None
         return cut, f"({cut} + {spec.by * spec.chunks})"
     if isinstance(spec, CumulateSpec):
         cut = f"({t} - pmod({t}, {spec.step}) + {spec.step})"
@@ -68,7 +71,7 @@ def element_span(spec: ResolvedWindow) -> int | None:
     if isinstance(spec, RangeSpec):
         return spec.size + (spec.slide or 0)
     if isinstance(spec, CutSpec):
-        return spec.by * spec.chunks
+        return spec.by * spec.chunks if spec.chunks != EACH_CHUNK_ONCE else None
     if isinstance(spec, CumulateSpec):
         return spec.size
     return None
