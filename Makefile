@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 FLINK_VENV := .venv-flink
 FLINK_STAMP := $(FLINK_VENV)/.installed
 # the modules of the Python API reference (`make api-docs`; tests/test_api_reference.py)
-API_MODULES := sparkcq sparkcq.engine sparkcq.errors sparkcq.testing sparkcq.client sparkcq.server.client sparkcq.aggregates.user sparkcq.aggregates.library
+API_MODULES := sparkcq sparkcq.engine sparkcq.errors sparkcq.testing sparkcq.client sparkcq.server.client sparkcq.aggregates.user sparkcq.aggregates.library sparkcq.table_functions.user sparkcq.table_functions.library
 
 .PHONY: api-docs demo test lint check-java class-archive postgres-deps browser-deps clean bench bench-quick bench-nexmark bench-feed bench-shedding bench-latency bench-demo
 

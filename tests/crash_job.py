@@ -1,6 +1,7 @@
 """The process tests/end_to_end/test_crash.py kills: the host-to-host traffic report
-(packets cut per minute, joined twice with a PostgreSQL hosts table) and a per-minute
-packet count, both into one PostgreSQL sink, over a generated packet stream, with a
+(packets cut per minute, joined twice with a PostgreSQL hosts table), a per-minute packet
+count and each sender's moving average of bytes per minute (a table function whose state
+holds all history), all into one PostgreSQL sink, over a generated packet stream, with a
 checkpoint directory.
 
 ``python tests/crash_job.py CHECKPOINT_DIR POSTGRES_URL TABLE_PREFIX``: runs (or, with a
@@ -48,6 +49,12 @@ def main(folder: str, url: str, prefix: str) -> None:
         CREATE QUERY packets INTO postgres WITH (url='{url}', table='{prefix}packets') AS
         SELECT floor(t/60) AS minute, count(*) AS n FROM packet_stream [CUT ON t BY 60 SECS]
         GROUP BY minute;
+        CREATE FUNCTION ema(of STRING, alpha DOUBLE)
+          RETURNS TABLE (average DOUBLE, samples BIGINT)
+          USING 'sparkcq.table_functions.library:ExponentialAverage';
+        CREATE QUERY smooth INTO postgres WITH (url='{url}', table='{prefix}smooth') AS
+        SELECT from_ip, average, samples
+        FROM ema(TABLE packet_stream [CUT ON t BY 60 SECS] PARTITION BY from_ip, 'bytes', 0.25);
         """)
     print(f"started at cycle {eng.cycle}", flush=True)
     eng.run_until_idle()

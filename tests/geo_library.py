@@ -1,6 +1,6 @@
 """A user's function library for the StreamAPAS tests: ``CREATE LIBRARY geo USING
-'geo_library'`` makes ``geo.dist`` and ``geo.label`` callable, and the aggregate
-``geo.spread``.
+'geo_library'`` makes ``geo.dist`` and ``geo.label`` callable, the aggregate
+``geo.spread`` and the table function ``geo.track``.
 """
 
 import math
@@ -36,3 +36,28 @@ class Spread:
 
     def value(self) -> float:
         return max(self.values) - min(self.values)
+
+
+class Track:
+    """Per car, how far it travelled along x (times ``scale``) and the points seen, after
+    each chunk: a table function class (``process``), its columns in ``returns``.
+    """
+
+    returns = {"travelled": float, "points": int}  # noqa: RUF012 - the library's declaration
+
+    def __init__(self, scale: float) -> None:
+        self.scale = scale
+        self.last: float | None = None
+        self.travelled = 0.0
+        self.points = 0
+
+    def process(self, rows) -> None:  # noqa: ANN001 - a pandas DataFrame
+        for position in rows["position"]:
+            x = position["x"]
+            if self.last is not None:
+                self.travelled += abs(x - self.last) * self.scale
+            self.last = x
+            self.points += 1
+
+    def end_chunk(self) -> dict:
+        return {"travelled": self.travelled, "points": self.points}

@@ -1,5 +1,6 @@
-"""``CREATE LIBRARY prefix USING 'package.module'``: a module's annotated functions, and its
-classes with ``plus``, ``minus`` and ``value`` (aggregates), become ``prefix.name(...)`` in
+"""``CREATE LIBRARY prefix USING 'package.module'``: a module's annotated functions, its
+classes with ``plus``, ``minus`` and ``value`` (aggregates) and its classes with
+``process`` (table functions) become ``prefix.name(...)`` in
 StreamAPAS queries (``docs/apas.md``, "Libraries"), accepted while queries run; queries
 submitted afterwards may call them. The grammar does not change: it knows only
 ``NAME.NAME(args)``. Like ``CREATE AGGREGATE ... USING``, it loads code only from modules
@@ -16,6 +17,8 @@ from pyspark.sql.types import (
     DoubleType,
     LongType,
     StringType,
+    StructField,
+    StructType,
     TimestampType,
 )
 
@@ -28,6 +31,7 @@ from sparkcq.language.sql.statements import CreateLibrary
 from sparkcq.runtime.functions import function_origin, register_python_function
 from sparkcq.statements.context import StatementContext
 from sparkcq.statements.create_aggregate import add_aggregate
+from sparkcq.statements.create_table_function import add_table_function
 
 _SPARK_TYPES: dict[ApasType, DataType] = {
     ApasType.INTEGER: LongType(), ApasType.DOUBLE: DoubleType(),
@@ -56,7 +60,15 @@ def add_library(ctx: StatementContext, prefix: str, module: str) -> Library:
     ensure_module_allowed(module, ctx.policy.allow_udf_modules, f"library {prefix!r}")
     library = load_library(key, module)
     for fn in library.functions.values():
-        assert fn.fn is not None and fn.returns is not None
+        assert fn.fn is not None
+        if fn.role is Role.TABLE and isinstance(fn.fn, type):  # a table function's class
+            params = [(n, _SPARK_TYPES[t]) for n, t in zip(fn.param_names, fn.params,
+                                                            strict=True)]
+            columns = StructType([StructField(c, _SPARK_TYPES[t]) for c, t in fn.columns])
+            add_table_function(ctx, fn.spark_name, fn.fn, params, columns,
+                               f"{module}:{fn.fn.__name__}")
+            continue
+        assert fn.returns is not None
         if fn.role is Role.AGGREGATE and isinstance(fn.fn, type):  # a user aggregate's class
             params = [(f"x{i + 1}", _SPARK_TYPES[t]) for i, t in enumerate(fn.params)]
             add_aggregate(ctx, fn.spark_name, fn.fn, params, _SPARK_TYPES[fn.returns],
@@ -83,5 +95,6 @@ def remove_library(ctx: StatementContext, prefix: str) -> None:
     library = ctx.catalog.libraries.pop(prefix.lower())
     for fn in library.functions.values():
         ctx.catalog.aggregates.pop(fn.spark_name, None)
+        ctx.catalog.table_functions.pop(fn.spark_name, None)
         ctx.catalog.functions.pop(fn.spark_name, None)
         ctx.spark.sql(f"DROP TEMPORARY FUNCTION IF EXISTS {fn.spark_name}")

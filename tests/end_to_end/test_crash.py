@@ -71,7 +71,7 @@ def kill_at_random(proc: subprocess.Popen[str], rng: random.Random, during_commi
 
 
 def expected_rows() -> dict[str, list[tuple]]:
-    """The rows of ``traffic`` and ``packets`` (without ``_cycle``), from the job's
+    """The rows of ``traffic``, ``packets`` and ``smooth`` (without ``_cycle``), from the job's
     definition (``crash_job.py``): packet ``id`` at t = id seconds, from 10.0.0.(id % 7) to
     10.0.0.(id * 3 % 5), 40 + id % 1461 bytes; host of 10.0.0.i is host-(i % 4); a minute's
     chunk [60 m, 60 m + 60) is valid from its cut 60 (m + 1) for one chunk.
@@ -80,7 +80,19 @@ def expected_rows() -> dict[str, list[tuple]]:
     for pid in range(PACKETS):
         key = (pid // 60, f"host-{pid % 7 % 4}", f"host-{pid * 3 % 5 % 4}")
         traffic[key] += 40 + pid % 1461
+    # each sender's moving average of bytes (alpha 0.25, over every packet in order),
+    # after each minute's chunk, at its cut
+    averages: dict[str, float] = {}
+    smooth = []
+    for m in range(PACKETS // 60):
+        samples: Counter[str] = Counter()
+        for pid in range(60 * m, 60 * (m + 1)):
+            ip, x = f"10.0.0.{pid % 7}", float(40 + pid % 1461)
+            averages[ip] = x if ip not in averages else averages[ip] + 0.25 * (x - averages[ip])
+            samples[ip] += 1
+        smooth += [(ip, averages[ip], n, 60 * (m + 1), 60 * (m + 1)) for ip, n in samples.items()]
     return {
+        "smooth": sorted(smooth),
         "traffic": sorted((m, a, b, total, 60 * (m + 1), 60 * (m + 2))
                           for (m, a, b), total in traffic.items()),
         "packets": [(m, 60, 60 * (m + 1), 60 * (m + 2)) for m in range(PACKETS // 60)],
@@ -88,7 +100,8 @@ def expected_rows() -> dict[str, list[tuple]]:
 
 
 COLUMNS = {"traffic": "minute, from_host, to_host, bytes, _ts, _te",
-           "packets": "minute, n, _ts, _te"}
+           "packets": "minute, n, _ts, _te",
+           "smooth": "from_ip, average, samples, _ts, _te"}
 
 
 @pytest.mark.slow

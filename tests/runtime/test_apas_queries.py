@@ -383,7 +383,7 @@ def test_a_library_added_while_queries_run(spark):
         eng.create_query("bad", "select o[d = geo.dist($cars.id, 1)]; select [$o[T]]",
                          language="apas")
     assert "argument 1 of geo.dist is STRING, which does not convert to DOUBLE" in str(err.value)
-    with pytest.raises(AnalysisError, match="library 'geo' has dist, label, spread"):
+    with pytest.raises(AnalysisError, match="library 'geo' has dist, label, spread, track"):
         eng.create_query("bad", "select o[d = geo.helper($cars.id)]; select [$o[T]]",
                          language="apas")
     with pytest.raises(Exception, match="library 'geo' is used by after; drop them first"):
@@ -418,6 +418,41 @@ def test_a_library_contributes_an_aggregate_class(spark):
     eng.execute("DROP QUERY apas")
     eng.execute("DROP LIBRARY geo")
     assert "geo__spread" not in eng.catalog.aggregates
+    eng.stop()
+
+
+def test_a_library_contributes_a_table_function_shared_with_sql(spark):
+    """A class of the module with ``process`` and ``returns`` is ``geo.track``: the step
+    reads ``$cars`` through it. By hand, chunks of 2 (cut at 2, 4, 6) and scale 2: a at x =
+    1 (chunk cut at 2), then 3 and 8 (cut at 4): 0 after one point, 2 * (2 + 5) = 14 after
+    three; b at 0 (cut at 6): 0 after one point. The SQL twin shares the operator.
+    """
+    from sparkcq import Engine
+
+    eng = Engine(spark=spark, allow_udf_modules=["geo_library"])
+    eng.execute("CREATE STREAM cars (id STRING, position STRUCT<x: DOUBLE, y: DOUBLE>, "
+                "t BIGINT) WITH (event_time='t'); CREATE LIBRARY geo USING 'geo_library'")
+    eng.create_query("apas", "where window.cut($cars, 2) and geo.track($cars, $cars.id, 2.0) "
+                     "select o[id = $cars.id, d = $cars.travelled, n = $cars.points]; "
+                     "select [$o[T]]", language="apas")
+    eng.execute("CREATE QUERY sql AS SELECT id, travelled AS d, points AS n FROM "
+                "geo__track(TABLE cars [CUT ON t BY 2] PARTITION BY id, 2.0)")
+    with pytest.raises(AnalysisError, match="arguments after the stream and its partition "
+                       "attributes are constants"):
+        eng.create_query("bad", "where geo.track($cars, $cars.id, 1 + 1) select o[id = "
+                         "$cars.id]; select [$o[T]]", language="apas")
+    with pytest.raises(AnalysisError, match=r"takes 1 argument\(s\) after the table "
+                       r"\(scale\), got 0"):
+        eng.create_query("bad", "where geo.track($cars, $cars.id) select o[id = "
+                         "$cars.id]; select [$o[T]]", language="apas")
+    push_cars(eng)
+    expected = [("a", 0.0, 1, 2), ("a", 14.0, 3, 4), ("b", 0.0, 1, 6)]
+    assert rows(eng, "apas") == rows(eng, "sql") == expected
+    line = next(ln for ln in eng.explain_global().splitlines() if "TableFunction" in ln)
+    assert "queries=[apas, sql]" in line
+    eng.execute("DROP QUERY apas; DROP QUERY sql")
+    eng.execute("DROP LIBRARY geo")
+    assert "geo__track" not in eng.catalog.table_functions
     eng.stop()
 
 

@@ -21,10 +21,12 @@ from typing import TYPE_CHECKING, TypeVar
 
 import sqlglot
 import sqlglot.expressions as exp
+from pyspark.sql.types import StructType
 
 from sparkcq.errors import AnalysisError, Location
 from sparkcq.language.apas import syntax as s
 from sparkcq.language.apas.libraries import BUILT_IN, Library, LibraryFunction, Role
+from sparkcq.language.apas.table_function_calls import DURATION_UNITS, read_table_function
 from sparkcq.language.apas.types import (
     ApasType,
     OperatorTypeError,
@@ -33,7 +35,12 @@ from sparkcq.language.apas.types import (
     apply,
     cast,
 )
-from sparkcq.language.sql.statements import OutputForm, SelectText, SourceWindow
+from sparkcq.language.sql.statements import (
+    OutputForm,
+    SelectText,
+    SourceWindow,
+    TableFunctionCall,
+)
 from sparkcq.model.aggregate_functions import BUILTIN, DERIVED_AGGREGATES, Takes
 from sparkcq.model.time import Duration, unit_micros
 from sparkcq.model.windows import (
@@ -49,8 +56,6 @@ from sparkcq.model.windows import (
 )
 
 if TYPE_CHECKING:
-    from pyspark.sql.types import StructType
-
     from sparkcq.aggregates.user import UserAggregate
     from sparkcq.catalog import Catalog
 
@@ -58,8 +63,6 @@ if TYPE_CHECKING:
 Shape = dict[str, "ApasType | Shape"]
 
 _UNION_OUTPUT = "new"
-_DURATION_UNITS = {"ms": "MILLISECONDS", "s": "SECONDS", "m": "MINUTES", "min": "MINUTES",
-                   "h": "HOURS", "d": "DAYS"}
 _NUMERIC = (ApasType.INTEGER, ApasType.DOUBLE)
 #: the argument types of each built-in aggregate; another type is cast to the first it can
 _TAKES = {Takes.NUMBER: _NUMERIC, Takes.ORDERED: (*_NUMERIC, ApasType.STRING, ApasType.DATETIME)}
@@ -110,6 +113,8 @@ class _StepScope:
     windows: dict[str, tuple[WindowSpec, s.Span]] = field(default_factory=dict)
     union: s.Call | None = None
     join: s.Call | None = None  # util.left_join($a, $b) and its kin
+    # streams read through a library's table function, by name
+    functions: dict[str, TableFunctionCall] = field(default_factory=dict)
     # the trees being built, innermost last: what a bare name (``a.b``) refers to
     building: list[dict[str, Entry]] = field(default_factory=list)
 
@@ -128,6 +133,7 @@ class _Compiler:
         self.libraries = libraries
         self.steps: dict[str, _Compiled] = {}
         self.windows: dict[int, SourceWindow] = {}
+        self.functions: dict[int, TableFunctionCall] = {}
 
     # -- errors --------------------------------------------------------------------------
     def error(self, message: str, span: s.Span) -> AnalysisError:
@@ -144,7 +150,8 @@ class _Compiler:
             self.steps[step.name] = self.step(step, step.name)
         final = self.step(self.program.final, "result")
         form = OutputForm(self.program.final.form)
-        return SelectText(self.text, final.query, form, self.windows, 0)
+        return SelectText(self.text, final.query, form, self.windows, 0,
+                          table_functions=self.functions)
 
     def step(self, step: s.Step, name: str) -> _Compiled:
         scope = _StepScope()
@@ -157,6 +164,12 @@ class _Compiler:
                     msg = "a step takes one util.union; union all inputs in one call"
                     raise self.error(msg, conj.span)
                 scope.union = conj
+            elif isinstance(conj, s.Call) and self.function(conj).role is Role.TABLE:
+                source, call = read_table_function(conj, self.function(conj), self.text)
+                if source in scope.functions:
+                    msg = f"${source} is read through two table functions; give it one"
+                    raise self.error(msg, conj.span)
+                scope.functions[source] = call
             elif isinstance(conj, s.Call) and self.function(conj).role is Role.JOIN:
                 if scope.join is not None:
                     msg = "a step joins two inputs; join a third in the next step"
@@ -168,6 +181,8 @@ class _Compiler:
         # o[n = agg.count()]``), unless the window is on an input of its union
         windowed = [s.Reference(source, (), span) for source, (_, span) in scope.windows.items()
                     if not self.in_union(source, scope)]
+        windowed += [s.Reference(source, (), _span_of(call.loc))
+                     for source, call in scope.functions.items() if source not in scope.windows]
         for ref in [*self.join_inputs(scope.join), *windowed, *self.references(step, predicates)]:
             self.add_input(ref, scope)
         if not scope.inputs:
@@ -274,13 +289,18 @@ class _Compiler:
         table = exp.Table(this=exp.to_identifier(name, quoted=True),
                           alias=exp.TableAlias(this=exp.to_identifier(name, quoted=True)))
         self.stamp(table, span)
+        key = span.end - 1
         if name in scope.windows:
             spec, wspan = scope.windows[name]
-            key = span.end - 1
             table.this.meta["end"] = key
             self.windows[key] = SourceWindow(spec, key, Location.of_span(
                 self.text, wspan.start, wspan.end))
-        return _Input(name, shape_of(info.schema), table)
+        call = scope.functions.get(name)
+        if call is None:
+            return _Input(name, shape_of(info.schema), table)
+        table.this.meta["end"] = key
+        self.functions[key] = call
+        return _Input(name, shape_of(function_schema(call, info.schema, self.catalog)), table)
 
     def window(self, call: s.Call, scope: _StepScope) -> None:
         """``window.range($s, 1h)`` and its kin: the window ``$s`` is read through."""
@@ -345,8 +365,8 @@ class _Compiler:
         if isinstance(arg, s.Literal) and arg.kind is s.LiteralKind.DURATION:
             value: tuple[int, str] = arg.value  # type: ignore[assignment]
             amount, unit = value
-            unit_micros(_DURATION_UNITS[unit])
-            return Duration(amount, _DURATION_UNITS[unit])
+            unit_micros(DURATION_UNITS[unit])
+            return Duration(amount, DURATION_UNITS[unit])
         if isinstance(arg, s.Literal) and arg.kind is s.LiteralKind.INTEGER:
             return Duration(int(arg.value))  # type: ignore[call-overload]
         msg = "expected a duration such as 1h, 30s, 10min, 500ms, or a whole number"
@@ -798,6 +818,21 @@ class _Compiler:
 
 Entry = Value | dict[str, "Entry"]
 _Node = TypeVar("_Node", bound=exp.Expr)
+
+
+def function_schema(call: TableFunctionCall, schema: StructType, catalog: Catalog
+                    ) -> StructType:
+    """What a table function emits over a stream of ``schema``: its partition attributes,
+    then its columns (the binder checks both; an unknown one is left out here).
+    """
+    fn = catalog.table_functions.get(call.function.lower())
+    by_name = {f.name.lower(): f for f in schema.fields}
+    keys = [by_name[k.lower()] for k in call.partition_by if k.lower() in by_name]
+    return StructType([*keys, *(fn.columns.fields if fn is not None else [])])
+
+
+def _span_of(loc: Location) -> s.Span:
+    return s.Span(loc.start, loc.end)
 
 
 def shape_of(schema: StructType) -> Shape:

@@ -31,6 +31,7 @@ class Role(Enum):
     WINDOW = "window"  # a where-clause that puts a window on an input
     UNION = "union"  # a where-clause whose result is the input ``$new``
     JOIN = "join"  # a where-clause that says how two inputs join: ``util.left_join($a, $b)``
+    TABLE = "table"  # a where-clause that reads a stream through a table function
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,8 @@ class LibraryFunction:
     returns: ApasType | None = None
     spark_name: str = ""  # the name it is called by in Spark SQL
     fn: Callable[..., Any] | None = field(default=None, compare=False, repr=False)
+    columns: tuple[tuple[str, ApasType], ...] = ()  # what a table function emits
+    param_names: tuple[str, ...] = ()  # a table function's parameters, for messages
 
     @property
     def shown(self) -> str:
@@ -139,9 +142,11 @@ def load_library(prefix: str, module_path: str) -> Library:
         elif inspect.isclass(fn) and all(callable(getattr(fn, m, None))
                                          for m in ("plus", "minus", "value")):
             functions[name.lower()] = _library_aggregate(prefix, name, fn, module_path)
+        elif inspect.isclass(fn) and callable(getattr(fn, "process", None)):
+            functions[name.lower()] = _library_table_function(prefix, name, fn, module_path)
     if not functions:
-        msg = (f"module {module_path!r} defines no public functions or aggregate classes "
-               "to make a library of")
+        msg = (f"module {module_path!r} defines no public functions, aggregate classes or "
+               "table function classes to make a library of")
         raise CatalogError(msg)
     return Library(prefix.lower(), functions, module_path)
 
@@ -159,6 +164,31 @@ def _library_aggregate(prefix: str, name: str, cls: type,
     doc = (inspect.getdoc(cls) or "").split("\n")[0]
     return LibraryFunction(prefix.lower(), name.lower(), Role.AGGREGATE, doc, params,
                            returns, spark_function_name(prefix, name), cls)
+
+
+def _library_table_function(prefix: str, name: str, cls: type,
+                            module_path: str) -> LibraryFunction:
+    """A class with ``process`` (``sparkcq.table_functions``' protocol): its arguments are
+    ``__init__``'s annotated parameters, its columns the class attribute ``returns`` (names
+    to ``int``, ``float``, ``bool``, ``str`` or ``datetime``).
+    """
+    where = f"{module_path}.{name}"
+    params = _parameters(cls.__init__, f"{where}.__init__", skip_first=True)  # type: ignore[misc]
+    declared = getattr(cls, "returns", None)
+    if not isinstance(declared, dict) or not declared:
+        msg = (f"{where}: a table function class needs a class attribute returns = {{'column': "
+               "type, ...}} naming the columns it emits (int, float, bool, str or datetime)")
+        raise CatalogError(msg)
+    columns = []
+    for column, kind in declared.items():
+        if _PYTHON_TYPES.get(kind) is None:
+            msg = f"{where}.returns: column {column!r} needs int, float, bool, str or datetime"
+            raise CatalogError(msg)
+        columns.append((str(column), _PYTHON_TYPES[kind]))
+    doc = (inspect.getdoc(cls) or "").split("\n")[0]
+    names = tuple(list(inspect.signature(cls.__init__).parameters)[1:])  # type: ignore[misc]
+    return LibraryFunction(prefix.lower(), name.lower(), Role.TABLE, doc, params, None,
+                           spark_function_name(prefix, name), cls, tuple(columns), names)
 
 
 def _library_function(prefix: str, name: str, fn: Callable[..., Any],

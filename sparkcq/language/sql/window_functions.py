@@ -184,14 +184,17 @@ def window_call_column(offset: int, length: int) -> str:
 
 
 def split_arguments(text: str, tokens: list[Token], close: Token) -> list[list[Token]]:
-    """The tokens of each argument, split at the commas outside parentheses."""
+    """The tokens of each argument, split at the commas outside parentheses and brackets
+    (a window clause's ``[CUT ON a, b]``).
+    """
     args: list[list[Token]] = [[]]
     depth = 0
     for tok in tokens:
         if tok.token_type is TokenType.COMMA and depth == 0:
             args.append([])
             continue
-        depth += {TokenType.L_PAREN: 1, TokenType.R_PAREN: -1}.get(tok.token_type, 0)
+        depth += {TokenType.L_PAREN: 1, TokenType.R_PAREN: -1, TokenType.L_BRACKET: 1,
+                  TokenType.R_BRACKET: -1}.get(tok.token_type, 0)
         args[-1].append(tok)
     for arg in args:
         if not arg:
