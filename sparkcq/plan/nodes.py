@@ -665,8 +665,9 @@ class IntervalJoin(SpecialisedJoin):
 
     shedding: Shedding | None = None
 
-    def side(self, i: int) -> tuple[Window, tuple[Filter | Project, ...]]:
-        """Input ``i``'s window and the per-element filters and projections above it,
+    def side(self, i: int) -> tuple[Window | IntervalJoin, tuple[Filter | Project, ...]]:
+        """Input ``i``'s window (or the interval join whose pairs it reads: a join of three
+        or more windowed streams) and the per-element filters and projections above it,
         lowest first.
         """
         steps: list[Filter | Project] = []
@@ -674,7 +675,7 @@ class IntervalJoin(SpecialisedJoin):
         while isinstance(node, Filter | Project):
             steps.append(node)
             node = node.child
-        assert isinstance(node, Window), node
+        assert isinstance(node, Window | IntervalJoin), node
         return node, tuple(reversed(steps))
 
     def label(self) -> str:  # noqa: D102
@@ -685,8 +686,9 @@ class IntervalJoin(SpecialisedJoin):
                 "rows processed / received" if how.control is ShedControl.RATIO else \
                 f"budget {how.budget_seconds:g} s"
             shed = f" SHEDDING {how.mode.value} ({how.basic_windows} sub-windows, {z})"
-        return (f"IntervalJoin {on} <- {self.side(0)[0].label()} x "
-                f"{self.side(1)[0].label()}{shed}")
+        sides = [s.label() if isinstance(s, Window) else "pairs of the join below"
+                 for s in (self.side(0)[0], self.side(1)[0])]
+        return f"IntervalJoin {on} <- {sides[0]} x {sides[1]}{shed}"
 
 
 @dataclass(frozen=True)

@@ -305,10 +305,11 @@ def test_a_redone_cycle_sheds_as_it_did_before_the_crash(spark, tmp_path):
     assert len(after) >= 3  # cycles with pairs, redone
 
 
-def test_a_three_way_join_sheds_its_first_join_and_emits_only_true_triples(spark):
-    """s JOIN r JOIN u over 30-unit windows: the join of s and r sheds at z = 0.5, the
-    join with u reads its (consistent) changes. Every record is a triple of the join with
-    its interval, computed here; fewer than all of them.
+def test_a_three_way_join_sheds_at_each_join_and_emits_only_true_triples(spark):
+    """s JOIN r JOIN u over 30-unit windows: an interval join of s and r, and one of its
+    pairs with u. Unshed, every triple with its interval, computed here. At z = 0.5 both
+    joins shed (each counts the work it skipped), and every record is a triple with its
+    interval; fewer than all of them.
     """
     rng = random.Random(5)
     rows = {name: [{"k": f"k{rng.randrange(3)}", col: 1000 * n + i, "t": rng.randrange(120)}
@@ -325,21 +326,34 @@ def test_a_three_way_join_sheds_its_first_join_and_emits_only_true_triples(spark
     eng = Engine(spark=spark)
     eng.execute(STREAMS + "CREATE STREAM u (k STRING, x BIGINT, t BIGINT) "
                           "WITH (event_time='t');")
-    eng.execute("CREATE QUERY j3 WITH (shedding='random', throttle='0.5', basic_windows='3') "
-                "AS SELECT s.v AS v, r.w AS w, u.x AS x FROM s [RANGE 30] JOIN r [RANGE 30] "
-                "ON s.k = r.k JOIN u [RANGE 30] ON s.k = u.k")
+    join3 = ("SELECT s.v AS v, r.w AS w, u.x AS x FROM s [RANGE 30] JOIN r [RANGE 30] "
+             "ON s.k = r.k JOIN u [RANGE 30] ON s.k = u.k")
+    eng.execute(f"CREATE QUERY j3 WITH (shedding='random', throttle='0.5', "
+                f"basic_windows='3') AS {join3}")
+    eng.execute(f"CREATE QUERY all3 AS {join3}")
+    assert eng.explain("j3").count("SHEDDING random") == 2
     for lo in range(0, 120, 20):
         for name in ("s", "r", "u"):
             eng.push(name, [e for e in rows[name] if lo <= e["t"] < lo + 20],
                      watermark=lo + 20, end=lo + 20 >= 120)
         eng.run_cycle()
     eng.run_until_idle()
-    frame = eng.results("j3")
-    got = [((int(v), int(w), int(x)), (int(ts), None if pd.isna(te) else int(te)))
-           for v, w, x, ts, te in frame[["v", "w", "x", "_ts", "_te"]].itertuples(index=False)]
-    assert len({g for g, _ in got}) == len(got)
-    assert [g for g in got if triples.get(g[0]) != g[1]] == []
-    assert 0 < len(got) < len(triples)
+
+    def got(query: str) -> list[tuple]:
+        frame = eng.results(query)
+        return [((int(v), int(w), int(x)), (int(ts), None if pd.isna(te) else int(te)))
+                for v, w, x, ts, te in frame[["v", "w", "x", "_ts", "_te"]].itertuples(
+                    index=False)]
+
+    assert sorted(got("all3")) == sorted(triples.items())
+    shed = got("j3")
+    assert len({g for g, _ in shed}) == len(shed)
+    assert [g for g in shed if triples.get(g[0]) != g[1]] == []
+    assert 0 < len(shed) < len(triples)
+    reports = eng.metrics()["shedding"]
+    assert len(reports) == 2  # both joins shed
+    for report in reports.values():
+        assert sum(side["shed"] for side in report["inputs"]) > 0
 
 
 def test_the_work_per_bucket_comes_from_exact_counts_when_an_input_runs_far_ahead(spark):

@@ -37,7 +37,7 @@ from sparkcq.model.time import TIME_MAX
 from sparkcq.plan.nodes import EdgeKind, Filter, IntervalJoin, PlanNode, Project
 from sparkcq.runtime.frames import Runtime, SqlViews, bound_sql, q, union_by_name
 from sparkcq.runtime.operators.outputs import coalesced
-from sparkcq.runtime.operators.window import element_span
+from sparkcq.runtime.operators.window import side_span
 from sparkcq.runtime.saved_frames import FrameReader, FrameWriter
 from sparkcq.runtime.state_runs import StateRuns
 
@@ -58,8 +58,7 @@ def pair_span(join: IntervalJoin) -> int | None:
     """The longest a pair of ``join`` lasts: its shorter window's longest element (None:
     neither window's elements end).
     """
-    spans = [s for i in (0, 1) if (s := element_span(join.side(i)[0].spec)) is not None]
-    return min(spans, default=None)
+    return side_span(join)
 
 
 def layers_schema(row: str, row_type: StructType) -> StructType:

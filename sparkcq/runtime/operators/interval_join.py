@@ -96,10 +96,7 @@ from sparkcq.runtime.operators.shedding import (
     slice_length,
     work_per_bucket,
 )
-from sparkcq.runtime.operators.window import (
-    element_interval_sql,
-    element_span,
-)
+from sparkcq.runtime.operators.window import element_interval_sql, side_span
 from sparkcq.runtime.saved_frames import FrameReader, FrameWriter
 from sparkcq.runtime.state_runs import Counted
 from sparkcq.runtime.step_chains import chain_sql
@@ -263,6 +260,9 @@ class IntervalJoinOperator(Operator):
         # a source stream's events are taken in as they arrive (``Slice.arrivals``): their
         # elements start at or after their time, so they wait in the state, not in a buffer
         self.reads_arrivals = [isinstance(c, StreamScan) for c in node.children]
+        # a side that reads the pairs of a join below (three or more windowed streams):
+        # its elements come with their intervals (``Slice.elements``)
+        self.reads_pairs = [isinstance(node.side(i)[0], IntervalJoin) for i in (0, 1)]
         self.names = [[f.name for f in node.join.children[i].schema.fields] for i in (0, 1)]
         self.keys = [[k[i] for k in node.join.equi_keys] for i in (0, 1)]
         self.condition = node.join.condition.sql if node.join.condition else "TRUE"
@@ -270,7 +270,7 @@ class IntervalJoinOperator(Operator):
         self.shedding: Shedding | None = node.shedding
         self.progress: IntervalJoinProgress = IntervalJoinProgress()
         shed_fields: list[list[StructField]] = [[], []]
-        spans = [element_span(node.side(i)[0].spec) for i in (0, 1)]  # longest elements
+        spans = [side_span(node.side(i)[0]) for i in (0, 1)]  # longest elements
         if self.shedding is not None:
             # each side's basic sub-window: its longest element over the sub-windows
             self.spans = [span or 1 for span in spans]
@@ -315,12 +315,17 @@ class IntervalJoinOperator(Operator):
     # -- SQL text, built once ----------------------------------------------------------------
 
     def reads_edge(self, i: int, own_edge_read: bool) -> bool:  # noqa: D102
-        return not self.reads_arrivals[i]
+        return not self.reads_arrivals[i] and not self.reads_pairs[i]
+
     def build_events_sql(self, i: int) -> str:
         """Side ``i``'s new events (view ``{inp}``) through the filters and projections
-        above its window: its columns and ``_t``.
+        above its window: its columns and ``_t``; of a side reading a join's pairs, the
+        pairs that start in the cycle, with ``_ts`` and ``_te``.
         """
         _window, steps = self.interval_join.side(i)
+        if self.reads_pairs[i]:
+            src = chain_sql("{inp}", steps, (TS, TE))
+            return f"SELECT {', '.join(map(q, self.names[i]))}, {q(TS)}, {q(TE)} FROM {src}"
         # a stream edge: one event per row
         src = chain_sql(f"(SELECT * FROM {{inp}} WHERE {q(D)} > 0)", steps, (T,))
         return f"SELECT {', '.join(map(q, self.names[i]))}, {q(T)} FROM {src}"
@@ -331,8 +336,12 @@ class IntervalJoinOperator(Operator):
         shedding join, with each element's sub-window and hash (see module).
         """
         window, _steps = self.interval_join.side(i)
-        start, end = element_interval_sql(window.spec, q(T))
-        assert end is not None  # the rule takes windows whose elements end
+        if isinstance(window, IntervalJoin):  # a pair's interval is the element's
+            start, end = q(TS), q(TE)
+        else:
+            start, end_sql = element_interval_sql(window.spec, q(T))
+            assert end_sql is not None  # the rule takes windows whose elements end
+            end = end_sql
         names = ", ".join(map(q, self.names[i]))
         text = (f"SELECT {names}, {start} AS {q(STARTS[i])}, {end} AS {q(ENDS[i])} "
                 f"FROM ({self.events_sql[i]}) AS e WHERE {end} > {start}")
@@ -562,7 +571,8 @@ class IntervalJoinOperator(Operator):
         counts = None if plan is None else CycleCounts(
             lambda counted: self.learn_both(counted, lo, plan))
         for i, inp in enumerate((left, right)):
-            events = inp.arrivals if self.reads_arrivals[i] else inp.df
+            events = (inp.arrivals if self.reads_arrivals[i] else
+                      inp.elements if self.reads_pairs[i] else inp.df)
             runs = self.sides[i]
             runs.expire(lo)
             runs.merge(lo)

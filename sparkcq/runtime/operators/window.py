@@ -11,6 +11,7 @@ from sparkcq.plan.nodes import (
     EACH_CHUNK_ONCE,
     CumulateSpec,
     CutSpec,
+    IntervalJoin,
     KeyedSpec,
     RangeSpec,
     ResolvedWindow,
@@ -75,6 +76,17 @@ def element_span(spec: ResolvedWindow) -> int | None:
     if isinstance(spec, CumulateSpec):
         return spec.size
     return None
+
+
+def side_span(side: WindowNode | IntervalJoin) -> int | None:
+    """The longest an element of an interval join's side lasts: its window's, or for a side
+    that reads the pairs of a join below, that join's shorter side's (a pair ends with the
+    earlier of its elements). None: its elements never end.
+    """
+    if isinstance(side, WindowNode):
+        return element_span(side.spec)
+    spans = [s for i in (0, 1) if (s := side_span(side.side(i)[0])) is not None]
+    return min(spans, default=None)
 
 
 class TimeWindowOperator(Operator):
