@@ -32,6 +32,10 @@ Three parts, one Spark session:
    of event time: the unshed join, ``random`` and ``adaptive``. Every emitted pair is
    checked against the partners computed here in Python (no false pair), and the output
    is compared: adaptive against random, and against the unshed join.
+4. **The shapes of time correlation** (``SHAPES``), each at the fixed share: partners 2-3 s
+   behind their a-tuples (a probes b's window), ahead of them (b probes a's), on both
+   sides, and behind for the first half and ahead for the second (the correlation shifts).
+   ``--shapes-only`` runs this part alone.
 """
 
 from __future__ import annotations
@@ -53,6 +57,16 @@ from sparkcq.testing import Lag, correlated_streams
 
 RESULTS = Path(__file__).parent / "results"
 LAG = Lag(0, 2_000, 3_000)
+
+
+def shapes(length_ms: int) -> dict[str, list[Lag]]:
+    """Where an a-tuple's partner lies (``Lag``: how far behind it), by shape."""
+    return {
+        "behind (a probes)": [LAG],
+        "ahead (b probes)": [Lag(0, -3_000, -2_000)],
+        "both sides": [Lag(0, -1_500, 1_500)],
+        "shifting (behind, then ahead)": [LAG, Lag(length_ms // 2, -3_000, -2_000)],
+    }
 #: an unshed run at three times its sustainable rate stops after a cycle this many budgets
 #: long: it has shown that its cycles grow without bound
 GAVE_UP = 4
@@ -269,6 +283,23 @@ def run_fixed(spark, setup: Setup, mode: str, z: float, a_rows: list[dict],  # n
     return out
 
 
+def shape_lines(spark, setup: Setup, length_ms: int) -> list[str]:  # noqa: ANN001
+    """Part 4: each shape at z = 0.3, unshed, random and adaptive, as table rows."""
+    rows = []
+    for name, lags in shapes(length_ms).items():
+        a_rows, b_rows = correlated_streams(5, length_ms, 0.5, lags, keys=setup.keys)
+        off, rnd, ada = (run_fixed(spark, setup, mode, 0.3, a_rows, b_rows, length_ms)
+                         for mode in ("off", "random", "adaptive"))
+        line = (f"| {name} | {off.pairs:,} | {rnd.pairs:,} ({rnd.false_pairs}) | "
+                f"{ada.pairs:,} ({ada.false_pairs}) | {ada.pairs / max(1, off.pairs):.2f} | "
+                f"{ada.pairs / max(1, rnd.pairs):.2f}x |")
+        print(line, flush=True)
+        rows.append(line)
+    return ["## Shapes of time correlation at z = 0.3", "",
+            "| partners lie | unshed pairs | random (false) | adaptive (false) | adaptive / "
+            "unshed | adaptive / random |", "|---|---|---|---|---|---|", *rows, ""]
+
+
 def plot(runs: list[RealTimeRun], budget_s: float, path: Path) -> None:
     import matplotlib
 
@@ -299,8 +330,20 @@ def main() -> None:
     parser.add_argument("--budget", type=float, default=Setup.budget_s, help="seconds")
     parser.add_argument("--rates", default="125,250,500,1000,2000,4000",
                         help="a-tuples/s tried for the sustainable rate, rising")
+    parser.add_argument("--shapes-only", action="store_true",
+                        help="only part 4: the shapes of time correlation at z = 0.3")
     args = parser.parse_args()
     setup = Setup(args.window_ms, args.keys, args.budget)
+    length_ms = 40_000 if args.quick else 80_000
+    if args.shapes_only:
+        spark = make_session(None)
+        RESULTS.mkdir(exist_ok=True)
+        lines = [f"# Load shedding by shape ({args.out})", "",
+                 f"{setup.describe()}. Command: `.venv/bin/python benchmarks/shedding.py "
+                 f"{' '.join(sys.argv[1:])}`.", "", *shape_lines(spark, setup, length_ms)]
+        (RESULTS / f"{args.out}.md").write_text("\n".join(lines))
+        print(f"wrote {RESULTS / args.out}.md")
+        return
     window_s = setup.window_ms / 1000
     # a run holds a full window for its last half at least
     seconds = max(30.0 if args.quick else 60.0, 2 * window_s)
@@ -322,7 +365,6 @@ def main() -> None:
               f"z at the end {run.zs[-1]:.2f}, {run.output:,} pairs ({run.false_pairs} "
               f"false), processed share {run.processed_share:.3f}"
               + (" (stopped: grows without bound)" if run.gave_up else ""), flush=True)
-    length_ms = 40_000 if args.quick else 80_000
     a_rows, b_rows = correlated_streams(5, length_ms, 0.5, [LAG], keys=setup.keys)
     fixed = [run_fixed(spark, setup, mode, 0.3, a_rows, b_rows, length_ms)
              for mode in ("off", "random", "adaptive")]
@@ -351,7 +393,8 @@ def main() -> None:
         "|---|---|---|---|---|",
         *[f"| {f.mode} | {f.pairs:,} | {f.false_pairs} | {f.processed_share:.3f} | "
           f"{f.pairs / max(1, off.pairs):.2f} |" for f in fixed],
-        "", f"adaptive / random: {ada.pairs / max(1, rnd.pairs):.2f}x", ""]
+        "", f"adaptive / random: {ada.pairs / max(1, rnd.pairs):.2f}x", "",
+        *shape_lines(spark, setup, length_ms)]
     (RESULTS / f"{args.out}.md").write_text("\n".join(lines))
     print(f"wrote {RESULTS / args.out}.md and .png")
 

@@ -969,6 +969,19 @@ class ToStream(UnaryNode):
 
 
 @dataclass(frozen=True)
+class Quarantine(UnaryNode):
+    """A stream as query ``query`` (``on_error='skip'``) reads it: without the rows one of
+    its operators raised on (``runtime/quarantine.py``). Its own node: the rows it leaves
+    out are that query's, so nothing above it is shared with other queries.
+    """
+
+    query: str
+
+    def label(self) -> str:  # noqa: D102
+        return f"Quarantine for {self.query} (rows it raised on: dead letters)"
+
+
+@dataclass(frozen=True)
 class TableFunction(UnaryNode):
     """A user table function over its input's chunks (``sparkcq.table_functions``): a
     stream of the rows it emits, each an event at the cut point of the chunk it was

@@ -54,6 +54,15 @@ class InputRemoved(StrEnum):
     KEEP = "keep"  # the stream's input ends: its windows drain and it goes on with the rest
 
 
+class OperatorError(StrEnum):
+    """What a query does when one of its operators raises on a row (a Python function, a
+    division by zero, a cast that overflows).
+    """
+
+    STOP = "stop"  # stopped, the error and the user's frames in its log
+    SKIP = "skip"  # the rows it failed on go to the dead letters with the error; it goes on
+
+
 def choice(kind: type[E], options: Mapping[str, str], key: str, default: E, text: str,
            loc: Location | None, refusal: str) -> E:
     """Option ``key`` as a member of enum ``kind`` (``default`` when absent); an
@@ -229,13 +238,15 @@ class QueryOptions:
     on_schema_change: SchemaChange = SchemaChange.STOP
     on_remove: InputRemoved = InputRemoved.STOP
     shedding: Shedding | None = None  # of the query's windowed stream joins
+    on_error: OperatorError = OperatorError.STOP
     options: Mapping[str, str] = field(default_factory=dict)  # all of them, as written
 
     @classmethod
     def parse(cls, options: Mapping[str, str], text: str, loc: Location | None,
               shedding: ShedMode = ShedMode.OFF) -> QueryOptions:
         """The options of a query (``shedding``: the server's default mode); a bad
-        ``on_schema_change``, ``on_remove`` or shedding option is an AnalysisError.
+        ``on_schema_change``, ``on_remove``, ``on_error`` or shedding option is an
+        AnalysisError.
         """
         change = choice(SchemaChange, options, "on_schema_change", SchemaChange.STOP, text, loc,
                         "on_schema_change {raw!r}: use 'stop' (the default: stop the query "
@@ -244,5 +255,10 @@ class QueryOptions:
                          "on_remove {raw!r}: use 'stop' (the default: stop the query when "
                          "a feed removes a stream it reads) or 'keep' (the stream's input "
                          "ends, its windows drain and the query goes on)")
+        on_error = choice(OperatorError, options, "on_error", OperatorError.STOP, text, loc,
+                          "on_error {raw!r}: use 'stop' (the default: stop the query when "
+                          "an operator raises) or 'skip' (the rows it raised on go to the "
+                          "dead letters, the query goes on)")
         return cls(options.get("sink", SinkKind.MEMORY.value).lower(), change, removed,
-                   Shedding.parse(options, text, loc, shedding), copy_options(options))
+                   Shedding.parse(options, text, loc, shedding), on_error,
+                   copy_options(options))

@@ -33,6 +33,9 @@ from sparkcq.runtime.state import fingerprint
 from sparkcq.runtime.table_switching import switched_at, table_versions
 from sparkcq.runtime.throttles import JOURNAL_KEY, Throttles
 
+#: times a cycle runs again after queries skipped the rows they raised on
+#: (``on_error='skip'``); a query still failing after that stops
+SKIP_ATTEMPTS = 3
 
 @dataclass
 class CycleReport:
@@ -208,12 +211,19 @@ class CycleDriver:
             delivered.update({name: t.num_rows for name, t in tables.items()})
 
         try:
-            try:
-                result = self.engine.execute(self.queries.compiled, taken, commit)
-            except QueriesFailedError as failed:
-                for query, error in failed.failures:
-                    self.queries.fail(query.name, error, self.cycle)
-                result = self.engine.execute(self.queries.compiled, taken, commit)
+            attempts = 0
+            while True:
+                try:
+                    result = self.engine.execute(self.queries.compiled, taken, commit)
+                    break
+                except QueriesFailedError as failed:
+                    # each failing query stops, or skips the rows it raised on
+                    # (``on_error='skip'``) a few times at most; the cycle runs again
+                    attempts += 1
+                    for query, error in failed.failures:
+                        if attempts > SKIP_ATTEMPTS or not self.queries.skip_rows(
+                                query.name, error, taken, self.cycle):
+                            self.queries.fail(query.name, error, self.cycle)
             self.pending = CycleInput()
         finally:
             self.rt.end_cycle()

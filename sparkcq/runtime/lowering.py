@@ -20,6 +20,7 @@ from sparkcq.plan.nodes import (
     OverAggregate,
     PlanNode,
     Project,
+    Quarantine,
     RowsSpec,
     SessionSpec,
     SlicedAggregate,
@@ -45,6 +46,7 @@ from sparkcq.runtime.operators.interval_join import IntervalJoinOperator
 from sparkcq.runtime.operators.join import JoinOperator
 from sparkcq.runtime.operators.outputs import ToStreamOperator
 from sparkcq.runtime.operators.over_aggregate import OverAggregateOperator
+from sparkcq.runtime.operators.quarantine import QuarantineOperator
 from sparkcq.runtime.operators.scan import ScanOperator
 from sparkcq.runtime.operators.stateless import ExpandOperator, FilterOperator, ProjectOperator
 from sparkcq.runtime.operators.table import TableOperator, TableRows
@@ -81,6 +83,8 @@ def lower(node: PlanNode, rt: Runtime, *, lateness: int = 0,
         return TimeWindowOperator(node, rt)
     if isinstance(node, Filter):
         return FilterOperator(node, rt)
+    if isinstance(node, Quarantine):
+        return QuarantineOperator(node, rt)
     if isinstance(node, TableFunction):
         return TableFunctionOperator(node, rt)
     if isinstance(node, Project):

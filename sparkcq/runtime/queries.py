@@ -15,6 +15,7 @@ from sparkcq.language.sql.statements import OutputForm
 from sparkcq.model.time import TimeKind
 from sparkcq.plan.nodes import EdgeKind, PlanNode, StreamScan, TableScan, walk
 from sparkcq.runtime.cycle import CompiledPlan, CompiledQuery, compile_plan
+from sparkcq.runtime.cycle_input import CycleInput
 from sparkcq.runtime.failures import describe_failure, user_traceback
 from sparkcq.runtime.frames import Runtime
 from sparkcq.runtime.global_plan import GlobalPlan
@@ -26,6 +27,7 @@ from sparkcq.runtime.operators.shared_output import SharedIntervalFormatter, enc
 from sparkcq.runtime.operators.table import TableRows
 from sparkcq.runtime.scans import StreamScans
 from sparkcq.runtime.seeding import seedable
+from sparkcq.runtime.skipping import skip_failing_rows
 
 
 @dataclass(frozen=True)
@@ -148,6 +150,27 @@ class RunningQueries(Mapping[str, RunningQuery]):
         run.info.enter(status, *lines)
         self.release(name)
         self.stopped[name.lower()] = run
+
+    def skip_rows(self, name: str, error: BaseException, taken: CycleInput,
+                  cycle: int) -> bool:
+        """For a query created ``WITH (on_error='skip')``: dead-letter and leave out the
+        rows it raised on in the cycle ``taken`` (``runtime/skipping.py``), its log saying
+        which; False when it has another policy or no row explains ``error``.
+        """
+        run = self.running[name.lower()]
+        if str(run.info.options.get("on_error", "stop")).lower() != "skip":
+            return False
+        skipped = skip_failing_rows(run.name, run.info.plan, taken, self.plan.ops.__getitem__,
+                                    self.rt.spark)
+        if skipped is None:
+            run.info.log.append(f"cycle {cycle}: on_error='skip' found no input row that "
+                                f"alone raises {describe_failure(error)!r}; stopping")
+            return False
+        for s in skipped:
+            run.info.log.append(
+                f"cycle {cycle}: skipped {s.rows.num_rows} row(s) of {s.stream} it raised on, "
+                f"now in its dead letters: {s.errors[0]}")
+        return True
 
     def fail(self, name: str, error: BaseException, cycle: int) -> None:
         """Stop one query after a failure; its log says why, the others keep running."""

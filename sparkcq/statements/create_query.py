@@ -17,9 +17,18 @@ from sparkcq.io.sinks import FilesSink, QueryOutput, Retention
 from sparkcq.language.sql.statements import ApasText, CreateQuery, assignment_at
 from sparkcq.model.time import TimeKind
 from sparkcq.plan.binder import bind_query
-from sparkcq.plan.nodes import EdgeKind, Join, JoinHow, PlanNode, walk
+from sparkcq.plan.nodes import (
+    EdgeKind,
+    Join,
+    JoinHow,
+    PlanNode,
+    Quarantine,
+    StreamScan,
+    transform_up,
+    walk,
+)
 from sparkcq.plan.notices import window_edge_notes
-from sparkcq.plan.options import QueryOptions, Shedding, SinkKind
+from sparkcq.plan.options import OperatorError, QueryOptions, Shedding, SinkKind
 from sparkcq.plan.rules import optimize
 from sparkcq.plan.rules.shed_window_joins import ShedWhere, shed_window_joins
 from sparkcq.statements.context import StatementContext
@@ -35,7 +44,11 @@ def create_query(stmt: CreateQuery, text: str, ctx: StatementContext) -> str:
     options = QueryOptions.parse(stmt.options, text, stmt.loc, ctx.policy.shedding)
     bound = bind_query(stmt.select, text, ctx.catalog, ctx.spark, trusted=ctx.policy.trusted)
     notes = window_edge_notes(bound.plan)
-    plan = optimize(bound.plan, running=ctx.queries.plan.ops)
+    plan = bound.plan
+    if options.on_error is OperatorError.SKIP:  # its streams without the rows it raised on
+        plan = transform_up(plan, lambda n: Quarantine(n, name)
+                            if isinstance(n, StreamScan) else n)
+    plan = optimize(plan, running=ctx.queries.plan.ops)
     if options.shedding is not None:
         if any(isinstance(n, Join) and n.how is not JoinHow.INNER
                and EdgeKind.TABLE not in {c.kind for c in n.children} for n in walk(bound.plan)):
