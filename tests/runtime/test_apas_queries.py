@@ -272,6 +272,26 @@ def test_subtrees_copied_and_built(cars):
 
 
 
+def test_a_bare_t_is_the_whole_tree_of_the_steps_input(cars):
+    """``o[T]`` copies every attribute of the step's one input (here ``$cars``, named by
+    the where-clause), as ``o[$cars[T]]`` does; ``select [T]`` copies ``$o``. The SQL twin
+    shares the plan. A step reading two inputs is refused: ``T`` would not say which.
+    """
+    cars.create_query("bare", "where $cars.position.x > 2 select o[T]; select [T]",
+                      language="apas")
+    cars.create_query("named", "where $cars.position.x > 2 select o[$cars[T]]; "
+                      "select [$o[T]]", language="apas")
+    cars.execute("CREATE QUERY sql AS SELECT * FROM cars WHERE position.x > 2")
+    with pytest.raises(AnalysisError, match=r"T is the whole tree of the step's input, and "
+                       r"this step reads \$o, \$cars"):
+        cars.create_query("two", "select o[id = $cars.id]; where $o.id == $cars.id "
+                          "select p[T]; select [$p[T]]", language="apas")
+    push_cars(cars)
+    want = [("a", (("x", 3.0), ("y", 2.0)), 2, 2), ("a", (("x", 8.0), ("y", 5.0)), 3, 3)]
+    assert rows(cars, "bare") == rows(cars, "named") == rows(cars, "sql") == want
+    assert "(shared with named, sql)" in cars.explain("bare").splitlines()[0]
+
+
 def test_names_relative_to_the_tree_being_built(cars):
     """The paper's Fig. 8 form: ``a.b = [...]`` then ``w = a.b.z * $cars.position.y`` reads
     the attribute just defined; ``q[x = 1.5, u = x + 1]`` is ``q.x = 1.5, q.u = q.x + 1``,

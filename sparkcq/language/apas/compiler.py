@@ -185,6 +185,12 @@ class _Compiler:
                      for source, call in scope.functions.items() if source not in scope.windows]
         for ref in [*self.join_inputs(scope.join), *windowed, *self.references(step, predicates)]:
             self.add_input(ref, scope)
+        bare = [i for i in step.tree.items
+                if isinstance(i, s.SubTree) and i.ref.source == s.STEP_INPUT]
+        if not scope.inputs and scope.union is not None:  # ``select facts[T]``: its union
+            self.add_input(s.Reference(_UNION_OUTPUT, (), scope.union.span), scope)
+        elif not scope.inputs and bare and self.steps:  # ``select [T]``: the step before
+            self.add_input(s.Reference(list(self.steps)[-1], (), bare[0].span), scope)
         if not scope.inputs:
             msg = "the step reads no stream; name one, e.g. $s.a or $s[T]"
             raise self.error(msg, step.tree.span)
@@ -216,6 +222,8 @@ class _Compiler:
         ref = items[0].ref
         if ref.path or len(scope.inputs) != 1:
             return None
+        if ref.source == s.STEP_INPUT:  # a bare T
+            ref = s.Reference(next(iter(scope.inputs)), (), ref.span)
         if ref.source == _UNION_OUTPUT and scope.union is not None:
             return self.union(scope.union, scope)
         compiled = self.steps.get(ref.source)
@@ -228,7 +236,8 @@ class _Compiler:
 
         def visit(node: object) -> None:
             if isinstance(node, s.Reference):
-                found.append(node)
+                if node.source != s.STEP_INPUT:
+                    found.append(node)
             elif isinstance(node, s.SubTree):
                 visit(node.ref)
             elif isinstance(node, s.Call):
@@ -500,6 +509,15 @@ class _Compiler:
         join_type = {"semi": "left semi", "anti": "left anti"}.get(kind, kind)
         return query.join(inputs[1].item, on=on, join_type=join_type, copy=False)
 
+    def step_input(self, scope: _StepScope, span: s.Span) -> str:
+        """What a bare ``T`` copies: the step's one input."""
+        if len(scope.inputs) != 1:
+            named = ", ".join(f"${n}" for n in scope.inputs)
+            msg = (f"T is the whole tree of the step's input, and this step reads {named}; "
+                   "copy one of them: $name[T]")
+            raise self.error(msg, span)
+        return next(iter(scope.inputs))
+
     def tree_entries(self, tree: s.Tree, scope: _StepScope) -> dict[str, Entry]:
         """The attributes a tree defines, nested by path, in the order written."""
         out: dict[str, Entry] = {}
@@ -512,6 +530,9 @@ class _Compiler:
 
     def build(self, tree: s.Tree, scope: _StepScope, out: dict[str, Entry]) -> None:
         for item in tree.items:
+            if isinstance(item, s.SubTree) and item.ref.source == s.STEP_INPUT:
+                item = s.SubTree(s.Reference(self.step_input(scope, item.span), (), item.span),
+                                 item.span)
             if isinstance(item, s.SubTree):
                 value = self.reference(item.ref, scope)
                 if item.ref.path:

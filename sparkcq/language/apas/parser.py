@@ -166,6 +166,10 @@ class _Build(Transformer):
     def subtree(self, meta, children):  # noqa: ANN001, ANN201, D102
         return s.SubTree(children[0], self.span(meta))
 
+    def whole_input(self, meta, children):  # noqa: ANN001, ANN201, D102
+        span = self.span(meta)
+        return s.SubTree(s.Reference(s.STEP_INPUT, (), span), span)
+
     def attribute(self, meta, children):  # noqa: ANN001, ANN201, D102
         return children[0]
 

@@ -87,9 +87,15 @@ class Local:
     span: Span
 
 
+#: the source of a bare ``T`` (``o[T]``): the step's one input, whichever it is
+STEP_INPUT = ""
+
+
 @dataclass(frozen=True)
 class SubTree:
-    """``$s.a[T]``: the whole attribute tree of ``s`` below ``a`` (of ``s`` if no path)."""
+    """``$s.a[T]``: the whole attribute tree of ``s`` below ``a`` (of ``s`` if no path); a
+    bare ``T`` (source ``STEP_INPUT``): the whole tree of the step's one input.
+    """
 
     ref: Reference
     span: Span
