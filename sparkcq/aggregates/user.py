@@ -132,23 +132,30 @@ def ensure_module_allowed(module: str, allowed: tuple[str, ...], what: str) -> N
         raise CatalogError(msg)
 
 
-def load_aggregate_class(path: str, name: str, allowed: tuple[str, ...]) -> type:
-    """The class named by ``'package.module:Class'``, if its module is allowed."""
+def load_named_class(path: str, what: str, allowed: tuple[str, ...]) -> Any:
+    """What ``'package.module:Class'`` names, if its module is allowed; ``what`` (``aggregate
+    'median'``) begins every error.
+    """
     module_name, sep, class_name = path.partition(":")
     if not sep or not module_name or not class_name:
-        msg = f"aggregate {name!r}: USING {path!r} must name 'package.module:Class'"
+        msg = f"{what}: USING {path!r} must name 'package.module:Class'"
         raise CatalogError(msg)
-    ensure_module_allowed(module_name, allowed, f"aggregate {name!r}")
+    ensure_module_allowed(module_name, allowed, what)
     try:
         module = importlib.import_module(module_name)
     except ImportError as e:
-        msg = f"aggregate {name!r}: cannot import {module_name!r}: {e}"
+        msg = f"{what}: cannot import {module_name!r}: {e}"
         raise CatalogError(msg) from e
     cls = getattr(module, class_name, None)
     if cls is None:
-        msg = f"aggregate {name!r}: module {module_name!r} has no {class_name!r}"
+        msg = f"{what}: module {module_name!r} has no {class_name!r}"
         raise CatalogError(msg)
-    return ensure_aggregate_class(cls, name)
+    return cls
+
+
+def load_aggregate_class(path: str, name: str, allowed: tuple[str, ...]) -> type:
+    """The class named by ``'package.module:Class'``, if its module is allowed."""
+    return ensure_aggregate_class(load_named_class(path, f"aggregate {name!r}", allowed), name)
 
 
 #: names a user aggregate may not take: the built-in aggregates

@@ -31,13 +31,12 @@ modules the engine allows; ``Engine.create_table_function`` takes a class object
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.sql.types import DataType, StructType
 
-from sparkcq.aggregates.user import class_origin, ensure_module_allowed, ensure_scalar_type
+from sparkcq.aggregates.user import class_origin, ensure_scalar_type, load_named_class
 from sparkcq.errors import CatalogError
 
 #: rows one ``process`` call receives at most (a chunk's rows are split in their order)
@@ -99,20 +98,7 @@ def ensure_table_function_class(cls: Any, name: str) -> type:
 
 def load_table_function_class(path: str, name: str, allowed: tuple[str, ...]) -> type:
     """The class named by ``'package.module:Class'``, if its module is allowed."""
-    module_name, sep, class_name = path.partition(":")
-    if not sep or not module_name or not class_name:
-        msg = f"table function {name!r}: USING {path!r} must name 'package.module:Class'"
-        raise CatalogError(msg)
-    ensure_module_allowed(module_name, allowed, f"table function {name!r}")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as e:
-        msg = f"table function {name!r}: cannot import {module_name!r}: {e}"
-        raise CatalogError(msg) from e
-    cls = getattr(module, class_name, None)
-    if cls is None:
-        msg = f"table function {name!r}: module {module_name!r} has no {class_name!r}"
-        raise CatalogError(msg)
+    cls = load_named_class(path, f"table function {name!r}", allowed)
     return ensure_table_function_class(cls, name)
 
 
