@@ -1042,6 +1042,53 @@ class JoinQuery(JoinShape):
 
 
 @dataclass(frozen=True)
+class ThreeWayJoinQuery(JoinShape):
+    """SELECT a.ex, a.k, a.v, b.v, c.v FROM s [w1] a JOIN s2 [w2] b ON ex, k JOIN s [w3] c
+    ON ex, k [AND b.v < c.v]: the pairs of the first join joined with a third windowed
+    stream (a join of its pairs, which may shed too)."""
+
+    left: Win
+    right: Win
+    third: Win
+    theta: bool
+    join_form: str = ""
+    shedding: str = ""
+
+    def options(self) -> str:
+        return f"WITH ({self.shedding})" if self.shedding else ""
+
+    @property
+    def period(self) -> int | None:
+        """RSTREAM's period: the three windows' one period, if they have exactly one."""
+        periods = {p for p in (self.left.period, self.right.period, self.third.period) if p}
+        return periods.pop() if len(periods) == 1 else None
+
+    def sql(self) -> str:
+        theta = " AND b.v < c.v" if self.theta else ""
+        return (f"{self.join_form} SELECT a.ex AS ex, a.k AS k, a.v AS av, b.v AS bv, "
+                f"c.v AS cv FROM s {self.left.sql()} AS a JOIN s2 {self.right.sql()} AS b "
+                f"ON a.ex = b.ex AND a.k = b.k JOIN s {self.third.sql()} AS c "
+                f"ON b.ex = c.ex AND b.k = c.k{theta}").strip()
+
+    def features(self) -> set[str]:
+        at_one = "throttle='1'" in self.shedding
+        shed = {f"three-way join shedding {'at' if at_one else 'below'} z = 1"} \
+            if self.shedding else set()
+        return super().features() | shed | {"three way join", f"window {self.third.name}"}
+
+    def relation(self, inputs: Inputs) -> Relation:
+        pairs = join(window(inputs["s"], self.left), window(inputs["s2"], self.right),
+                     key=lambda r: (r["ex"], r["k"]), theta=None,
+                     columns=("ex", "k", "av", "bv"),
+                     make=lambda a, b: (a["ex"], a["k"], a["v"], b["v"]))
+        return join(pairs, window(inputs["s"], self.third),
+                    key=lambda r: (r["ex"], r["k"]),
+                    theta=(lambda p, c: p["bv"] < c["v"]) if self.theta else None,
+                    columns=("ex", "k", "av", "bv", "cv"),
+                    make=lambda p, c: (p["ex"], p["k"], p["av"], p["bv"], c["v"]))
+
+
+@dataclass(frozen=True)
 class OuterJoinQuery(JoinShape):
     """SELECT coalesce(a.ex, b.ex) AS ex, a.k, a.v, b.k, b.v FROM s [w1] a {LEFT | RIGHT |
     FULL} JOIN s2 [w2] b ON ex, k [AND a.v < b.v] [WHERE the sides' v do not sum to 9];

@@ -40,6 +40,7 @@ from oracle import (
     SetOperationQuery,
     TableAggQuery,
     TableFunctionQuery,
+    ThreeWayJoinQuery,
     TopNQuery,
     UnionQuery,
     UnionStreamsQuery,
@@ -195,13 +196,20 @@ def two_stream_queries(draw) -> dict[str, Query]:
         "derived stream": DerivedStreamQuery("d1", draw(st.integers(0, 9)), draw(case_windows)),
         "derived relation join": DerivedRelationQuery("tot1", totals, draw(case_windows)),
         "derived relation filter": DerivedRelationQuery("tot1", totals, None),
+        "three way join": ThreeWayJoinQuery(draw(timed_windows), draw(timed_windows),
+                                            draw(timed_windows), draw(st.booleans()),
+                                            join_form=draw(st.sampled_from(FORMS))),
     }
     queries = {name.replace(" ", "_"): Query(shape, name) for name, shape in shapes.items()}
     below = JoinQuery(draw(timed_windows), draw(timed_windows), theta=draw(st.booleans()),
                       shedding=draw(shedding_below_one))
-    # first too: its windows are not shared
+    three = ThreeWayJoinQuery(draw(timed_windows), draw(timed_windows), draw(timed_windows),
+                              draw(st.booleans()), shedding=draw(shedding_below_one))
+    # first too: their windows are not shared
     return with_twin(draw, {
         "shedding_below_one": Query(below, "shedding join below z = 1", subset=True),
+        "three_way_shedding": Query(three, "three-way join shedding below z = 1",
+                                    subset=True),
         **queries})
 
 
