@@ -339,7 +339,8 @@ def main() -> None:
         spark = make_session(None)
         RESULTS.mkdir(exist_ok=True)
         lines = [f"# Load shedding by shape ({args.out})", "",
-                 f"{setup.describe()}. Command: `.venv/bin/python benchmarks/shedding.py "
+                 f"{setup.describe()} (here the partners lie as each row says). "
+                 f"Command: `.venv/bin/python benchmarks/shedding.py "
                  f"{' '.join(sys.argv[1:])}`.", "", *shape_lines(spark, setup, length_ms)]
         (RESULTS / f"{args.out}.md").write_text("\n".join(lines))
         print(f"wrote {RESULTS / args.out}.md")
