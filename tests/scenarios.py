@@ -270,7 +270,8 @@ class Query:
 
 
 #: what ends a join's ON clause (outside parentheses)
-_ON_ENDS = re.compile(r" (WHERE|GROUP BY|HAVING|UNION|EXCEPT|INTERSECT|ORDER BY|LIMIT) ")
+_ON_ENDS = re.compile(r" (WHERE|GROUP BY|HAVING|UNION|EXCEPT|INTERSECT|ORDER BY|LIMIT"
+                      r"|(?:(?:LEFT|RIGHT|FULL|INNER)(?: OUTER)? )?JOIN) ")
 
 
 def twin_sql(sql: str) -> str:
