@@ -1,5 +1,9 @@
 """Inner join of two time-windowed streams, from the elements' intervals.
 
+A side may also be the pairs of an interval join below (a join of three or more windowed
+streams): a pair is an element whose interval is known when it is found, and it comes in
+the cycle it starts in (``Slice.elements``), as a windowed event does.
+
 An event of a RANGE, NOW or CUT window becomes an element whose interval ``[s, e)`` is known
 when the event arrives. A pair of elements meeting the condition is in the join's relation
 over ``[max(s), min(e))`` when that is not empty, so in a cycle ``[lo, hi)`` the join's
