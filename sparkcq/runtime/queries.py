@@ -14,6 +14,7 @@ from sparkcq.catalog import QueryInfo, QueryStatus
 from sparkcq.language.sql.statements import OutputForm
 from sparkcq.model.time import TimeKind
 from sparkcq.plan.nodes import EdgeKind, PlanNode, StreamScan, TableScan, walk
+from sparkcq.plan.options import OperatorError
 from sparkcq.runtime.cycle import CompiledPlan, CompiledQuery, compile_plan
 from sparkcq.runtime.cycle_input import CycleInput
 from sparkcq.runtime.failures import describe_failure, user_traceback
@@ -158,7 +159,7 @@ class RunningQueries(Mapping[str, RunningQuery]):
         which; False when it has another policy or no row explains ``error``.
         """
         run = self.running[name.lower()]
-        if str(run.info.options.get("on_error", "stop")).lower() != "skip":
+        if run.info.options.get("on_error", OperatorError.STOP).lower() != OperatorError.SKIP:
             return False
         skipped = skip_failing_rows(run.name, run.info.plan, taken, self.plan.ops.__getitem__,
                                     self.rt.spark)

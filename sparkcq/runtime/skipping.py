@@ -168,10 +168,10 @@ def skip_failing_rows(query: str, plan: PlanNode, taken: CycleInput,
             continue
         bad = table.take(pa.array([i for i, _e in found], type=pa.int64()))
         errors = tuple(describe_failure(e) for _i, e in found)
-        letters = bad.to_pandas()
-        letters[REASON] = [f"query {query!r} raised: {e}" for e in errors]
-        letters[RAW] = None
+        rows_left_out = bad.to_pandas()
+        held.leave_out(spark.createDataFrame(rows_left_out, scan.scan.schema))
+        letters = rows_left_out.assign(**{REASON: [f"query {query!r} raised: {e}"
+                                                   for e in errors], RAW: None})
         scan.keep_dead(spark.createDataFrame(letters, scan.dead_schema), len(found))
-        held.leave_out(spark.createDataFrame(bad.to_pandas(), scan.scan.schema))
-        skipped.append(Skipped(node.child.name, bad, errors))  # type: ignore[attr-defined]
+        skipped.append(Skipped(scan.scan.name, bad, errors))
     return skipped or None
